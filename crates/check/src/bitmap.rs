@@ -1,0 +1,78 @@
+//! Compact bit sets: a plain one for single-threaded use and an atomic one that worker threads
+//! mark concurrently (first marker wins, so double claims are detected without a lock).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Clone, Debug, Default)]
+pub struct Bitmap {
+    words: Vec<u64>,
+    len: u64,
+}
+
+impl Bitmap {
+    pub fn new(len: u64) -> Self {
+        Bitmap { words: vec![0; len.div_ceil(64) as usize], len }
+    }
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn get(&self, i: u64) -> bool {
+        i < self.len && self.words[(i / 64) as usize] & (1 << (i % 64)) != 0
+    }
+    pub fn set(&mut self, i: u64) {
+        if i < self.len {
+            self.words[(i / 64) as usize] |= 1 << (i % 64);
+        }
+    }
+    pub fn clear(&mut self, i: u64) {
+        if i < self.len {
+            self.words[(i / 64) as usize] &= !(1 << (i % 64));
+        }
+    }
+    pub fn count_ones(&self) -> u64 {
+        self.words.iter().map(|w| u64::from(w.count_ones())).sum()
+    }
+    /// Indexes of set bits, ascending.
+    pub fn iter_ones(&self) -> impl Iterator<Item = u64> + '_ {
+        self.words.iter().enumerate().flat_map(|(wi, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros() as u64;
+                w &= w - 1;
+                Some(wi as u64 * 64 + b)
+            })
+        })
+    }
+}
+
+/// A bitmap shared between threads.
+pub struct AtomicBitmap {
+    words: Vec<AtomicU64>,
+    len: u64,
+}
+
+impl AtomicBitmap {
+    pub fn new(len: u64) -> Self {
+        AtomicBitmap { words: (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(), len }
+    }
+    /// Set bit `i`; returns whether it was already set.
+    pub fn test_and_set(&self, i: u64) -> bool {
+        if i >= self.len {
+            return false;
+        }
+        let m = 1u64 << (i % 64);
+        self.words[(i / 64) as usize].fetch_or(m, Ordering::Relaxed) & m != 0
+    }
+    pub fn get(&self, i: u64) -> bool {
+        i < self.len && self.words[(i / 64) as usize].load(Ordering::Relaxed) & (1 << (i % 64)) != 0
+    }
+    pub fn into_bitmap(self) -> Bitmap {
+        Bitmap { words: self.words.into_iter().map(|w| w.into_inner()).collect(), len: self.len }
+    }
+}

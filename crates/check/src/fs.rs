@@ -1,0 +1,54 @@
+//! An opened file system: the device, the superblock we trust, its geometry and the group
+//! descriptors, plus small read helpers that turn I/O results into checked block buffers.
+
+use ffsck_format::{Geometry, RawGroupDesc, RawSuperblock};
+use ffsck_io::{Device, IoError};
+use std::sync::Arc;
+
+pub struct Fs {
+    pub dev: Arc<dyn Device>,
+    pub sb: RawSuperblock,
+    /// Block number of the superblock in use (0 for the primary at byte 1024).
+    pub sb_block: u64,
+    pub geo: Geometry,
+    pub groups: Vec<RawGroupDesc>,
+    /// crc32c seed for metadata checksums (only meaningful with `metadata_csum`).
+    pub csum_seed: u32,
+}
+
+impl Fs {
+    pub fn block_size(&self) -> usize {
+        self.geo.block_size as usize
+    }
+    /// Read one block; `None` when it lies outside the device or the read fails.
+    pub fn read_block(&self, blk: u64) -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; self.block_size()];
+        self.read_blocks_into(blk, &mut buf).ok()?;
+        Some(buf)
+    }
+    /// Read consecutive blocks into `buf` (whose length sets the count).
+    pub fn read_blocks_into(&self, blk: u64, buf: &mut [u8]) -> Result<(), IoError> {
+        let off = blk.checked_mul(u64::from(self.geo.block_size)).ok_or(IoError::ShortRead { offset: u64::MAX, len: buf.len() })?;
+        self.dev.read_at(buf, off)
+    }
+    pub fn has_metadata_csum(&self) -> bool {
+        self.sb.has_metadata_csum()
+    }
+    pub fn has_group_csum(&self) -> bool {
+        self.sb.has_group_csum()
+    }
+    /// Inodes of group `g` that the descriptor proves unused (`INODE_UNINIT` or the
+    /// `itable_unused` tail), which the scan may skip. Only trusted when the descriptor
+    /// checksum is good, as a bad descriptor could otherwise hide live inodes.
+    pub fn scannable_inodes(&self, g: u32, desc_ok: bool) -> u32 {
+        let ipg = self.geo.inodes_per_group;
+        if !self.has_group_csum() || !desc_ok {
+            return ipg;
+        }
+        let gd = &self.groups[g as usize];
+        if gd.flags() & ffsck_format::group::BG_INODE_UNINIT != 0 {
+            return 0;
+        }
+        ipg.saturating_sub(gd.itable_unused())
+    }
+}

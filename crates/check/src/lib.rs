@@ -1,0 +1,24 @@
+//! The ffsck checking engine: opens a file system, runs passes 0-5 and reports findings.
+//!
+//! The engine never prints. Each pass is a function from typed facts to typed facts (see the
+//! `//!` header of each pass file), and every inconsistency is a `Finding` from the one
+//! catalogue in `problem.rs`. Whether a finding is fixed is decided by `Policy`, the single
+//! place that knows about `-n`, `-p` and `-y`.
+#![forbid(unsafe_code)]
+
+pub mod bitmap;
+pub mod engine;
+pub mod fs;
+pub mod pass0;
+pub mod pass1;
+pub mod pass1b;
+pub mod pass2;
+pub mod pass3;
+pub mod pass4;
+pub mod pass5;
+pub mod problem;
+pub mod report;
+
+pub use engine::{check, CheckOptions, Outcome};
+pub use problem::Problem;
+pub use report::{exit, Finding, Policy, ProblemCtx, Reporter};

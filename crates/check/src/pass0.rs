@@ -1,0 +1,268 @@
+//! Pass 0: find a superblock we can trust and check it and the group descriptors.
+//!
+//! Checks: superblock geometry (falling back to backup superblocks automatically, as e2fsck
+//! does only with `-b`), descriptor locations (bitmaps and inode table inside the group, or
+//! inside the file system with `flex_bg`), descriptor checksums, uninit flags and unused-inode
+//! counts, and superblock feature consistency.
+//! Produces: `Pass0Facts` with the opened `Fs` and per-group flags saying which descriptor
+//! fields are usable. Relies on: nothing but the device. Frees: nothing.
+
+use crate::fs::Fs;
+use crate::problem::Problem as P;
+use crate::report::{Findings, Policy, ProblemCtx};
+use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ffsck_format::{Geometry, Incompat, RawGroupDesc, RawSuperblock, RoCompat, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use ffsck_io::Device;
+use std::sync::Arc;
+
+/// Per-group facts pass 0 establishes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GroupState {
+    pub block_bitmap_ok: bool,
+    pub inode_bitmap_ok: bool,
+    pub inode_table_ok: bool,
+    /// Descriptor checksum verified (or the file system has none).
+    pub csum_ok: bool,
+}
+
+pub struct Pass0Facts {
+    pub fs: Fs,
+    pub groups: Vec<GroupState>,
+}
+
+/// Why the file system could not be opened at all (exit 8).
+#[derive(Debug)]
+pub enum OpenFailure {
+    /// No superblock copy describes a usable file system.
+    Corrupt(String),
+    /// Incompat features we do not support.
+    Unsupported(String),
+    /// The device is smaller than the superblock says (a truncated image).
+    TooSmall { fs_blocks: u64, dev_blocks: u64 },
+}
+
+/// Where to look for a superblock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SuperHint {
+    /// `-b`: block number of a backup superblock.
+    pub block: Option<u64>,
+    /// `-B`: block size in bytes for `block`.
+    pub block_size: Option<u32>,
+}
+
+fn read_super_at(dev: &dyn Device, offset: u64) -> Option<RawSuperblock> {
+    let mut buf = vec![0u8; SUPERBLOCK_SIZE];
+    dev.read_at(&mut buf, offset).ok()?;
+    RawSuperblock::parse(&buf)
+}
+
+fn read_descs(dev: &dyn Device, geo: &Geometry, sb_block: u64) -> Option<Vec<RawGroupDesc>> {
+    let bs = u64::from(geo.block_size);
+    let ds = geo.desc_size as usize;
+    let mut out = Vec::with_capacity(geo.group_count as usize);
+    let mut buf = vec![0u8; geo.block_size as usize];
+    for i in 0..geo.gdt_blocks {
+        // A backup superblock's descriptor copies follow it directly (for the old-style part).
+        let blk = if sb_block == 0 || (geo.incompat.has(Incompat::META_BG) && i >= geo.first_meta_bg) { geo.desc_block(i) } else { sb_block + 1 + u64::from(i) };
+        dev.read_at(&mut buf, blk.checked_mul(bs)?).ok()?;
+        for j in 0..geo.descs_per_block as usize {
+            if out.len() == geo.group_count as usize {
+                break;
+            }
+            out.push(RawGroupDesc::parse(&buf[j * ds..], ds));
+        }
+    }
+    Some(out)
+}
+
+/// The range a group's own metadata may live in.
+fn allowed_range(geo: &Geometry, g: u32) -> (u64, u64) {
+    if geo.incompat.has(Incompat::FLEX_BG) {
+        (geo.first_data_block, geo.blocks_count - 1)
+    } else {
+        (geo.group_first_block(g), geo.group_last_block(g))
+    }
+}
+
+/// e2fsck's descriptor sanity check: every bitmap and inode table inside its allowed range.
+fn descs_valid(geo: &Geometry, gds: &[RawGroupDesc]) -> bool {
+    gds.iter().enumerate().all(|(g, gd)| {
+        let (lo, hi) = allowed_range(geo, g as u32);
+        let it = gd.inode_table();
+        let in_range = |b: u64| b >= lo && b <= hi;
+        in_range(gd.block_bitmap()) && in_range(gd.inode_bitmap()) && in_range(it) && it.checked_add(u64::from(geo.inode_blocks_per_group) - 1).is_some_and(|e| e <= hi)
+    })
+}
+
+struct Candidate {
+    sb: RawSuperblock,
+    geo: Geometry,
+    sb_block: u64,
+    gds: Vec<RawGroupDesc>,
+    descs_ok: bool,
+}
+
+fn try_candidate(dev: &dyn Device, offset: u64, sb_block: u64) -> Result<Candidate, String> {
+    let sb = read_super_at(dev, offset).ok_or_else(|| "short read".to_string())?;
+    let geo = Geometry::new(&sb).map_err(|e| e.to_string())?;
+    let gds = read_descs(dev, &geo, sb_block).ok_or_else(|| "cannot read group descriptors".to_string())?;
+    let descs_ok = descs_valid(&geo, &gds);
+    Ok(Candidate { sb, geo, sb_block, gds, descs_ok })
+}
+
+/// Backup superblock locations to try when the primary is unusable: group 1 for every block
+/// size (as `e2fsck -b` users are told to do by hand), or the one the user named.
+fn backup_offsets(hint: SuperHint, known: Option<&Geometry>) -> Vec<(u64, u64)> {
+    if let Some(b) = hint.block {
+        let sizes: Vec<u32> = match hint.block_size {
+            Some(s) => vec![s],
+            None => (0..=6).map(|l| 1024u32 << l).collect(),
+        };
+        return sizes.into_iter().filter_map(|s| b.checked_mul(u64::from(s)).map(|o| (o, b))).collect();
+    }
+    let mut out = Vec::new();
+    if let Some(g) = known {
+        let b = g.group_first_block(1);
+        if g.group_count > 1 {
+            out.push((b * u64::from(g.block_size), b));
+        }
+    }
+    for l in 0..=6u32 {
+        let bs = 1024u64 << l;
+        let bpg = 8 * bs;
+        let b = bpg + u64::from(bs == 1024);
+        out.push((b * bs, b));
+    }
+    out
+}
+
+pub fn run(dev: Arc<dyn Device>, hint: SuperHint, policy: Policy, out: &mut Findings) -> Result<Pass0Facts, OpenFailure> {
+    let primary = if hint.block.is_some() { Err("not tried".to_string()) } else { try_candidate(&*dev, SUPERBLOCK_OFFSET, 0) };
+    let chosen = match primary {
+        Ok(c) if c.descs_ok => c,
+        first => {
+            match &first {
+                Ok(_) => {
+                    out.report(policy, P::P0_CHECK_DESC_FAILED, ProblemCtx::default());
+                }
+                Err(_) if hint.block.is_none() => {
+                    out.report(policy, P::P0_OPEN_FAILED, ProblemCtx::default());
+                }
+                Err(_) => {}
+            }
+            let known = first.as_ref().ok().map(|c| c.geo.clone());
+            let backup = backup_offsets(hint, known.as_ref())
+                .into_iter()
+                .filter_map(|(off, blk)| try_candidate(&*dev, off, blk).ok())
+                .find(|c| c.descs_ok && (hint.block.is_some() || c.sb.s_block_group_nr.get() == 1 || c.sb_block > 0));
+            match (backup, first) {
+                (Some(b), _) => b,
+                (None, Ok(c)) => c,
+                (None, Err(e)) => return Err(OpenFailure::Corrupt(e)),
+            }
+        }
+    };
+    let Candidate { sb, geo, sb_block, gds, .. } = chosen;
+
+    let unsupported = sb.incompat().unsupported();
+    if unsupported != 0 {
+        return Err(OpenFailure::Unsupported(ffsck_format::Incompat(unsupported).names().join(" ")));
+    }
+    if sb.incompat().has(Incompat::JOURNAL_DEV) {
+        return Err(OpenFailure::Unsupported("journal_dev (this is an external journal device, not a file system)".into()));
+    }
+    let dev_blocks = dev.size() / u64::from(geo.block_size);
+    if dev_blocks < geo.blocks_count {
+        return Err(OpenFailure::TooSmall { fs_blocks: geo.blocks_count, dev_blocks });
+    }
+
+    let csum_seed = sb.csum_seed();
+    let fs = Fs { dev, sb, sb_block, geo, groups: gds, csum_seed };
+    let states = check_groups(&fs, policy, out);
+    check_super_fields(&fs, policy, out);
+    Ok(Pass0Facts { fs, groups: states })
+}
+
+fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> {
+    let geo = &fs.geo;
+    let mut states = Vec::with_capacity(fs.groups.len());
+    let mut csum_latched = false;
+    for (g, gd) in fs.groups.iter().enumerate() {
+        let g32 = g as u32;
+        let (lo, hi) = allowed_range(geo, g32);
+        let inr = |b: u64| b >= lo && b <= hi;
+        let mut st = GroupState { block_bitmap_ok: true, inode_bitmap_ok: true, inode_table_ok: true, csum_ok: true };
+        if !inr(gd.block_bitmap()) {
+            out.report(policy, P::P0_BB_NOT_GROUP, ProblemCtx { group: g32, blk: gd.block_bitmap(), ..Default::default() });
+            st.block_bitmap_ok = false;
+        }
+        if !inr(gd.inode_bitmap()) {
+            out.report(policy, P::P0_IB_NOT_GROUP, ProblemCtx { group: g32, blk: gd.inode_bitmap(), ..Default::default() });
+            st.inode_bitmap_ok = false;
+        }
+        let it = gd.inode_table();
+        if !inr(it) || !it.checked_add(u64::from(geo.inode_blocks_per_group) - 1).is_some_and(|e| e <= hi) {
+            out.report(policy, P::P0_ITABLE_NOT_GROUP, ProblemCtx { group: g32, blk: it, ..Default::default() });
+            out.report(policy, P::P0_RELOCATE_HINT, ProblemCtx::default());
+            st.inode_table_ok = false;
+        }
+        if let Some(want) = gd.compute_checksum(&fs.sb, g32, geo.desc_size as usize) {
+            if want != gd.bg_checksum.get() {
+                if !csum_latched {
+                    out.report(policy, P::P0_GDT_CSUM_LATCH, ProblemCtx::default());
+                    csum_latched = true;
+                }
+                out.report(policy, P::P0_GDT_CSUM, ProblemCtx { group: g32, num: u64::from(gd.bg_checksum.get()), num2: u64::from(want), ..Default::default() });
+                st.csum_ok = false;
+            }
+        }
+        if !fs.has_group_csum() && gd.flags() & (BG_BLOCK_UNINIT | BG_INODE_UNINIT) != 0 {
+            out.report(policy, P::P0_GDT_UNINIT, ProblemCtx::group(g32));
+        }
+        if fs.has_group_csum() && (gd.itable_unused() > gd.free_inodes_count() || gd.itable_unused() > geo.inodes_per_group) {
+            out.report(policy, P::P0_GDT_ITABLE_UNUSED, ProblemCtx { group: g32, num: u64::from(gd.itable_unused()), ..Default::default() });
+            st.csum_ok = false;
+        }
+        states.push(st);
+    }
+    states
+}
+
+fn check_super_fields(fs: &Fs, policy: Policy, out: &mut Findings) {
+    let sb = &fs.sb;
+    let ro = sb.ro_compat();
+    let inc = sb.incompat();
+    if ro.has(RoCompat::METADATA_CSUM) && ro.has(RoCompat::GDT_CSUM) {
+        out.report(policy, P::P0_META_AND_GDT_CSUM_SET, ProblemCtx::default());
+    }
+    if inc.has(Incompat::CSUM_SEED) && !ro.has(RoCompat::METADATA_CSUM) {
+        out.report(policy, P::P0_CSUM_SEED_WITHOUT_META_CSUM, ProblemCtx::default());
+    }
+    if inc.has(Incompat::SIXTY_FOUR_BIT) && !inc.has(Incompat::EXTENTS) {
+        out.report(policy, P::P0_64BIT_WITHOUT_EXTENTS, ProblemCtx::default());
+    }
+    if !sb.checksum_ok() {
+        out.report(policy, P::P0_SB_CSUM_INVALID, ProblemCtx::default());
+    }
+    let isz = fs.geo.inode_size;
+    if isz > 128 {
+        let max_extra = u64::from(isz - 128);
+        let min = u64::from(sb.s_min_extra_isize.get());
+        let want = u64::from(sb.s_want_extra_isize.get());
+        if min > max_extra || min % 4 != 0 {
+            out.report(policy, P::P0_BAD_MIN_EXTRA_ISIZE, ProblemCtx { num: min, ..Default::default() });
+        }
+        if want > max_extra || want % 4 != 0 {
+            out.report(policy, P::P0_BAD_WANT_EXTRA_ISIZE, ProblemCtx { num: want, ..Default::default() });
+        }
+    }
+    for q in [sb.s_usr_quota_inum.get(), sb.s_grp_quota_inum.get(), sb.s_prj_quota_inum.get()] {
+        if q != 0 && (q > fs.geo.inodes_count || (q < fs.geo.first_ino && q != 3 && q != 4)) {
+            out.report(policy, P::P0_INVALID_QUOTA_INO, ProblemCtx::ino(q));
+        }
+    }
+    let has_journal = sb.compat().has(ffsck_format::Compat::HAS_JOURNAL);
+    if !has_journal && inc.has(Incompat::RECOVER) {
+        out.report(policy, P::P0_JOURNAL_RECOVER_SET, ProblemCtx::default());
+    }
+}

@@ -1,0 +1,357 @@
+//! The problem catalogue: one declarative row per inconsistency ffsck can find.
+//!
+//! Each row gives a stable code (never reused), the pass it belongs to, the e2fsck problem code
+//! it corresponds to (for differential tests against e2fsck's problem log), the prompt a repair
+//! would ask, flags that drive the decision in `Context::fix`, and a message template over the
+//! typed `ProblemCtx`. Placeholders: {ino} {ino2} {dir} {blk} {blk2} {group} {num} {num2}
+//! {name} {str}.
+
+use serde::Serialize;
+
+/// What a repair does when the answer is yes (shown as the question).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Prompt {
+    None,
+    Fix,
+    Clear,
+    Relocate,
+    Allocate,
+    Expand,
+    Connect,
+    Create,
+    Salvage,
+    Truncate,
+    ClearInode,
+    Abort,
+    Split,
+    Continue,
+    CloneDup,
+    Delete,
+    Suppress,
+    Unlink,
+    ClearHtree,
+    Recreate,
+    Optimize,
+    ClearFlag,
+}
+
+impl Prompt {
+    pub fn text(self) -> &'static str {
+        match self {
+            Prompt::None => "",
+            Prompt::Fix => "Fix",
+            Prompt::Clear => "Clear",
+            Prompt::Relocate => "Relocate",
+            Prompt::Allocate => "Allocate",
+            Prompt::Expand => "Expand",
+            Prompt::Connect => "Connect to /lost+found",
+            Prompt::Create => "Create",
+            Prompt::Salvage => "Salvage",
+            Prompt::Truncate => "Truncate",
+            Prompt::ClearInode => "Clear inode",
+            Prompt::Abort => "Abort",
+            Prompt::Split => "Split",
+            Prompt::Continue => "Continue",
+            Prompt::CloneDup => "Clone multiply-claimed blocks",
+            Prompt::Delete => "Delete file",
+            Prompt::Suppress => "Suppress messages",
+            Prompt::Unlink => "Unlink",
+            Prompt::ClearHtree => "Clear HTree index",
+            Prompt::Recreate => "Recreate",
+            Prompt::Optimize => "Optimize",
+            Prompt::ClearFlag => "Clear flag",
+        }
+    }
+}
+
+/// Decision flags (a small bit set).
+pub mod flag {
+    /// Safe to fix without asking in preen mode.
+    pub const PREEN_OK: u16 = 1;
+    /// Answering "no" leaves no inconsistency behind (optimisations, summary counts).
+    pub const NO_OK: u16 = 2;
+    /// The check cannot continue after this problem.
+    pub const FATAL: u16 = 4;
+    /// Informational: printed, never asked, not counted as an error.
+    pub const INFO: u16 = 8;
+    /// Not printed in preen mode.
+    pub const PREEN_NOMSG: u16 = 16;
+    /// Not a fix of an inconsistency (optimisations): never makes the exit code non-zero.
+    pub const NOT_A_FIX: u16 = 32;
+}
+
+/// Static description of one problem.
+#[derive(Debug)]
+pub struct ProblemInfo {
+    pub name: &'static str,
+    pub e2fsck_code: u32,
+    pub prompt: Prompt,
+    pub flags: u16,
+    pub message: &'static str,
+}
+
+macro_rules! catalogue {
+    ($($name:ident = $code:literal, $prompt:ident, $flags:expr, $msg:literal;)*) => {
+        /// Every problem ffsck reports. Variant names are the stable codes.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        pub enum Problem { $($name),* }
+        impl Problem {
+            pub const ALL: &'static [Problem] = &[$(Problem::$name),*];
+            pub fn info(self) -> &'static ProblemInfo {
+                match self {
+                    $(Problem::$name => {
+                        static I: ProblemInfo = ProblemInfo { name: stringify!($name), e2fsck_code: $code, prompt: Prompt::$prompt, flags: $flags, message: $msg };
+                        &I
+                    })*
+                }
+            }
+        }
+    };
+}
+
+use flag::*;
+
+catalogue! {
+    // ---- Pass 0: superblock and group descriptors ----
+    P0_SB_CORRUPT = 0x000004, None, FATAL, "The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({str}).";
+    P0_FS_SIZE_WRONG = 0x000005, Abort, FATAL, "The file system size (according to the superblock) is {blk} blocks, but the device holds only {blk2} blocks.";
+    P0_BB_NOT_GROUP = 0x000001, Relocate, 0, "Block bitmap for group {group} is not in the group (block {blk}).";
+    P0_IB_NOT_GROUP = 0x000002, Relocate, 0, "Inode bitmap for group {group} is not in the group (block {blk}).";
+    P0_ITABLE_NOT_GROUP = 0x000003, Relocate, 0, "Inode table for group {group} is not in the group (block {blk}).";
+    P0_RELOCATE_HINT = 0x00000A, None, INFO, "WARNING: severe data loss is possible if the file system is repaired before the blocks are relocated.";
+    P0_GDT_CSUM = 0x000035, Fix, PREEN_OK, "One or more block group descriptor checksums are invalid (group {group}: {num} != {num2}).";
+    P0_GDT_UNINIT = 0x000036, Fix, PREEN_OK, "Group descriptor {group} marked uninitialized without the feature set.";
+    P0_GDT_ITABLE_UNUSED = 0x000038, Fix, PREEN_OK, "Group descriptor {group} has invalid unused inodes count {num}.";
+    P0_BB_UNINIT_LAST = 0x000039, Fix, PREEN_OK, "Last group block bitmap uninitialized.";
+    P0_CHECK_DESC_FAILED = 0x000045, None, INFO, "The group descriptors look bad (group {group}); trying backup blocks.";
+    P0_FREE_INODE_COUNT = 0x00003F, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, "Setting free inodes count to {num} (was {num2}).";
+    P0_FREE_BLOCK_COUNT = 0x000040, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, "Setting free blocks count to {num} (was {num2}).";
+    P0_JOURNAL_BAD_INODE = 0x00000F, Clear, PREEN_OK, "Superblock has an invalid journal (inode {ino}).";
+    P0_JOURNAL_UNSUPP_SUPER = 0x000014, Abort, 0, "The journal superblock is of an unknown type ({num}).";
+    P0_JOURNAL_BAD_SUPER = 0x000015, Clear, 0, "The journal superblock is corrupt.";
+    P0_JOURNAL_HAS_JOURNAL = 0x000016, Clear, PREEN_OK, "Superblock has_journal flag is clear, but a journal is present.";
+    P0_JOURNAL_RECOVER_SET = 0x000017, Clear, PREEN_OK, "Superblock needs_recovery flag is set, but no journal is present.";
+    P0_JOURNAL_RECOVERY_CLEAR = 0x000018, None, INFO, "Superblock needs_recovery flag is clear, but the journal has data.";
+    P0_ORPHAN_ILLEGAL_HEAD_INODE = 0x000023, Clear, PREEN_OK, "Illegal inode {ino} in the orphaned inode list.";
+    P0_ORPHAN_ILLEGAL_INODE = 0x000024, Clear, PREEN_OK, "Illegal inode {ino} in the orphaned inode list.";
+    P0_NONZERO_RESERVED_GDT_BLOCKS = 0x00002E, Fix, PREEN_OK, "Resize_inode not enabled, but the resize inode is non-zero.";
+    P0_CLEAR_RESIZE_INODE = 0x00002F, Clear, PREEN_OK, "Resize_inode not enabled, but the resize inode is non-zero.";
+    P0_RESIZE_INODE_INVALID = 0x000030, Recreate, 0, "Resize inode not valid.";
+    P0_FUTURE_SB_LAST_MOUNT = 0x000031, Fix, PREEN_OK | NO_OK, "Superblock last mount time is in the future.";
+    P0_FUTURE_SB_LAST_WRITE = 0x000032, Fix, PREEN_OK | NO_OK, "Superblock last write time is in the future.";
+    P0_GDT_CSUM_LATCH = 0x00003E, Fix, PREEN_OK, "One or more block group descriptor checksums are invalid.";
+    P0_OPEN_FAILED = 0x000044, None, INFO, "The superblock or group descriptors are damaged; using the backup superblock at block {blk}.";
+    P0_META_AND_GDT_CSUM_SET = 0x000046, Fix, PREEN_OK, "Superblock has both uninit_bg and metadata_csum set.";
+    P0_64BIT_WITHOUT_EXTENTS = 0x000048, Fix, PREEN_OK, "The 64bit feature is set but extent is not.";
+    P0_FIRST_META_BG_TOO_BIG = 0x000049, Fix, PREEN_OK, "First_meta_bg is too big ({num}, max {num2}).";
+    P0_CSUM_SEED_WITHOUT_META_CSUM = 0x00004B, Fix, PREEN_OK, "metadata_csum_seed is set but metadata_csum is not.";
+    P0_BAD_MIN_EXTRA_ISIZE = 0x00004D, Fix, PREEN_OK, "Superblock s_min_extra_isize {num} is invalid.";
+    P0_BAD_WANT_EXTRA_ISIZE = 0x00004E, Fix, PREEN_OK, "Superblock s_want_extra_isize {num} is invalid.";
+    P0_INVALID_QUOTA_INO = 0x00004F, Fix, PREEN_OK, "Invalid quota inode {ino}.";
+    P0_SB_CSUM_INVALID = 0x000051, Fix, PREEN_OK, "Superblock checksum does not match the superblock.";
+    P0_UNSUPPORTED_FEATURE = 0x00FF01, None, FATAL, "The file system has unsupported features: {str}.";
+    P0_INODE_COUNT_WRONG = 0x00000D, Fix, 0, "Inode count in the superblock is {num}, should be {num2}.";
+
+    // ---- Pass 1: inodes, blocks and sizes ----
+    P1_ROOT_NO_DIR = 0x010001, Clear, 0, "Root inode is not a directory.";
+    P1_ROOT_DTIME = 0x010002, Fix, PREEN_OK, "Root inode has dtime set.";
+    P1_RESERVED_BAD_MODE = 0x010003, Fix, PREEN_OK, "Reserved inode {ino} has a bad mode.";
+    P1_ZERO_DTIME = 0x010004, Fix, PREEN_OK, "Deleted inode {ino} has zero dtime.";
+    P1_SET_DTIME = 0x010005, Fix, PREEN_OK, "Inode {ino} is in use, but has dtime set.";
+    P1_ZERO_LENGTH_DIR = 0x010006, Clear, PREEN_OK, "Inode {ino} is a zero-length directory.";
+    P1_BB_CONFLICT = 0x010007, Relocate, 0, "Group {group}'s block bitmap at {blk} conflicts with some other fs block.";
+    P1_IB_CONFLICT = 0x010008, Relocate, 0, "Group {group}'s inode bitmap at {blk} conflicts with some other fs block.";
+    P1_ITABLE_CONFLICT = 0x010009, Relocate, 0, "Group {group}'s inode table at {blk} conflicts with some other fs block.";
+    P1_BAD_I_SIZE = 0x01000C, Fix, PREEN_OK, "Inode {ino}, i_size is {num}, should be {num2}.";
+    P1_BAD_I_BLOCKS = 0x01000D, Fix, PREEN_OK, "Inode {ino}, i_blocks is {num}, should be {num2}.";
+    P1_ILLEGAL_BLOCK_NUM = 0x01000E, Clear, 0, "Illegal block #{num} ({blk}) in inode {ino}.";
+    P1_BLOCK_OVERLAPS_METADATA = 0x01000F, Clear, 0, "Block #{num} ({blk}) overlaps file system metadata in inode {ino}.";
+    P1_INODE_BLOCK_LATCH = 0x010010, Clear, 0, "Inode {ino} has illegal block(s).";
+    P1_TOO_MANY_BAD_BLOCKS = 0x010011, ClearInode, 0, "Too many illegal blocks in inode {ino}.";
+    P1_SUPPRESS_MESSAGES = 0x01002D, Suppress, NO_OK, "Further illegal blocks of inode {ino} are not listed.";
+    P1_SET_IMAGIC = 0x01002F, Clear, PREEN_OK, "Inode {ino} has imagic flag set.";
+    P1_SET_IMMUTABLE = 0x010030, Clear, PREEN_OK, "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable or append-only flag set.";
+    P1_SET_NONZSIZE = 0x010032, Clear, PREEN_OK, "Special (device/socket/fifo) inode {ino} has non-zero size.";
+    P1_JOURNAL_BAD_MODE = 0x010035, Fix, PREEN_OK, "Journal inode is not in use, but contains data.";
+    P1_LOW_DTIME = 0x010036, Fix, PREEN_OK | NO_OK, "Inode {ino} was part of the orphaned inode list.";
+    P1_ORPHAN_LIST_REFUGEES = 0x010037, None, PREEN_OK | NO_OK, "Inodes that were part of a corrupted orphan linked list found.";
+    P1_BAD_EA_BLOCK = 0x01003A, Clear, 0, "Inode {ino} has a bad extended attribute block {blk}.";
+    P1_EXTATTR_REFCOUNT = 0x01003C, Fix, 0, "Extended attribute block {blk} has reference count {num}, should be {num2}.";
+    P1_EA_MULTI_BLOCK = 0x01003E, Clear, 0, "Extended attribute block {blk} has h_blocks > 1.";
+    P1_EA_ALLOC_COLLISION = 0x010040, Clear, 0, "Extended attribute block {blk} is corrupt (allocation collision).";
+    P1_EA_BAD_NAME = 0x010041, Clear, 0, "Extended attribute block {blk} is corrupt (invalid name).";
+    P1_EA_BAD_VALUE = 0x010042, Clear, 0, "Extended attribute block {blk} is corrupt (invalid value).";
+    P1_INODE_TOOBIG = 0x010043, Clear, 0, "Inode {ino} is too big.";
+    P1_TOOBIG_DIR = 0x010044, Clear, 0, "Block #{num} ({blk}) causes directory {ino} to be too big.";
+    P1_TOOBIG_REG = 0x010045, Clear, 0, "Block #{num} ({blk}) causes file {ino} to be too big.";
+    P1_TOOBIG_SYMLINK = 0x010046, Clear, 0, "Block #{num} ({blk}) causes symlink {ino} to be too big.";
+    P1_HTREE_SET = 0x010047, ClearHtree, PREEN_OK, "Inode {ino} has INDEX_FL flag set on a file system without htree support.";
+    P1_HTREE_NODIR = 0x010048, ClearHtree, PREEN_OK, "Inode {ino} has INDEX_FL flag set but is not a directory.";
+    P1_HTREE_BADROOT = 0x010049, ClearHtree, PREEN_OK, "HTREE directory inode {ino} has an invalid root node.";
+    P1_HTREE_HASHV = 0x01004A, ClearHtree, PREEN_OK, "HTREE directory inode {ino} has an unsupported hash version ({num}).";
+    P1_HTREE_INCOMPAT = 0x01004B, ClearHtree, PREEN_OK, "HTREE directory inode {ino} uses an incompatible htree root node flag.";
+    P1_HTREE_DEPTH = 0x01004C, ClearHtree, PREEN_OK, "HTREE directory inode {ino} has a tree depth ({num}) which is too big.";
+    P1_EXTRA_ISIZE = 0x01004F, Fix, PREEN_OK, "Inode {ino} has a extra size ({num}) which is invalid.";
+    P1_ATTR_NAME_LEN = 0x010050, Clear, PREEN_OK, "Extended attribute in inode {ino} has a namelen ({num}) which is invalid.";
+    P1_ATTR_VALUE_OFFSET = 0x010051, Clear, PREEN_OK, "Extended attribute in inode {ino} has a value offset ({num}) which is invalid.";
+    P1_ATTR_VALUE_BLOCK = 0x010052, Clear, PREEN_OK, "Extended attribute in inode {ino} has a value block ({num}) which is invalid (must be 0).";
+    P1_ATTR_VALUE_SIZE = 0x010053, Clear, PREEN_OK, "Extended attribute in inode {ino} has a value size ({num}) which is invalid.";
+    P1_ATTR_HASH = 0x010054, Clear, PREEN_OK, "Extended attribute in inode {ino} has a hash ({num}) which is invalid.";
+    P1_TREAT_AS_DIRECTORY = 0x010055, Fix, 0, "Inode {ino} is a {str} but it looks like it is really a directory.";
+    P1_EXTENT_BAD_START_BLK = 0x010058, Clear, PREEN_OK, "Inode {ino} has an invalid extent (logical block {num}, invalid physical block {blk}, len {num2}).";
+    P1_EXTENT_ENDS_BEYOND = 0x010059, Clear, PREEN_OK, "Inode {ino} has an invalid extent (logical block {num}, physical block {blk}, invalid len {num2}).";
+    P1_EXTENTS_SET = 0x01005A, Clear, PREEN_OK, "Inode {ino} has EXTENTS_FL flag set on a file system without extents support.";
+    P1_EXTENT_FEATURE = 0x01005B, Fix, PREEN_OK, "Inode {ino} is in extent format, but the superblock is missing the EXTENTS feature.";
+    P1_UNSET_EXTENT_FL = 0x01005C, Fix, PREEN_OK, "Inode {ino} is missing EXTENTS_FL, but is in extents format.";
+    P1_FAST_SYMLINK_EXTENT_FL = 0x01005D, Clear, PREEN_OK, "Fast symlink {ino} has EXTENTS_FL set.";
+    P1_OUT_OF_ORDER_EXTENTS = 0x01005E, Clear, PREEN_OK, "Inode {ino} has out of order extents (invalid logical block {num}, physical block {blk}, len {num2}).";
+    P1_EXTENT_HEADER_INVALID = 0x01005F, Clear, PREEN_OK, "Inode {ino} has an invalid extent node (blk {blk}, lblk {num}).";
+    P1_INVALID_BAD_INODE = 0x010065, Clear, PREEN_OK, "The bad block inode looks invalid.";
+    P1_EXTENT_LENGTH_ZERO = 0x010066, Clear, PREEN_OK, "Inode {ino} has zero length extent (invalid logical block {num}, physical block {blk}).";
+    P1_INODE_IS_GARBAGE = 0x010067, Clear, 0, "Inode {ino} seems to contain garbage.";
+    P1_INODE_ONLY_CSUM_INVALID = 0x010068, Fix, PREEN_OK, "Inode {ino} passes checks, but checksum does not match inode.";
+    P1_EXTENT_ONLY_CSUM_INVALID = 0x01006A, Fix, PREEN_OK, "Inode {ino} extent block passes checks, but checksum does not match extent (blk {blk}).";
+    P1_EA_BLOCK_ONLY_CSUM_INVALID = 0x01006C, Fix, PREEN_OK, "Extended attribute block {blk} passes checks, but checksum does not match block.";
+    P1_EXTENT_INDEX_START_INVALID = 0x01006D, Fix, PREEN_OK, "Interior extent node level {num} of inode {ino}: logical start {blk} does not match the next level's {blk2}.";
+    P1_EXTENT_END_OUT_OF_BOUNDS = 0x01006E, Clear, PREEN_OK, "Inode {ino}, end of extent exceeds allowed value (logical block {num}, physical block {blk}, len {num2}).";
+    P1_INLINE_DATA_FEATURE = 0x01006F, Fix, PREEN_OK, "Inode {ino} has inline data, but the superblock is missing the INLINE_DATA feature.";
+    P1_INLINE_DATA_SET = 0x010070, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL flag on a file system without inline data support.";
+    P1_CRITICAL_METADATA_COLLISION = 0x010071, Clear, 0, "Inode {ino} block {blk} conflicts with critical metadata, skipping block checks.";
+    P1_MISALIGNED_CLUSTER = 0x010074, Clear, 0, "Inode {ino} logical block {num} (physical block {blk}) violates cluster allocation rules.";
+    P1_INLINE_DATA_NO_ATTR = 0x010075, Clear, 0, "Inode {ino} has INLINE_DATA_FL flag but extended attribute not found.";
+    P1_SPECIAL_EXTENTS_IDATA = 0x010076, Clear, PREEN_OK, "Special (device/socket/fifo) file (inode {ino}) has extents or inline-data flag set.";
+    P1_CLEAR_EXTENT_INLINE_DATA_INODE = 0x01007A, Clear, 0, "Inode {ino} has extent and inline-data flags set but i_block contains junk.";
+    P1_EXTENT_BAD_MAX_DEPTH = 0x01007F, Fix, PREEN_OK, "Inode {ino} extent tree could be more shallow ({num}; could be <= {num2}).";
+    P1_MISSING_EXTENT_HEADER = 0x010081, Fix, PREEN_OK, "Inode {ino} has EXTENTS_FL flag set but no extent header.";
+    P1_ATTR_VALUE_EA_INODE = 0x010083, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute value inode {ino2}.";
+    P1_CASEFOLD_NONDIR = 0x010088, Clear, PREEN_OK, "Inode {ino} has the casefold flag set but is not a directory.";
+    P1_CASEFOLD_FEATURE = 0x010089, Clear, PREEN_OK, "Directory {ino} has the casefold flag, but the casefold feature is not enabled.";
+    P1_MISSING_ENCRYPTION_XATTR = 0x01008A, Clear, 0, "Encrypted inode {ino} has no encryption context.";
+    P1_EA_INODE_NONREG = 0x010091, ClearFlag, PREEN_OK, "Inode {ino} has the ea_inode flag set but is not a regular file.";
+
+    // ---- Pass 1B-1D: multiply-claimed blocks ----
+    P1B_DUP_BLOCK_HEADER = 0x011001, None, INFO | PREEN_NOMSG, "Multiply-claimed block(s) in inode {ino}:";
+    P1B_DUP_BLOCK = 0x011002, None, INFO | PREEN_NOMSG, " {blk}";
+    P1B_DUP_RANGE = 0x011008, None, INFO | PREEN_NOMSG, " {blk}--{blk2}";
+    P1B_DUP_BLOCK_END = 0x011003, None, INFO | PREEN_NOMSG, "";
+    P1D_NUM_DUP_INODES = 0x013004, None, INFO, "(There are {num} inodes containing multiply-claimed blocks.)";
+    P1D_DUP_FILE = 0x013001, None, INFO, "File {str} (inode #{ino}) has {num} multiply-claimed block(s), shared with {num2} file(s):";
+    P1D_DUP_FILE_LIST = 0x013002, None, INFO, "\t{str} (inode #{ino})";
+    P1D_SHARE_METADATA = 0x013003, None, INFO, "\t<filesystem metadata>";
+    P1D_CLONE_QUESTION = 0x013006, CloneDup, 0, "";
+    P1D_DELETE_QUESTION = 0x013007, Delete, 0, "";
+
+    // ---- Pass 1E: extent tree optimisation ----
+    P1E_CAN_COLLAPSE_EXTENT_TREE = 0x014006, Optimize, NO_OK | NOT_A_FIX | PREEN_NOMSG, "Inode {ino} extent tree (at level {num}) could be shorter.";
+    P1E_CAN_NARROW_EXTENT_TREE = 0x014007, Optimize, NO_OK | NOT_A_FIX | PREEN_NOMSG, "Inode {ino} extent tree (at level {num}) could be narrower.";
+
+    // ---- Pass 2: directory structure ----
+    P2_BAD_INODE_DOT = 0x020001, Fix, 0, "'.' entry in directory {dir} has inode {ino}, should be {dir}.";
+    P2_BAD_INO = 0x020002, Clear, 0, "Entry '{name}' in {dir} has bad inode #: {ino}.";
+    P2_UNUSED_INODE = 0x020003, Clear, 0, "Entry '{name}' in {dir} has deleted/unused inode {ino}.";
+    P2_LINK_DOT = 0x020004, Clear, 0, "Entry '{name}' in {dir} is a link to '.'.";
+    P2_BB_INODE = 0x020005, Clear, 0, "Entry '{name}' in {dir} points to inode ({ino}) located in a bad block.";
+    P2_LINK_DIR = 0x020006, Clear, 0, "Entry '{name}' in {dir} is a link to directory {ino}.";
+    P2_LINK_ROOT = 0x020007, Clear, 0, "Entry '{name}' in {dir} is a link to the root inode.";
+    P2_BAD_NAME = 0x020008, Fix, 0, "Entry '{name}' in {dir} has illegal characters in its name.";
+    P2_MISSING_DOT = 0x020009, Fix, 0, "Missing '.' in directory inode {dir}.";
+    P2_MISSING_DOT_DOT = 0x02000A, Fix, 0, "Missing '..' in directory inode {dir}.";
+    P2_1ST_NOT_DOT = 0x02000B, Fix, 0, "First entry '{name}' (inode={ino}) in directory inode {dir} should be '.'.";
+    P2_2ND_NOT_DOT_DOT = 0x02000C, Fix, 0, "Second entry '{name}' (inode={ino}) in directory inode {dir} should be '..'.";
+    P2_FADDR_ZERO = 0x02000D, Clear, PREEN_OK, "i_faddr for inode {ino} ({str}) is {num}, should be zero.";
+    P2_FILE_ACL_ZERO = 0x02000E, Clear, PREEN_OK, "i_file_acl for inode {ino} ({str}) is {num}, should be zero.";
+    P2_DIR_SIZE_HIGH_ZERO = 0x02000F, Clear, PREEN_OK, "i_size_high for inode {ino} ({str}) is {num}, should be zero.";
+    P2_BAD_MODE = 0x020012, Clear, 0, "Inode {ino} ({str}) has invalid mode ({num}).";
+    P2_DIR_CORRUPTED = 0x020013, Salvage, 0, "Directory inode {dir}, block #{num}, offset {num2}: directory corrupted.";
+    P2_FILENAME_LONG = 0x020014, Truncate, 0, "Directory inode {dir}, block #{num}, offset {num2}: filename too long.";
+    P2_DIRECTORY_HOLE = 0x020015, Allocate, 0, "Directory inode {dir} has an unallocated block #{num}.";
+    P2_DOT_NULL_TERM = 0x020016, Fix, 0, "'.' directory entry in directory inode {dir} is not NULL terminated.";
+    P2_DOT_DOT_NULL_TERM = 0x020017, Fix, 0, "'..' directory entry in directory inode {dir} is not NULL terminated.";
+    P2_BAD_CHAR_DEV = 0x020018, Clear, 0, "Inode {ino} ({str}) is an illegal character device.";
+    P2_BAD_BLOCK_DEV = 0x020019, Clear, 0, "Inode {ino} ({str}) is an illegal block device.";
+    P2_DUP_DOT = 0x02001A, Clear, 0, "Entry '{name}' in {dir} is a duplicate '.' entry.";
+    P2_DUP_DOT_DOT = 0x02001B, Clear, 0, "Entry '{name}' in {dir} is a duplicate '..' entry.";
+    P2_FINAL_RECLEN = 0x02001D, Fix, 0, "Entry '{name}' in {dir} has rec_len of {num}, should be {num2}.";
+    P2_SPLIT_DOT = 0x020024, Split, 0, "Directory entry for '.' in {dir} is big.";
+    P2_BAD_FIFO = 0x020025, Clear, 0, "Inode {ino} ({str}) is an illegal FIFO.";
+    P2_BAD_SOCKET = 0x020026, Clear, 0, "Inode {ino} ({str}) is an illegal socket.";
+    P2_SET_FILETYPE = 0x020027, Fix, PREEN_OK, "Setting filetype for entry '{name}' in {dir} to {num}.";
+    P2_BAD_FILETYPE = 0x020028, Fix, 0, "Entry '{name}' in {dir} has an incorrect filetype (was {num}, should be {num2}).";
+    P2_CLEAR_FILETYPE = 0x020029, Clear, 0, "Entry '{name}' in {dir} has filetype set.";
+    P2_NULL_NAME = 0x020030, Clear, 0, "Entry '{name}' in {dir} has a zero-length name.";
+    P2_INVALID_SYMLINK = 0x020031, Clear, 0, "Symlink {str} (inode #{ino}) is invalid.";
+    P2_FILE_ACL_BAD = 0x020032, Clear, 0, "Extended attribute block for inode {ino} ({str}) is invalid ({blk}).";
+    P2_FEATURE_LARGE_FILES = 0x020033, Fix, PREEN_OK | NO_OK, "File system contains large files, but lacks LARGE_FILE flag in superblock.";
+    P2_HTREE_NOTREF = 0x020034, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} not referenced.";
+    P2_HTREE_DUPREF = 0x020035, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} referenced twice.";
+    P2_HTREE_MIN_HASH = 0x020036, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has bad min hash.";
+    P2_HTREE_MAX_HASH = 0x020037, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has bad max hash.";
+    P2_HTREE_CLEAR = 0x020038, ClearHtree, PREEN_OK, "Invalid HTREE directory inode {dir}.";
+    P2_HTREE_BADBLK = 0x02003A, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has an invalid block number.";
+    P2_HTREE_BAD_ROOT = 0x02003C, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: root node fails checksum or format checks.";
+    P2_HTREE_BAD_LIMIT = 0x02003D, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has bad limit ({num2}).";
+    P2_HTREE_BAD_COUNT = 0x02003E, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has bad count ({num2}).";
+    P2_HTREE_HASH_ORDER = 0x02003F, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has an unordered hash table.";
+    P2_HTREE_BAD_DEPTH = 0x020040, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has invalid depth ({num2}).";
+    P2_DUPLICATE_DIRENT = 0x020041, Clear, 0, "Duplicate entry '{name}' found in directory {dir}.";
+    P2_NON_UNIQUE_FILE = 0x020042, Fix, 0, "Entry '{name}' in {dir} has a non-unique filename.";
+    P2_REPORT_DUP_DIRENT = 0x020043, None, INFO, "Duplicate entry '{name}' found in {dir}; marking the directory to be rebuilt.";
+    P2_BLOCKS_HI_ZERO = 0x020044, Clear, PREEN_OK, "i_blocks_hi for inode {ino} ({str}) is {num}, should be zero.";
+    P2_INOREF_BG_INO_UNINIT = 0x020046, Fix, PREEN_OK, "Entry '{name}' in {dir} references inode {ino} found in group {group}'s unused inodes area.";
+    P2_INOREF_IN_UNUSED = 0x020047, Fix, PREEN_OK, "Entry '{name}' in {dir} references inode {ino} found in group {group}'s unused inodes area.";
+    P2_I_FILE_ACL_HI_ZERO = 0x020048, Clear, PREEN_OK, "i_file_acl_hi for inode {ino} ({str}) is {num}, should be zero.";
+    P2_HTREE_ROOT_CSUM_INVALID = 0x020049, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: root node fails checksum.";
+    P2_HTREE_NODE_CSUM_INVALID = 0x02004A, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: internal node {num} fails checksum.";
+    P2_LEAF_NODE_MISSING_CSUM = 0x02004C, Fix, PREEN_OK, "Directory inode {dir}, block #{num}, offset {num2}: directory has no checksum.";
+    P2_LEAF_NODE_ONLY_CSUM_INVALID = 0x02004D, Fix, PREEN_OK, "Directory inode {dir}, block #{num}, offset {num2}: directory passes checks but fails checksum.";
+    P2_BAD_INLINE_DIR_SIZE = 0x02004E, Fix, 0, "Inline directory inode {dir} size ({num}) must be a multiple of 4.";
+    P2_UNENCRYPTED_FILE = 0x020051, Clear, 0, "Encrypted entry '{name}' in {dir} references unencrypted inode {ino}.";
+    P2_BAD_ENCODED_NAME = 0x020053, Fix, 0, "Entry '{name}' in {dir} has illegal UTF-8 characters in its name.";
+
+    // ---- Pass 3: connectivity ----
+    P3_NO_ROOT_INODE = 0x030001, Allocate, 0, "Root inode not allocated.";
+    P3_UNCONNECTED_DIR = 0x030003, Connect, 0, "Unconnected directory inode {ino} (was in {dir}).";
+    P3_NO_LF_DIR = 0x030004, Create, PREEN_OK, "/lost+found not found.";
+    P3_BAD_DOT_DOT = 0x030005, Fix, PREEN_OK, "'..' in {str} ({ino}) is {dir}, should be {ino2}.";
+    P3_LPF_NOTDIR = 0x030017, Unlink, 0, "/lost+found is not a directory (ino={ino}).";
+    P3_LOOPED_DIR = 0x03001D, Connect, 0, "{str} ({ino}) is part of a directory loop.";
+
+    // ---- Pass 4: reference counts ----
+    P4_ZERO_LEN_INODE = 0x040001, Clear, PREEN_OK | NO_OK, "Unattached zero-length inode {ino}.";
+    P4_UNATTACHED_INODE = 0x040002, Connect, 0, "Unattached inode {ino}.";
+    P4_BAD_REF_COUNT = 0x040003, Fix, PREEN_OK, "Inode {ino} ref count is {num}, should be {num2}.";
+    P4_EA_INODE_REF_COUNT = 0x040005, Fix, PREEN_OK, "Extended attribute inode {ino} ref count is {num}, should be {num2}.";
+    P4_DIR_NLINK_FEATURE = 0x040006, Fix, 0, "Directory exceeds max links, but no DIR_NLINK feature in superblock.";
+
+    // ---- Pass 5: group summary information ----
+    P5_INODE_BMAP_PADDING = 0x050001, Fix, PREEN_OK, "Padding at end of inode bitmap is not set.";
+    P5_BLOCK_BMAP_PADDING = 0x050002, Fix, PREEN_OK, "Padding at end of block bitmap is not set.";
+    P5_BLOCK_BITMAP_HEADER = 0x050003, None, PREEN_OK | PREEN_NOMSG, "Block bitmap differences:";
+    P5_BLOCK_UNUSED = 0x050004, None, PREEN_OK | PREEN_NOMSG, " -{blk}";
+    P5_BLOCK_USED = 0x050005, None, PREEN_OK | PREEN_NOMSG, " +{blk}";
+    P5_BLOCK_RANGE_UNUSED = 0x050014, None, PREEN_OK | PREEN_NOMSG, " -({blk}--{blk2})";
+    P5_BLOCK_RANGE_USED = 0x050015, None, PREEN_OK | PREEN_NOMSG, " +({blk}--{blk2})";
+    P5_BLOCK_BITMAP_END = 0x050006, Fix, PREEN_OK | PREEN_NOMSG, "";
+    P5_INODE_BITMAP_HEADER = 0x050007, None, PREEN_OK | PREEN_NOMSG, "Inode bitmap differences:";
+    P5_INODE_UNUSED = 0x050008, None, PREEN_OK | PREEN_NOMSG, " -{ino}";
+    P5_INODE_USED = 0x050009, None, PREEN_OK | PREEN_NOMSG, " +{ino}";
+    P5_INODE_RANGE_UNUSED = 0x050016, None, PREEN_OK | PREEN_NOMSG, " -({ino}--{ino2})";
+    P5_INODE_RANGE_USED = 0x050017, None, PREEN_OK | PREEN_NOMSG, " +({ino}--{ino2})";
+    P5_INODE_BITMAP_END = 0x05000A, Fix, PREEN_OK | PREEN_NOMSG, "";
+    P5_FREE_INODE_COUNT_GROUP = 0x05000B, Fix, PREEN_OK | PREEN_NOMSG, "Free inodes count wrong for group #{group} ({num}, counted={num2}).";
+    P5_FREE_DIR_COUNT_GROUP = 0x05000C, Fix, PREEN_OK | PREEN_NOMSG, "Directories count wrong for group #{group} ({num}, counted={num2}).";
+    P5_FREE_INODE_COUNT = 0x05000D, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, "Free inodes count wrong ({num}, counted={num2}).";
+    P5_FREE_BLOCK_COUNT_GROUP = 0x05000E, Fix, PREEN_OK | PREEN_NOMSG, "Free blocks count wrong for group #{group} ({num}, counted={num2}).";
+    P5_FREE_BLOCK_COUNT = 0x05000F, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, "Free blocks count wrong ({num}, counted={num2}).";
+    P5_BLOCK_UNINIT = 0x050018, Fix, PREEN_OK, "Block bitmap of group {group} is uninitialized but the group has blocks in use.";
+    P5_INODE_BITMAP_CSUM_INVALID = 0x05001A, Fix, PREEN_OK, "Group {group} inode bitmap does not match checksum.";
+    P5_BLOCK_BITMAP_CSUM_INVALID = 0x05001B, Fix, PREEN_OK, "Group {group} block bitmap does not match checksum.";
+}
+
+impl Problem {
+    /// Pass number (0-6, 1B..1E as 1) derived from the e2fsck code's top byte.
+    pub fn pass(self) -> u8 {
+        (self.info().e2fsck_code >> 16) as u8
+    }
+}

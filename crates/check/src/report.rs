@@ -1,0 +1,142 @@
+//! Findings, the policy that answers them, and the reporter trait through which they leave
+//! the engine (the CLI implements terminal, JSON and problem-log reporters).
+
+use crate::problem::{flag, Problem};
+use serde::Serialize;
+
+/// e2fsck-compatible exit code bits.
+pub mod exit {
+    pub const OK: i32 = 0;
+    pub const NONDESTRUCT: i32 = 1;
+    pub const REBOOT: i32 = 2;
+    pub const UNCORRECTED: i32 = 4;
+    pub const ERROR: i32 = 8;
+    pub const USAGE: i32 = 16;
+    pub const CANCELED: i32 = 32;
+    pub const LIBRARY: i32 = 128;
+}
+
+/// The typed context of a finding; unused fields stay zero/empty.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct ProblemCtx {
+    pub ino: u32,
+    pub ino2: u32,
+    pub dir: u32,
+    pub blk: u64,
+    pub blk2: u64,
+    pub group: u32,
+    pub num: u64,
+    pub num2: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub str: Option<String>,
+}
+
+impl ProblemCtx {
+    pub fn ino(ino: u32) -> Self {
+        ProblemCtx { ino, ..Default::default() }
+    }
+    pub fn group(group: u32) -> Self {
+        ProblemCtx { group, ..Default::default() }
+    }
+}
+
+/// One reported inconsistency and the answer it got.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    pub problem: Problem,
+    pub ctx: ProblemCtx,
+    /// Whether the fix was (or, in a read-only run, would be) applied.
+    pub fixed: bool,
+}
+
+impl Finding {
+    /// The message with the context substituted.
+    pub fn message(&self) -> String {
+        let c = &self.ctx;
+        let mut s = self.problem.info().message.to_string();
+        let subs: [(&str, String); 10] = [
+            ("{ino}", c.ino.to_string()),
+            ("{ino2}", c.ino2.to_string()),
+            ("{dir}", c.dir.to_string()),
+            ("{blk}", c.blk.to_string()),
+            ("{blk2}", c.blk2.to_string()),
+            ("{group}", c.group.to_string()),
+            ("{num}", c.num.to_string()),
+            ("{num2}", c.num2.to_string()),
+            ("{name}", c.name.clone().unwrap_or_default()),
+            ("{str}", c.str.clone().unwrap_or_default()),
+        ];
+        for (k, v) in subs.iter() {
+            if s.contains(k) {
+                s = s.replace(k, v);
+            }
+        }
+        s
+    }
+    /// Does leaving this finding unfixed leave the file system inconsistent?
+    pub fn leaves_error(&self) -> bool {
+        let f = self.problem.info().flags;
+        !self.fixed && f & (flag::NO_OK | flag::INFO | flag::NOT_A_FIX) == 0
+    }
+}
+
+/// How questions are answered. Deterministic, so worker threads can decide without a lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// `-n`: never fix, never write.
+    No,
+    /// `-y`: fix everything.
+    Yes,
+    /// `-p`: fix only what is safe without a human.
+    Preen,
+}
+
+impl Policy {
+    pub fn answer(self, p: Problem) -> bool {
+        let f = p.info().flags;
+        if f & flag::INFO != 0 {
+            return false;
+        }
+        match self {
+            Policy::No => false,
+            Policy::Yes => true,
+            Policy::Preen => f & flag::PREEN_OK != 0,
+        }
+    }
+}
+
+/// Progress and findings leave the engine through this trait.
+pub trait Reporter: Send {
+    /// A pass starts (1..=5, with 0 for the superblock checks).
+    fn pass_start(&mut self, _pass: u8) {}
+    /// Progress within a pass: `done` of `total` units.
+    fn progress(&mut self, _pass: u8, _done: u64, _total: u64) {}
+    fn finding(&mut self, f: &Finding);
+}
+
+/// A reporter that keeps findings in memory (tests, JSON output).
+#[derive(Default)]
+pub struct Collect(pub Vec<Finding>);
+impl Reporter for Collect {
+    fn finding(&mut self, f: &Finding) {
+        self.0.push(f.clone());
+    }
+}
+
+/// Findings produced by one unit of parallel work, in the order they were found.
+#[derive(Default, Debug)]
+pub struct Findings(pub Vec<Finding>);
+
+impl Findings {
+    /// Record a finding and return the policy's answer, which the caller acts on.
+    pub fn report(&mut self, policy: Policy, problem: Problem, ctx: ProblemCtx) -> bool {
+        let fixed = policy.answer(problem);
+        self.0.push(Finding { problem, ctx, fixed });
+        fixed
+    }
+    pub fn extend(&mut self, other: Findings) {
+        self.0.extend(other.0);
+    }
+}

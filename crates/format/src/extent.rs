@@ -1,0 +1,121 @@
+//! Extent tree nodes: the 12-byte header, index entries and leaf entries, plus the tail checksum.
+
+use zerocopy::little_endian::{U16, U32};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+pub const EXTENT_MAGIC: u16 = 0xF30A;
+/// Leaves longer than this are unwritten (preallocated) extents of `len - 32768` blocks.
+pub const INIT_MAX_LEN: u16 = 32768;
+/// Deepest tree the kernel accepts (ext4 caps at 5 levels).
+pub const MAX_DEPTH: u16 = 5;
+
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Default, Debug)]
+#[repr(C)]
+pub struct ExtentHeader {
+    pub eh_magic: U16,      // 0x0
+    pub eh_entries: U16,    // 0x2
+    pub eh_max: U16,        // 0x4
+    pub eh_depth: U16,      // 0x6
+    pub eh_generation: U32, // 0x8
+}
+
+/// Interior entry: points at the next level down.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Default, Debug)]
+#[repr(C)]
+pub struct ExtentIndex {
+    pub ei_block: U32,   // 0x0 first logical block covered
+    pub ei_leaf_lo: U32, // 0x4
+    pub ei_leaf_hi: U16, // 0x8
+    pub ei_unused: U16,  // 0xA
+}
+
+/// Leaf entry: a run of logical blocks mapped to physical ones.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Default, Debug)]
+#[repr(C)]
+pub struct Extent {
+    pub ee_block: U32,    // 0x0
+    pub ee_len: U16,      // 0x4
+    pub ee_start_hi: U16, // 0x6
+    pub ee_start_lo: U32, // 0x8
+}
+const _: () = assert!(core::mem::size_of::<ExtentHeader>() == 12);
+const _: () = assert!(core::mem::size_of::<Extent>() == 12);
+
+impl ExtentIndex {
+    pub fn leaf(&self) -> u64 {
+        u64::from(self.ei_leaf_lo.get()) | (u64::from(self.ei_leaf_hi.get()) << 32)
+    }
+}
+
+impl Extent {
+    pub fn start(&self) -> u64 {
+        u64::from(self.ee_start_lo.get()) | (u64::from(self.ee_start_hi.get()) << 32)
+    }
+    /// Length in blocks and whether the extent is unwritten.
+    pub fn len(&self) -> (u32, bool) {
+        let l = self.ee_len.get();
+        if l > INIT_MAX_LEN {
+            (u32::from(l - INIT_MAX_LEN), true)
+        } else {
+            (u32::from(l), false)
+        }
+    }
+}
+
+/// A parsed node: its header and raw entry bytes (12 bytes each).
+pub struct Node<'a> {
+    pub header: ExtentHeader,
+    entries: &'a [u8],
+}
+
+/// Why a node's header is unacceptable (each maps to a distinct finding).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum HeaderError {
+    BadMagic,
+    /// `eh_entries > eh_max`, or `eh_max` larger than the space holds.
+    BadCounts,
+    BadDepth,
+}
+
+impl<'a> Node<'a> {
+    /// Parse a node from `buf` (60 bytes for the in-inode root, a block otherwise).
+    pub fn parse(buf: &'a [u8]) -> Result<Self, HeaderError> {
+        let (header, _) = ExtentHeader::read_from_prefix(buf).map_err(|_| HeaderError::BadCounts)?;
+        if header.eh_magic.get() != EXTENT_MAGIC {
+            return Err(HeaderError::BadMagic);
+        }
+        let capacity = (buf.len() - 12) / 12;
+        let max = usize::from(header.eh_max.get());
+        let n = usize::from(header.eh_entries.get());
+        if max > capacity || n > max {
+            return Err(HeaderError::BadCounts);
+        }
+        if header.eh_depth.get() > MAX_DEPTH {
+            return Err(HeaderError::BadDepth);
+        }
+        Ok(Node { header, entries: &buf[12..12 + n * 12] })
+    }
+    pub fn depth(&self) -> u16 {
+        self.header.eh_depth.get()
+    }
+    pub fn is_leaf(&self) -> bool {
+        self.depth() == 0
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len() / 12
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    pub fn extent(&self, i: usize) -> Extent {
+        Extent::read_from_bytes(&self.entries[i * 12..i * 12 + 12]).unwrap_or_default()
+    }
+    pub fn index(&self, i: usize) -> ExtentIndex {
+        ExtentIndex::read_from_bytes(&self.entries[i * 12..i * 12 + 12]).unwrap_or_default()
+    }
+}
+
+/// Byte offset of the checksum tail in an extent block with `eh_max` entries.
+pub fn tail_offset(eh_max: u16) -> usize {
+    12 + 12 * usize::from(eh_max)
+}

@@ -1,0 +1,207 @@
+//! Raw inodes (`struct ext4_inode`): the 128-byte base and the extra fields after it.
+
+use crate::csum;
+use zerocopy::little_endian::{U16, U32};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+/// The base inode plus the extra fields up to `i_projid` (160 bytes). Inodes are larger on disk
+/// (`s_inode_size`); the bytes beyond `128 + i_extra_isize` hold in-inode extended attributes.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Default)]
+#[repr(C)]
+pub struct RawInode {
+    pub i_mode: U16,           // 0x00
+    pub i_uid: U16,            // 0x02
+    pub i_size_lo: U32,        // 0x04
+    pub i_atime: U32,          // 0x08
+    pub i_ctime: U32,          // 0x0C
+    pub i_mtime: U32,          // 0x10
+    pub i_dtime: U32,          // 0x14
+    pub i_gid: U16,            // 0x18
+    pub i_links_count: U16,    // 0x1A
+    pub i_blocks_lo: U32,      // 0x1C
+    pub i_flags: U32,          // 0x20
+    pub l_i_version: U32,      // 0x24
+    pub i_block: [U32; 15],    // 0x28
+    pub i_generation: U32,     // 0x64
+    pub i_file_acl_lo: U32,    // 0x68
+    pub i_size_high: U32,      // 0x6C
+    pub i_obso_faddr: U32,     // 0x70
+    pub l_i_blocks_high: U16,  // 0x74
+    pub l_i_file_acl_high: U16, // 0x76
+    pub l_i_uid_high: U16,     // 0x78
+    pub l_i_gid_high: U16,     // 0x7A
+    pub l_i_checksum_lo: U16,  // 0x7C
+    pub l_i_reserved: U16,     // 0x7E
+    pub i_extra_isize: U16,    // 0x80
+    pub i_checksum_hi: U16,    // 0x82
+    pub i_ctime_extra: U32,    // 0x84
+    pub i_mtime_extra: U32,    // 0x88
+    pub i_atime_extra: U32,    // 0x8C
+    pub i_crtime: U32,         // 0x90
+    pub i_crtime_extra: U32,   // 0x94
+    pub i_version_hi: U32,     // 0x98
+    pub i_projid: U32,         // 0x9C
+}
+const _: () = assert!(core::mem::size_of::<RawInode>() == 160);
+
+pub const GOOD_OLD_INODE_SIZE: usize = 128;
+
+/// File type bits of `i_mode`.
+pub mod mode {
+    pub const S_IFMT: u16 = 0o170000;
+    pub const S_IFSOCK: u16 = 0o140000;
+    pub const S_IFLNK: u16 = 0o120000;
+    pub const S_IFREG: u16 = 0o100000;
+    pub const S_IFBLK: u16 = 0o060000;
+    pub const S_IFDIR: u16 = 0o040000;
+    pub const S_IFCHR: u16 = 0o020000;
+    pub const S_IFIFO: u16 = 0o010000;
+}
+
+/// `i_flags` bits.
+pub mod flags {
+    pub const SECRM: u32 = 0x1;
+    pub const IMMUTABLE: u32 = 0x10;
+    pub const APPEND: u32 = 0x20;
+    pub const INDEX: u32 = 0x1000;
+    pub const IMAGIC: u32 = 0x2000;
+    pub const JOURNAL_DATA: u32 = 0x4000;
+    pub const HUGE_FILE: u32 = 0x40000;
+    pub const EXTENTS: u32 = 0x80000;
+    pub const VERITY: u32 = 0x100000;
+    pub const EA_INODE: u32 = 0x200000;
+    pub const INLINE_DATA: u32 = 0x10000000;
+    pub const PROJINHERIT: u32 = 0x20000000;
+    pub const CASEFOLD: u32 = 0x40000000;
+    pub const ENCRYPT: u32 = 0x800;
+}
+
+/// The type of an inode, from `i_mode`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FileType {
+    Regular,
+    Directory,
+    CharDev,
+    BlockDev,
+    Fifo,
+    Socket,
+    Symlink,
+    /// A value of `S_IFMT` that names no type.
+    Bad,
+}
+
+impl FileType {
+    pub fn from_mode(m: u16) -> Self {
+        match m & mode::S_IFMT {
+            mode::S_IFREG => Self::Regular,
+            mode::S_IFDIR => Self::Directory,
+            mode::S_IFCHR => Self::CharDev,
+            mode::S_IFBLK => Self::BlockDev,
+            mode::S_IFIFO => Self::Fifo,
+            mode::S_IFSOCK => Self::Socket,
+            mode::S_IFLNK => Self::Symlink,
+            _ => Self::Bad,
+        }
+    }
+    /// The `file_type` value a directory entry should carry for this type (EXT2_FT_*).
+    pub fn dirent_type(self) -> u8 {
+        match self {
+            Self::Regular => 1,
+            Self::Directory => 2,
+            Self::CharDev => 3,
+            Self::BlockDev => 4,
+            Self::Fifo => 5,
+            Self::Socket => 6,
+            Self::Symlink => 7,
+            Self::Bad => 0,
+        }
+    }
+}
+
+impl RawInode {
+    /// Parse an on-disk inode of any size; bytes beyond the structure are the caller's.
+    pub fn parse(buf: &[u8]) -> Self {
+        let mut full = [0u8; 160];
+        let n = buf.len().min(160);
+        full[..n].copy_from_slice(&buf[..n]);
+        let mut ino = Self::read_from_bytes(&full).unwrap_or_default();
+        // With a 128-byte inode the extra fields do not exist; make sure they read as zero.
+        if buf.len() <= GOOD_OLD_INODE_SIZE {
+            ino.i_extra_isize.set(0);
+        }
+        ino
+    }
+    pub fn mode(&self) -> u16 {
+        self.i_mode.get()
+    }
+    pub fn file_type(&self) -> FileType {
+        FileType::from_mode(self.mode())
+    }
+    pub fn flags(&self) -> u32 {
+        self.i_flags.get()
+    }
+    pub fn links_count(&self) -> u16 {
+        self.i_links_count.get()
+    }
+    pub fn dtime(&self) -> u32 {
+        self.i_dtime.get()
+    }
+    pub fn size(&self) -> u64 {
+        u64::from(self.i_size_lo.get()) | (u64::from(self.i_size_high.get()) << 32)
+    }
+    pub fn file_acl(&self) -> u64 {
+        u64::from(self.i_file_acl_lo.get()) | (u64::from(self.l_i_file_acl_high.get()) << 32)
+    }
+    /// `i_blocks` as stored (48 bits with `huge_file`), before unit conversion.
+    pub fn blocks_raw(&self, huge_file: bool) -> u64 {
+        let lo = u64::from(self.i_blocks_lo.get());
+        if huge_file {
+            lo | (u64::from(self.l_i_blocks_high.get()) << 32)
+        } else {
+            lo
+        }
+    }
+    /// The 60 bytes of `i_block`, which hold block pointers, an extent tree root, a short
+    /// symlink target or inline data depending on the inode.
+    pub fn block_bytes(&self) -> [u8; 60] {
+        let mut out = [0u8; 60];
+        out.copy_from_slice(self.i_block.as_bytes());
+        out
+    }
+    pub fn extra_isize(&self) -> u16 {
+        self.i_extra_isize.get()
+    }
+}
+
+/// Offsets of the checksum fields, which the checksum itself skips.
+const CSUM_LO_OFFSET: usize = 0x7C;
+const CSUM_HI_OFFSET: usize = 0x82;
+/// `i_checksum_hi` exists only when the extra fields reach past it.
+const CSUM_HI_EXTRA_END: u16 = 4;
+
+/// Compute an inode's crc32c over its full on-disk bytes `raw` (length `s_inode_size`).
+/// Returns (computed, stored, whether both halves are present).
+pub fn inode_checksum(raw: &[u8], fs_seed: u32, ino: u32) -> (u32, u32, bool) {
+    let base = RawInode::parse(raw);
+    let has_hi = raw.len() > GOOD_OLD_INODE_SIZE && base.extra_isize() >= CSUM_HI_EXTRA_END;
+    let seed = csum::inode_seed(fs_seed, ino, base.i_generation.get());
+    let zero = [0u8; 2];
+    let mut c = csum::ext4_crc32c(seed, &raw[..CSUM_LO_OFFSET]);
+    c = csum::ext4_crc32c(c, &zero);
+    c = csum::ext4_crc32c(c, &raw[CSUM_LO_OFFSET + 2..GOOD_OLD_INODE_SIZE.min(raw.len())]);
+    if raw.len() > GOOD_OLD_INODE_SIZE {
+        c = csum::ext4_crc32c(c, &raw[GOOD_OLD_INODE_SIZE..CSUM_HI_OFFSET]);
+        if has_hi {
+            c = csum::ext4_crc32c(c, &zero);
+            c = csum::ext4_crc32c(c, &raw[CSUM_HI_OFFSET + 2..]);
+        } else {
+            c = csum::ext4_crc32c(c, &raw[CSUM_HI_OFFSET..]);
+        }
+    }
+    let stored_lo = u32::from(base.l_i_checksum_lo.get());
+    if has_hi {
+        (c, stored_lo | (u32::from(base.i_checksum_hi.get()) << 16), true)
+    } else {
+        (c & 0xFFFF, stored_lo, false)
+    }
+}

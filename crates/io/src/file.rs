@@ -1,0 +1,76 @@
+//! The file / block-device backend: positioned reads with `pread`, no shared cursor, so any
+//! number of threads can read at once.
+
+use crate::{Device, IoError, ReadCounter, Result};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+pub struct FileDevice {
+    file: File,
+    size: u64,
+    writable: bool,
+    counter: ReadCounter,
+}
+
+impl FileDevice {
+    /// Open read-only: the only mode a `-n` check uses, so it can never write.
+    pub fn open_read_only(path: &Path) -> Result<Self> {
+        Self::open(path, false)
+    }
+    /// Open for repair; block devices are opened `O_EXCL` so a mount or another fsck is refused.
+    pub fn open_read_write(path: &Path) -> Result<Self> {
+        Self::open(path, true)
+    }
+    fn open(path: &Path, write: bool) -> Result<Self> {
+        let err = |source| IoError::Open { path: path.display().to_string(), source };
+        let meta = std::fs::metadata(path).map_err(err)?;
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            return Err(IoError::Open { path: path.display().to_string(), source: std::io::Error::new(std::io::ErrorKind::Other, "is a directory") });
+        }
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(write);
+        if write && ft.is_block_device() {
+            opts.custom_flags(libc::O_EXCL);
+        }
+        let file = opts.open(path).map_err(err)?;
+        let size = if ft.is_block_device() {
+            use std::io::{Seek, SeekFrom};
+            let mut f = &file;
+            f.seek(SeekFrom::End(0)).map_err(|source| IoError::Io { offset: 0, source })?
+        } else {
+            meta.len()
+        };
+        Ok(FileDevice { file, size, writable: write, counter: ReadCounter::default() })
+    }
+}
+
+impl Device for FileDevice {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        if offset.checked_add(buf.len() as u64).is_none_or(|end| end > self.size) {
+            return Err(IoError::ShortRead { offset, len: buf.len() });
+        }
+        self.file.read_exact_at(buf, offset).map_err(|source| IoError::Io { offset, source })?;
+        self.counter.add(buf.len());
+        Ok(())
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if !self.writable {
+            return Err(IoError::ReadOnly);
+        }
+        self.file.write_all_at(buf, offset).map_err(|source| IoError::Io { offset, source })
+    }
+    fn flush(&self) -> Result<()> {
+        if self.writable {
+            self.file.sync_all().map_err(|source| IoError::Io { offset: 0, source })?;
+        }
+        Ok(())
+    }
+    fn bytes_read(&self) -> u64 {
+        self.counter.get()
+    }
+}

@@ -1,0 +1,629 @@
+//! `ffsck-lab bench`: times `ffsck -fn` against `e2fsck -fn` on one image and reports median
+//! wall time, CPU time and peak RSS for each, plus the speedup.
+//!
+//! Runs alternate (ffsck, e2fsck, ffsck, …) after one warm-up each, so slow drifts of the
+//! machine (other load, thermal state, page-cache pressure) hit both checkers alike instead of
+//! biasing whichever ran second. Peak RSS comes from the kernel's `rusage` via `wait4`.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use crate::child;
+use crate::imagegen::{self, BuiltImage, FsInfo, Profile};
+use crate::markdown;
+use crate::metrics::median;
+use crate::tools;
+
+/// Fewer runs than this make the median no better than a single sample.
+const MIN_RUNS: usize = 3;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Approximate number of inodes to populate in the generated image.
+    #[arg(long, default_value_t = 250_000)]
+    pub inodes: u64,
+    /// Shape of the generated tree and file system type.
+    #[arg(long, value_enum, default_value_t = Profile::Files)]
+    pub profile: Profile,
+    /// Timed runs per checker (at least 3), after one warm-up each.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Pass `--threads T` to ffsck [default: ffsck's own default].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Output directory for results.json, report.md, logs and the built image.
+    #[arg(long, default_value = "out/bench")]
+    pub out: PathBuf,
+    /// Benchmark this existing image instead of building one (it is never deleted).
+    #[arg(long)]
+    pub image: Option<PathBuf>,
+    /// ffsck binary [default: `ffsck` next to ffsck-lab, then PATH].
+    #[arg(long)]
+    pub ffsck: Option<PathBuf>,
+    /// e2fsck binary [default: from PATH or /sbin].
+    #[arg(long)]
+    pub e2fsck: Option<PathBuf>,
+    /// mke2fs binary [default: from PATH or /sbin].
+    #[arg(long)]
+    pub mke2fs: Option<PathBuf>,
+    /// Keep the built image after the benchmark.
+    #[arg(long)]
+    pub keep: bool,
+    /// Drop the page cache (`sync; echo 3 > /proc/sys/vm/drop_caches`) before every run;
+    /// needs root. The report says whether it worked.
+    #[arg(long)]
+    pub cold: bool,
+    /// Also run ffsck with 1..=nproc threads and report the scaling.
+    #[arg(long)]
+    pub scaling: bool,
+    /// Seed for the generated tree (same seed, same image content).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Per-run wall-clock limit in seconds.
+    #[arg(long, default_value_t = 3600.0)]
+    pub timeout: f64,
+    /// Parent directory for the temporary file tree fed to mke2fs -d [default: --out].
+    /// A tmpfs such as /dev/shm makes generation faster.
+    #[arg(long)]
+    pub tree_dir: Option<PathBuf>,
+}
+
+/// One measured run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    pub checker: String,
+    /// `--threads` given to ffsck, if any.
+    pub threads: Option<usize>,
+    pub warmup: bool,
+    /// Which part of the bench the run belongs to: "compare" or "scaling".
+    pub phase: String,
+    /// With --cold: whether dropping the page cache before this run worked.
+    pub caches_dropped: Option<bool>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub wall_s: f64,
+    pub user_s: f64,
+    pub sys_s: f64,
+    pub max_rss_kib: u64,
+}
+
+/// Medians over the timed (non-warm-up) runs of one checker.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckerSummary {
+    pub checker: String,
+    pub runs: usize,
+    pub median_wall_s: f64,
+    pub min_wall_s: f64,
+    pub max_wall_s: f64,
+    pub median_user_s: f64,
+    pub median_sys_s: f64,
+    pub median_max_rss_kib: f64,
+    /// Distinct outcomes seen ("0", "4", "timeout", "signal 11").
+    pub outcomes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScalingRow {
+    pub threads: usize,
+    pub median_wall_s: f64,
+    /// Median wall at 1 thread divided by median wall at this count.
+    pub speedup_vs_1_thread: f64,
+    /// e2fsck's median wall divided by ffsck's at this count.
+    pub speedup_vs_e2fsck: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ColdCache {
+    pub requested: bool,
+    pub drops_ok: usize,
+    pub drops_failed: usize,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub cpus: usize,
+    pub cpu_model: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchResults {
+    pub image: PathBuf,
+    /// Present when the bench built the image itself.
+    pub built: Option<BuiltImage>,
+    pub fs: Option<FsInfo>,
+    pub ffsck_path: PathBuf,
+    pub ffsck_threads: Option<usize>,
+    pub e2fsck_path: PathBuf,
+    pub e2fsck_version: String,
+    pub machine: Machine,
+    pub cold_cache: ColdCache,
+    /// ffsck first, then e2fsck.
+    pub summary: Vec<CheckerSummary>,
+    /// e2fsck median wall / ffsck median wall.
+    pub speedup: f64,
+    /// ffsck median peak RSS / e2fsck median peak RSS.
+    pub rss_ratio_ffsck_over_e2fsck: f64,
+    pub scaling: Vec<ScalingRow>,
+    pub warnings: Vec<String>,
+    pub runs: Vec<RunRecord>,
+}
+
+/// CLI entry: run the bench, write results.json and report.md, print the report.
+pub fn main(args: &BenchArgs) -> Result<()> {
+    let results = run(args)?;
+    let report = render_markdown(&results);
+    print!("{report}");
+    eprintln!(
+        "wrote {} and {}",
+        args.out.join("results.json").display(),
+        args.out.join("report.md").display()
+    );
+    Ok(())
+}
+
+/// Runs the benchmark and writes `results.json` and `report.md` into `--out`.
+pub fn run(args: &BenchArgs) -> Result<BenchResults> {
+    if args.runs < MIN_RUNS {
+        bail!("--runs must be at least {MIN_RUNS} (got {})", args.runs);
+    }
+    if args.threads == Some(0) {
+        bail!("--threads must be at least 1");
+    }
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        bail!("--timeout must be a positive number of seconds");
+    }
+    let ffsck = tools::resolve_ffsck(args.ffsck.as_deref())?;
+    let e2fsck = tools::resolve_tool(args.e2fsck.as_deref(), "e2fsck")?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+
+    let (image, built) = match &args.image {
+        Some(image) => {
+            if !image.is_file() {
+                bail!("--image {} is not a file", image.display());
+            }
+            (image.clone(), None)
+        }
+        None => {
+            let mke2fs = tools::resolve_tool(args.mke2fs.as_deref(), "mke2fs")?;
+            let image = args
+                .out
+                .join(format!("{}-{}.img", args.profile.name(), args.inodes));
+            eprintln!(
+                "building {} ({} profile, ~{} inodes)…",
+                image.display(),
+                args.profile.name(),
+                args.inodes
+            );
+            let tree_parent = args.tree_dir.as_deref().unwrap_or(&args.out);
+            let built = imagegen::build(
+                args.profile,
+                args.inodes,
+                args.seed,
+                tree_parent,
+                &image,
+                &mke2fs,
+            )?;
+            eprintln!(
+                "built: {} files, {} dirs, {:.0} MiB image (generate {:.1} s, mke2fs {:.1} s)",
+                built.files,
+                built.dirs,
+                built.image_bytes as f64 / (1 << 20) as f64,
+                built.generate_s,
+                built.mkfs_s
+            );
+            (image, Some(built))
+        }
+    };
+
+    let result = measure_all(args, &ffsck, &e2fsck, &image, built);
+    // A built image can be gigabytes: remove it even when measuring failed, unless asked not to.
+    if args.image.is_none() && !args.keep {
+        let _ = std::fs::remove_file(&image);
+    }
+    let results = result?;
+
+    let json_path = args.out.join("results.json");
+    let json = serde_json::to_string_pretty(&results)?;
+    std::fs::write(&json_path, json + "\n")
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    let report_path = args.out.join("report.md");
+    std::fs::write(&report_path, render_markdown(&results))
+        .with_context(|| format!("writing {}", report_path.display()))?;
+    Ok(results)
+}
+
+/// Runs checkers and records each run; owns the cold-cache bookkeeping.
+struct Runner<'a> {
+    out: &'a Path,
+    timeout: Duration,
+    cold: ColdCache,
+    records: Vec<RunRecord>,
+}
+
+impl Runner<'_> {
+    fn measure(
+        &mut self,
+        checker: &str,
+        program: &Path,
+        args: &[OsString],
+        threads: Option<usize>,
+        warmup: bool,
+        phase: &str,
+    ) -> Result<()> {
+        let caches_dropped = self.cold.requested.then(|| self.drop_caches());
+        // Output goes to a file (the last run's is kept for inspection), never a pipe.
+        let log_path = self.out.join(format!("{checker}.log"));
+        let log =
+            File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log));
+        let outcome = child::run(&mut cmd, Some(self.timeout))
+            .with_context(|| format!("running {checker}"))?;
+        eprintln!(
+            "{checker}{}{}: {:.3} s wall, {:.0} MiB peak RSS, exit {}",
+            threads
+                .map(|t| format!(" ({t} threads)"))
+                .unwrap_or_default(),
+            if warmup { " warm-up" } else { "" },
+            outcome.wall_s,
+            outcome.max_rss_kib as f64 / 1024.0,
+            outcome.describe()
+        );
+        self.records.push(RunRecord {
+            checker: checker.to_string(),
+            threads,
+            warmup,
+            phase: phase.to_string(),
+            caches_dropped,
+            exit_code: outcome.code(),
+            signal: outcome.signal(),
+            timed_out: outcome.timed_out,
+            wall_s: outcome.wall_s,
+            user_s: outcome.user_s,
+            sys_s: outcome.sys_s,
+            max_rss_kib: outcome.max_rss_kib,
+        });
+        Ok(())
+    }
+
+    /// `sync; echo 3 > /proc/sys/vm/drop_caches`; failures are counted, not fatal, because
+    /// the warm numbers are still worth having.
+    fn drop_caches(&mut self) -> bool {
+        // SAFETY: plain syscall with no arguments.
+        unsafe { libc::sync() };
+        match std::fs::write("/proc/sys/vm/drop_caches", "3\n") {
+            Ok(()) => {
+                self.cold.drops_ok += 1;
+                true
+            }
+            Err(e) => {
+                self.cold.drops_failed += 1;
+                self.cold.last_error = Some(e.to_string());
+                false
+            }
+        }
+    }
+}
+
+fn ffsck_args(threads: Option<usize>, image: &Path) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["-fn".into()];
+    if let Some(t) = threads {
+        args.push("--threads".into());
+        args.push(t.to_string().into());
+    }
+    args.push(image.into());
+    args
+}
+
+fn measure_all(
+    args: &BenchArgs,
+    ffsck: &Path,
+    e2fsck: &Path,
+    image: &Path,
+    built: Option<BuiltImage>,
+) -> Result<BenchResults> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut runner = Runner {
+        out: &args.out,
+        timeout: Duration::from_secs_f64(args.timeout),
+        cold: ColdCache {
+            requested: args.cold,
+            drops_ok: 0,
+            drops_failed: 0,
+            last_error: None,
+        },
+        records: Vec::new(),
+    };
+    let ff_args = ffsck_args(args.threads, image);
+    let e2_args: Vec<OsString> = vec!["-fn".into(), image.into()];
+
+    for warmup in std::iter::once(true).chain(std::iter::repeat_n(false, args.runs)) {
+        runner.measure("ffsck", ffsck, &ff_args, args.threads, warmup, "compare")?;
+        runner.measure("e2fsck", e2fsck, &e2_args, None, warmup, "compare")?;
+    }
+
+    let timed = |records: &[RunRecord], checker: &str, threads: Option<usize>, phase: &str| {
+        records
+            .iter()
+            .filter(|r| !r.warmup && r.checker == checker && r.phase == phase)
+            .filter(|r| threads.is_none() || r.threads == threads)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let ff_summary = summarize(
+        "ffsck",
+        &timed(&runner.records, "ffsck", args.threads, "compare"),
+    );
+    let e2_summary = summarize("e2fsck", &timed(&runner.records, "e2fsck", None, "compare"));
+
+    let mut scaling = Vec::new();
+    if args.scaling {
+        for threads in 1..=cpus {
+            for _ in 0..args.runs {
+                runner.measure(
+                    "ffsck",
+                    ffsck,
+                    &ffsck_args(Some(threads), image),
+                    Some(threads),
+                    false,
+                    "scaling",
+                )?;
+            }
+        }
+        let walls = |t: usize| {
+            let walls: Vec<f64> = timed(&runner.records, "ffsck", Some(t), "scaling")
+                .iter()
+                .map(|r| r.wall_s)
+                .collect();
+            median(&walls).unwrap_or(f64::NAN)
+        };
+        let one = walls(1);
+        for threads in 1..=cpus {
+            let wall = walls(threads);
+            scaling.push(ScalingRow {
+                threads,
+                median_wall_s: wall,
+                speedup_vs_1_thread: one / wall,
+                speedup_vs_e2fsck: e2_summary.median_wall_s / wall,
+            });
+        }
+    }
+
+    let mut warnings = Vec::new();
+    if tools::is_debug_build(ffsck) {
+        warnings.push(format!(
+            "ffsck at {} looks like a debug build; build with `cargo build --release -p ffsck` \
+             for meaningful timings",
+            ffsck.display()
+        ));
+    }
+    for s in [&ff_summary, &e2_summary] {
+        if s.outcomes.iter().any(|o| o != "0") {
+            warnings.push(format!(
+                "{} did not always exit 0 on this image (outcomes: {}); see {}/{}.log",
+                s.checker,
+                s.outcomes.join(", "),
+                args.out.display(),
+                s.checker
+            ));
+        }
+    }
+    if args.cold && runner.cold.drops_failed > 0 {
+        warnings.push(format!(
+            "--cold: dropping the page cache failed {} of {} times ({}); those runs were warm",
+            runner.cold.drops_failed,
+            runner.cold.drops_failed + runner.cold.drops_ok,
+            runner.cold.last_error.as_deref().unwrap_or("unknown error")
+        ));
+    }
+
+    Ok(BenchResults {
+        image: image.to_path_buf(),
+        built,
+        fs: imagegen::fs_info(image),
+        ffsck_path: ffsck.to_path_buf(),
+        ffsck_threads: args.threads,
+        e2fsck_path: e2fsck.to_path_buf(),
+        e2fsck_version: tools::version_line(e2fsck),
+        machine: Machine {
+            cpus,
+            cpu_model: cpu_model(),
+        },
+        cold_cache: runner.cold,
+        speedup: e2_summary.median_wall_s / ff_summary.median_wall_s,
+        rss_ratio_ffsck_over_e2fsck: ff_summary.median_max_rss_kib / e2_summary.median_max_rss_kib,
+        summary: vec![ff_summary, e2_summary],
+        scaling,
+        warnings,
+        runs: runner.records,
+    })
+}
+
+fn summarize(checker: &str, runs: &[RunRecord]) -> CheckerSummary {
+    let pick = |f: fn(&RunRecord) -> f64| -> Vec<f64> { runs.iter().map(f).collect() };
+    let walls = pick(|r| r.wall_s);
+    let mut outcomes: Vec<String> = runs
+        .iter()
+        .map(|r| match (r.timed_out, r.exit_code, r.signal) {
+            (true, _, _) => "timeout".to_string(),
+            (_, Some(c), _) => c.to_string(),
+            (_, None, Some(s)) => format!("signal {s}"),
+            _ => "?".to_string(),
+        })
+        .collect();
+    outcomes.sort();
+    outcomes.dedup();
+    CheckerSummary {
+        checker: checker.to_string(),
+        runs: runs.len(),
+        median_wall_s: median(&walls).unwrap_or(f64::NAN),
+        min_wall_s: walls.iter().copied().fold(f64::INFINITY, f64::min),
+        max_wall_s: walls.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        median_user_s: median(&pick(|r| r.user_s)).unwrap_or(f64::NAN),
+        median_sys_s: median(&pick(|r| r.sys_s)).unwrap_or(f64::NAN),
+        median_max_rss_kib: median(&pick(|r| r.max_rss_kib as f64)).unwrap_or(f64::NAN),
+        outcomes,
+    }
+}
+
+fn cpu_model() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    text.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+fn mib(kib: f64) -> String {
+    format!("{:.1}", kib / 1024.0)
+}
+
+/// The Markdown report (also printed to stdout).
+pub fn render_markdown(r: &BenchResults) -> String {
+    let mut out = String::from("## Benchmark: ffsck -fn vs e2fsck -fn\n\n");
+    out.push_str(&format!("- image: `{}`", r.image.display()));
+    if let Some(b) = &r.built {
+        out.push_str(&format!(
+            " (built: profile `{}`, ~{} inodes requested, seed {}, {} files, {} dirs, {:.0} MiB)",
+            b.profile.name(),
+            b.requested_inodes,
+            b.seed,
+            b.files,
+            b.dirs,
+            b.image_bytes as f64 / (1 << 20) as f64
+        ));
+    }
+    out.push('\n');
+    if let Some(fs) = &r.fs {
+        if let (Some(used), Some(total)) = (fs.used_inodes(), fs.inode_count) {
+            out.push_str(&format!("- inodes in use: {used} of {total}\n"));
+        }
+        if let (Some(used), Some(total), Some(bs)) =
+            (fs.used_blocks(), fs.block_count, fs.block_size)
+        {
+            out.push_str(&format!(
+                "- blocks in use: {used} of {total} ({bs} bytes each)\n"
+            ));
+        }
+        if let Some(features) = &fs.features {
+            out.push_str(&format!("- features: {features}\n"));
+        }
+    }
+    out.push_str(&format!(
+        "- ffsck: `{}` (threads: {})\n- e2fsck: `{}` ({})\n",
+        r.ffsck_path.display(),
+        r.ffsck_threads
+            .map_or("ffsck default".to_string(), |t| t.to_string()),
+        r.e2fsck_path.display(),
+        r.e2fsck_version
+    ));
+    out.push_str(&format!(
+        "- machine: {} CPUs{}\n",
+        r.machine.cpus,
+        r.machine
+            .cpu_model
+            .as_deref()
+            .map(|m| format!(", {m}"))
+            .unwrap_or_default()
+    ));
+    let cache = if !r.cold_cache.requested {
+        "warm (one warm-up run each first)".to_string()
+    } else if r.cold_cache.drops_failed == 0 {
+        format!(
+            "cold (page cache dropped before each of {} runs)",
+            r.cold_cache.drops_ok
+        )
+    } else {
+        format!(
+            "cold requested, but dropping the page cache failed {} of {} times: {}",
+            r.cold_cache.drops_failed,
+            r.cold_cache.drops_failed + r.cold_cache.drops_ok,
+            r.cold_cache
+                .last_error
+                .as_deref()
+                .unwrap_or("unknown error")
+        )
+    };
+    out.push_str(&format!(
+        "- runs: {} per checker, alternating; cache: {cache}\n\n",
+        r.summary.first().map_or(0, |s| s.runs)
+    ));
+
+    let rows: Vec<Vec<String>> = r
+        .summary
+        .iter()
+        .map(|s| {
+            vec![
+                s.checker.clone(),
+                s.runs.to_string(),
+                format!("{:.3}", s.median_wall_s),
+                format!("{:.3}", s.min_wall_s),
+                format!("{:.3}", s.max_wall_s),
+                format!("{:.3}", s.median_user_s),
+                format!("{:.3}", s.median_sys_s),
+                mib(s.median_max_rss_kib),
+                s.outcomes.join(", "),
+            ]
+        })
+        .collect();
+    out.push_str(&markdown::table(
+        &[
+            "checker",
+            "runs",
+            "median wall (s)",
+            "min wall (s)",
+            "max wall (s)",
+            "median user (s)",
+            "median sys (s)",
+            "median peak RSS (MiB)",
+            "exit",
+        ],
+        &[false, true, true, true, true, true, true, true, false],
+        &rows,
+    ));
+    out.push_str(&format!(
+        "\n**Speedup** (e2fsck / ffsck median wall): **{:.2}×**  \n\
+         **Peak RSS ratio** (ffsck / e2fsck median): **{:.2}×**\n",
+        r.speedup, r.rss_ratio_ffsck_over_e2fsck
+    ));
+
+    if !r.scaling.is_empty() {
+        out.push_str("\n### ffsck thread scaling\n\n");
+        let rows: Vec<Vec<String>> = r
+            .scaling
+            .iter()
+            .map(|s| {
+                vec![
+                    s.threads.to_string(),
+                    format!("{:.3}", s.median_wall_s),
+                    format!("{:.2}×", s.speedup_vs_1_thread),
+                    format!("{:.2}×", s.speedup_vs_e2fsck),
+                ]
+            })
+            .collect();
+        out.push_str(&markdown::table(
+            &["threads", "median wall (s)", "vs 1 thread", "vs e2fsck"],
+            &[true, true, true, true],
+            &rows,
+        ));
+    }
+    if !r.warnings.is_empty() {
+        out.push_str("\n### Warnings\n\n");
+        for w in &r.warnings {
+            out.push_str(&format!("- {w}\n"));
+        }
+    }
+    out
+}

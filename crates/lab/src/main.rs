@@ -1,0 +1,33 @@
+//! `ffsck-lab` command line: parses the subcommand and hands it to the matching library module;
+//! all the work lives in the library so tests can drive it too.
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use ffsck_lab::{bench, conformance};
+
+#[derive(Parser)]
+#[command(
+    name = "ffsck-lab",
+    version,
+    about = "Experiments for ffsck: conformance against e2fsck and benchmarks"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run ffsck and e2fsck -fn on every corpus image and compare verdicts and problem codes.
+    Conformance(conformance::ConformanceArgs),
+    /// Time ffsck -fn against e2fsck -fn on a generated (or given) image.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Cmd::Conformance(args) => conformance::main(&args),
+        Cmd::Bench(args) => bench::main(&args),
+    }
+}

@@ -1,0 +1,41 @@
+//! Helpers shared by the integration tests: they locate the corpus, the ffsck binary and the
+//! e2fsprogs tools, so each test can skip with a clear message when something is missing
+//! instead of failing on machines that lack them.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::path::{Path, PathBuf};
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `/work/shared/corpus/e2fsprogs` as seen from this crate (`../../../shared/...`).
+pub fn corpus_dir() -> Option<PathBuf> {
+    let dir = manifest_dir().join("../../../shared/corpus/e2fsprogs");
+    dir.is_dir().then_some(dir)
+}
+
+/// The workspace's ffsck binary. `CARGO_BIN_EXE_ffsck` only exists inside the ffsck package,
+/// so look in the target directory; prefer the most recently built profile.
+pub fn ffsck_binary() -> Option<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest_dir().join("../../target"));
+    ["release", "debug"]
+        .iter()
+        .map(|profile| target.join(profile).join("ffsck"))
+        .filter(|p| p.is_file())
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+}
+
+pub fn tool(name: &str) -> Option<PathBuf> {
+    ffsck_lab::tools::find_in_path(name)
+}
+
+/// Writes an executable shell script, used as a stand-in checker.
+pub fn write_script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
