@@ -19,6 +19,7 @@ pub mod pass5;
 pub mod problem;
 pub mod report;
 
-pub use engine::{check, CheckOptions, Outcome};
+pub use engine::{check, CheckOptions, Outcome, Progress, Summary};
+pub use pass0::SuperHint;
 pub use problem::Problem;
 pub use report::{exit, Finding, Policy, ProblemCtx, Reporter};

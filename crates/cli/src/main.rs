@@ -1,1 +1,149 @@
-fn main() {}
+//! `ffsck`: the command line. Parses e2fsck-compatible flags, opens the device safely, runs the
+//! engine and renders its findings (terminal, preen, JSON, e2fsck problem log, `-C` progress).
+
+mod output;
+mod progress;
+
+use anyhow::Result;
+use clap::Parser;
+use ffsck_check::{exit, CheckOptions, Policy, Progress, SuperHint};
+use ffsck_io::mounts::{mount_state, MountState};
+use ffsck_io::{Device, FileDevice};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Fast, parallel ext2/ext3/ext4 file system checker (e2fsck-compatible flags and exit codes).
+#[derive(Parser, Debug)]
+#[command(name = "ffsck", version, about, disable_help_flag = false)]
+struct Args {
+    /// Open read-only and answer "no" to every question.
+    #[arg(short = 'n')]
+    no: bool,
+    /// Answer "yes" to every question.
+    #[arg(short = 'y')]
+    yes: bool,
+    /// Preen: fix only what is safe without a human.
+    #[arg(short = 'p', short_alias = 'a')]
+    preen: bool,
+    /// Check even if the file system seems clean.
+    #[arg(short = 'f')]
+    force: bool,
+    /// Verbose summary.
+    #[arg(short = 'v')]
+    verbose: bool,
+    /// Print timing statistics.
+    #[arg(short = 't', action = clap::ArgAction::Count)]
+    timing: u8,
+    /// Use the superblock at this block number instead of the primary.
+    #[arg(short = 'b')]
+    superblock: Option<u64>,
+    /// Block size to use with -b.
+    #[arg(short = 'B')]
+    blocksize: Option<u32>,
+    /// Write progress lines ("pass current max device") to this file descriptor; 0 draws a bar.
+    #[arg(short = 'C')]
+    progress_fd: Option<i32>,
+    /// Worker threads (default: one per core).
+    #[arg(long = "threads", short = 'm')]
+    threads: Option<usize>,
+    /// Write the findings and summary as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write an e2fsck-format problem log (XML) to this file.
+    #[arg(long = "problem-log")]
+    problem_log: Option<PathBuf>,
+    /// The device or image to check.
+    device: PathBuf,
+}
+
+fn main() {
+    let code = match real_main() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ffsck: {e:#}");
+            exit::ERROR
+        }
+    };
+    std::process::exit(code);
+}
+
+fn real_main() -> Result<i32> {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return Ok(if e.use_stderr() { exit::USAGE } else { exit::OK });
+        }
+    };
+    let modes = [args.no, args.yes, args.preen].iter().filter(|&&m| m).count();
+    if modes > 1 {
+        eprintln!("ffsck: only one of the options -p/-a, -n or -y may be specified.");
+        return Ok(exit::USAGE);
+    }
+    let dev_name = args.device.display().to_string();
+    let policy = if args.yes {
+        Policy::Yes
+    } else if args.preen {
+        Policy::Preen
+    } else {
+        Policy::No
+    };
+    if policy != Policy::No {
+        // Repairs never touch a file system the kernel has mounted read-write.
+        if mount_state(&args.device) == MountState::ReadWrite {
+            eprintln!("{dev_name} is mounted read-write.\nffsck: Cannot continue, aborting.");
+            return Ok(exit::ERROR);
+        }
+        eprintln!("ffsck: repair (-y/-p) is not available yet in this version of ffsck; nothing was written.\nRun `ffsck -fn {dev_name}` for a read-only check, or e2fsck to repair.");
+        return Ok(exit::ERROR);
+    }
+    if mount_state(&args.device) != MountState::NotMounted {
+        eprintln!("Warning: {dev_name} is mounted; a read-only check of a mounted file system may report spurious errors.");
+    }
+
+    let dev: Arc<dyn Device> = match FileDevice::open_read_only(&args.device) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            eprintln!("ffsck: {e}\nffsck: cannot open {dev_name}: it must be a block device or an image file.");
+            return Ok(exit::ERROR);
+        }
+    };
+    if dev.size() == 0 {
+        eprintln!("ffsck: {dev_name} is empty (0 bytes): no file system to check.");
+        return Ok(exit::ERROR);
+    }
+
+    let start = std::time::Instant::now();
+    if !args.force {
+        if let Some(line) = output::clean_skip(&*dev, &dev_name) {
+            println!("{line}");
+            return Ok(exit::OK);
+        }
+    }
+    let prog = Arc::new(Progress::default());
+    let opts = CheckOptions {
+        policy,
+        superblock: SuperHint { block: args.superblock, block_size: args.blocksize },
+        threads: args.threads.unwrap_or(0),
+        progress: prog.clone(),
+    };
+    let ticker = args.progress_fd.map(|fd| progress::Ticker::start(fd, prog.clone(), dev_name.clone()));
+    let mut term = output::Terminal::new(policy, &dev_name);
+    let outcome = ffsck_check::check(dev.clone(), &opts, &mut term);
+    if let Some(t) = ticker {
+        t.stop();
+    }
+    let code = term.finish(&outcome, args.verbose);
+    if let Some(path) = &args.problem_log {
+        output::write_problem_log(path, &outcome, &dev_name, std::env::args().collect())?;
+    }
+    if let Some(path) = &args.json {
+        output::write_json(path, &outcome, code)?;
+    }
+    if args.timing > 0 {
+        let el = start.elapsed();
+        println!("Memory used: {}k, time: {:.2}/{:.2}/{:.2}", output::peak_rss_kib(), el.as_secs_f64(), 0.0, 0.0);
+        println!("I/O read: {}MB", dev.bytes_read() / (1 << 20));
+    }
+    Ok(code)
+}

@@ -216,6 +216,16 @@ impl Geometry {
         })
     }
 
+    /// Block holding group `g`'s superblock copy. The primary always sits at byte 1024, which
+    /// is block 1 with 1 KiB blocks even when `s_first_data_block` is 0 (bigalloc).
+    pub fn super_block_of_group(&self, g: u32) -> u64 {
+        if g == 0 {
+            1024 / u64::from(self.block_size)
+        } else {
+            self.group_first_block(g)
+        }
+    }
+
     /// Number of descriptor blocks stored right after a superblock copy (all of them without
     /// meta_bg, the first `s_first_meta_bg` with it).
     pub fn old_desc_blocks(&self) -> u32 {
@@ -228,7 +238,7 @@ impl Geometry {
 
     /// Block holding descriptor block `i` of the primary copy (as the kernel locates it).
     pub fn desc_block(&self, i: u32) -> u64 {
-        let sb_block = self.first_data_block;
+        let sb_block = self.super_block_of_group(0);
         if !self.incompat.has(Incompat::META_BG) || i < self.first_meta_bg {
             return sb_block + 1 + u64::from(i);
         }
@@ -244,12 +254,13 @@ impl Geometry {
         let mut runs = Vec::new();
         let start = self.group_first_block(g);
         let has_super = self.group_has_super(g);
-        let mut next = start;
+        let sb = self.super_block_of_group(g);
+        let mut next = sb;
         if has_super {
-            // With 1 KiB blocks and block 0 outside group 0, the superblock is block 1; with
-            // larger blocks it shares block 0 with the boot sector.
-            runs.push((start, 1));
-            next += 1;
+            // Everything from the group start to the superblock (the boot block, when a 1 KiB
+            // bigalloc group 0 starts at block 0) belongs to it.
+            runs.push((start, sb - start + 1));
+            next = sb + 1;
             // meta_bg keeps only the first s_first_meta_bg descriptor blocks here; otherwise all
             // of them plus the blocks reserved for online growth follow each superblock copy.
             let old = if self.incompat.has(Incompat::META_BG) {
@@ -265,7 +276,7 @@ impl Geometry {
             let meta = g / self.descs_per_block;
             let idx = g % self.descs_per_block;
             if meta >= self.first_meta_bg && (idx == 0 || idx == 1 || idx == self.descs_per_block - 1) {
-                runs.push((start + u64::from(has_super), 1));
+                runs.push((if has_super { next } else { start }, 1));
             }
         }
         runs

@@ -349,7 +349,8 @@ fn measure_all(
     let ff_args = ffsck_args(args.threads, image);
     let e2_args: Vec<OsString> = vec!["-fn".into(), image.into()];
 
-    for warmup in std::iter::once(true).chain(std::iter::repeat_n(false, args.runs)) {
+    // Run 0 is the warm-up of each checker.
+    for warmup in (0..=args.runs).map(|i| i == 0) {
         runner.measure("ffsck", ffsck, &ff_args, args.threads, warmup, "compare")?;
         runner.measure("e2fsck", e2fsck, &e2_args, None, warmup, "compare")?;
     }

@@ -1,6 +1,8 @@
 //! `ffsck-lab` command line: parses the subcommand and hands it to the matching library module;
 //! all the work lives in the library so tests can drive it too.
 
+use std::process::ExitCode;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -25,9 +27,18 @@ enum Cmd {
     Bench(bench::BenchArgs),
 }
 
-fn main() -> Result<()> {
-    match Cli::parse().command {
+fn main() -> ExitCode {
+    let result: Result<()> = match Cli::parse().command {
         Cmd::Conformance(args) => conformance::main(&args),
         Cmd::Bench(args) => bench::main(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // `{:#}` prints the whole context chain on one line, without the backtrace that
+            // returning the error from main would add whenever RUST_BACKTRACE is set.
+            eprintln!("ffsck-lab: error: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }

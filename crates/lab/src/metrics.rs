@@ -58,7 +58,7 @@ pub fn median(values: &[f64]) -> Option<f64> {
     }
     sorted.sort_by(f64::total_cmp);
     let mid = sorted.len() / 2;
-    Some(if sorted.len() % 2 == 0 {
+    Some(if mid * 2 == sorted.len() {
         (sorted[mid - 1] + sorted[mid]) / 2.0
     } else {
         sorted[mid]

@@ -6,7 +6,7 @@ mod common;
 
 use std::io::Write;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use ffsck_lab::conformance::{self, ConformanceArgs, Report};
 
@@ -20,6 +20,7 @@ fn make_corpus(dir: &Path, mke2fs: &Path) {
         .args(["-q", "-F", "-t", "ext4"])
         .arg(&raw)
         .arg("4M")
+        .stdout(Stdio::null())
         .status()
         .unwrap();
     assert!(status.success(), "mke2fs failed");

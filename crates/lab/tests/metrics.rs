@@ -2,9 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use ffsck_lab::metrics::{
-    e2fsck_verdict, ffsck_verdict, jaccard, median, verdicts_agree, Verdict,
-};
+use ffsck_lab::metrics::{e2fsck_verdict, ffsck_verdict, jaccard, median, verdicts_agree, Verdict};
 
 fn set(codes: &[u32]) -> BTreeSet<u32> {
     codes.iter().copied().collect()

@@ -16,7 +16,10 @@ fn reads_e2fsck_log() {
     let log = parse(text);
     assert_eq!(log.codes, vec![0x3e, 0x050014, 0x050014]);
     assert_eq!(log.malformed, 0);
-    assert_eq!(log.code_set().into_iter().collect::<Vec<_>>(), vec![0x3e, 0x050014]);
+    assert_eq!(
+        log.code_set().into_iter().collect::<Vec<_>>(),
+        vec![0x3e, 0x050014]
+    );
 }
 
 #[test]

@@ -1,0 +1,183 @@
+//! Runs the passes in order and turns their findings into an outcome with an exit code.
+
+use crate::pass0::{self, OpenFailure, SuperHint};
+use crate::report::{exit, Finding, Findings, Policy, Reporter};
+use crate::{pass1, pass1b, pass2, pass3, pass4, pass5};
+use ffsck_io::Device;
+use std::sync::Arc;
+
+#[derive(Clone, Debug)]
+pub struct CheckOptions {
+    pub policy: Policy,
+    pub superblock: SuperHint,
+    /// Worker threads (0 = one per core).
+    pub threads: usize,
+    /// Shared progress counters the caller may poll from another thread.
+    pub progress: Arc<Progress>,
+}
+
+/// Progress of the running pass, readable from another thread (for `-C` and the ETA bar).
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub pass: std::sync::atomic::AtomicU64,
+    pub done: std::sync::atomic::AtomicU64,
+    pub total: std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    pub fn start(&self, pass: u64, total: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.done.store(0, Relaxed);
+        self.total.store(total, Relaxed);
+        self.pass.store(pass, Relaxed);
+    }
+    pub fn advance(&self, n: u64) {
+        self.done.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+    pub fn snapshot(&self) -> (u64, u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.pass.load(Relaxed), self.done.load(Relaxed), self.total.load(Relaxed))
+    }
+}
+
+/// Summary figures for the final line (`files`, `blocks`, fragmentation).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Summary {
+    pub label: String,
+    pub inodes_used: u64,
+    pub inodes_count: u64,
+    pub blocks_used: u64,
+    pub blocks_count: u64,
+    pub non_contiguous: u64,
+    pub files: u64,
+    pub dirs: u64,
+    pub regular: u64,
+    pub symlinks: u64,
+    pub fast_symlinks: u64,
+    pub chardev: u64,
+    pub blockdev: u64,
+    pub fifo: u64,
+    pub socket: u64,
+    pub large_files: u64,
+    pub entries: u64,
+    pub extent_depth_hist: [u64; 6],
+}
+
+pub struct Outcome {
+    pub findings: Vec<Finding>,
+    pub exit_code: i32,
+    pub summary: Option<Summary>,
+    /// A message explaining an aborted check.
+    pub fatal: Option<String>,
+}
+
+fn flush(rep: &mut dyn Reporter, f: &mut Findings, all: &mut Vec<Finding>) {
+    for x in f.0.drain(..) {
+        rep.finding(&x);
+        all.push(x);
+    }
+}
+
+/// Check the file system on `dev`.
+pub fn check(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter) -> Outcome {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.threads).build();
+    match pool {
+        Ok(p) => p.install(|| check_inner(dev, opts, rep)),
+        Err(_) => check_inner(dev, opts, rep),
+    }
+}
+
+fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter) -> Outcome {
+    let policy = opts.policy;
+    let mut all = Vec::new();
+    let mut f = Findings::default();
+    rep.pass_start(0);
+    let p0 = match pass0::run(dev, opts.superblock, policy, &mut f) {
+        Ok(p) => p,
+        Err(e) => {
+            let (msg, code) = match e {
+                OpenFailure::Corrupt(why) => {
+                    f.report(policy, crate::Problem::P0_SB_CORRUPT, crate::ProblemCtx { str: Some(why.clone()), ..Default::default() });
+                    (format!("The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({why}). If the device is valid, try a backup superblock with -b."), exit::ERROR)
+                }
+                OpenFailure::Unsupported(feat) => (format!("The file system has unsupported features: {feat}. Upgrade ffsck."), exit::ERROR),
+                OpenFailure::TooSmall { fs_blocks, dev_blocks } => {
+                    f.report(policy, crate::Problem::P0_FS_SIZE_WRONG, crate::ProblemCtx { blk: fs_blocks, blk2: dev_blocks, ..Default::default() });
+                    (format!("The file system size (according to the superblock) is {fs_blocks} blocks, but the device holds only {dev_blocks} blocks: the image is truncated or the superblock is corrupt."), exit::ERROR | exit::UNCORRECTED)
+                }
+            };
+            flush(rep, &mut f, &mut all);
+            return Outcome { findings: all, exit_code: code, summary: None, fatal: Some(msg) };
+        }
+    };
+    flush(rep, &mut f, &mut all);
+
+    rep.pass_start(1);
+    let prog = &opts.progress;
+    prog.start(1, u64::from(p0.fs.geo.group_count));
+    let p1 = pass1::run(&p0, policy, &mut f, prog);
+    flush(rep, &mut f, &mut all);
+    if !p1.dup_blocks.is_empty() {
+        pass1b::run(&p0.fs, &p1, policy, &mut f);
+        flush(rep, &mut f, &mut all);
+    }
+    rep.pass_start(2);
+    prog.start(2, p1.dir_blocks.len() as u64);
+    let p2 = pass2::run(&p0, &p1, policy, &mut f, prog);
+    flush(rep, &mut f, &mut all);
+    rep.pass_start(3);
+    prog.start(3, 1);
+    let p3 = pass3::run(&p1, &p2, policy, &mut f);
+    flush(rep, &mut f, &mut all);
+    if !p3.root_ok {
+        let code = exit_code(&all) | exit::ERROR;
+        return Outcome { findings: all, exit_code: code, summary: None, fatal: Some("Cannot proceed without a root inode.".into()) };
+    }
+    rep.pass_start(4);
+    prog.start(4, 1);
+    pass4::run(&p0.fs, &p1, &p2, policy, &mut f);
+    flush(rep, &mut f, &mut all);
+    rep.pass_start(5);
+    prog.start(5, 1);
+    let p5 = pass5::run(&p0, &p1, policy, &mut f);
+    flush(rep, &mut f, &mut all);
+
+    let geo = &p0.fs.geo;
+    let c = p1.counts;
+    let summary = Summary {
+        label: p0.fs.sb.label(),
+        inodes_used: u64::from(geo.inodes_count) - p5.free_inodes,
+        inodes_count: u64::from(geo.inodes_count),
+        blocks_used: geo.blocks_count - p5.free_blocks * u64::from(geo.cluster_ratio),
+        blocks_count: geo.blocks_count,
+        non_contiguous: c.fragmented,
+        files: c.files,
+        dirs: c.dirs,
+        regular: c.regular,
+        symlinks: c.symlinks,
+        fast_symlinks: c.fast_symlinks,
+        chardev: c.chardev,
+        blockdev: c.blockdev,
+        fifo: c.fifo,
+        socket: c.socket,
+        large_files: c.large_files,
+        entries: p2.entries,
+        extent_depth_hist: c.extent_depth_hist,
+    };
+    let code = exit_code(&all);
+    Outcome { findings: all, exit_code: code, summary: Some(summary), fatal: None }
+}
+
+/// e2fsck's exit code from the answers: uncorrected errors → 4, fixes → 1.
+pub fn exit_code(findings: &[Finding]) -> i32 {
+    let mut code = exit::OK;
+    for f in findings {
+        if f.leaves_error() {
+            code |= exit::UNCORRECTED;
+        }
+        if f.fixed {
+            code |= exit::NONDESTRUCT;
+        }
+    }
+    code
+}

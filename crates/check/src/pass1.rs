@@ -1,0 +1,1120 @@
+//! Pass 1: scan every inode table in disk order, self-check each inode and its block map or
+//! extent tree, and keep only the compact facts later passes need.
+//!
+//! Checks: dtime/link-count consistency, reserved inodes, modes and flags, extra-isize and
+//! in-inode xattrs, extent headers and entries, block pointers, xattr blocks, `i_size` and
+//! `i_blocks`, inode checksums.
+//! Produces: `Pass1Facts` — link counts and a one-byte kind per inode, the in-use inode and
+//! block bitmaps, the directory-block list (sorted by block for pass 2), multiply-claimed
+//! blocks, per-group claim summaries for pass 1B, and xattr-block reference counts.
+//! Relies on: `Pass0Facts`. Frees: every inode and block buffer as soon as it is checked.
+//!
+//! Groups are scanned in parallel; each worker fills its own slice of the per-inode arrays and
+//! returns its findings, which are merged in group order so output never depends on threads.
+
+use crate::bitmap::{AtomicBitmap, Bitmap};
+use crate::fs::Fs;
+use crate::pass0::{GroupState, Pass0Facts};
+use crate::problem::Problem as P;
+use crate::report::{Findings, Policy, ProblemCtx};
+use ffsck_format::dir::{DxRootInfo, DX_ROOT_INFO_OFFSET};
+use ffsck_format::extent::{self, Node};
+use ffsck_format::inode::{flags as iflags, inode_checksum, FileType, RawInode, GOOD_OLD_INODE_SIZE};
+use ffsck_format::xattr::{self, XattrBlockHeader, XATTR_MAGIC};
+use ffsck_format::{ino, Compat, Incompat, RoCompat};
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use zerocopy::FromBytes;
+
+/// Bits of the per-inode kind byte (low three bits: the dirent file type).
+pub mod kind {
+    pub const TYPE_MASK: u8 = 0x07;
+    /// Fields pass 2 must look at when it meets an entry for this inode (e2fsck's bad map).
+    pub const BAD: u8 = 0x08;
+    /// A directory with a usable htree index.
+    pub const HTREE: u8 = 0x10;
+    /// Inline data.
+    pub const INLINE: u8 = 0x20;
+    /// The inode stores an xattr value (`EA_INODE_FL`).
+    pub const EA_INODE: u8 = 0x40;
+    /// Encrypted inode.
+    pub const ENCRYPT: u8 = 0x80;
+}
+
+/// One directory block to check in pass 2 (`pblk == 0` marks a hole).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DirBlock {
+    pub pblk: u64,
+    pub ino: u32,
+    pub lblk: u32,
+}
+
+/// A coarse fingerprint of the blocks one group's inodes claim: ffsck's per-group bitmap
+/// snapshot, reduced to the span and a 64-bucket occupancy mask, so pass 1B rescans only the
+/// groups that can own a multiply-claimed block.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClaimSummary {
+    pub lo: u64,
+    pub hi: u64,
+    pub buckets: u64,
+}
+
+impl ClaimSummary {
+    fn add(&mut self, start: u64, len: u64, bucket_shift: u32) {
+        if len == 0 {
+            return;
+        }
+        let end = start + len - 1;
+        if self.buckets == 0 {
+            self.lo = start;
+            self.hi = end;
+        } else {
+            self.lo = self.lo.min(start);
+            self.hi = self.hi.max(end);
+        }
+        let (b0, b1) = (start >> bucket_shift, end >> bucket_shift);
+        if b1 - b0 >= 63 {
+            self.buckets = !0;
+        } else {
+            for b in b0..=b1 {
+                self.buckets |= 1 << (b % 64);
+            }
+        }
+    }
+    pub fn may_contain(&self, blk: u64, bucket_shift: u32) -> bool {
+        self.buckets != 0 && blk >= self.lo && blk <= self.hi && self.buckets & (1 << ((blk >> bucket_shift) % 64)) != 0
+    }
+}
+
+/// Directory facts pass 2 and 3 need.
+#[derive(Clone, Copy, Debug)]
+pub struct DirFacts {
+    pub ino: u32,
+    pub size: u64,
+}
+
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Counts {
+    pub files: u64,
+    pub dirs: u64,
+    pub regular: u64,
+    pub fragmented: u64,
+    pub symlinks: u64,
+    pub fast_symlinks: u64,
+    pub chardev: u64,
+    pub blockdev: u64,
+    pub fifo: u64,
+    pub socket: u64,
+    pub large_files: u64,
+    pub extent_depth_hist: [u64; 6],
+}
+
+impl Counts {
+    fn add(&mut self, o: &Counts) {
+        self.files += o.files;
+        self.dirs += o.dirs;
+        self.regular += o.regular;
+        self.fragmented += o.fragmented;
+        self.symlinks += o.symlinks;
+        self.fast_symlinks += o.fast_symlinks;
+        self.chardev += o.chardev;
+        self.blockdev += o.blockdev;
+        self.fifo += o.fifo;
+        self.socket += o.socket;
+        self.large_files += o.large_files;
+        for i in 0..6 {
+            self.extent_depth_hist[i] += o.extent_depth_hist[i];
+        }
+    }
+}
+
+pub struct Pass1Facts {
+    /// `i_links_count` of every in-use inode (index `ino - 1`), 0 otherwise.
+    pub links: Vec<u16>,
+    pub kinds: Vec<u8>,
+    pub inode_used: Bitmap,
+    pub block_used: Bitmap,
+    /// Blocks claimed more than once, ascending.
+    pub dup_blocks: Vec<u64>,
+    /// Blocks of file-system metadata (superblocks, descriptors, bitmaps, inode tables).
+    pub metadata: Bitmap,
+    pub dir_blocks: Vec<DirBlock>,
+    pub dirs: Vec<DirFacts>,
+    pub summaries: Vec<ClaimSummary>,
+    pub bucket_shift: u32,
+    pub counts: Counts,
+}
+
+/// What the scan of one group hands back to the merge.
+#[derive(Default)]
+struct GroupOut {
+    findings: Findings,
+    dir_blocks: Vec<DirBlock>,
+    dirs: Vec<DirFacts>,
+    dup_blocks: Vec<u64>,
+    summary: ClaimSummary,
+    counts: Counts,
+    used: Vec<u32>,
+}
+
+/// Shared, read-only state of the scan.
+struct Scan<'a> {
+    fs: &'a Fs,
+    policy: Policy,
+    claimed: AtomicBitmap,
+    ea_refs: Mutex<BTreeMap<u64, EaBlock>>,
+    bucket_shift: u32,
+    extent_fs: bool,
+    low_dtime_check: bool,
+}
+
+/// An xattr block seen during the scan and how many inodes point at it.
+#[derive(Clone, Copy, Debug)]
+struct EaBlock {
+    /// h_refcount on disk, or None if the block was found invalid.
+    disk_refcount: Option<u32>,
+    seen: u32,
+}
+
+/// Mark the fixed metadata of every group.
+pub fn metadata_map(fs: &Fs, groups: &[GroupState]) -> Bitmap {
+    let geo = &fs.geo;
+    let mut m = Bitmap::new(geo.blocks_count);
+    // Block 0 holds the boot sector (and the superblock for block sizes > 1 KiB).
+    if geo.first_data_block == 0 {
+        m.set(0);
+    }
+    for g in 0..geo.group_count {
+        for (start, n) in geo.fixed_metadata_runs(g) {
+            for b in start..start.saturating_add(n).min(geo.blocks_count) {
+                m.set(b);
+            }
+        }
+        let gd = &fs.groups[g as usize];
+        let st = groups[g as usize];
+        if st.block_bitmap_ok {
+            m.set(gd.block_bitmap());
+        }
+        if st.inode_bitmap_ok {
+            m.set(gd.inode_bitmap());
+        }
+        if st.inode_table_ok {
+            let it = gd.inode_table();
+            for b in it..(it + u64::from(geo.inode_blocks_per_group)).min(geo.blocks_count) {
+                m.set(b);
+            }
+        }
+    }
+    m
+}
+
+pub fn run(p0: &Pass0Facts, policy: Policy, out: &mut Findings, progress: &crate::engine::Progress) -> Pass1Facts {
+    let fs = &p0.fs;
+    let geo = &fs.geo;
+    let ipg = geo.inodes_per_group as usize;
+    let n_inodes = geo.inodes_count as usize;
+    let metadata = metadata_map(fs, &p0.groups);
+    // Pre-claim metadata so files that overlap it are found as multiply-claimed.
+    let claimed = AtomicBitmap::new(geo.blocks_count);
+    for b in metadata.iter_ones() {
+        claimed.test_and_set(b);
+    }
+    let mkfs = fs.sb.s_mkfs_time.get();
+    let scan = Scan {
+        fs,
+        policy,
+        claimed,
+        ea_refs: Mutex::new(BTreeMap::new()),
+        bucket_shift: (64 - geo.blocks_count.leading_zeros()).saturating_sub(6),
+        extent_fs: geo.incompat.has(Incompat::EXTENTS),
+        low_dtime_check: !(mkfs != 0 && mkfs < geo.inodes_count),
+    };
+    let mut links = vec![0u16; n_inodes];
+    let mut kinds = vec![0u8; n_inodes];
+
+    let outs: Vec<GroupOut> = links
+        .par_chunks_mut(ipg)
+        .zip(kinds.par_chunks_mut(ipg))
+        .enumerate()
+        .map(|(g, (l, k))| {
+            let o = scan_group(&scan, g as u32, p0.groups[g], l, k);
+            progress.advance(1);
+            o
+        })
+        .collect();
+
+    let mut inode_used = Bitmap::new(n_inodes as u64);
+    let mut dir_blocks = Vec::new();
+    let mut dirs = Vec::new();
+    let mut dup_blocks = Vec::new();
+    let mut summaries = Vec::with_capacity(outs.len());
+    let mut counts = Counts::default();
+    for o in outs {
+        out.extend(o.findings);
+        dir_blocks.extend(o.dir_blocks);
+        dirs.extend(o.dirs);
+        dup_blocks.extend(o.dup_blocks);
+        summaries.push(o.summary);
+        counts.add(&o.counts);
+        for i in o.used {
+            inode_used.set(u64::from(i - 1));
+        }
+    }
+    // Xattr block reference counts, in block order.
+    let refs = scan.ea_refs.into_inner().unwrap_or_default();
+    for (blk, e) in refs {
+        if let Some(disk) = e.disk_refcount {
+            if disk != e.seen {
+                out.report(policy, P::P1_EXTATTR_REFCOUNT, ProblemCtx { blk, num: u64::from(disk), num2: u64::from(e.seen), ..Default::default() });
+            }
+        }
+    }
+    dup_blocks.sort_unstable();
+    dup_blocks.dedup();
+    dir_blocks.sort_unstable();
+    let block_used = scan.claimed.into_bitmap();
+    Pass1Facts { links, kinds, inode_used, block_used, dup_blocks, metadata, dir_blocks, dirs, summaries, bucket_shift: scan.bucket_shift, counts }
+}
+
+fn scan_group(scan: &Scan, g: u32, st: GroupState, links: &mut [u16], kinds: &mut [u8]) -> GroupOut {
+    let fs = scan.fs;
+    let geo = &fs.geo;
+    let mut out = GroupOut::default();
+    if !st.inode_table_ok {
+        return out;
+    }
+    let n = fs.scannable_inodes(g, st.csum_ok) as usize;
+    if n == 0 {
+        return out;
+    }
+    let isz = geo.inode_size as usize;
+    let bs = geo.block_size as usize;
+    // One large sequential read of the used part of the table.
+    let nblocks = (n * isz).div_ceil(bs);
+    let mut table = vec![0u8; nblocks * bs];
+    let start = fs.groups[g as usize].inode_table();
+    if fs.read_blocks_into(start, &mut table).is_err() {
+        // Fall back to block-by-block so one bad block does not hide the whole group.
+        for (i, chunk) in table.chunks_mut(bs).enumerate() {
+            if fs.read_blocks_into(start + i as u64, chunk).is_err() {
+                chunk.fill(0);
+            }
+        }
+    }
+    let first_ino = g * geo.inodes_per_group + 1;
+    for i in 0..n {
+        let ino = first_ino + i as u32;
+        let raw = &table[i * isz..(i + 1) * isz];
+        check_inode(scan, ino, raw, &mut links[i], &mut kinds[i], &mut out);
+    }
+    out
+}
+
+/// Per-inode checking context.
+struct InodeCheck<'a> {
+    ino: u32,
+    inode: &'a RawInode,
+    raw: &'a [u8],
+    /// Something other than the checksum was reported for this inode.
+    other_problem: bool,
+}
+
+fn report(scan: &Scan, out: &mut GroupOut, ic: &mut InodeCheck, p: P, ctx: ProblemCtx) -> bool {
+    ic.other_problem = true;
+    out.findings.report(scan.policy, p, ctx)
+}
+
+fn check_inode(scan: &Scan, ino: u32, raw: &[u8], link_slot: &mut u16, kind_slot: &mut u8, out: &mut GroupOut) {
+    let fs = scan.fs;
+    let geo = &fs.geo;
+    let inode = RawInode::parse(raw);
+    let mut ic = InodeCheck { ino, inode: &inode, raw, other_problem: false };
+    let links = inode.links_count();
+    let mode = inode.mode();
+    let dtime = inode.dtime();
+
+    // An all-zero inode slot is simply free; skip the checksum of never-used inodes.
+    let csum_failed = fs.has_metadata_csum() && raw.iter().any(|&b| b != 0) && {
+        let (want, have, _) = inode_checksum(raw, fs.csum_seed, ino);
+        want != have
+    };
+
+    if dtime != 0 && scan.low_dtime_check && dtime < geo.inodes_count {
+        report(scan, out, &mut ic, P::P1_LOW_DTIME, ProblemCtx::ino(ino));
+    }
+    let reserved = ino < geo.first_ino;
+    if links == 0 && !reserved {
+        if dtime == 0 && mode != 0 {
+            report(scan, out, &mut ic, P::P1_ZERO_DTIME, ProblemCtx::ino(ino));
+        }
+        finish_csum(scan, out, &ic, csum_failed);
+        return;
+    }
+
+    if reserved {
+        check_reserved(scan, &mut ic, out, link_slot, kind_slot);
+        finish_csum(scan, out, &ic, csum_failed);
+        return;
+    }
+
+    if dtime != 0 {
+        report(scan, out, &mut ic, P::P1_SET_DTIME, ProblemCtx::ino(ino));
+    }
+    *link_slot = links;
+    out.used.push(ino);
+    check_live_inode(scan, &mut ic, out, kind_slot);
+    finish_csum(scan, out, &ic, csum_failed);
+}
+
+fn finish_csum(scan: &Scan, out: &mut GroupOut, ic: &InodeCheck, failed: bool) {
+    if failed && !ic.other_problem {
+        out.findings.report(scan.policy, P::P1_INODE_ONLY_CSUM_INVALID, ProblemCtx::ino(ic.ino));
+    }
+}
+
+fn check_reserved(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, link_slot: &mut u16, kind_slot: &mut u8) {
+    let fs = scan.fs;
+    let ino = ic.ino;
+    let inode = ic.inode;
+    let mode = inode.mode();
+    let ft = inode.file_type();
+    match ino {
+        ino::ROOT => {
+            // The root is an ordinary directory apart from these two checks.
+            if inode.links_count() == 0 && mode == 0 {
+                return; // pass 3 reports the missing root
+            }
+            if ft != FileType::Directory {
+                report(scan, out, ic, P::P1_ROOT_NO_DIR, ProblemCtx::ino(ino));
+            }
+            if inode.dtime() != 0 && inode.links_count() != 0 {
+                report(scan, out, ic, P::P1_ROOT_DTIME, ProblemCtx::ino(ino));
+            }
+            *link_slot = inode.links_count();
+            out.used.push(ino);
+            check_live_inode(scan, ic, out, kind_slot);
+            return;
+        }
+        ino::JOURNAL if fs.sb.s_journal_inum.get() == ino::JOURNAL => {
+            out.used.push(ino);
+            *link_slot = inode.links_count();
+            if mode != 0 && ft != FileType::Regular {
+                report(scan, out, ic, P::P1_JOURNAL_BAD_MODE, ProblemCtx::ino(ino));
+            }
+            let mut cb = check_blocks(scan, ic, out, FileType::Regular);
+            cb.dir_blocks.clear();
+            return;
+        }
+        _ => {}
+    }
+    out.used.push(ino);
+    *link_slot = inode.links_count();
+    let bad = match ino {
+        ino::BOOT_LOADER => ft == FileType::Directory,
+        ino::RESIZE => mode != 0 && ft != FileType::Regular,
+        ino::BAD => false,
+        ino::USR_QUOTA | ino::GRP_QUOTA => mode != 0 && ft != FileType::Regular,
+        ino::JOURNAL => false,
+        _ => mode != 0,
+    };
+    if bad {
+        report(scan, out, ic, P::P1_RESERVED_BAD_MODE, ProblemCtx::ino(ino));
+    }
+    if ino == ino::RESIZE && !fs.sb.compat().has(Compat::RESIZE_INODE) {
+        return;
+    }
+    let _ = check_blocks(scan, ic, out, FileType::Regular);
+}
+
+fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_slot: &mut u8) {
+    let fs = scan.fs;
+    let geo = &fs.geo;
+    let ino = ic.ino;
+    let inode = ic.inode;
+    let fl = inode.flags();
+    let ft = inode.file_type();
+    let mut k = ft.dirent_type();
+
+    // Fields pass 2 will look at when it reaches an entry for this inode.
+    let mut bad = inode.i_obso_faddr.get() != 0
+        || (!geo.incompat.has(Incompat::LARGEDIR) && ft == FileType::Directory && inode.i_size_high.get() != 0)
+        || (!geo.incompat.has(Incompat::SIXTY_FOUR_BIT) && inode.l_i_file_acl_high.get() != 0)
+        || (!geo.ro_compat.has(RoCompat::HUGE_FILE) && inode.l_i_blocks_high.get() != 0);
+    if fl & iflags::IMAGIC != 0 && !geo.compat.has(Compat::IMAGIC_INODES) {
+        report(scan, out, ic, P::P1_SET_IMAGIC, ProblemCtx::ino(ino));
+    }
+    check_extra_isize(scan, ic, out);
+
+    if fl & iflags::EA_INODE != 0 {
+        k |= kind::EA_INODE;
+        if ft != FileType::Regular {
+            report(scan, out, ic, P::P1_EA_INODE_NONREG, ProblemCtx::ino(ino));
+        }
+    }
+    if fl & iflags::ENCRYPT != 0 {
+        k |= kind::ENCRYPT;
+    }
+    if fl & iflags::CASEFOLD != 0 {
+        if ft != FileType::Directory {
+            report(scan, out, ic, P::P1_CASEFOLD_NONDIR, ProblemCtx::ino(ino));
+        } else if !geo.incompat.has(Incompat::CASEFOLD) {
+            report(scan, out, ic, P::P1_CASEFOLD_FEATURE, ProblemCtx::ino(ino));
+        }
+    }
+    if fl & iflags::INLINE_DATA != 0 {
+        if !geo.incompat.has(Incompat::INLINE_DATA) {
+            report(scan, out, ic, P::P1_INLINE_DATA_SET, ProblemCtx::ino(ino));
+        } else {
+            k |= kind::INLINE;
+        }
+    }
+
+    match ft {
+        FileType::Directory => {
+            out.counts.dirs += 1;
+            out.dirs.push(DirFacts { ino, size: inode.size() });
+        }
+        FileType::Regular => out.counts.regular += 1,
+        FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket => {
+            if device_inode_ok(inode) {
+                if fl & (iflags::EXTENTS | iflags::INLINE_DATA) != 0 {
+                    report(scan, out, ic, P::P1_SPECIAL_EXTENTS_IDATA, ProblemCtx::ino(ino));
+                }
+                if fl & (iflags::IMMUTABLE | iflags::APPEND) != 0 {
+                    report(scan, out, ic, P::P1_SET_IMMUTABLE, ProblemCtx::ino(ino));
+                }
+                if inode.size() != 0 {
+                    report(scan, out, ic, P::P1_SET_NONZSIZE, ProblemCtx { ino, num: inode.size(), ..Default::default() });
+                }
+                match ft {
+                    FileType::CharDev => out.counts.chardev += 1,
+                    FileType::BlockDev => out.counts.blockdev += 1,
+                    FileType::Fifo => out.counts.fifo += 1,
+                    _ => out.counts.socket += 1,
+                }
+            } else {
+                bad = true;
+            }
+        }
+        FileType::Symlink => {
+            if !symlink_ok(fs, inode) {
+                bad = true;
+            } else {
+                if fl & (iflags::IMMUTABLE | iflags::APPEND) != 0 {
+                    report(scan, out, ic, P::P1_SET_IMMUTABLE, ProblemCtx::ino(ino));
+                }
+                out.counts.symlinks += 1;
+                if is_fast_symlink(inode) {
+                    out.counts.fast_symlinks += 1;
+                }
+            }
+        }
+        FileType::Bad => bad = true,
+    }
+    if bad {
+        k |= kind::BAD;
+    }
+    out.counts.files += 1;
+
+    // Flag/feature consistency of the mapping.
+    if fl & iflags::EXTENTS != 0 && !scan.extent_fs {
+        report(scan, out, ic, P::P1_EXTENTS_SET, ProblemCtx::ino(ino));
+    }
+    if fl & iflags::INDEX != 0 {
+        if !geo.compat.has(Compat::DIR_INDEX) {
+            report(scan, out, ic, P::P1_HTREE_SET, ProblemCtx::ino(ino));
+        } else if ft != FileType::Directory {
+            report(scan, out, ic, P::P1_HTREE_NODIR, ProblemCtx::ino(ino));
+        } else {
+            k |= kind::HTREE;
+        }
+    }
+    let is_special = matches!(ft, FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket);
+    if !is_special && !(ft == FileType::Symlink && is_fast_symlink(inode)) {
+        let cb = check_blocks(scan, ic, out, ft);
+        if ft == FileType::Directory {
+            if k & kind::HTREE != 0 && !htree_root_ok(scan, ic, out, &cb) {
+                k &= !kind::HTREE;
+            }
+            out.dir_blocks.extend(cb.dir_blocks);
+        }
+    } else if inode.file_acl() != 0 {
+        let _ = check_blocks(scan, ic, out, ft);
+    }
+    *kind_slot = k;
+}
+
+/// e2fsck's test for device, fifo and socket inodes: no mapping flags and no stray pointers.
+fn device_inode_ok(inode: &RawInode) -> bool {
+    if inode.flags() & (iflags::INDEX | iflags::EXTENTS) != 0 {
+        return false;
+    }
+    inode.i_block[4..].iter().all(|b| b.get() == 0)
+}
+
+fn is_fast_symlink(inode: &RawInode) -> bool {
+    inode.file_type() == FileType::Symlink && inode.flags() & iflags::INLINE_DATA == 0 && inode.size() < 60 && {
+        // A fast symlink has no data blocks (only possibly an xattr block).
+        inode.flags() & iflags::EXTENTS == 0 && inode.i_block[0].get() != 0 && inode.blocks_raw(false) == 0 || inode.blocks_raw(false) == 0
+    }
+}
+
+fn symlink_ok(fs: &Fs, inode: &RawInode) -> bool {
+    let size = inode.size();
+    let fl = inode.flags();
+    if fl & iflags::INDEX != 0 {
+        return false;
+    }
+    if fl & iflags::INLINE_DATA != 0 {
+        return size > 0 && size < u64::from(fs.geo.block_size);
+    }
+    if is_fast_symlink(inode) {
+        if fl & iflags::EXTENTS != 0 {
+            return false;
+        }
+        let b = inode.block_bytes();
+        let len = b.iter().position(|&c| c == 0).unwrap_or(60) as u64;
+        return size > 0 && len == size;
+    }
+    size > 0 && size < u64::from(fs.geo.block_size)
+}
+
+fn check_extra_isize(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut) {
+    let isz = scan.fs.geo.inode_size as usize;
+    if isz <= GOOD_OLD_INODE_SIZE {
+        return;
+    }
+    let extra = usize::from(ic.inode.extra_isize());
+    let max = isz - GOOD_OLD_INODE_SIZE;
+    if extra != 0 && (extra < 4 || extra > max || extra & 3 != 0) {
+        report(scan, out, ic, P::P1_EXTRA_ISIZE, ProblemCtx { ino: ic.ino, num: extra as u64, ..Default::default() });
+        return;
+    }
+    let start = GOOD_OLD_INODE_SIZE + extra;
+    if start + 4 > isz {
+        return;
+    }
+    let area = &ic.raw[start..];
+    if u32::from_le_bytes([area[0], area[1], area[2], area[3]]) != xattr::IBODY_MAGIC {
+        return;
+    }
+    check_xattr_entries(scan, ic, out, area, 4, 4, true);
+}
+
+/// Check xattr entries of an area (in-inode when `ibody`, else a block).
+fn check_xattr_entries(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, area: &[u8], first: usize, value_base: usize, ibody: bool) -> bool {
+    let ino = ic.ino;
+    let ea_inode_fs = scan.fs.geo.incompat.has(Incompat::EA_INODE);
+    let mut off = first;
+    // Entries are at least 16 bytes, so this bound can never cut a valid table short.
+    for _ in 0..area.len() / xattr::ENTRY_SIZE + 1 {
+        if off + 4 > area.len() || area[off..off + 4] == [0, 0, 0, 0] {
+            return true;
+        }
+        if off + xattr::ENTRY_SIZE > area.len() {
+            if ibody {
+                report(scan, out, ic, P::P1_ATTR_NAME_LEN, ProblemCtx { ino, ..Default::default() });
+            }
+            return false;
+        }
+        let Ok(e) = xattr::XattrEntry::read_from_bytes(&area[off..off + xattr::ENTRY_SIZE]) else { return false };
+        let name_end = off + xattr::ENTRY_SIZE + usize::from(e.e_name_len);
+        if e.e_name_len == 0 || name_end > area.len() {
+            if ibody {
+                report(scan, out, ic, P::P1_ATTR_NAME_LEN, ProblemCtx { ino, num: u64::from(e.e_name_len), ..Default::default() });
+            }
+            return false;
+        }
+        let inum = e.e_value_inum.get();
+        let vsize = e.e_value_size.get() as usize;
+        if inum != 0 {
+            if !ea_inode_fs {
+                report(scan, out, ic, P::P1_ATTR_VALUE_EA_INODE, ProblemCtx { ino, ino2: inum, ..Default::default() });
+                return false;
+            }
+        } else {
+            let voff = usize::from(e.e_value_offs.get());
+            if vsize > area.len() {
+                if ibody {
+                    report(scan, out, ic, P::P1_ATTR_VALUE_SIZE, ProblemCtx { ino, num: vsize as u64, ..Default::default() });
+                }
+                return false;
+            }
+            if vsize != 0 && (value_base + voff + vsize > area.len() || value_base + voff < name_end.min(value_base + voff)) {
+                if ibody {
+                    report(scan, out, ic, P::P1_ATTR_VALUE_OFFSET, ProblemCtx { ino, num: voff as u64, ..Default::default() });
+                }
+                return false;
+            }
+            if ibody && e.e_hash.get() != 0 {
+                let name = &area[off + xattr::ENTRY_SIZE..name_end];
+                let value = &area[value_base + voff..value_base + voff + vsize];
+                if entry_hash(name, value) != e.e_hash.get() {
+                    report(scan, out, ic, P::P1_ATTR_HASH, ProblemCtx { ino, num: u64::from(e.e_hash.get()), ..Default::default() });
+                    return false;
+                }
+            }
+        }
+        off = (name_end + 3) & !3;
+    }
+    true
+}
+
+/// The xattr entry hash: name bytes rotated in, then the value as little-endian words.
+pub fn entry_hash(name: &[u8], value: &[u8]) -> u32 {
+    let mut h: u32 = 0;
+    for &c in name {
+        h = (h << 5) ^ (h >> 27) ^ u32::from(c as i8 as u8);
+    }
+    for w in value.chunks(4) {
+        let mut b = [0u8; 4];
+        b[..w.len()].copy_from_slice(w);
+        h = (h << 16) ^ (h >> 16) ^ u32::from_le_bytes(b);
+    }
+    h
+}
+
+/// What the mapping walk of one inode found.
+#[derive(Default)]
+struct BlockWalk {
+    /// Blocks counted toward `i_blocks` (data, mapping metadata, xattr block).
+    num_blocks: u64,
+    /// Highest logical block mapped, if any.
+    last_block: Option<u64>,
+    /// Highest logical block mapped by an initialised extent.
+    last_init_block: Option<u64>,
+    dir_blocks: Vec<DirBlock>,
+    illegal: u32,
+    fragmented: bool,
+    prev_pblk: Option<u64>,
+    /// Stop walking: more blocks than the file system has, i.e. a cyclic or garbage map.
+    exhausted: bool,
+    last_cluster: Option<u64>,
+}
+
+impl BlockWalk {
+    /// Count `n` blocks from `pblk` toward `i_blocks`, which is kept in clusters: a cluster is
+    /// charged once however many of its blocks are mapped consecutively.
+    fn count(&mut self, pblk: u64, n: u64, ratio: u64) {
+        if ratio == 1 {
+            self.num_blocks += n;
+            return;
+        }
+        for b in pblk..pblk + n {
+            let c = b / ratio;
+            if self.last_cluster != Some(c) {
+                self.num_blocks += 1;
+                self.last_cluster = Some(c);
+            }
+        }
+    }
+    fn note_data(&mut self, lblk: u64, pblk: u64, is_dir: bool, ino: u32) {
+        if let Some(p) = self.prev_pblk {
+            if p + 1 != pblk {
+                self.fragmented = true;
+            }
+        }
+        self.prev_pblk = Some(pblk);
+        self.last_block = Some(self.last_block.map_or(lblk, |l| l.max(lblk)));
+        if is_dir {
+            self.dir_blocks.push(DirBlock { pblk, ino, lblk: lblk.min(u64::from(u32::MAX)) as u32 });
+        }
+    }
+}
+
+impl Scan<'_> {
+    /// Claim a run of blocks for an inode; double claims go to the dup list.
+    fn claim(&self, out: &mut GroupOut, start: u64, len: u64) {
+        out.summary.add(start, len, self.bucket_shift);
+        for b in start..start + len {
+            if self.claimed.test_and_set(b) {
+                out.dup_blocks.push(b);
+            }
+        }
+    }
+}
+
+/// Walk the block map or extent tree, check it, claim its blocks, then check size and
+/// `i_blocks`. Returns the walk so directory callers can take the block list.
+fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileType) -> BlockWalk {
+    let fs = scan.fs;
+    let geo = &fs.geo;
+    let inode = ic.inode;
+    let ino = ic.ino;
+    let fl = inode.flags();
+    let is_dir = ft == FileType::Directory;
+    let mut w = BlockWalk::default();
+
+    // Extended attribute block.
+    let acl = inode.file_acl();
+    if acl != 0 {
+        check_ea_block(scan, ic, out, acl, &mut w);
+    }
+
+    let inline = fl & iflags::INLINE_DATA != 0 && geo.incompat.has(Incompat::INLINE_DATA);
+    if inline {
+        // Inline data lives in the inode; nothing to map.
+    } else if fl & iflags::EXTENTS != 0 && scan.extent_fs {
+        let root = inode.block_bytes();
+        match Node::parse(&root) {
+            Ok(node) => {
+                let depth = node.depth();
+                out.counts.extent_depth_hist[usize::from(depth.min(5))] += 1;
+                walk_extent_node(scan, ic, out, &mut w, &node, depth, 0, u64::from(u32::MAX) + 1, is_dir, 0);
+            }
+            Err(_) => {
+                if is_dir || ft == FileType::Regular || ft == FileType::Symlink {
+                    report(scan, out, ic, P::P1_MISSING_EXTENT_HEADER, ProblemCtx::ino(ino));
+                }
+            }
+        }
+    } else if ino != ffsck_format::ino::RESIZE || fs.sb.compat().has(Compat::RESIZE_INODE) {
+        if scan.extent_fs && fl & iflags::EXTENTS == 0 && matches!(ft, FileType::Regular | FileType::Directory) && Node::parse(&inode.block_bytes()).is_ok() && inode.i_block[0].get() & 0xFFFF == u32::from(extent::EXTENT_MAGIC) {
+            report(scan, out, ic, P::P1_UNSET_EXTENT_FL, ProblemCtx::ino(ino));
+        }
+        walk_block_map(scan, ic, out, &mut w, is_dir);
+    }
+    if w.fragmented {
+        out.counts.fragmented += 1;
+    }
+    if w.exhausted {
+        return w;
+    }
+    check_sizes(scan, ic, out, &w, ft, inline);
+    w
+}
+
+fn check_ea_block(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, blk: u64, w: &mut BlockWalk) {
+    let fs = scan.fs;
+    let geo = &fs.geo;
+    if !geo.compat.has(Compat::EXT_ATTR) || blk < geo.first_data_block || blk >= geo.blocks_count {
+        // Reported by pass 2 when it reaches an entry for this inode, as e2fsck does.
+        return;
+    }
+    {
+        let mut refs = scan.ea_refs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = refs.get_mut(&blk) {
+            // Seen before: count the reference and charge the block to this inode.
+            if e.disk_refcount.is_some() {
+                e.seen += 1;
+                w.count(blk, 1, u64::from(fs.geo.cluster_ratio));
+            }
+            return;
+        }
+    }
+    let Some(buf) = fs.read_block(blk) else {
+        report(scan, out, ic, P::P1_BAD_EA_BLOCK, ProblemCtx { ino: ic.ino, blk, ..Default::default() });
+        return;
+    };
+    let hdr = XattrBlockHeader::read_from_prefix(&buf).map(|(h, _)| h).unwrap_or_default();
+    let mut valid = true;
+    if hdr.h_magic.get() != XATTR_MAGIC {
+        report(scan, out, ic, P::P1_BAD_EA_BLOCK, ProblemCtx { ino: ic.ino, blk, ..Default::default() });
+        valid = false;
+    } else if hdr.h_blocks.get() != 1 {
+        report(scan, out, ic, P::P1_EA_MULTI_BLOCK, ProblemCtx { ino: ic.ino, blk, ..Default::default() });
+        valid = false;
+    } else if xattr::parse_entries(&buf, 32, 0).is_err() {
+        report(scan, out, ic, P::P1_EA_BAD_VALUE, ProblemCtx { ino: ic.ino, blk, ..Default::default() });
+        valid = false;
+    } else if fs.has_metadata_csum() && xattr::block_checksum(&buf, fs.csum_seed, blk) != hdr.h_checksum.get() {
+        report(scan, out, ic, P::P1_EA_BLOCK_ONLY_CSUM_INVALID, ProblemCtx { ino: ic.ino, blk, ..Default::default() });
+    }
+    let mut refs = scan.ea_refs.lock().unwrap_or_else(|e| e.into_inner());
+    refs.insert(blk, EaBlock { disk_refcount: valid.then(|| hdr.h_refcount.get()), seen: u32::from(valid) });
+    drop(refs);
+    if valid {
+        w.count(blk, 1, u64::from(geo.cluster_ratio));
+        scan.claim(out, blk, 1);
+    }
+}
+
+/// Report an illegal block in a block map, with e2fsck's latch and every-12th suppression.
+fn illegal_block(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut BlockWalk, blk: u64, lblk: i64) {
+    if w.illegal == 0 {
+        report(scan, out, ic, P::P1_INODE_BLOCK_LATCH, ProblemCtx::ino(ic.ino));
+    }
+    w.illegal += 1;
+    if w.illegal % 12 == 0 {
+        report(scan, out, ic, P::P1_TOO_MANY_BAD_BLOCKS, ProblemCtx::ino(ic.ino));
+        report(scan, out, ic, P::P1_SUPPRESS_MESSAGES, ProblemCtx::ino(ic.ino));
+    }
+    report(scan, out, ic, P::P1_ILLEGAL_BLOCK_NUM, ProblemCtx { ino: ic.ino, blk, num: lblk as u64, ..Default::default() });
+}
+
+fn walk_block_map(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut BlockWalk, is_dir: bool) {
+    let geo = &scan.fs.geo;
+    let ptrs: Vec<u64> = ic.inode.i_block.iter().map(|b| u64::from(b.get())).collect();
+    let per = u64::from(geo.block_size / 4);
+    for (i, &b) in ptrs[..12].iter().enumerate() {
+        if b != 0 {
+            map_data_block(scan, ic, out, w, b, i as u64, is_dir);
+        }
+    }
+    let mut base = 12u64;
+    for (level, &b) in ptrs[12..15].iter().enumerate() {
+        let span = per.pow(level as u32 + 1);
+        if b != 0 {
+            walk_indirect(scan, ic, out, w, b, level as u32 + 1, base, is_dir);
+        }
+        base += span;
+    }
+}
+
+fn map_data_block(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut BlockWalk, b: u64, lblk: u64, is_dir: bool) {
+    let geo = &scan.fs.geo;
+    if w.exhausted {
+        return;
+    }
+    if b < geo.first_data_block || b >= geo.blocks_count {
+        illegal_block(scan, ic, out, w, b, lblk as i64);
+        return;
+    }
+    if is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk > dir_block_limit(geo) {
+        report(scan, out, ic, P::P1_TOOBIG_DIR, ProblemCtx { ino: ic.ino, blk: b, num: lblk, ..Default::default() });
+        return;
+    }
+    w.count(b, 1, u64::from(geo.cluster_ratio));
+    if w.num_blocks > geo.blocks_count {
+        w.exhausted = true;
+        return;
+    }
+    if ic.ino != ffsck_format::ino::RESIZE {
+        scan.claim(out, b, 1);
+    }
+    w.note_data(lblk, b, is_dir, ic.ino);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn walk_indirect(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut BlockWalk, blk: u64, level: u32, base: u64, is_dir: bool) {
+    let fs = scan.fs;
+    let geo = &fs.geo;
+    if w.exhausted {
+        return;
+    }
+    if blk < geo.first_data_block || blk >= geo.blocks_count {
+        illegal_block(scan, ic, out, w, blk, -(level as i64));
+        return;
+    }
+    w.count(blk, 1, u64::from(geo.cluster_ratio));
+    // The resize inode's map points at reserved GDT blocks and their backups, which are
+    // already claimed as metadata: only its double-indirect block itself is claimed here, but
+    // every block still counts toward its i_blocks.
+    if ic.ino != ffsck_format::ino::RESIZE || level == 2 {
+        scan.claim(out, blk, 1);
+    }
+    let Some(buf) = fs.read_block(blk) else { return };
+    let per = u64::from(geo.block_size / 4);
+    let span = per.pow(level - 1);
+    for i in 0..per {
+        let p = u64::from(u32::from_le_bytes([buf[(i * 4) as usize], buf[(i * 4 + 1) as usize], buf[(i * 4 + 2) as usize], buf[(i * 4 + 3) as usize]]));
+        if p == 0 {
+            continue;
+        }
+        let lblk = base + i * span;
+        if level == 1 {
+            map_data_block(scan, ic, out, w, p, lblk, is_dir);
+        } else {
+            walk_indirect(scan, ic, out, w, p, level - 1, lblk, is_dir);
+        }
+        if w.exhausted {
+            return;
+        }
+    }
+}
+
+/// Walk one extent node. `lo..hi` is the logical range the parent index allows.
+#[allow(clippy::too_many_arguments)]
+fn walk_extent_node(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut BlockWalk, node: &Node, depth: u16, lo: u64, hi: u64, is_dir: bool, level: u32) {
+    let fs = scan.fs;
+    let geo = &fs.geo;
+    let ino = ic.ino;
+    let mut next_start = lo;
+    for i in 0..node.len() {
+        if w.exhausted {
+            return;
+        }
+        if node.is_leaf() {
+            let e = node.extent(i);
+            let lblk = u64::from(e.ee_block.get());
+            let (len, unwritten) = e.len();
+            let len = u64::from(len);
+            let pblk = e.start();
+            let ctx = ProblemCtx { ino, blk: pblk, num: lblk, num2: len, ..Default::default() };
+            let problem = if pblk == 0 || pblk < geo.first_data_block || pblk >= geo.blocks_count {
+                Some(P::P1_EXTENT_BAD_START_BLK)
+            } else if lblk < next_start {
+                Some(P::P1_OUT_OF_ORDER_EXTENTS)
+            } else if lblk + len > hi && level > 0 {
+                Some(P::P1_EXTENT_END_OUT_OF_BOUNDS)
+            } else if len == 0 {
+                Some(P::P1_EXTENT_LENGTH_ZERO)
+            } else if pblk + len > geo.blocks_count {
+                Some(P::P1_EXTENT_ENDS_BEYOND)
+            } else if is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk + len > dir_block_limit(geo) {
+                Some(P::P1_TOOBIG_DIR)
+            } else {
+                None
+            };
+            if let Some(p) = problem {
+                report(scan, out, ic, p, ctx);
+                // Unfixed, e2fsck still accounts the part of the extent that is in range.
+                if p == P::P1_EXTENT_BAD_START_BLK || p == P::P1_EXTENT_LENGTH_ZERO {
+                    continue;
+                }
+            }
+            let usable = len.min(geo.blocks_count.saturating_sub(pblk));
+            w.count(pblk, usable, u64::from(geo.cluster_ratio));
+            if w.num_blocks > geo.blocks_count {
+                w.exhausted = true;
+                return;
+            }
+            scan.claim(out, pblk, usable);
+            if w.prev_pblk.is_some_and(|p| p + 1 != pblk) {
+                w.fragmented = true;
+            }
+            if usable > 0 {
+                w.prev_pblk = Some(pblk + usable - 1);
+                let last = lblk + usable - 1;
+                w.last_block = Some(w.last_block.map_or(last, |l| l.max(last)));
+                if !unwritten {
+                    w.last_init_block = Some(w.last_init_block.map_or(last, |l| l.max(last)));
+                }
+                if is_dir {
+                    for j in 0..usable {
+                        w.dir_blocks.push(DirBlock { pblk: pblk + j, ino, lblk: (lblk + j).min(u64::from(u32::MAX)) as u32 });
+                    }
+                }
+            }
+            next_start = lblk + len;
+        } else {
+            let idx = node.index(i);
+            let child = idx.leaf();
+            let start = u64::from(idx.ei_block.get());
+            let end = if i + 1 < node.len() { u64::from(node.index(i + 1).ei_block.get()) } else { hi };
+            if child < geo.first_data_block || child >= geo.blocks_count {
+                report(scan, out, ic, P::P1_EXTENT_BAD_START_BLK, ProblemCtx { ino, blk: child, num: start, num2: 1, ..Default::default() });
+                continue;
+            }
+            if start < next_start {
+                report(scan, out, ic, P::P1_OUT_OF_ORDER_EXTENTS, ProblemCtx { ino, blk: child, num: start, num2: 1, ..Default::default() });
+            }
+            let Some(buf) = fs.read_block(child) else {
+                report(scan, out, ic, P::P1_EXTENT_HEADER_INVALID, ProblemCtx { ino, blk: child, num: start, ..Default::default() });
+                continue;
+            };
+            match Node::parse(&buf) {
+                Ok(c) if depth > 0 && c.depth() == depth - 1 => {
+                    if fs.has_metadata_csum() {
+                        let off = extent::tail_offset(c.header.eh_max.get());
+                        if off + 4 <= buf.len() {
+                            let seed = ffsck_format::csum::inode_seed(fs.csum_seed, ino, ic.inode.i_generation.get());
+                            let want = ffsck_format::csum::ext4_crc32c(seed, &buf[..off]);
+                            let have = u32::from_le_bytes([buf[off], buf[off + 1], buf[off + 2], buf[off + 3]]);
+                            if want != have {
+                                report(scan, out, ic, P::P1_EXTENT_ONLY_CSUM_INVALID, ProblemCtx { ino, blk: child, ..Default::default() });
+                            }
+                        }
+                    }
+                    if c.len() > 0 {
+                        let first = if c.is_leaf() { u64::from(c.extent(0).ee_block.get()) } else { u64::from(c.index(0).ei_block.get()) };
+                        if first != start {
+                            report(scan, out, ic, P::P1_EXTENT_INDEX_START_INVALID, ProblemCtx { ino, blk: start, blk2: first, num: u64::from(depth), ..Default::default() });
+                        }
+                    }
+                    w.count(child, 1, u64::from(geo.cluster_ratio));
+                    scan.claim(out, child, 1);
+                    walk_extent_node(scan, ic, out, w, &c, depth - 1, start, end, is_dir, level + 1);
+                }
+                _ => {
+                    report(scan, out, ic, P::P1_EXTENT_HEADER_INVALID, ProblemCtx { ino, blk: child, num: start, ..Default::default() });
+                }
+            }
+            next_start = start.max(next_start);
+        }
+    }
+}
+
+fn check_sizes(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &BlockWalk, ft: FileType, inline: bool) {
+    let fs = scan.fs;
+    let geo = &fs.geo;
+    let inode = ic.inode;
+    let ino = ic.ino;
+    let bs = u64::from(geo.block_size);
+    let size = inode.size();
+    let is_dir = ft == FileType::Directory;
+
+    if is_dir && w.num_blocks == 0 && !inline && w.last_block.is_none() {
+        report(scan, out, ic, P::P1_ZERO_LENGTH_DIR, ProblemCtx::ino(ino));
+        return;
+    }
+    if !inline {
+        let bad = if is_dir {
+            let nblock = size / bs;
+            let want = w.last_block.map_or(0, |l| l + 1);
+            size & (bs - 1) != 0 || nblock > want || (nblock < want && want - nblock > u64::from(fs.sb.s_prealloc_dir_blocks))
+        } else {
+            let extents = inode.flags() & iflags::EXTENTS != 0 && scan.extent_fs;
+            let too_small = w.last_init_block.or(if extents { None } else { w.last_block }).is_some_and(|l| size < l * bs);
+            let max = if extents { (1u64 << (32 + 10 + geo.log_block_size)) - 1 } else { u64::MAX };
+            too_small || size > max
+        };
+        if bad {
+            let want = w.last_block.map_or(0, |l| (l + 1) * bs);
+            report(scan, out, ic, P::P1_BAD_I_SIZE, ProblemCtx { ino, num: size, num2: want, ..Default::default() });
+        }
+    }
+    if !is_dir && size >= 0x8000_0000 {
+        out.counts.large_files += 1;
+    }
+    let huge = geo.ro_compat.has(RoCompat::HUGE_FILE);
+    let mut want = w.num_blocks * u64::from(geo.cluster_ratio);
+    // (num_blocks is in clusters; i_blocks counts the blocks of those clusters)
+    if !(huge && inode.flags() & iflags::HUGE_FILE != 0) {
+        want *= bs / 512;
+    }
+    let have = inode.blocks_raw(huge);
+    if have != want {
+        report(scan, out, ic, P::P1_BAD_I_BLOCKS, ProblemCtx { ino, num: have, num2: want, ..Default::default() });
+    }
+}
+
+/// Validate the htree root of a directory (block 0) as pass 1 does in e2fsck.
+fn htree_root_ok(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &BlockWalk) -> bool {
+    let fs = scan.fs;
+    let ino = ic.ino;
+    let Some(b0) = w.dir_blocks.iter().find(|d| d.lblk == 0) else {
+        report(scan, out, ic, P::P1_HTREE_BADROOT, ProblemCtx::ino(ino));
+        return false;
+    };
+    let Some(buf) = fs.read_block(b0.pblk) else {
+        report(scan, out, ic, P::P1_HTREE_BADROOT, ProblemCtx::ino(ino));
+        return false;
+    };
+    let Ok((info, _)) = DxRootInfo::read_from_prefix(&buf[DX_ROOT_INFO_OFFSET..]) else { return false };
+    let ctx = ProblemCtx::ino(ino);
+    if info.reserved_zero.get() != 0 || info.info_length != 8 {
+        report(scan, out, ic, P::P1_HTREE_BADROOT, ctx);
+        return false;
+    }
+    if info.hash_version > ffsck_format::dir::hash::SIPHASH {
+        report(scan, out, ic, P::P1_HTREE_HASHV, ProblemCtx { ino, num: u64::from(info.hash_version), ..Default::default() });
+        return false;
+    }
+    if info.unused_flags & 1 != 0 {
+        report(scan, out, ic, P::P1_HTREE_INCOMPAT, ctx);
+        return false;
+    }
+    let max_levels = if fs.geo.incompat.has(Incompat::LARGEDIR) { 3 } else { 2 };
+    if info.indirect_levels >= max_levels {
+        report(scan, out, ic, P::P1_HTREE_DEPTH, ProblemCtx { ino, num: u64::from(info.indirect_levels), ..Default::default() });
+        return false;
+    }
+    true
+}
+
+/// Largest logical block a directory may map without `large_dir` (2 GiB of directory).
+fn dir_block_limit(geo: &ffsck_format::Geometry) -> u64 {
+    1u64 << (21 - geo.log_block_size)
+}

@@ -1,0 +1,70 @@
+//! Pass 3: directory connectivity.
+//!
+//! Checks: the root exists and is a directory; every directory reaches the root through its
+//! parent links without a loop; each directory's `..` names its parent.
+//! Produces: findings only. Relies on: `Pass1Facts` (in-use inodes), `Pass2Facts` (links).
+//! Frees: nothing.
+
+use crate::bitmap::Bitmap;
+use crate::pass1::Pass1Facts;
+use crate::pass2::Pass2Facts;
+use crate::problem::Problem as P;
+use crate::report::{Findings, Policy, ProblemCtx};
+use ffsck_format::ino::ROOT;
+
+/// Result of pass 3: whether the check can go on.
+pub struct Pass3Facts {
+    pub root_ok: bool,
+}
+
+pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings) -> Pass3Facts {
+    let root_is_dir = p2.dirs.contains_key(&ROOT);
+    if !p1.inode_used.get(u64::from(ROOT - 1)) || !root_is_dir {
+        if !p1.inode_used.get(u64::from(ROOT - 1)) {
+            out.report(policy, P::P3_NO_ROOT_INODE, ProblemCtx::ino(ROOT));
+        }
+        return Pass3Facts { root_ok: false };
+    }
+    let n = p1.inode_used.len();
+    let mut done = Bitmap::new(n + 1);
+    done.set(u64::from(ROOT));
+    for (&dir, links) in &p2.dirs {
+        if dir == ROOT {
+            continue;
+        }
+        // Walk up the parent chain; `seen` detects loops, `done` stops at connected dirs.
+        let mut seen = std::collections::HashSet::new();
+        let mut cur = dir;
+        // A chain can never be longer than the number of directories.
+        for _ in 0..=p2.dirs.len() {
+            if done.get(u64::from(cur)) {
+                break;
+            }
+            if !seen.insert(cur) {
+                out.report(policy, P::P3_LOOPED_DIR, ProblemCtx { ino: cur, ..Default::default() });
+                break;
+            }
+            let parent = p2.dirs.get(&cur).map_or(0, |l| l.parent);
+            if parent == 0 {
+                out.report(policy, P::P3_UNCONNECTED_DIR, ProblemCtx { ino: cur, dir: p2.dirs.get(&cur).map_or(0, |l| l.dotdot), ..Default::default() });
+                break;
+            }
+            if parent == ROOT {
+                break;
+            }
+            cur = parent;
+        }
+        for s in seen {
+            done.set(u64::from(s));
+        }
+        if links.dotdot != links.parent {
+            out.report(policy, P::P3_BAD_DOT_DOT, ProblemCtx { ino: dir, dir: links.dotdot, ino2: links.parent, ..Default::default() });
+        }
+    }
+    if let Some(r) = p2.dirs.get(&ROOT) {
+        if r.dotdot != ROOT {
+            out.report(policy, P::P3_BAD_DOT_DOT, ProblemCtx { ino: ROOT, dir: r.dotdot, ino2: ROOT, ..Default::default() });
+        }
+    }
+    Pass3Facts { root_ok: true }
+}

@@ -1,0 +1,57 @@
+//! Pass 4: reference counts.
+//!
+//! Checks: every in-use inode is referenced by some directory entry (else it is unattached,
+//! or an unattached zero-length file), and `i_links_count` equals the references counted.
+//! Produces: findings only. Relies on: `Pass1Facts` (link counts), `Pass2Facts` (references).
+//! Frees: both link tables.
+
+use crate::fs::Fs;
+use crate::pass1::{kind, Pass1Facts};
+use crate::pass2::{read_inode, Pass2Facts};
+use crate::problem::Problem as P;
+use crate::report::{Findings, Policy, ProblemCtx};
+use ffsck_format::dir::ft;
+use ffsck_format::inode::{FileType, RawInode};
+use ffsck_format::RoCompat;
+
+/// Most links a directory may have before `dir_nlink` stores 1 instead.
+const LINK_MAX: u16 = 65000;
+
+pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings) {
+    let geo = &fs.geo;
+    let sb = &fs.sb;
+    let quota = [sb.s_usr_quota_inum.get(), sb.s_grp_quota_inum.get(), sb.s_prj_quota_inum.get()];
+    for idx in p1.inode_used.iter_ones() {
+        let ino = idx as u32 + 1;
+        if ino == ffsck_format::ino::BAD || (ino > ffsck_format::ino::ROOT && ino < geo.first_ino) || quota.contains(&ino) || ino == sb.s_orphan_file_inum.get() {
+            continue;
+        }
+        let link_count = p1.links[idx as usize];
+        let mut counted = p2.refs[idx as usize];
+        let k = p1.kinds[idx as usize];
+        if counted == 0 {
+            if k & kind::EA_INODE != 0 {
+                continue;
+            }
+            let Some(raw) = read_inode(fs, ino) else { continue };
+            let inode = RawInode::parse(&raw);
+            let ftype = inode.file_type();
+            if inode.blocks_raw(false) == 0 && matches!(ftype, FileType::Regular | FileType::Directory) {
+                out.report(policy, P::P4_ZERO_LEN_INODE, ProblemCtx::ino(ino));
+            }
+            out.report(policy, P::P4_UNATTACHED_INODE, ProblemCtx::ino(ino));
+            // Not reconnected: the count cannot be judged.
+            continue;
+        }
+        let is_dir = k & kind::TYPE_MASK == ft::DIR;
+        if is_dir && counted > LINK_MAX {
+            if !geo.ro_compat.has(RoCompat::DIR_NLINK) {
+                out.report(policy, P::P4_DIR_NLINK_FEATURE, ProblemCtx::ino(ino));
+            }
+            counted = 1;
+        }
+        if counted != link_count {
+            out.report(policy, P::P4_BAD_REF_COUNT, ProblemCtx { ino, num: u64::from(link_count), num2: u64::from(counted), ..Default::default() });
+        }
+    }
+}

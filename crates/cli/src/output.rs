@@ -1,0 +1,185 @@
+//! Rendering of an outcome: e2fsck-style terminal text (and preen lines), the final summary,
+//! the JSON report and e2fsck's XML problem log.
+
+use anyhow::{Context, Result};
+use ffsck_check::problem::Prompt;
+use ffsck_check::{exit, Finding, Outcome, Policy, Reporter};
+use ffsck_format::superblock::{RawSuperblock, STATE_ERROR, STATE_VALID};
+use ffsck_io::Device;
+use std::io::Write;
+use std::path::Path;
+
+const PASS_NAMES: [&str; 6] = [
+    "",
+    "Pass 1: Checking inodes, blocks, and sizes",
+    "Pass 2: Checking directory structure",
+    "Pass 3: Checking directory connectivity",
+    "Pass 4: Checking reference counts",
+    "Pass 5: Checking group summary information",
+];
+
+pub struct Terminal {
+    policy: Policy,
+    dev: String,
+    out: std::io::BufWriter<std::io::Stdout>,
+}
+
+impl Terminal {
+    pub fn new(policy: Policy, dev: &str) -> Self {
+        Terminal { policy, dev: dev.to_string(), out: std::io::BufWriter::new(std::io::stdout()) }
+    }
+
+    /// Print the closing lines and return the exit code.
+    pub fn finish(&mut self, o: &Outcome, verbose: bool) -> i32 {
+        let mut code = o.exit_code;
+        if let Some(msg) = &o.fatal {
+            let _ = writeln!(self.out, "\n{msg}");
+        }
+        if let Some(s) = &o.summary {
+            let name = if s.label.is_empty() { self.dev.clone() } else { s.label.clone() };
+            if code & exit::UNCORRECTED != 0 {
+                let _ = writeln!(self.out, "\n{name}: ********** WARNING: Filesystem still has errors **********\n");
+            }
+            let pct = if s.files > 0 { s.non_contiguous as f64 * 100.0 / s.files as f64 } else { 0.0 };
+            if verbose {
+                let _ = writeln!(self.out, "\n{:>12} inodes used ({:.2}%, out of {})", s.inodes_used, s.inodes_used as f64 * 100.0 / s.inodes_count.max(1) as f64, s.inodes_count);
+                let _ = writeln!(self.out, "{:>12} non-contiguous files ({pct:.1}%)", s.non_contiguous);
+                let _ = writeln!(self.out, "{:>12} blocks used ({:.2}%, out of {})", s.blocks_used, s.blocks_used as f64 * 100.0 / s.blocks_count.max(1) as f64, s.blocks_count);
+                let _ = writeln!(self.out, "{:>12} large files\n", s.large_files);
+                let _ = writeln!(self.out, "{:>12} regular files\n{:>12} directories\n{:>12} character device files\n{:>12} block device files\n{:>12} fifos\n{:>12} symbolic links ({} fast symbolic links)\n{:>12} sockets\n------------\n{:>12} files", s.regular, s.dirs, s.chardev, s.blockdev, s.fifo, s.symlinks, s.fast_symlinks, s.socket, s.files);
+            } else {
+                let _ = writeln!(self.out, "{name}: {}/{} files ({pct:.1}% non-contiguous), {}/{} blocks", s.inodes_used, s.inodes_count, s.blocks_used, s.blocks_count);
+            }
+        }
+        if self.policy == Policy::Preen && code & exit::UNCORRECTED != 0 {
+            let _ = writeln!(self.out, "\n{}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)", self.dev);
+            code |= exit::UNCORRECTED;
+        }
+        let _ = self.out.flush();
+        code
+    }
+}
+
+impl Reporter for Terminal {
+    fn pass_start(&mut self, pass: u8) {
+        if self.policy != Policy::Preen && (1..=5).contains(&pass) {
+            let _ = writeln!(self.out, "{}", PASS_NAMES[pass as usize]);
+        }
+    }
+    fn finding(&mut self, f: &Finding) {
+        let info = f.problem.info();
+        let msg = f.message();
+        if self.policy == Policy::Preen {
+            if info.flags & ffsck_check::problem::flag::PREEN_NOMSG == 0 && !msg.trim().is_empty() {
+                let _ = writeln!(self.out, "{}: {}", self.dev, msg.trim());
+            }
+            return;
+        }
+        if info.prompt == Prompt::None {
+            if !msg.is_empty() {
+                let _ = writeln!(self.out, "{msg}");
+            }
+        } else {
+            let answer = if f.fixed { "yes" } else { "no" };
+            if msg.is_empty() {
+                let _ = writeln!(self.out, "{}? {answer}\n", info.prompt.text());
+            } else {
+                let _ = writeln!(self.out, "{msg}  {}? {answer}\n", info.prompt.text());
+            }
+        }
+    }
+}
+
+/// Without -f, a cleanly unmounted file system is not checked (as e2fsck does).
+pub fn clean_skip(dev: &dyn Device, name: &str) -> Option<String> {
+    let mut buf = vec![0u8; 1024];
+    dev.read_at(&mut buf, 1024).ok()?;
+    let sb = RawSuperblock::parse(&buf)?;
+    let geo = ffsck_format::Geometry::new(&sb).ok()?;
+    let state = sb.s_state.get();
+    let max = sb.s_max_mnt_count.get() as i16;
+    let interval = sb.s_checkinterval.get();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let due = (max > 0 && sb.s_mnt_count.get() as i16 >= max) || (interval > 0 && now >= u64::from(sb.s_lastcheck.get()) + u64::from(interval));
+    let recover = sb.incompat().has(ffsck_format::Incompat::RECOVER);
+    if state & STATE_VALID == 0 || state & STATE_ERROR != 0 || due || recover || sb.s_last_orphan.get() != 0 {
+        return None;
+    }
+    let used_inodes = u64::from(geo.inodes_count).saturating_sub(u64::from(sb.s_free_inodes_count.get()));
+    let used_blocks = geo.blocks_count.saturating_sub(sb.free_blocks_count());
+    let label = sb.label();
+    let who = if label.is_empty() { name.to_string() } else { label };
+    Some(format!("{who}: clean, {used_inodes}/{} files, {used_blocks}/{} blocks", geo.inodes_count, geo.blocks_count))
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// e2fsck's problem log: one `<problem>` element per finding, in order.
+pub fn write_problem_log(path: &Path, o: &Outcome, dev: &str, argv: Vec<String>) -> Result<()> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    writeln!(f, "<?xml version=\"1.0\" encoding=\"utf-8\"?>")?;
+    writeln!(f, "<problem_log time=\"{now}\">")?;
+    let args: Vec<String> = argv.iter().skip(1).enumerate().map(|(i, a)| format!(" arg{}=\"{}\"", i + 1, xml_escape(a))).collect();
+    writeln!(f, "<invocation prog=\"ffsck\"{}/>", args.concat())?;
+    writeln!(f, "<filesystem dev=\"{}\"/>", xml_escape(dev))?;
+    for x in &o.findings {
+        let c = &x.ctx;
+        let mut attrs = format!("code=\"0x{:06x}\" answer=\"{}\"", x.problem.info().e2fsck_code, u8::from(x.fixed));
+        if c.ino != 0 {
+            attrs += &format!(" ino=\"{}\"", c.ino);
+        }
+        if c.ino2 != 0 {
+            attrs += &format!(" ino2=\"{}\"", c.ino2);
+        }
+        if c.dir != 0 {
+            attrs += &format!(" dir=\"{}\"", c.dir);
+        }
+        if c.blk != 0 {
+            attrs += &format!(" blk=\"{}\"", c.blk);
+        }
+        if c.blk2 != 0 {
+            attrs += &format!(" blk2=\"{}\"", c.blk2);
+        }
+        if c.group != 0 {
+            attrs += &format!(" group=\"{}\"", c.group);
+        }
+        if c.num != 0 {
+            attrs += &format!(" num=\"{}\"", c.num);
+        }
+        writeln!(f, "<problem {attrs} ffsck=\"{}\"/>", x.problem.info().name)?;
+    }
+    writeln!(f, "</problem_log>")?;
+    f.flush()?;
+    Ok(())
+}
+
+pub fn write_json(path: &Path, o: &Outcome, code: i32) -> Result<()> {
+    let findings: Vec<serde_json::Value> = o
+        .findings
+        .iter()
+        .map(|x| {
+            serde_json::json!({
+                "code": x.problem.info().name,
+                "e2fsck_code": format!("0x{:06x}", x.problem.info().e2fsck_code),
+                "pass": x.problem.pass(),
+                "message": x.message(),
+                "fixed": x.fixed,
+                "ctx": x.ctx,
+            })
+        })
+        .collect();
+    let v = serde_json::json!({ "exit_code": code, "fatal": o.fatal, "summary": o.summary, "findings": findings });
+    std::fs::write(path, serde_json::to_vec_pretty(&v)?).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Peak resident set size of this process, from /proc.
+pub fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .unwrap_or(0)
+}
