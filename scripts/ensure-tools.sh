@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Make sure the tools the demo and tests need are present: a Rust toolchain and e2fsprogs
+# (mke2fs, debugfs, e2fsck), installing e2fsprogs from Debian's packages when missing.
+set -euo pipefail
+export PATH="$HOME/.cargo/bin:/usr/sbin:/sbin:$PATH"
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install Rust (https://rustup.rs) first" >&2
+  exit 1
+fi
+if ! command -v mke2fs >/dev/null 2>&1 || ! command -v debugfs >/dev/null 2>&1 || ! command -v e2fsck >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq e2fsprogs >/dev/null
+  else
+    echo "e2fsprogs (mke2fs, debugfs, e2fsck) is required; install it with your package manager" >&2
+    exit 1
+  fi
+fi
