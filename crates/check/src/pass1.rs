@@ -553,11 +553,9 @@ fn device_inode_ok(inode: &RawInode) -> bool {
     inode.i_block[4..].iter().all(|b| b.get() == 0)
 }
 
+/// e2fsck 1.47's definition: a symlink whose target (under 60 bytes) lives in `i_block`.
 fn is_fast_symlink(inode: &RawInode) -> bool {
-    inode.file_type() == FileType::Symlink && inode.flags() & iflags::INLINE_DATA == 0 && inode.size() < 60 && {
-        // A fast symlink has no data blocks (only possibly an xattr block).
-        inode.flags() & iflags::EXTENTS == 0 && inode.i_block[0].get() != 0 && inode.blocks_raw(false) == 0 || inode.blocks_raw(false) == 0
-    }
+    inode.file_type() == FileType::Symlink && inode.flags() & iflags::INLINE_DATA == 0 && inode.size() > 0 && inode.size() < 60
 }
 
 fn symlink_ok(fs: &Fs, inode: &RawInode) -> bool {
@@ -753,8 +751,10 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
     }
 
     let inline = fl & iflags::INLINE_DATA != 0 && geo.incompat.has(Incompat::INLINE_DATA);
-    if inline {
-        // Inline data lives in the inode; nothing to map.
+    let no_map = is_fast_symlink(inode) || matches!(ft, FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket);
+    if inline || no_map {
+        // Inline data, fast symlink targets and device numbers live in the inode: nothing to
+        // map (only the xattr block above counts).
     } else if fl & iflags::EXTENTS != 0 && scan.extent_fs {
         let root = inode.block_bytes();
         match Node::parse(&root) {
@@ -781,7 +781,7 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
     if w.exhausted {
         return w;
     }
-    check_sizes(scan, ic, out, &w, ft, inline);
+    check_sizes(scan, ic, out, &w, ft, inline || no_map);
     w
 }
 

@@ -21,7 +21,9 @@ pub fn inode_seed(fs_seed: u32, ino: u32, generation: u32) -> u32 {
 /// when started at 0xFFFF); `crc` is the running value so callers can chain fields.
 pub fn crc16(crc: u16, data: &[u8]) -> u16 {
     static CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_MODBUS);
-    let mut d = CRC16.digest_with_initial(crc);
+    // The crc crate bit-reverses the initial value of reflected algorithms; undo that so a
+    // running value can be passed back in to chain fields.
+    let mut d = CRC16.digest_with_initial(crc.reverse_bits());
     d.update(data);
     d.finalize()
 }
@@ -38,5 +40,10 @@ mod tests {
     fn crc16_matches_standard_vector() {
         // CRC-16/MODBUS ("123456789") = 0x4B37: init 0xFFFF, reflected 0x8005, no xorout.
         assert_eq!(crc16(0xFFFF, b"123456789"), 0x4B37);
+    }
+    #[test]
+    fn crc16_chains() {
+        // Feeding the data in two parts must give the same value as in one.
+        assert_eq!(crc16(crc16(0xFFFF, b"1234"), b"56789"), 0x4B37);
     }
 }
