@@ -92,7 +92,10 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
 
     // Blocks.
     let mut diffs = Vec::new();
+    // Free counts from what was found, and from the bitmap as it is on disk: e2fsck compares
+    // the descriptors with the latter unless the bitmap differences get fixed.
     let mut group_free = vec![0u64; geo.group_count as usize];
+    let mut group_free_disk = vec![0u64; geo.group_count as usize];
     let mut padding_bad = false;
     let mut csum_bad = Vec::new();
     for g in 0..geo.group_count {
@@ -115,6 +118,9 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
             };
             if !actual {
                 group_free[g as usize] += 1;
+            }
+            if !on_disk {
+                group_free_disk[g as usize] += 1;
             }
             if actual != on_disk {
                 diffs.push((b, actual));
@@ -141,14 +147,16 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
             }
         }
     }
+    let mut blocks_fixed = true;
     if !diffs.is_empty() {
         out.report(policy, P::P5_BLOCK_BITMAP_HEADER, ProblemCtx::default());
         report_diffs(&diffs, u64::from(geo.cluster_ratio), policy, out, true);
-        out.report(policy, P::P5_BLOCK_BITMAP_END, ProblemCtx::default());
+        blocks_fixed = out.report(policy, P::P5_BLOCK_BITMAP_END, ProblemCtx::default());
     }
+    let counts = if blocks_fixed { &group_free } else { &group_free_disk };
     let mut free_blocks = 0u64;
     for g in 0..geo.group_count {
-        let counted = group_free[g as usize];
+        let counted = counts[g as usize];
         free_blocks += counted;
         let disk = u64::from(fs.groups[g as usize].free_blocks_count());
         if disk != counted {
@@ -172,17 +180,22 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
         let gd = &fs.groups[g as usize];
         let uninit = fs.has_group_csum() && gd.flags() & BG_INODE_UNINIT != 0 && p0.groups[g as usize].csum_ok;
         let disk = if uninit || !p0.groups[g as usize].inode_bitmap_ok { None } else { fs.read_block(gd.inode_bitmap()) };
-        let mut free = 0u64;
-        let mut dirs = 0u64;
+        let (mut free, mut dirs, mut free_disk, mut dirs_disk) = (0u64, 0u64, 0u64, 0u64);
         let mut group_diff = false;
         for i in 0..ipg {
             let idx = u64::from(g) * ipg + i;
             let actual = p1.inode_used.get(idx);
             let on_disk = disk.as_ref().is_some_and(|bits| test(bits, i));
+            let is_dir = p1.kinds[idx as usize] & kind::TYPE_MASK == ft::DIR;
             if !actual {
                 free += 1;
-            } else if p1.kinds[idx as usize] & kind::TYPE_MASK == ft::DIR {
+            } else if is_dir {
                 dirs += 1;
+            }
+            if !on_disk {
+                free_disk += 1;
+            } else if is_dir {
+                dirs_disk += 1;
             }
             if actual != on_disk {
                 idiffs.push((idx + 1, actual));
@@ -200,15 +213,17 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
                 }
             }
         }
-        free_inodes += free;
-        group_counts.push((free, dirs));
+        group_counts.push((free, dirs, free_disk, dirs_disk));
     }
+    let mut inodes_fixed = true;
     if !idiffs.is_empty() {
         out.report(policy, P::P5_INODE_BITMAP_HEADER, ProblemCtx::default());
         report_diffs(&idiffs, 1, policy, out, false);
-        out.report(policy, P::P5_INODE_BITMAP_END, ProblemCtx::default());
+        inodes_fixed = out.report(policy, P::P5_INODE_BITMAP_END, ProblemCtx::default());
     }
-    for (g, (free, dirs)) in group_counts.iter().enumerate() {
+    for (g, &(free_a, dirs_a, free_d, dirs_d)) in group_counts.iter().enumerate() {
+        let (free, dirs) = if inodes_fixed { (&free_a, &dirs_a) } else { (&free_d, &dirs_d) };
+        free_inodes += free;
         let gd = &fs.groups[g];
         if u64::from(gd.free_inodes_count()) != *free {
             out.report(policy, P::P5_FREE_INODE_COUNT_GROUP, ProblemCtx { group: g as u32, num: u64::from(gd.free_inodes_count()), num2: *free, ..Default::default() });
