@@ -519,7 +519,14 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
 
     // Flag/feature consistency of the mapping.
     if fl & iflags::EXTENTS != 0 && !scan.extent_fs {
+        // e2fsck first offers to turn the feature on when the tree looks valid, then to clear
+        // the flag; declined, it leaves the mapping unchecked.
+        if Node::parse(&inode.block_bytes()).is_ok() {
+            report(scan, out, ic, P::P1_EXTENT_FEATURE, ProblemCtx::ino(ino));
+        }
         report(scan, out, ic, P::P1_EXTENTS_SET, ProblemCtx::ino(ino));
+        *kind_slot = k;
+        return;
     }
     if fl & iflags::INDEX != 0 {
         if !geo.compat.has(Compat::DIR_INDEX) {
@@ -534,8 +541,9 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
     if !is_special && !(ft == FileType::Symlink && is_fast_symlink(inode)) {
         let cb = check_blocks(scan, ic, out, ft);
         if ft == FileType::Directory {
-            if k & kind::HTREE != 0 && !htree_root_ok(scan, ic, out, &cb) {
-                k &= !kind::HTREE;
+            // The flag still decides how pass 2 reads block 0, even when the root is bad.
+            if k & kind::HTREE != 0 {
+                htree_root_ok(scan, ic, out, &cb);
             }
             out.dir_blocks.extend(cb.dir_blocks);
         }
