@@ -11,7 +11,10 @@ pub struct Bitmap {
 
 impl Bitmap {
     pub fn new(len: u64) -> Self {
-        Bitmap { words: vec![0; len.div_ceil(64) as usize], len }
+        Bitmap {
+            words: vec![0; len.div_ceil(64) as usize],
+            len,
+        }
     }
     pub fn len(&self) -> u64 {
         self.len
@@ -59,7 +62,10 @@ pub struct AtomicBitmap {
 
 impl AtomicBitmap {
     pub fn new(len: u64) -> Self {
-        AtomicBitmap { words: (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(), len }
+        AtomicBitmap {
+            words: (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            len,
+        }
     }
     /// Set bit `i`; returns whether it was already set.
     pub fn test_and_set(&self, i: u64) -> bool {
@@ -73,6 +79,9 @@ impl AtomicBitmap {
         i < self.len && self.words[(i / 64) as usize].load(Ordering::Relaxed) & (1 << (i % 64)) != 0
     }
     pub fn into_bitmap(self) -> Bitmap {
-        Bitmap { words: self.words.into_iter().map(|w| w.into_inner()).collect(), len: self.len }
+        Bitmap {
+            words: self.words.into_iter().map(|w| w.into_inner()).collect(),
+            len: self.len,
+        }
     }
 }

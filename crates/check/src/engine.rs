@@ -36,7 +36,11 @@ impl Progress {
     }
     pub fn snapshot(&self) -> (u64, u64, u64) {
         use std::sync::atomic::Ordering::Relaxed;
-        (self.pass.load(Relaxed), self.done.load(Relaxed), self.total.load(Relaxed))
+        (
+            self.pass.load(Relaxed),
+            self.done.load(Relaxed),
+            self.total.load(Relaxed),
+        )
     }
 }
 
@@ -49,18 +53,10 @@ pub struct Summary {
     pub blocks_used: u64,
     pub blocks_count: u64,
     pub non_contiguous: u64,
-    pub files: u64,
-    pub dirs: u64,
-    pub regular: u64,
-    pub symlinks: u64,
-    pub fast_symlinks: u64,
-    pub chardev: u64,
-    pub blockdev: u64,
-    pub fifo: u64,
-    pub socket: u64,
-    pub large_files: u64,
+    /// Directory entries checked.
     pub entries: u64,
-    pub extent_depth_hist: [u64; 6],
+    /// Per-type counts from pass 1.
+    pub counts: crate::pass1::Counts,
 }
 
 pub struct Outcome {
@@ -80,7 +76,9 @@ fn flush(rep: &mut dyn Reporter, f: &mut Findings, all: &mut Vec<Finding>) {
 
 /// Check the file system on `dev`.
 pub fn check(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter) -> Outcome {
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.threads).build();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.threads)
+        .build();
     match pool {
         Ok(p) => p.install(|| check_inner(dev, opts, rep)),
         Err(_) => check_inner(dev, opts, rep),
@@ -97,17 +95,43 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         Err(e) => {
             let (msg, code) = match e {
                 OpenFailure::Corrupt(why) => {
-                    f.report(policy, crate::Problem::P0_SB_CORRUPT, crate::ProblemCtx { str: Some(why.clone()), ..Default::default() });
+                    f.report(
+                        policy,
+                        crate::Problem::P0_SB_CORRUPT,
+                        crate::ProblemCtx {
+                            str: Some(why.clone()),
+                            ..Default::default()
+                        },
+                    );
                     (format!("The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({why}). If the device is valid, try a backup superblock with -b."), exit::ERROR)
                 }
-                OpenFailure::Unsupported(feat) => (format!("The file system has unsupported features: {feat}. Upgrade ffsck."), exit::ERROR),
-                OpenFailure::TooSmall { fs_blocks, dev_blocks } => {
-                    f.report(policy, crate::Problem::P0_FS_SIZE_WRONG, crate::ProblemCtx { blk: fs_blocks, blk2: dev_blocks, ..Default::default() });
+                OpenFailure::Unsupported(feat) => (
+                    format!("The file system has unsupported features: {feat}. Upgrade ffsck."),
+                    exit::ERROR,
+                ),
+                OpenFailure::TooSmall {
+                    fs_blocks,
+                    dev_blocks,
+                } => {
+                    f.report(
+                        policy,
+                        crate::Problem::P0_FS_SIZE_WRONG,
+                        crate::ProblemCtx {
+                            blk: fs_blocks,
+                            blk2: dev_blocks,
+                            ..Default::default()
+                        },
+                    );
                     (format!("The file system size (according to the superblock) is {fs_blocks} blocks, but the device holds only {dev_blocks} blocks: the image is truncated or the superblock is corrupt."), exit::ERROR | exit::UNCORRECTED)
                 }
             };
             flush(rep, &mut f, &mut all);
-            return Outcome { findings: all, exit_code: code, summary: None, fatal: Some(msg) };
+            return Outcome {
+                findings: all,
+                exit_code: code,
+                summary: None,
+                fatal: Some(msg),
+            };
         }
     };
     flush(rep, &mut f, &mut all);
@@ -131,7 +155,12 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     flush(rep, &mut f, &mut all);
     if !p3.root_ok {
         let code = exit_code(&all) | exit::ERROR;
-        return Outcome { findings: all, exit_code: code, summary: None, fatal: Some("Cannot proceed without a root inode.".into()) };
+        return Outcome {
+            findings: all,
+            exit_code: code,
+            summary: None,
+            fatal: Some("Cannot proceed without a root inode.".into()),
+        };
     }
     rep.pass_start(4);
     prog.start(4, 1);
@@ -151,21 +180,16 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         blocks_used: geo.blocks_count - p5.free_blocks * u64::from(geo.cluster_ratio),
         blocks_count: geo.blocks_count,
         non_contiguous: c.fragmented,
-        files: c.files,
-        dirs: c.dirs,
-        regular: c.regular,
-        symlinks: c.symlinks,
-        fast_symlinks: c.fast_symlinks,
-        chardev: c.chardev,
-        blockdev: c.blockdev,
-        fifo: c.fifo,
-        socket: c.socket,
-        large_files: c.large_files,
         entries: p2.entries,
-        extent_depth_hist: c.extent_depth_hist,
+        counts: c,
     };
     let code = exit_code(&all);
-    Outcome { findings: all, exit_code: code, summary: Some(summary), fatal: None }
+    Outcome {
+        findings: all,
+        exit_code: code,
+        summary: Some(summary),
+        fatal: None,
+    }
 }
 
 /// e2fsck's exit code from the answers: uncorrected errors → 4, fixes → 1.

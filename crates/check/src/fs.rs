@@ -28,7 +28,12 @@ impl Fs {
     }
     /// Read consecutive blocks into `buf` (whose length sets the count).
     pub fn read_blocks_into(&self, blk: u64, buf: &mut [u8]) -> Result<(), IoError> {
-        let off = blk.checked_mul(u64::from(self.geo.block_size)).ok_or(IoError::ShortRead { offset: u64::MAX, len: buf.len() })?;
+        let off = blk
+            .checked_mul(u64::from(self.geo.block_size))
+            .ok_or(IoError::ShortRead {
+                offset: u64::MAX,
+                len: buf.len(),
+            })?;
         self.dev.read_at(buf, off)
     }
     pub fn has_metadata_csum(&self) -> bool {

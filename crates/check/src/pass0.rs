@@ -11,7 +11,9 @@ use crate::fs::Fs;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
-use ffsck_format::{Geometry, Incompat, RawGroupDesc, RawSuperblock, RoCompat, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use ffsck_format::{
+    Geometry, Incompat, RawGroupDesc, RawSuperblock, RoCompat, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE,
+};
 use ffsck_io::Device;
 use std::sync::Arc;
 
@@ -63,7 +65,12 @@ fn read_descs(dev: &dyn Device, geo: &Geometry, sb_block: u64) -> Option<Vec<Raw
     let mut buf = vec![0u8; geo.block_size as usize];
     for i in 0..geo.gdt_blocks {
         // A backup superblock's descriptor copies follow it directly (for the old-style part).
-        let blk = if sb_block == 0 || (geo.incompat.has(Incompat::META_BG) && i >= geo.first_meta_bg) { geo.desc_block(i) } else { sb_block + 1 + u64::from(i) };
+        let blk =
+            if sb_block == 0 || (geo.incompat.has(Incompat::META_BG) && i >= geo.first_meta_bg) {
+                geo.desc_block(i)
+            } else {
+                sb_block + 1 + u64::from(i)
+            };
         dev.read_at(&mut buf, blk.checked_mul(bs)?).ok()?;
         for j in 0..geo.descs_per_block as usize {
             if out.len() == geo.group_count as usize {
@@ -90,7 +97,12 @@ fn descs_valid(geo: &Geometry, gds: &[RawGroupDesc]) -> bool {
         let (lo, hi) = allowed_range(geo, g as u32);
         let it = gd.inode_table();
         let in_range = |b: u64| b >= lo && b <= hi;
-        in_range(gd.block_bitmap()) && in_range(gd.inode_bitmap()) && in_range(it) && it.checked_add(u64::from(geo.inode_blocks_per_group) - 1).is_some_and(|e| e <= hi)
+        in_range(gd.block_bitmap())
+            && in_range(gd.inode_bitmap())
+            && in_range(it)
+            && it
+                .checked_add(u64::from(geo.inode_blocks_per_group) - 1)
+                .is_some_and(|e| e <= hi)
     })
 }
 
@@ -105,9 +117,16 @@ struct Candidate {
 fn try_candidate(dev: &dyn Device, offset: u64, sb_block: u64) -> Result<Candidate, String> {
     let sb = read_super_at(dev, offset).ok_or_else(|| "short read".to_string())?;
     let geo = Geometry::new(&sb).map_err(|e| e.to_string())?;
-    let gds = read_descs(dev, &geo, sb_block).ok_or_else(|| "cannot read group descriptors".to_string())?;
+    let gds = read_descs(dev, &geo, sb_block)
+        .ok_or_else(|| "cannot read group descriptors".to_string())?;
     let descs_ok = descs_valid(&geo, &gds);
-    Ok(Candidate { sb, geo, sb_block, gds, descs_ok })
+    Ok(Candidate {
+        sb,
+        geo,
+        sb_block,
+        gds,
+        descs_ok,
+    })
 }
 
 /// Backup superblock locations to try when the primary is unusable: group 1 for every block
@@ -118,7 +137,10 @@ fn backup_offsets(hint: SuperHint, known: Option<&Geometry>) -> Vec<(u64, u64)> 
             Some(s) => vec![s],
             None => (0..=6).map(|l| 1024u32 << l).collect(),
         };
-        return sizes.into_iter().filter_map(|s| b.checked_mul(u64::from(s)).map(|o| (o, b))).collect();
+        return sizes
+            .into_iter()
+            .filter_map(|s| b.checked_mul(u64::from(s)).map(|o| (o, b)))
+            .collect();
     }
     let mut out = Vec::new();
     if let Some(g) = known {
@@ -136,8 +158,17 @@ fn backup_offsets(hint: SuperHint, known: Option<&Geometry>) -> Vec<(u64, u64)> 
     out
 }
 
-pub fn run(dev: Arc<dyn Device>, hint: SuperHint, policy: Policy, out: &mut Findings) -> Result<Pass0Facts, OpenFailure> {
-    let primary = if hint.block.is_some() { Err("not tried".to_string()) } else { try_candidate(&*dev, SUPERBLOCK_OFFSET, 0) };
+pub fn run(
+    dev: Arc<dyn Device>,
+    hint: SuperHint,
+    policy: Policy,
+    out: &mut Findings,
+) -> Result<Pass0Facts, OpenFailure> {
+    let primary = if hint.block.is_some() {
+        Err("not tried".to_string())
+    } else {
+        try_candidate(&*dev, SUPERBLOCK_OFFSET, 0)
+    };
     let chosen = match primary {
         Ok(c) if c.descs_ok => c,
         first => {
@@ -154,7 +185,12 @@ pub fn run(dev: Arc<dyn Device>, hint: SuperHint, policy: Policy, out: &mut Find
             let backup = backup_offsets(hint, known.as_ref())
                 .into_iter()
                 .filter_map(|(off, blk)| try_candidate(&*dev, off, blk).ok())
-                .find(|c| c.descs_ok && (hint.block.is_some() || c.sb.s_block_group_nr.get() == 1 || c.sb_block > 0));
+                .find(|c| {
+                    c.descs_ok
+                        && (hint.block.is_some()
+                            || c.sb.s_block_group_nr.get() == 1
+                            || c.sb_block > 0)
+                });
             match (backup, first) {
                 (Some(b), _) => b,
                 (None, Ok(c)) => c,
@@ -162,22 +198,42 @@ pub fn run(dev: Arc<dyn Device>, hint: SuperHint, policy: Policy, out: &mut Find
             }
         }
     };
-    let Candidate { sb, geo, sb_block, gds, .. } = chosen;
+    let Candidate {
+        sb,
+        geo,
+        sb_block,
+        gds,
+        ..
+    } = chosen;
 
     let unsupported = sb.incompat().unsupported();
     if unsupported != 0 {
-        return Err(OpenFailure::Unsupported(ffsck_format::Incompat(unsupported).names().join(" ")));
+        return Err(OpenFailure::Unsupported(
+            ffsck_format::Incompat(unsupported).names().join(" "),
+        ));
     }
     if sb.incompat().has(Incompat::JOURNAL_DEV) {
-        return Err(OpenFailure::Unsupported("journal_dev (this is an external journal device, not a file system)".into()));
+        return Err(OpenFailure::Unsupported(
+            "journal_dev (this is an external journal device, not a file system)".into(),
+        ));
     }
     let dev_blocks = dev.size() / u64::from(geo.block_size);
     if dev_blocks < geo.blocks_count {
-        return Err(OpenFailure::TooSmall { fs_blocks: geo.blocks_count, dev_blocks });
+        return Err(OpenFailure::TooSmall {
+            fs_blocks: geo.blocks_count,
+            dev_blocks,
+        });
     }
 
     let csum_seed = sb.csum_seed();
-    let fs = Fs { dev, sb, sb_block, geo, groups: gds, csum_seed };
+    let fs = Fs {
+        dev,
+        sb,
+        sb_block,
+        geo,
+        groups: gds,
+        csum_seed,
+    };
     let states = check_groups(&fs, policy, out);
     check_super_fields(&fs, policy, out);
     Ok(Pass0Facts { fs, groups: states })
@@ -191,18 +247,51 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
         let g32 = g as u32;
         let (lo, hi) = allowed_range(geo, g32);
         let inr = |b: u64| b >= lo && b <= hi;
-        let mut st = GroupState { block_bitmap_ok: true, inode_bitmap_ok: true, inode_table_ok: true, csum_ok: true };
+        let mut st = GroupState {
+            block_bitmap_ok: true,
+            inode_bitmap_ok: true,
+            inode_table_ok: true,
+            csum_ok: true,
+        };
         if !inr(gd.block_bitmap()) {
-            out.report(policy, P::P0_BB_NOT_GROUP, ProblemCtx { group: g32, blk: gd.block_bitmap(), ..Default::default() });
+            out.report(
+                policy,
+                P::P0_BB_NOT_GROUP,
+                ProblemCtx {
+                    group: g32,
+                    blk: gd.block_bitmap(),
+                    ..Default::default()
+                },
+            );
             st.block_bitmap_ok = false;
         }
         if !inr(gd.inode_bitmap()) {
-            out.report(policy, P::P0_IB_NOT_GROUP, ProblemCtx { group: g32, blk: gd.inode_bitmap(), ..Default::default() });
+            out.report(
+                policy,
+                P::P0_IB_NOT_GROUP,
+                ProblemCtx {
+                    group: g32,
+                    blk: gd.inode_bitmap(),
+                    ..Default::default()
+                },
+            );
             st.inode_bitmap_ok = false;
         }
         let it = gd.inode_table();
-        if !inr(it) || !it.checked_add(u64::from(geo.inode_blocks_per_group) - 1).is_some_and(|e| e <= hi) {
-            out.report(policy, P::P0_ITABLE_NOT_GROUP, ProblemCtx { group: g32, blk: it, ..Default::default() });
+        if !inr(it)
+            || !it
+                .checked_add(u64::from(geo.inode_blocks_per_group) - 1)
+                .is_some_and(|e| e <= hi)
+        {
+            out.report(
+                policy,
+                P::P0_ITABLE_NOT_GROUP,
+                ProblemCtx {
+                    group: g32,
+                    blk: it,
+                    ..Default::default()
+                },
+            );
             out.report(policy, P::P0_RELOCATE_HINT, ProblemCtx::default());
             st.inode_table_ok = false;
         }
@@ -212,15 +301,35 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
                     out.report(policy, P::P0_GDT_CSUM_LATCH, ProblemCtx::default());
                     csum_latched = true;
                 }
-                out.report(policy, P::P0_GDT_CSUM, ProblemCtx { group: g32, num: u64::from(gd.bg_checksum.get()), num2: u64::from(want), ..Default::default() });
+                out.report(
+                    policy,
+                    P::P0_GDT_CSUM,
+                    ProblemCtx {
+                        group: g32,
+                        num: u64::from(gd.bg_checksum.get()),
+                        num2: u64::from(want),
+                        ..Default::default()
+                    },
+                );
                 st.csum_ok = false;
             }
         }
         if !fs.has_group_csum() && gd.flags() & (BG_BLOCK_UNINIT | BG_INODE_UNINIT) != 0 {
             out.report(policy, P::P0_GDT_UNINIT, ProblemCtx::group(g32));
         }
-        if fs.has_group_csum() && (gd.itable_unused() > gd.free_inodes_count() || gd.itable_unused() > geo.inodes_per_group) {
-            out.report(policy, P::P0_GDT_ITABLE_UNUSED, ProblemCtx { group: g32, num: u64::from(gd.itable_unused()), ..Default::default() });
+        if fs.has_group_csum()
+            && (gd.itable_unused() > gd.free_inodes_count()
+                || gd.itable_unused() > geo.inodes_per_group)
+        {
+            out.report(
+                policy,
+                P::P0_GDT_ITABLE_UNUSED,
+                ProblemCtx {
+                    group: g32,
+                    num: u64::from(gd.itable_unused()),
+                    ..Default::default()
+                },
+            );
             st.csum_ok = false;
         }
         states.push(st);
@@ -236,7 +345,11 @@ fn check_super_fields(fs: &Fs, policy: Policy, out: &mut Findings) {
         out.report(policy, P::P0_META_AND_GDT_CSUM_SET, ProblemCtx::default());
     }
     if inc.has(Incompat::CSUM_SEED) && !ro.has(RoCompat::METADATA_CSUM) {
-        out.report(policy, P::P0_CSUM_SEED_WITHOUT_META_CSUM, ProblemCtx::default());
+        out.report(
+            policy,
+            P::P0_CSUM_SEED_WITHOUT_META_CSUM,
+            ProblemCtx::default(),
+        );
     }
     if inc.has(Incompat::SIXTY_FOUR_BIT) && !inc.has(Incompat::EXTENTS) {
         out.report(policy, P::P0_64BIT_WITHOUT_EXTENTS, ProblemCtx::default());
@@ -250,13 +363,31 @@ fn check_super_fields(fs: &Fs, policy: Policy, out: &mut Findings) {
         let min = u64::from(sb.s_min_extra_isize.get());
         let want = u64::from(sb.s_want_extra_isize.get());
         if min > max_extra || min % 4 != 0 {
-            out.report(policy, P::P0_BAD_MIN_EXTRA_ISIZE, ProblemCtx { num: min, ..Default::default() });
+            out.report(
+                policy,
+                P::P0_BAD_MIN_EXTRA_ISIZE,
+                ProblemCtx {
+                    num: min,
+                    ..Default::default()
+                },
+            );
         }
         if want > max_extra || want % 4 != 0 {
-            out.report(policy, P::P0_BAD_WANT_EXTRA_ISIZE, ProblemCtx { num: want, ..Default::default() });
+            out.report(
+                policy,
+                P::P0_BAD_WANT_EXTRA_ISIZE,
+                ProblemCtx {
+                    num: want,
+                    ..Default::default()
+                },
+            );
         }
     }
-    for q in [sb.s_usr_quota_inum.get(), sb.s_grp_quota_inum.get(), sb.s_prj_quota_inum.get()] {
+    for q in [
+        sb.s_usr_quota_inum.get(),
+        sb.s_grp_quota_inum.get(),
+        sb.s_prj_quota_inum.get(),
+    ] {
         if q != 0 && (q > fs.geo.inodes_count || (q < fs.geo.first_ino && q != 3 && q != 4)) {
             out.report(policy, P::P0_INVALID_QUOTA_INO, ProblemCtx::ino(q));
         }

@@ -19,7 +19,9 @@ use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::{DxRootInfo, DX_ROOT_INFO_OFFSET};
 use ffsck_format::extent::{self, Node};
-use ffsck_format::inode::{flags as iflags, inode_checksum, FileType, RawInode, GOOD_OLD_INODE_SIZE};
+use ffsck_format::inode::{
+    flags as iflags, inode_checksum, FileType, RawInode, GOOD_OLD_INODE_SIZE,
+};
 use ffsck_format::xattr::{self, XattrBlockHeader, XATTR_MAGIC};
 use ffsck_format::{ino, Compat, Incompat, RoCompat};
 use rayon::prelude::*;
@@ -83,7 +85,10 @@ impl ClaimSummary {
         }
     }
     pub fn may_contain(&self, blk: u64, bucket_shift: u32) -> bool {
-        self.buckets != 0 && blk >= self.lo && blk <= self.hi && self.buckets & (1 << ((blk >> bucket_shift) % 64)) != 0
+        self.buckets != 0
+            && blk >= self.lo
+            && blk <= self.hi
+            && self.buckets & (1 << ((blk >> bucket_shift) % 64)) != 0
     }
 }
 
@@ -94,7 +99,7 @@ pub struct DirFacts {
     pub size: u64,
 }
 
-#[derive(Default, Debug, Clone, Copy)]
+#[derive(Default, Debug, Clone, Copy, serde::Serialize)]
 pub struct Counts {
     pub files: u64,
     pub dirs: u64,
@@ -209,7 +214,12 @@ pub fn metadata_map(fs: &Fs, groups: &[GroupState]) -> Bitmap {
     m
 }
 
-pub fn run(p0: &Pass0Facts, policy: Policy, out: &mut Findings, progress: &crate::engine::Progress) -> Pass1Facts {
+pub fn run(
+    p0: &Pass0Facts,
+    policy: Policy,
+    out: &mut Findings,
+    progress: &crate::engine::Progress,
+) -> Pass1Facts {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let ipg = geo.inodes_per_group as usize;
@@ -266,7 +276,16 @@ pub fn run(p0: &Pass0Facts, policy: Policy, out: &mut Findings, progress: &crate
     for (blk, e) in refs {
         if let Some(disk) = e.disk_refcount {
             if disk != e.seen {
-                out.report(policy, P::P1_EXTATTR_REFCOUNT, ProblemCtx { blk, num: u64::from(disk), num2: u64::from(e.seen), ..Default::default() });
+                out.report(
+                    policy,
+                    P::P1_EXTATTR_REFCOUNT,
+                    ProblemCtx {
+                        blk,
+                        num: u64::from(disk),
+                        num2: u64::from(e.seen),
+                        ..Default::default()
+                    },
+                );
             }
         }
     }
@@ -274,10 +293,28 @@ pub fn run(p0: &Pass0Facts, policy: Policy, out: &mut Findings, progress: &crate
     dup_blocks.dedup();
     dir_blocks.sort_unstable();
     let block_used = scan.claimed.into_bitmap();
-    Pass1Facts { links, kinds, inode_used, block_used, dup_blocks, metadata, dir_blocks, dirs, summaries, bucket_shift: scan.bucket_shift, counts }
+    Pass1Facts {
+        links,
+        kinds,
+        inode_used,
+        block_used,
+        dup_blocks,
+        metadata,
+        dir_blocks,
+        dirs,
+        summaries,
+        bucket_shift: scan.bucket_shift,
+        counts,
+    }
 }
 
-fn scan_group(scan: &Scan, g: u32, st: GroupState, links: &mut [u16], kinds: &mut [u8]) -> GroupOut {
+fn scan_group(
+    scan: &Scan,
+    g: u32,
+    st: GroupState,
+    links: &mut [u16],
+    kinds: &mut [u8],
+) -> GroupOut {
     let fs = scan.fs;
     let geo = &fs.geo;
     let mut out = GroupOut::default();
@@ -325,11 +362,23 @@ fn report(scan: &Scan, out: &mut GroupOut, ic: &mut InodeCheck, p: P, ctx: Probl
     out.findings.report(scan.policy, p, ctx)
 }
 
-fn check_inode(scan: &Scan, ino: u32, raw: &[u8], link_slot: &mut u16, kind_slot: &mut u8, out: &mut GroupOut) {
+fn check_inode(
+    scan: &Scan,
+    ino: u32,
+    raw: &[u8],
+    link_slot: &mut u16,
+    kind_slot: &mut u8,
+    out: &mut GroupOut,
+) {
     let fs = scan.fs;
     let geo = &fs.geo;
     let inode = RawInode::parse(raw);
-    let mut ic = InodeCheck { ino, inode: &inode, raw, other_problem: false };
+    let mut ic = InodeCheck {
+        ino,
+        inode: &inode,
+        raw,
+        other_problem: false,
+    };
     let links = inode.links_count();
     let mode = inode.mode();
     let dtime = inode.dtime();
@@ -369,11 +418,21 @@ fn check_inode(scan: &Scan, ino: u32, raw: &[u8], link_slot: &mut u16, kind_slot
 
 fn finish_csum(scan: &Scan, out: &mut GroupOut, ic: &InodeCheck, failed: bool) {
     if failed && !ic.other_problem {
-        out.findings.report(scan.policy, P::P1_INODE_ONLY_CSUM_INVALID, ProblemCtx::ino(ic.ino));
+        out.findings.report(
+            scan.policy,
+            P::P1_INODE_ONLY_CSUM_INVALID,
+            ProblemCtx::ino(ic.ino),
+        );
     }
 }
 
-fn check_reserved(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, link_slot: &mut u16, kind_slot: &mut u8) {
+fn check_reserved(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    link_slot: &mut u16,
+    kind_slot: &mut u8,
+) {
     let fs = scan.fs;
     let ino = ic.ino;
     let inode = ic.inode;
@@ -438,7 +497,9 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
 
     // Fields pass 2 will look at when it reaches an entry for this inode.
     let mut bad = inode.i_obso_faddr.get() != 0
-        || (!geo.incompat.has(Incompat::LARGEDIR) && ft == FileType::Directory && inode.i_size_high.get() != 0)
+        || (!geo.incompat.has(Incompat::LARGEDIR)
+            && ft == FileType::Directory
+            && inode.i_size_high.get() != 0)
         || (!geo.incompat.has(Incompat::SIXTY_FOUR_BIT) && inode.l_i_file_acl_high.get() != 0)
         || (!geo.ro_compat.has(RoCompat::HUGE_FILE) && inode.l_i_blocks_high.get() != 0);
     if fl & iflags::IMAGIC != 0 && !geo.compat.has(Compat::IMAGIC_INODES) {
@@ -473,19 +534,38 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
     match ft {
         FileType::Directory => {
             out.counts.dirs += 1;
-            out.dirs.push(DirFacts { ino, size: inode.size() });
+            out.dirs.push(DirFacts {
+                ino,
+                size: inode.size(),
+            });
         }
         FileType::Regular => out.counts.regular += 1,
         FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket => {
             if device_inode_ok(inode) {
                 if fl & (iflags::EXTENTS | iflags::INLINE_DATA) != 0 {
-                    report(scan, out, ic, P::P1_SPECIAL_EXTENTS_IDATA, ProblemCtx::ino(ino));
+                    report(
+                        scan,
+                        out,
+                        ic,
+                        P::P1_SPECIAL_EXTENTS_IDATA,
+                        ProblemCtx::ino(ino),
+                    );
                 }
                 if fl & (iflags::IMMUTABLE | iflags::APPEND) != 0 {
                     report(scan, out, ic, P::P1_SET_IMMUTABLE, ProblemCtx::ino(ino));
                 }
                 if inode.size() != 0 {
-                    report(scan, out, ic, P::P1_SET_NONZSIZE, ProblemCtx { ino, num: inode.size(), ..Default::default() });
+                    report(
+                        scan,
+                        out,
+                        ic,
+                        P::P1_SET_NONZSIZE,
+                        ProblemCtx {
+                            ino,
+                            num: inode.size(),
+                            ..Default::default()
+                        },
+                    );
                 }
                 match ft {
                     FileType::CharDev => out.counts.chardev += 1,
@@ -537,7 +617,10 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
             k |= kind::HTREE;
         }
     }
-    let is_special = matches!(ft, FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket);
+    let is_special = matches!(
+        ft,
+        FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
+    );
     if !is_special && !(ft == FileType::Symlink && is_fast_symlink(inode)) {
         let cb = check_blocks(scan, ic, out, ft);
         if ft == FileType::Directory {
@@ -563,7 +646,10 @@ fn device_inode_ok(inode: &RawInode) -> bool {
 
 /// e2fsck 1.47's definition: a symlink whose target (under 60 bytes) lives in `i_block`.
 fn is_fast_symlink(inode: &RawInode) -> bool {
-    inode.file_type() == FileType::Symlink && inode.flags() & iflags::INLINE_DATA == 0 && inode.size() > 0 && inode.size() < 60
+    inode.file_type() == FileType::Symlink
+        && inode.flags() & iflags::INLINE_DATA == 0
+        && inode.size() > 0
+        && inode.size() < 60
 }
 
 fn symlink_ok(fs: &Fs, inode: &RawInode) -> bool {
@@ -594,7 +680,17 @@ fn check_extra_isize(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut) {
     let extra = usize::from(ic.inode.extra_isize());
     let max = isz - GOOD_OLD_INODE_SIZE;
     if extra != 0 && (extra < 4 || extra > max || extra & 3 != 0) {
-        report(scan, out, ic, P::P1_EXTRA_ISIZE, ProblemCtx { ino: ic.ino, num: extra as u64, ..Default::default() });
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_EXTRA_ISIZE,
+            ProblemCtx {
+                ino: ic.ino,
+                num: extra as u64,
+                ..Default::default()
+            },
+        );
         return;
     }
     let start = GOOD_OLD_INODE_SIZE + extra;
@@ -609,7 +705,15 @@ fn check_extra_isize(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut) {
 }
 
 /// Check xattr entries of an area (in-inode when `ibody`, else a block).
-fn check_xattr_entries(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, area: &[u8], first: usize, value_base: usize, ibody: bool) -> bool {
+fn check_xattr_entries(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    area: &[u8],
+    first: usize,
+    value_base: usize,
+    ibody: bool,
+) -> bool {
     let ino = ic.ino;
     let ea_inode_fs = scan.fs.geo.incompat.has(Incompat::EA_INODE);
     let mut off = first;
@@ -620,15 +724,36 @@ fn check_xattr_entries(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, are
         }
         if off + xattr::ENTRY_SIZE > area.len() {
             if ibody {
-                report(scan, out, ic, P::P1_ATTR_NAME_LEN, ProblemCtx { ino, ..Default::default() });
+                report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_ATTR_NAME_LEN,
+                    ProblemCtx {
+                        ino,
+                        ..Default::default()
+                    },
+                );
             }
             return false;
         }
-        let Ok(e) = xattr::XattrEntry::read_from_bytes(&area[off..off + xattr::ENTRY_SIZE]) else { return false };
+        let Ok(e) = xattr::XattrEntry::read_from_bytes(&area[off..off + xattr::ENTRY_SIZE]) else {
+            return false;
+        };
         let name_end = off + xattr::ENTRY_SIZE + usize::from(e.e_name_len);
         if e.e_name_len == 0 || name_end > area.len() {
             if ibody {
-                report(scan, out, ic, P::P1_ATTR_NAME_LEN, ProblemCtx { ino, num: u64::from(e.e_name_len), ..Default::default() });
+                report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_ATTR_NAME_LEN,
+                    ProblemCtx {
+                        ino,
+                        num: u64::from(e.e_name_len),
+                        ..Default::default()
+                    },
+                );
             }
             return false;
         }
@@ -636,20 +761,53 @@ fn check_xattr_entries(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, are
         let vsize = e.e_value_size.get() as usize;
         if inum != 0 {
             if !ea_inode_fs {
-                report(scan, out, ic, P::P1_ATTR_VALUE_EA_INODE, ProblemCtx { ino, ino2: inum, ..Default::default() });
+                report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_ATTR_VALUE_EA_INODE,
+                    ProblemCtx {
+                        ino,
+                        ino2: inum,
+                        ..Default::default()
+                    },
+                );
                 return false;
             }
         } else {
             let voff = usize::from(e.e_value_offs.get());
             if vsize > area.len() {
                 if ibody {
-                    report(scan, out, ic, P::P1_ATTR_VALUE_SIZE, ProblemCtx { ino, num: vsize as u64, ..Default::default() });
+                    report(
+                        scan,
+                        out,
+                        ic,
+                        P::P1_ATTR_VALUE_SIZE,
+                        ProblemCtx {
+                            ino,
+                            num: vsize as u64,
+                            ..Default::default()
+                        },
+                    );
                 }
                 return false;
             }
-            if vsize != 0 && (value_base + voff + vsize > area.len() || value_base + voff < name_end.min(value_base + voff)) {
+            if vsize != 0
+                && (value_base + voff + vsize > area.len()
+                    || value_base + voff < name_end.min(value_base + voff))
+            {
                 if ibody {
-                    report(scan, out, ic, P::P1_ATTR_VALUE_OFFSET, ProblemCtx { ino, num: voff as u64, ..Default::default() });
+                    report(
+                        scan,
+                        out,
+                        ic,
+                        P::P1_ATTR_VALUE_OFFSET,
+                        ProblemCtx {
+                            ino,
+                            num: voff as u64,
+                            ..Default::default()
+                        },
+                    );
                 }
                 return false;
             }
@@ -657,7 +815,17 @@ fn check_xattr_entries(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, are
                 let name = &area[off + xattr::ENTRY_SIZE..name_end];
                 let value = &area[value_base + voff..value_base + voff + vsize];
                 if entry_hash(name, value) != e.e_hash.get() {
-                    report(scan, out, ic, P::P1_ATTR_HASH, ProblemCtx { ino, num: u64::from(e.e_hash.get()), ..Default::default() });
+                    report(
+                        scan,
+                        out,
+                        ic,
+                        P::P1_ATTR_HASH,
+                        ProblemCtx {
+                            ino,
+                            num: u64::from(e.e_hash.get()),
+                            ..Default::default()
+                        },
+                    );
                     return false;
                 }
             }
@@ -724,7 +892,11 @@ impl BlockWalk {
         self.prev_pblk = Some(pblk);
         self.last_block = Some(self.last_block.map_or(lblk, |l| l.max(lblk)));
         if is_dir {
-            self.dir_blocks.push(DirBlock { pblk, ino, lblk: lblk.min(u64::from(u32::MAX)) as u32 });
+            self.dir_blocks.push(DirBlock {
+                pblk,
+                ino,
+                lblk: lblk.min(u64::from(u32::MAX)) as u32,
+            });
         }
     }
 }
@@ -759,7 +931,11 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
     }
 
     let inline = fl & iflags::INLINE_DATA != 0 && geo.incompat.has(Incompat::INLINE_DATA);
-    let no_map = is_fast_symlink(inode) || matches!(ft, FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket);
+    let no_map = is_fast_symlink(inode)
+        || matches!(
+            ft,
+            FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
+        );
     if inline || no_map {
         // Inline data, fast symlink targets and device numbers live in the inode: nothing to
         // map (only the xattr block above counts).
@@ -769,16 +945,38 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
             Ok(node) => {
                 let depth = node.depth();
                 out.counts.extent_depth_hist[usize::from(depth.min(5))] += 1;
-                walk_extent_node(scan, ic, out, &mut w, &node, depth, 0, u64::from(u32::MAX) + 1, is_dir, 0);
+                walk_extent_node(
+                    scan,
+                    ic,
+                    out,
+                    &mut w,
+                    &node,
+                    depth,
+                    0,
+                    u64::from(u32::MAX) + 1,
+                    is_dir,
+                    0,
+                );
             }
             Err(_) => {
                 if is_dir || ft == FileType::Regular || ft == FileType::Symlink {
-                    report(scan, out, ic, P::P1_MISSING_EXTENT_HEADER, ProblemCtx::ino(ino));
+                    report(
+                        scan,
+                        out,
+                        ic,
+                        P::P1_MISSING_EXTENT_HEADER,
+                        ProblemCtx::ino(ino),
+                    );
                 }
             }
         }
     } else if ino != ffsck_format::ino::RESIZE || fs.sb.compat().has(Compat::RESIZE_INODE) {
-        if scan.extent_fs && fl & iflags::EXTENTS == 0 && matches!(ft, FileType::Regular | FileType::Directory) && Node::parse(&inode.block_bytes()).is_ok() && inode.i_block[0].get() & 0xFFFF == u32::from(extent::EXTENT_MAGIC) {
+        if scan.extent_fs
+            && fl & iflags::EXTENTS == 0
+            && matches!(ft, FileType::Regular | FileType::Directory)
+            && Node::parse(&inode.block_bytes()).is_ok()
+            && inode.i_block[0].get() & 0xFFFF == u32::from(extent::EXTENT_MAGIC)
+        {
             report(scan, out, ic, P::P1_UNSET_EXTENT_FL, ProblemCtx::ino(ino));
         }
         walk_block_map(scan, ic, out, &mut w, is_dir);
@@ -793,7 +991,13 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
     w
 }
 
-fn check_ea_block(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, blk: u64, w: &mut BlockWalk) {
+fn check_ea_block(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    blk: u64,
+    w: &mut BlockWalk,
+) {
     let fs = scan.fs;
     let geo = &fs.geo;
     if !geo.compat.has(Compat::EXT_ATTR) || blk < geo.first_data_block || blk >= geo.blocks_count {
@@ -812,25 +1016,85 @@ fn check_ea_block(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, blk: u64
         }
     }
     let Some(buf) = fs.read_block(blk) else {
-        report(scan, out, ic, P::P1_BAD_EA_BLOCK, ProblemCtx { ino: ic.ino, blk, ..Default::default() });
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_BAD_EA_BLOCK,
+            ProblemCtx {
+                ino: ic.ino,
+                blk,
+                ..Default::default()
+            },
+        );
         return;
     };
-    let hdr = XattrBlockHeader::read_from_prefix(&buf).map(|(h, _)| h).unwrap_or_default();
+    let hdr = XattrBlockHeader::read_from_prefix(&buf)
+        .map(|(h, _)| h)
+        .unwrap_or_default();
     let mut valid = true;
     if hdr.h_magic.get() != XATTR_MAGIC {
-        report(scan, out, ic, P::P1_BAD_EA_BLOCK, ProblemCtx { ino: ic.ino, blk, ..Default::default() });
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_BAD_EA_BLOCK,
+            ProblemCtx {
+                ino: ic.ino,
+                blk,
+                ..Default::default()
+            },
+        );
         valid = false;
     } else if hdr.h_blocks.get() != 1 {
-        report(scan, out, ic, P::P1_EA_MULTI_BLOCK, ProblemCtx { ino: ic.ino, blk, ..Default::default() });
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_EA_MULTI_BLOCK,
+            ProblemCtx {
+                ino: ic.ino,
+                blk,
+                ..Default::default()
+            },
+        );
         valid = false;
     } else if xattr::parse_entries(&buf, 32, 0).is_err() {
-        report(scan, out, ic, P::P1_EA_BAD_VALUE, ProblemCtx { ino: ic.ino, blk, ..Default::default() });
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_EA_BAD_VALUE,
+            ProblemCtx {
+                ino: ic.ino,
+                blk,
+                ..Default::default()
+            },
+        );
         valid = false;
-    } else if fs.has_metadata_csum() && xattr::block_checksum(&buf, fs.csum_seed, blk) != hdr.h_checksum.get() {
-        report(scan, out, ic, P::P1_EA_BLOCK_ONLY_CSUM_INVALID, ProblemCtx { ino: ic.ino, blk, ..Default::default() });
+    } else if fs.has_metadata_csum()
+        && xattr::block_checksum(&buf, fs.csum_seed, blk) != hdr.h_checksum.get()
+    {
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_EA_BLOCK_ONLY_CSUM_INVALID,
+            ProblemCtx {
+                ino: ic.ino,
+                blk,
+                ..Default::default()
+            },
+        );
     }
     let mut refs = scan.ea_refs.lock().unwrap_or_else(|e| e.into_inner());
-    refs.insert(blk, EaBlock { disk_refcount: valid.then(|| hdr.h_refcount.get()), seen: u32::from(valid) });
+    refs.insert(
+        blk,
+        EaBlock {
+            disk_refcount: valid.then(|| hdr.h_refcount.get()),
+            seen: u32::from(valid),
+        },
+    );
     drop(refs);
     if valid {
         w.count(blk, 1, u64::from(geo.cluster_ratio));
@@ -839,21 +1103,68 @@ fn check_ea_block(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, blk: u64
 }
 
 /// Report an illegal block in a block map, with e2fsck's latch and every-12th suppression.
-fn illegal_block(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut BlockWalk, blk: u64, lblk: i64) {
+fn illegal_block(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    w: &mut BlockWalk,
+    blk: u64,
+    lblk: i64,
+) {
     if w.illegal == 0 {
-        report(scan, out, ic, P::P1_INODE_BLOCK_LATCH, ProblemCtx::ino(ic.ino));
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_INODE_BLOCK_LATCH,
+            ProblemCtx::ino(ic.ino),
+        );
     }
     w.illegal += 1;
     if w.illegal % 12 == 0 {
-        report(scan, out, ic, P::P1_TOO_MANY_BAD_BLOCKS, ProblemCtx::ino(ic.ino));
-        report(scan, out, ic, P::P1_SUPPRESS_MESSAGES, ProblemCtx::ino(ic.ino));
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_TOO_MANY_BAD_BLOCKS,
+            ProblemCtx::ino(ic.ino),
+        );
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_SUPPRESS_MESSAGES,
+            ProblemCtx::ino(ic.ino),
+        );
     }
-    report(scan, out, ic, P::P1_ILLEGAL_BLOCK_NUM, ProblemCtx { ino: ic.ino, blk, num: lblk as u64, ..Default::default() });
+    report(
+        scan,
+        out,
+        ic,
+        P::P1_ILLEGAL_BLOCK_NUM,
+        ProblemCtx {
+            ino: ic.ino,
+            blk,
+            num: lblk as u64,
+            ..Default::default()
+        },
+    );
 }
 
-fn walk_block_map(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut BlockWalk, is_dir: bool) {
+fn walk_block_map(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    w: &mut BlockWalk,
+    is_dir: bool,
+) {
     let geo = &scan.fs.geo;
-    let ptrs: Vec<u64> = ic.inode.i_block.iter().map(|b| u64::from(b.get())).collect();
+    let ptrs: Vec<u64> = ic
+        .inode
+        .i_block
+        .iter()
+        .map(|b| u64::from(b.get()))
+        .collect();
     let per = u64::from(geo.block_size / 4);
     for (i, &b) in ptrs[..12].iter().enumerate() {
         if b != 0 {
@@ -870,7 +1181,15 @@ fn walk_block_map(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut 
     }
 }
 
-fn map_data_block(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut BlockWalk, b: u64, lblk: u64, is_dir: bool) {
+fn map_data_block(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    w: &mut BlockWalk,
+    b: u64,
+    lblk: u64,
+    is_dir: bool,
+) {
     let geo = &scan.fs.geo;
     if w.exhausted {
         return;
@@ -880,7 +1199,18 @@ fn map_data_block(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut 
         return;
     }
     if is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk > dir_block_limit(geo) {
-        report(scan, out, ic, P::P1_TOOBIG_DIR, ProblemCtx { ino: ic.ino, blk: b, num: lblk, ..Default::default() });
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_TOOBIG_DIR,
+            ProblemCtx {
+                ino: ic.ino,
+                blk: b,
+                num: lblk,
+                ..Default::default()
+            },
+        );
         return;
     }
     w.count(b, 1, u64::from(geo.cluster_ratio));
@@ -895,7 +1225,16 @@ fn map_data_block(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut 
 }
 
 #[allow(clippy::too_many_arguments)]
-fn walk_indirect(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut BlockWalk, blk: u64, level: u32, base: u64, is_dir: bool) {
+fn walk_indirect(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    w: &mut BlockWalk,
+    blk: u64,
+    level: u32,
+    base: u64,
+    is_dir: bool,
+) {
     let fs = scan.fs;
     let geo = &fs.geo;
     if w.exhausted {
@@ -912,11 +1251,18 @@ fn walk_indirect(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut B
     if ic.ino != ffsck_format::ino::RESIZE || level == 2 {
         scan.claim(out, blk, 1);
     }
-    let Some(buf) = fs.read_block(blk) else { return };
+    let Some(buf) = fs.read_block(blk) else {
+        return;
+    };
     let per = u64::from(geo.block_size / 4);
     let span = per.pow(level - 1);
     for i in 0..per {
-        let p = u64::from(u32::from_le_bytes([buf[(i * 4) as usize], buf[(i * 4 + 1) as usize], buf[(i * 4 + 2) as usize], buf[(i * 4 + 3) as usize]]));
+        let p = u64::from(u32::from_le_bytes([
+            buf[(i * 4) as usize],
+            buf[(i * 4 + 1) as usize],
+            buf[(i * 4 + 2) as usize],
+            buf[(i * 4 + 3) as usize],
+        ]));
         if p == 0 {
             continue;
         }
@@ -934,7 +1280,18 @@ fn walk_indirect(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut B
 
 /// Walk one extent node. `lo..hi` is the logical range the parent index allows.
 #[allow(clippy::too_many_arguments)]
-fn walk_extent_node(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mut BlockWalk, node: &Node, depth: u16, lo: u64, hi: u64, is_dir: bool, level: u32) {
+fn walk_extent_node(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    w: &mut BlockWalk,
+    node: &Node,
+    depth: u16,
+    lo: u64,
+    hi: u64,
+    is_dir: bool,
+    level: u32,
+) {
     let fs = scan.fs;
     let geo = &fs.geo;
     let ino = ic.ino;
@@ -949,7 +1306,13 @@ fn walk_extent_node(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mu
             let (len, unwritten) = e.len();
             let len = u64::from(len);
             let pblk = e.start();
-            let ctx = ProblemCtx { ino, blk: pblk, num: lblk, num2: len, ..Default::default() };
+            let ctx = ProblemCtx {
+                ino,
+                blk: pblk,
+                num: lblk,
+                num2: len,
+                ..Default::default()
+            };
             let problem = if pblk == 0 || pblk < geo.first_data_block || pblk >= geo.blocks_count {
                 Some(P::P1_EXTENT_BAD_START_BLK)
             } else if lblk < next_start {
@@ -960,7 +1323,10 @@ fn walk_extent_node(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mu
                 Some(P::P1_EXTENT_LENGTH_ZERO)
             } else if pblk + len > geo.blocks_count {
                 Some(P::P1_EXTENT_ENDS_BEYOND)
-            } else if is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk + len > dir_block_limit(geo) {
+            } else if is_dir
+                && !geo.incompat.has(Incompat::LARGEDIR)
+                && lblk + len > dir_block_limit(geo)
+            {
                 Some(P::P1_TOOBIG_DIR)
             } else {
                 None
@@ -991,7 +1357,11 @@ fn walk_extent_node(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mu
                 }
                 if is_dir {
                     for j in 0..usable {
-                        w.dir_blocks.push(DirBlock { pblk: pblk + j, ino, lblk: (lblk + j).min(u64::from(u32::MAX)) as u32 });
+                        w.dir_blocks.push(DirBlock {
+                            pblk: pblk + j,
+                            ino,
+                            lblk: (lblk + j).min(u64::from(u32::MAX)) as u32,
+                        });
                     }
                 }
             }
@@ -1000,16 +1370,55 @@ fn walk_extent_node(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mu
             let idx = node.index(i);
             let child = idx.leaf();
             let start = u64::from(idx.ei_block.get());
-            let end = if i + 1 < node.len() { u64::from(node.index(i + 1).ei_block.get()) } else { hi };
+            let end = if i + 1 < node.len() {
+                u64::from(node.index(i + 1).ei_block.get())
+            } else {
+                hi
+            };
             if child < geo.first_data_block || child >= geo.blocks_count {
-                report(scan, out, ic, P::P1_EXTENT_BAD_START_BLK, ProblemCtx { ino, blk: child, num: start, num2: 1, ..Default::default() });
+                report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_EXTENT_BAD_START_BLK,
+                    ProblemCtx {
+                        ino,
+                        blk: child,
+                        num: start,
+                        num2: 1,
+                        ..Default::default()
+                    },
+                );
                 continue;
             }
             if start < next_start {
-                report(scan, out, ic, P::P1_OUT_OF_ORDER_EXTENTS, ProblemCtx { ino, blk: child, num: start, num2: 1, ..Default::default() });
+                report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_OUT_OF_ORDER_EXTENTS,
+                    ProblemCtx {
+                        ino,
+                        blk: child,
+                        num: start,
+                        num2: 1,
+                        ..Default::default()
+                    },
+                );
             }
             let Some(buf) = fs.read_block(child) else {
-                report(scan, out, ic, P::P1_EXTENT_HEADER_INVALID, ProblemCtx { ino, blk: child, num: start, ..Default::default() });
+                report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_EXTENT_HEADER_INVALID,
+                    ProblemCtx {
+                        ino,
+                        blk: child,
+                        num: start,
+                        ..Default::default()
+                    },
+                );
                 continue;
             };
             match Node::parse(&buf) {
@@ -1017,26 +1426,83 @@ fn walk_extent_node(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mu
                     if fs.has_metadata_csum() {
                         let off = extent::tail_offset(c.header.eh_max.get());
                         if off + 4 <= buf.len() {
-                            let seed = ffsck_format::csum::inode_seed(fs.csum_seed, ino, ic.inode.i_generation.get());
+                            let seed = ffsck_format::csum::inode_seed(
+                                fs.csum_seed,
+                                ino,
+                                ic.inode.i_generation.get(),
+                            );
                             let want = ffsck_format::csum::ext4_crc32c(seed, &buf[..off]);
-                            let have = u32::from_le_bytes([buf[off], buf[off + 1], buf[off + 2], buf[off + 3]]);
+                            let have = u32::from_le_bytes([
+                                buf[off],
+                                buf[off + 1],
+                                buf[off + 2],
+                                buf[off + 3],
+                            ]);
                             if want != have {
-                                report(scan, out, ic, P::P1_EXTENT_ONLY_CSUM_INVALID, ProblemCtx { ino, blk: child, ..Default::default() });
+                                report(
+                                    scan,
+                                    out,
+                                    ic,
+                                    P::P1_EXTENT_ONLY_CSUM_INVALID,
+                                    ProblemCtx {
+                                        ino,
+                                        blk: child,
+                                        ..Default::default()
+                                    },
+                                );
                             }
                         }
                     }
                     if c.len() > 0 {
-                        let first = if c.is_leaf() { u64::from(c.extent(0).ee_block.get()) } else { u64::from(c.index(0).ei_block.get()) };
+                        let first = if c.is_leaf() {
+                            u64::from(c.extent(0).ee_block.get())
+                        } else {
+                            u64::from(c.index(0).ei_block.get())
+                        };
                         if first != start {
-                            report(scan, out, ic, P::P1_EXTENT_INDEX_START_INVALID, ProblemCtx { ino, blk: start, blk2: first, num: u64::from(depth), ..Default::default() });
+                            report(
+                                scan,
+                                out,
+                                ic,
+                                P::P1_EXTENT_INDEX_START_INVALID,
+                                ProblemCtx {
+                                    ino,
+                                    blk: start,
+                                    blk2: first,
+                                    num: u64::from(depth),
+                                    ..Default::default()
+                                },
+                            );
                         }
                     }
                     w.count(child, 1, u64::from(geo.cluster_ratio));
                     scan.claim(out, child, 1);
-                    walk_extent_node(scan, ic, out, w, &c, depth - 1, start, end, is_dir, level + 1);
+                    walk_extent_node(
+                        scan,
+                        ic,
+                        out,
+                        w,
+                        &c,
+                        depth - 1,
+                        start,
+                        end,
+                        is_dir,
+                        level + 1,
+                    );
                 }
                 _ => {
-                    report(scan, out, ic, P::P1_EXTENT_HEADER_INVALID, ProblemCtx { ino, blk: child, num: start, ..Default::default() });
+                    report(
+                        scan,
+                        out,
+                        ic,
+                        P::P1_EXTENT_HEADER_INVALID,
+                        ProblemCtx {
+                            ino,
+                            blk: child,
+                            num: start,
+                            ..Default::default()
+                        },
+                    );
                 }
             }
             next_start = start.max(next_start);
@@ -1044,7 +1510,14 @@ fn walk_extent_node(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &mu
     }
 }
 
-fn check_sizes(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &BlockWalk, ft: FileType, inline: bool) {
+fn check_sizes(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    w: &BlockWalk,
+    ft: FileType,
+    inline: bool,
+) {
     let fs = scan.fs;
     let geo = &fs.geo;
     let inode = ic.inode;
@@ -1061,16 +1534,36 @@ fn check_sizes(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &BlockWa
         let bad = if is_dir {
             let nblock = size / bs;
             let want = w.last_block.map_or(0, |l| l + 1);
-            size & (bs - 1) != 0 || nblock > want || (nblock < want && want - nblock > u64::from(fs.sb.s_prealloc_dir_blocks))
+            size & (bs - 1) != 0
+                || nblock > want
+                || (nblock < want && want - nblock > u64::from(fs.sb.s_prealloc_dir_blocks))
         } else {
             let extents = inode.flags() & iflags::EXTENTS != 0 && scan.extent_fs;
-            let too_small = w.last_init_block.or(if extents { None } else { w.last_block }).is_some_and(|l| size < l * bs);
-            let max = if extents { (1u64 << (32 + 10 + geo.log_block_size)) - 1 } else { u64::MAX };
+            let too_small = w
+                .last_init_block
+                .or(if extents { None } else { w.last_block })
+                .is_some_and(|l| size < l * bs);
+            let max = if extents {
+                (1u64 << (32 + 10 + geo.log_block_size)) - 1
+            } else {
+                u64::MAX
+            };
             too_small || size > max
         };
         if bad {
             let want = w.last_block.map_or(0, |l| (l + 1) * bs);
-            report(scan, out, ic, P::P1_BAD_I_SIZE, ProblemCtx { ino, num: size, num2: want, ..Default::default() });
+            report(
+                scan,
+                out,
+                ic,
+                P::P1_BAD_I_SIZE,
+                ProblemCtx {
+                    ino,
+                    num: size,
+                    num2: want,
+                    ..Default::default()
+                },
+            );
         }
     }
     if !is_dir && size >= 0x8000_0000 {
@@ -1084,7 +1577,18 @@ fn check_sizes(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &BlockWa
     }
     let have = inode.blocks_raw(huge);
     if have != want {
-        report(scan, out, ic, P::P1_BAD_I_BLOCKS, ProblemCtx { ino, num: have, num2: want, ..Default::default() });
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_BAD_I_BLOCKS,
+            ProblemCtx {
+                ino,
+                num: have,
+                num2: want,
+                ..Default::default()
+            },
+        );
     }
 }
 
@@ -1100,23 +1604,49 @@ fn htree_root_ok(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &Block
         report(scan, out, ic, P::P1_HTREE_BADROOT, ProblemCtx::ino(ino));
         return false;
     };
-    let Ok((info, _)) = DxRootInfo::read_from_prefix(&buf[DX_ROOT_INFO_OFFSET..]) else { return false };
+    let Ok((info, _)) = DxRootInfo::read_from_prefix(&buf[DX_ROOT_INFO_OFFSET..]) else {
+        return false;
+    };
     let ctx = ProblemCtx::ino(ino);
     if info.reserved_zero.get() != 0 || info.info_length != 8 {
         report(scan, out, ic, P::P1_HTREE_BADROOT, ctx);
         return false;
     }
     if info.hash_version > ffsck_format::dir::hash::SIPHASH {
-        report(scan, out, ic, P::P1_HTREE_HASHV, ProblemCtx { ino, num: u64::from(info.hash_version), ..Default::default() });
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_HTREE_HASHV,
+            ProblemCtx {
+                ino,
+                num: u64::from(info.hash_version),
+                ..Default::default()
+            },
+        );
         return false;
     }
     if info.unused_flags & 1 != 0 {
         report(scan, out, ic, P::P1_HTREE_INCOMPAT, ctx);
         return false;
     }
-    let max_levels = if fs.geo.incompat.has(Incompat::LARGEDIR) { 3 } else { 2 };
+    let max_levels = if fs.geo.incompat.has(Incompat::LARGEDIR) {
+        3
+    } else {
+        2
+    };
     if info.indirect_levels >= max_levels {
-        report(scan, out, ic, P::P1_HTREE_DEPTH, ProblemCtx { ino, num: u64::from(info.indirect_levels), ..Default::default() });
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_HTREE_DEPTH,
+            ProblemCtx {
+                ino,
+                num: u64::from(info.indirect_levels),
+                ..Default::default()
+            },
+        );
         return false;
     }
     true

@@ -38,7 +38,10 @@ pub fn for_each_claimed_block(fs: &Fs, ino: u32, inode: &RawInode, f: &mut dyn F
     if inode.file_type() == FileType::Symlink && inode.blocks_raw(false) == 0 {
         return;
     }
-    if matches!(inode.file_type(), FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket) {
+    if matches!(
+        inode.file_type(),
+        FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
+    ) {
         return;
     }
     if fl & iflags::EXTENTS != 0 {
@@ -74,10 +77,23 @@ pub fn for_each_claimed_block(fs: &Fs, ino: u32, inode: &RawInode, f: &mut dyn F
                 }
             }
         }
-        walk(fs, &inode.block_bytes(), ffsck_format::extent::MAX_DEPTH, &mut budget, f);
+        walk(
+            fs,
+            &inode.block_bytes(),
+            ffsck_format::extent::MAX_DEPTH,
+            &mut budget,
+            f,
+        );
         return;
     }
-    fn ind(fs: &Fs, blk: u64, level: u32, budget: &mut u64, is_resize: bool, f: &mut dyn FnMut(u64)) {
+    fn ind(
+        fs: &Fs,
+        blk: u64,
+        level: u32,
+        budget: &mut u64,
+        is_resize: bool,
+        f: &mut dyn FnMut(u64),
+    ) {
         let geo = &fs.geo;
         if blk < geo.first_data_block || blk >= geo.blocks_count || *budget == 0 {
             return;
@@ -87,7 +103,9 @@ pub fn for_each_claimed_block(fs: &Fs, ino: u32, inode: &RawInode, f: &mut dyn F
         if level == 0 || is_resize {
             return;
         }
-        let Some(buf) = fs.read_block(blk) else { return };
+        let Some(buf) = fs.read_block(blk) else {
+            return;
+        };
         for w in buf.chunks_exact(4) {
             let p = u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
             if p != 0 {
@@ -118,14 +136,20 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> DupF
     let geo = &fs.geo;
     let isz = geo.inode_size as usize;
     for (g, summary) in p1.summaries.iter().enumerate() {
-        if !dups.iter().any(|&b| summary.may_contain(b, p1.bucket_shift)) {
+        if !dups
+            .iter()
+            .any(|&b| summary.may_contain(b, p1.bucket_shift))
+        {
             continue;
         }
         let first = g as u32 * geo.inodes_per_group + 1;
         let n = geo.inodes_per_group as usize;
         let nblocks = (n * isz).div_ceil(geo.block_size as usize);
         let mut table = vec![0u8; nblocks * geo.block_size as usize];
-        if fs.read_blocks_into(fs.groups[g].inode_table(), &mut table).is_err() {
+        if fs
+            .read_blocks_into(fs.groups[g].inode_table(), &mut table)
+            .is_err()
+        {
             continue;
         }
         for i in 0..n {
@@ -161,26 +185,71 @@ fn report(_fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut
                 j += 1;
             }
             if j > i {
-                out.report(policy, P::P1B_DUP_RANGE, ProblemCtx { ino, blk: blocks[i], blk2: blocks[j], ..Default::default() });
+                out.report(
+                    policy,
+                    P::P1B_DUP_RANGE,
+                    ProblemCtx {
+                        ino,
+                        blk: blocks[i],
+                        blk2: blocks[j],
+                        ..Default::default()
+                    },
+                );
             } else {
-                out.report(policy, P::P1B_DUP_BLOCK, ProblemCtx { ino, blk: blocks[i], ..Default::default() });
+                out.report(
+                    policy,
+                    P::P1B_DUP_BLOCK,
+                    ProblemCtx {
+                        ino,
+                        blk: blocks[i],
+                        ..Default::default()
+                    },
+                );
             }
             i = j + 1;
         }
         out.report(policy, P::P1B_DUP_BLOCK_END, ProblemCtx::ino(ino));
     }
     // Pass 1D: who shares with whom, and the clone/delete question per inode.
-    out.report(policy, P::P1D_NUM_DUP_INODES, ProblemCtx { num: facts.by_inode.len() as u64, ..Default::default() });
+    out.report(
+        policy,
+        P::P1D_NUM_DUP_INODES,
+        ProblemCtx {
+            num: facts.by_inode.len() as u64,
+            ..Default::default()
+        },
+    );
     for (&ino, blocks) in &facts.by_inode {
         let set: BTreeSet<u64> = blocks.iter().copied().collect();
-        let sharers: Vec<u32> = facts.by_inode.iter().filter(|(&o, b)| o != ino && b.iter().any(|x| set.contains(x))).map(|(&o, _)| o).collect();
+        let sharers: Vec<u32> = facts
+            .by_inode
+            .iter()
+            .filter(|(&o, b)| o != ino && b.iter().any(|x| set.contains(x)))
+            .map(|(&o, _)| o)
+            .collect();
         let shares_metadata = blocks.iter().any(|&b| p1.metadata.get(b));
-        out.report(policy, P::P1D_DUP_FILE, ProblemCtx { ino, num: blocks.len() as u64, num2: sharers.len() as u64 + u64::from(shares_metadata), ..Default::default() });
+        out.report(
+            policy,
+            P::P1D_DUP_FILE,
+            ProblemCtx {
+                ino,
+                num: blocks.len() as u64,
+                num2: sharers.len() as u64 + u64::from(shares_metadata),
+                ..Default::default()
+            },
+        );
         if shares_metadata {
             out.report(policy, P::P1D_SHARE_METADATA, ProblemCtx::ino(ino));
         }
         for o in sharers {
-            out.report(policy, P::P1D_DUP_FILE_LIST, ProblemCtx { ino: o, ..Default::default() });
+            out.report(
+                policy,
+                P::P1D_DUP_FILE_LIST,
+                ProblemCtx {
+                    ino: o,
+                    ..Default::default()
+                },
+            );
         }
         if !out.report(policy, P::P1D_CLONE_QUESTION, ProblemCtx::ino(ino)) {
             out.report(policy, P::P1D_DELETE_QUESTION, ProblemCtx::ino(ino));

@@ -64,24 +64,51 @@ struct Ctx<'a> {
     filetype: bool,
 }
 
-pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings, progress: &crate::engine::Progress) -> Pass2Facts {
+pub fn run(
+    p0: &Pass0Facts,
+    p1: &Pass1Facts,
+    policy: Policy,
+    out: &mut Findings,
+    progress: &crate::engine::Progress,
+) -> Pass2Facts {
     let fs = &p0.fs;
-    let ctx = Ctx { fs, p1, policy, filetype: fs.geo.incompat.has(Incompat::FILETYPE) };
+    let ctx = Ctx {
+        fs,
+        p1,
+        policy,
+        filetype: fs.geo.incompat.has(Incompat::FILETYPE),
+    };
 
     // Inline directories have no blocks; check them as pseudo-blocks first (inode order).
-    let mut inline: Vec<u32> = p1.dirs.iter().filter(|d| p1.kinds[(d.ino - 1) as usize] & kind::INLINE != 0).map(|d| d.ino).collect();
+    let mut inline: Vec<u32> = p1
+        .dirs
+        .iter()
+        .filter(|d| p1.kinds[(d.ino - 1) as usize] & kind::INLINE != 0)
+        .map(|d| d.ino)
+        .collect();
     inline.sort_unstable();
 
     let chunk = (p1.dir_blocks.len() / (rayon::current_num_threads() * 8)).max(64);
-    let outs: Vec<Vec<BlockOut>> = p1.dir_blocks.par_chunks(chunk).map(|c| {
-        let r: Vec<BlockOut> = c.iter().map(|db| check_block(&ctx, db)).collect();
-        progress.advance(c.len() as u64);
-        r
-    }).collect();
-    let inline_outs: Vec<BlockOut> = inline.par_iter().map(|&i| check_inline_dir(&ctx, i)).collect();
+    let outs: Vec<Vec<BlockOut>> = p1
+        .dir_blocks
+        .par_chunks(chunk)
+        .map(|c| {
+            let r: Vec<BlockOut> = c.iter().map(|db| check_block(&ctx, db)).collect();
+            progress.advance(c.len() as u64);
+            r
+        })
+        .collect();
+    let inline_outs: Vec<BlockOut> = inline
+        .par_iter()
+        .map(|&i| check_inline_dir(&ctx, i))
+        .collect();
 
     let n = fs.geo.inodes_count as usize;
-    let mut facts = Pass2Facts { refs: vec![0; n], dirs: BTreeMap::new(), entries: 0 };
+    let mut facts = Pass2Facts {
+        refs: vec![0; n],
+        dirs: BTreeMap::new(),
+        entries: 0,
+    };
     for d in &p1.dirs {
         facts.dirs.insert(d.ino, DirLinks::default());
     }
@@ -107,7 +134,17 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings,
                 Event::Subdir { dir, child, name } => {
                     if let Some(d) = facts.dirs.get_mut(&child) {
                         if d.parent != 0 {
-                            out.report(policy, P::P2_LINK_DIR, ProblemCtx { dir, ino: child, ino2: d.parent, name: Some(name), ..Default::default() });
+                            out.report(
+                                policy,
+                                P::P2_LINK_DIR,
+                                ProblemCtx {
+                                    dir,
+                                    ino: child,
+                                    ino2: d.parent,
+                                    name: Some(name),
+                                    ..Default::default()
+                                },
+                            );
                             // Unfixed, the entry still counts as a reference.
                         } else {
                             d.parent = dir;
@@ -145,7 +182,11 @@ fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
         if let Some(h) = header_at(&buf, 0, bs as u32) {
             let limit = u16::from_le_bytes([buf[8], buf[9]]) as usize;
             let dx_tail = if csum { 8 } else { 0 };
-            if h.inode == 0 && h.rec_len as usize == bs && h.name_len == 0 && limit == (bs - 8 - dx_tail) / 8 {
+            if h.inode == 0
+                && h.rec_len as usize == bs
+                && h.name_len == 0
+                && limit == (bs - 8 - dx_tail) / 8
+            {
                 return bo;
             }
         }
@@ -163,20 +204,40 @@ fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
             }
             max = bs - fdir::TAIL_SIZE;
         } else {
-            bo.findings.report(ctx.policy, P::P2_LEAF_NODE_MISSING_CSUM, ProblemCtx { dir: db.ino, num: u64::from(db.lblk), ..Default::default() });
+            bo.findings.report(
+                ctx.policy,
+                P::P2_LEAF_NODE_MISSING_CSUM,
+                ProblemCtx {
+                    dir: db.ino,
+                    num: u64::from(db.lblk),
+                    ..Default::default()
+                },
+            );
         }
     }
     let before = bo.findings.0.len();
     check_entries(ctx, db.ino, db.lblk, &buf[..max], 0, &mut bo, false);
     if failed_csum && bo.findings.0.len() == before {
-        bo.findings.report(ctx.policy, P::P2_LEAF_NODE_ONLY_CSUM_INVALID, ProblemCtx { dir: db.ino, num: u64::from(db.lblk), ..Default::default() });
+        bo.findings.report(
+            ctx.policy,
+            P::P2_LEAF_NODE_ONLY_CSUM_INVALID,
+            ProblemCtx {
+                dir: db.ino,
+                num: u64::from(db.lblk),
+                ..Default::default()
+            },
+        );
     }
     bo
 }
 
 fn inode_seed(fs: &Fs, ino: u32) -> Option<u32> {
     let raw = read_inode(fs, ino)?;
-    Some(ffsck_format::csum::inode_seed(fs.csum_seed, ino, RawInode::parse(&raw).i_generation.get()))
+    Some(ffsck_format::csum::inode_seed(
+        fs.csum_seed,
+        ino,
+        RawInode::parse(&raw).i_generation.get(),
+    ))
 }
 
 /// Read the on-disk bytes of one inode.
@@ -187,7 +248,10 @@ pub fn read_inode(fs: &Fs, ino: u32) -> Option<Vec<u8>> {
     }
     let g = geo.group_of_inode(ino);
     let idx = u64::from((ino - 1) % geo.inodes_per_group);
-    let off = fs.groups[g as usize].inode_table().checked_mul(u64::from(geo.block_size))? + idx * u64::from(geo.inode_size);
+    let off = fs.groups[g as usize]
+        .inode_table()
+        .checked_mul(u64::from(geo.block_size))?
+        + idx * u64::from(geo.inode_size);
     let mut buf = vec![0u8; geo.inode_size as usize];
     fs.dev.read_at(&mut buf, off).ok()?;
     Some(buf)
@@ -195,10 +259,22 @@ pub fn read_inode(fs: &Fs, ino: u32) -> Option<Vec<u8>> {
 
 /// Walk the entries in `buf`. `dot_state` starts at 0 for a directory's first block (and for
 /// inline directories, where `..` is implicit, at 2).
-fn check_entries(ctx: &Ctx, dir: u32, lblk: u32, buf: &[u8], start_state: u8, bo: &mut BlockOut, inline: bool) {
+fn check_entries(
+    ctx: &Ctx,
+    dir: u32,
+    lblk: u32,
+    buf: &[u8],
+    start_state: u8,
+    bo: &mut BlockOut,
+    inline: bool,
+) {
     let fs = ctx.fs;
     let bs = fs.geo.block_size;
-    let mut dot_state: u8 = if lblk == 0 && !inline { 0 } else { start_state.max(2) };
+    let mut dot_state: u8 = if lblk == 0 && !inline {
+        0
+    } else {
+        start_state.max(2)
+    };
     let mut off = 0usize;
     let mut names: HashSet<&[u8]> = HashSet::new();
     let mut dups_found = false;
@@ -207,43 +283,72 @@ fn check_entries(ctx: &Ctx, dir: u32, lblk: u32, buf: &[u8], start_state: u8, bo
         if off >= buf.len() {
             break;
         }
-        let pctx = |name: &[u8], ino: u32| ProblemCtx { dir, ino, num: u64::from(lblk), num2: off as u64, name: Some(display_name(name)), ..Default::default() };
+        let pctx = |name: &[u8], ino: u32| ProblemCtx {
+            dir,
+            ino,
+            num: u64::from(lblk),
+            num2: off as u64,
+            name: Some(display_name(name)),
+            ..Default::default()
+        };
         let Some(h) = header_at(buf, off, bs) else {
-            bo.findings.report(ctx.policy, P::P2_DIR_CORRUPTED, pctx(b"", 0));
+            bo.findings
+                .report(ctx.policy, P::P2_DIR_CORRUPTED, pctx(b"", 0));
             return;
         };
         let rec_len = h.rec_len as usize;
         let name_len = usize::from(h.name_len);
-        if off + rec_len > buf.len() || rec_len < 12 || rec_len % 4 != 0 || fdir::rec_len_for(name_len) as usize > rec_len {
-            bo.findings.report(ctx.policy, P::P2_DIR_CORRUPTED, pctx(b"", 0));
+        if off + rec_len > buf.len()
+            || rec_len < 12
+            || rec_len % 4 != 0
+            || fdir::rec_len_for(name_len) as usize > rec_len
+        {
+            bo.findings
+                .report(ctx.policy, P::P2_DIR_CORRUPTED, pctx(b"", 0));
             return;
         }
         let name = &buf[off + 8..off + 8 + name_len];
         let ino = h.inode;
         if dot_state == 0 {
             if ino == 0 {
-                bo.findings.report(ctx.policy, P::P2_MISSING_DOT, pctx(name, ino));
+                bo.findings
+                    .report(ctx.policy, P::P2_MISSING_DOT, pctx(name, ino));
             } else if name != b"." {
-                bo.findings.report(ctx.policy, P::P2_1ST_NOT_DOT, pctx(name, ino));
+                bo.findings
+                    .report(ctx.policy, P::P2_1ST_NOT_DOT, pctx(name, ino));
             } else if ino != dir {
-                bo.findings.report(ctx.policy, P::P2_BAD_INODE_DOT, pctx(name, ino));
+                bo.findings
+                    .report(ctx.policy, P::P2_BAD_INODE_DOT, pctx(name, ino));
             }
         } else if dot_state == 1 {
             if ino == 0 {
-                bo.findings.report(ctx.policy, P::P2_MISSING_DOT_DOT, pctx(name, ino));
+                bo.findings
+                    .report(ctx.policy, P::P2_MISSING_DOT_DOT, pctx(name, ino));
             } else if name != b".." {
-                bo.findings.report(ctx.policy, P::P2_2ND_NOT_DOT_DOT, pctx(name, ino));
+                bo.findings
+                    .report(ctx.policy, P::P2_2ND_NOT_DOT_DOT, pctx(name, ino));
             } else {
                 bo.events.push(Event::DotDot { dir, target: ino });
             }
         } else if ino == dir && ino != 0 {
-            bo.findings.report(ctx.policy, P::P2_LINK_DOT, pctx(name, ino));
+            bo.findings
+                .report(ctx.policy, P::P2_LINK_DOT, pctx(name, ino));
         }
         if ino != 0 {
-            check_entry(ctx, dir, name, h.file_type, ino, dot_state, bo, &pctx(name, ino));
+            check_entry(
+                ctx,
+                dir,
+                name,
+                h.file_type,
+                ino,
+                dot_state,
+                bo,
+                &pctx(name, ino),
+            );
             if dot_state > 1 {
                 if names.contains(name) && !dups_found {
-                    bo.findings.report(ctx.policy, P::P2_REPORT_DUP_DIRENT, pctx(name, ino));
+                    bo.findings
+                        .report(ctx.policy, P::P2_REPORT_DUP_DIRENT, pctx(name, ino));
                     dups_found = true;
                 } else {
                     names.insert(name);
@@ -256,7 +361,16 @@ fn check_entries(ctx: &Ctx, dir: u32, lblk: u32, buf: &[u8], start_state: u8, bo
 }
 
 #[allow(clippy::too_many_arguments)]
-fn check_entry(ctx: &Ctx, dir: u32, name: &[u8], file_type: u8, ino: u32, dot_state: u8, bo: &mut BlockOut, pctx: &ProblemCtx) {
+fn check_entry(
+    ctx: &Ctx,
+    dir: u32,
+    name: &[u8],
+    file_type: u8,
+    ino: u32,
+    dot_state: u8,
+    bo: &mut BlockOut,
+    pctx: &ProblemCtx,
+) {
     let fs = ctx.fs;
     let geo = &fs.geo;
     let sb = &fs.sb;
@@ -288,17 +402,36 @@ fn check_entry(ctx: &Ctx, dir: u32, name: &[u8], file_type: u8, ino: u32, dot_st
     }
     let k = ctx.p1.kinds[(ino - 1) as usize];
     if k & kind::BAD != 0 {
-        bo.events.push(Event::BadInode { dir, ino, name: display_name(name) });
+        bo.events.push(Event::BadInode {
+            dir,
+            ino,
+            name: display_name(name),
+        });
     }
     let out = &mut bo.findings;
     let g = geo.group_of_inode(ino);
     let gd = &fs.groups[g as usize];
     if fs.has_group_csum() {
-        let first_unused = g * geo.inodes_per_group + 1 + geo.inodes_per_group.saturating_sub(gd.itable_unused());
+        let first_unused =
+            g * geo.inodes_per_group + 1 + geo.inodes_per_group.saturating_sub(gd.itable_unused());
         if gd.flags() & BG_INODE_UNINIT != 0 {
-            out.report(policy, P::P2_INOREF_BG_INO_UNINIT, ProblemCtx { group: g, ..pctx.clone() });
+            out.report(
+                policy,
+                P::P2_INOREF_BG_INO_UNINIT,
+                ProblemCtx {
+                    group: g,
+                    ..pctx.clone()
+                },
+            );
         } else if ino >= first_unused {
-            out.report(policy, P::P2_INOREF_IN_UNUSED, ProblemCtx { group: g, ..pctx.clone() });
+            out.report(
+                policy,
+                P::P2_INOREF_IN_UNUSED,
+                ProblemCtx {
+                    group: g,
+                    ..pctx.clone()
+                },
+            );
         }
     }
     if !ctx.p1.inode_used.get(u64::from(ino - 1)) {
@@ -306,21 +439,44 @@ fn check_entry(ctx: &Ctx, dir: u32, name: &[u8], file_type: u8, ino: u32, dot_st
     }
     // File type of the entry against the inode's type.
     if dot_state > 1 || true {
-        let should = if ctx.p1.inode_used.get(u64::from(ino - 1)) && k & kind::BAD == 0 { k & kind::TYPE_MASK } else { ft::UNKNOWN };
+        let should = if ctx.p1.inode_used.get(u64::from(ino - 1)) && k & kind::BAD == 0 {
+            k & kind::TYPE_MASK
+        } else {
+            ft::UNKNOWN
+        };
         if !ctx.filetype {
             if file_type != 0 {
                 out.report(policy, P::P2_CLEAR_FILETYPE, pctx.clone());
             }
-        } else if file_type != should && (should != ft::UNKNOWN || ctx.p1.inode_used.get(u64::from(ino - 1))) {
-            let p = if file_type == 0 { P::P2_SET_FILETYPE } else { P::P2_BAD_FILETYPE };
-            out.report(policy, p, ProblemCtx { num: u64::from(file_type), num2: u64::from(should), ..pctx.clone() });
+        } else if file_type != should
+            && (should != ft::UNKNOWN || ctx.p1.inode_used.get(u64::from(ino - 1)))
+        {
+            let p = if file_type == 0 {
+                P::P2_SET_FILETYPE
+            } else {
+                P::P2_BAD_FILETYPE
+            };
+            out.report(
+                policy,
+                p,
+                ProblemCtx {
+                    num: u64::from(file_type),
+                    num2: u64::from(should),
+                    ..pctx.clone()
+                },
+            );
         }
     }
     if dot_state > 1 && name.iter().any(|&c| c == b'/' || c == 0) {
         out.report(policy, P::P2_BAD_NAME, pctx.clone());
     }
-    if dot_state > 1 && k & kind::TYPE_MASK == ft::DIR && ctx.p1.inode_used.get(u64::from(ino - 1)) {
-        bo.events.push(Event::Subdir { dir, child: ino, name: display_name(name) });
+    if dot_state > 1 && k & kind::TYPE_MASK == ft::DIR && ctx.p1.inode_used.get(u64::from(ino - 1))
+    {
+        bo.events.push(Event::Subdir {
+            dir,
+            child: ino,
+            name: display_name(name),
+        });
     }
     bo.events.push(Event::Ref(ino));
 }
@@ -329,13 +485,18 @@ fn check_entry(ctx: &Ctx, dir: u32, name: &[u8], file_type: u8, ino: u32, dot_st
 /// `system.data` attribute.
 fn check_inline_dir(ctx: &Ctx, dir: u32) -> BlockOut {
     let mut bo = BlockOut::default();
-    let Some(raw) = read_inode(ctx.fs, dir) else { return bo };
+    let Some(raw) = read_inode(ctx.fs, dir) else {
+        return bo;
+    };
     let inode = RawInode::parse(&raw);
     let ib = inode.block_bytes();
     let parent = u32::from_le_bytes([ib[0], ib[1], ib[2], ib[3]]);
     // The implicit '.' and '..' count as references like real entries.
     bo.events.push(Event::Ref(dir));
-    bo.events.push(Event::DotDot { dir, target: parent });
+    bo.events.push(Event::DotDot {
+        dir,
+        target: parent,
+    });
     if parent != 0 && parent <= ctx.fs.geo.inodes_count {
         bo.events.push(Event::Ref(parent));
     }
@@ -354,13 +515,18 @@ fn check_inline_dir(ctx: &Ctx, dir: u32) -> BlockOut {
 fn inline_xattr_data(fs: &Fs, raw: &[u8]) -> Option<Vec<u8>> {
     let inode = RawInode::parse(raw);
     let start = 128 + usize::from(inode.extra_isize());
-    if start + 4 > raw.len() || u32::from_le_bytes([raw[start], raw[start + 1], raw[start + 2], raw[start + 3]]) != ffsck_format::xattr::IBODY_MAGIC {
+    if start + 4 > raw.len()
+        || u32::from_le_bytes([raw[start], raw[start + 1], raw[start + 2], raw[start + 3]])
+            != ffsck_format::xattr::IBODY_MAGIC
+    {
         return None;
     }
     let area = &raw[start..];
     let entries = ffsck_format::xattr::parse_entries(area, 4, 4).ok()?;
     let _ = fs;
-    let e = entries.into_iter().find(|e| e.raw.e_name_index == 7 && e.name == b"data")?;
+    let e = entries
+        .into_iter()
+        .find(|e| e.raw.e_name_index == 7 && e.name == b"data")?;
     let off = 4 + usize::from(e.raw.e_value_offs.get());
     let len = e.raw.e_value_size.get() as usize;
     area.get(off..off + len).map(|v| v.to_vec())
@@ -368,16 +534,31 @@ fn inline_xattr_data(fs: &Fs, raw: &[u8]) -> Option<Vec<u8>> {
 
 /// The fields e2fsck checks for an inode pass 1 flagged, reported at its first entry.
 fn process_bad_inode(fs: &Fs, policy: Policy, dir: u32, ino: u32, name: &str, out: &mut Findings) {
-    let Some(raw) = read_inode(fs, ino) else { return };
+    let Some(raw) = read_inode(fs, ino) else {
+        return;
+    };
     let inode = RawInode::parse(&raw);
     let geo = &fs.geo;
-    let ctx = ProblemCtx { ino, dir, str: Some(name.to_string()), ..Default::default() };
+    let ctx = ProblemCtx {
+        ino,
+        dir,
+        str: Some(name.to_string()),
+        ..Default::default()
+    };
     let ft = inode.file_type();
     let fl = inode.flags();
-    let dev_ok = fl & (iflags::INDEX | iflags::EXTENTS) == 0 && inode.i_block[4..].iter().all(|b| b.get() == 0);
+    let dev_ok = fl & (iflags::INDEX | iflags::EXTENTS) == 0
+        && inode.i_block[4..].iter().all(|b| b.get() == 0);
     match ft {
         FileType::Bad => {
-            out.report(policy, P::P2_BAD_MODE, ProblemCtx { num: u64::from(inode.mode()), ..ctx.clone() });
+            out.report(
+                policy,
+                P::P2_BAD_MODE,
+                ProblemCtx {
+                    num: u64::from(inode.mode()),
+                    ..ctx.clone()
+                },
+            );
             return;
         }
         FileType::CharDev if !dev_ok => {
@@ -403,19 +584,57 @@ fn process_bad_inode(fs: &Fs, policy: Policy, dir: u32, ino: u32, name: &str, ou
         _ => {}
     }
     if inode.i_obso_faddr.get() != 0 {
-        out.report(policy, P::P2_FADDR_ZERO, ProblemCtx { num: u64::from(inode.i_obso_faddr.get()), ..ctx.clone() });
+        out.report(
+            policy,
+            P::P2_FADDR_ZERO,
+            ProblemCtx {
+                num: u64::from(inode.i_obso_faddr.get()),
+                ..ctx.clone()
+            },
+        );
     }
     let acl = inode.file_acl();
     if acl != 0 && (acl < geo.first_data_block || acl >= geo.blocks_count) {
-        out.report(policy, P::P2_FILE_ACL_BAD, ProblemCtx { blk: acl, ..ctx.clone() });
+        out.report(
+            policy,
+            P::P2_FILE_ACL_BAD,
+            ProblemCtx {
+                blk: acl,
+                ..ctx.clone()
+            },
+        );
     }
-    if ft == FileType::Directory && !geo.incompat.has(Incompat::LARGEDIR) && inode.i_size_high.get() != 0 {
-        out.report(policy, P::P2_DIR_SIZE_HIGH_ZERO, ProblemCtx { num: u64::from(inode.i_size_high.get()), ..ctx.clone() });
+    if ft == FileType::Directory
+        && !geo.incompat.has(Incompat::LARGEDIR)
+        && inode.i_size_high.get() != 0
+    {
+        out.report(
+            policy,
+            P::P2_DIR_SIZE_HIGH_ZERO,
+            ProblemCtx {
+                num: u64::from(inode.i_size_high.get()),
+                ..ctx.clone()
+            },
+        );
     }
     if !geo.ro_compat.has(ffsck_format::RoCompat::HUGE_FILE) && inode.l_i_blocks_high.get() != 0 {
-        out.report(policy, P::P2_BLOCKS_HI_ZERO, ProblemCtx { num: u64::from(inode.l_i_blocks_high.get()), ..ctx.clone() });
+        out.report(
+            policy,
+            P::P2_BLOCKS_HI_ZERO,
+            ProblemCtx {
+                num: u64::from(inode.l_i_blocks_high.get()),
+                ..ctx.clone()
+            },
+        );
     }
     if !geo.incompat.has(Incompat::SIXTY_FOUR_BIT) && inode.l_i_file_acl_high.get() != 0 {
-        out.report(policy, P::P2_I_FILE_ACL_HI_ZERO, ProblemCtx { num: u64::from(inode.l_i_file_acl_high.get()), ..ctx });
+        out.report(
+            policy,
+            P::P2_I_FILE_ACL_HI_ZERO,
+            ProblemCtx {
+                num: u64::from(inode.l_i_file_acl_high.get()),
+                ..ctx
+            },
+        );
     }
 }

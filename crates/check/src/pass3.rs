@@ -41,12 +41,27 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
                 break;
             }
             if !seen.insert(cur) {
-                out.report(policy, P::P3_LOOPED_DIR, ProblemCtx { ino: cur, ..Default::default() });
+                out.report(
+                    policy,
+                    P::P3_LOOPED_DIR,
+                    ProblemCtx {
+                        ino: cur,
+                        ..Default::default()
+                    },
+                );
                 break;
             }
             let parent = p2.dirs.get(&cur).map_or(0, |l| l.parent);
             if parent == 0 {
-                out.report(policy, P::P3_UNCONNECTED_DIR, ProblemCtx { ino: cur, dir: p2.dirs.get(&cur).map_or(0, |l| l.dotdot), ..Default::default() });
+                out.report(
+                    policy,
+                    P::P3_UNCONNECTED_DIR,
+                    ProblemCtx {
+                        ino: cur,
+                        dir: p2.dirs.get(&cur).map_or(0, |l| l.dotdot),
+                        ..Default::default()
+                    },
+                );
                 break;
             }
             if parent == ROOT {
@@ -58,12 +73,30 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
             done.set(u64::from(s));
         }
         if links.dotdot != links.parent {
-            out.report(policy, P::P3_BAD_DOT_DOT, ProblemCtx { ino: dir, dir: links.dotdot, ino2: links.parent, ..Default::default() });
+            out.report(
+                policy,
+                P::P3_BAD_DOT_DOT,
+                ProblemCtx {
+                    ino: dir,
+                    dir: links.dotdot,
+                    ino2: links.parent,
+                    ..Default::default()
+                },
+            );
         }
     }
     if let Some(r) = p2.dirs.get(&ROOT) {
         if r.dotdot != ROOT {
-            out.report(policy, P::P3_BAD_DOT_DOT, ProblemCtx { ino: ROOT, dir: r.dotdot, ino2: ROOT, ..Default::default() });
+            out.report(
+                policy,
+                P::P3_BAD_DOT_DOT,
+                ProblemCtx {
+                    ino: ROOT,
+                    dir: r.dotdot,
+                    ino2: ROOT,
+                    ..Default::default()
+                },
+            );
         }
     }
     Pass3Facts { root_ok: true }

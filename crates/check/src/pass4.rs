@@ -20,10 +20,18 @@ const LINK_MAX: u16 = 65000;
 pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings) {
     let geo = &fs.geo;
     let sb = &fs.sb;
-    let quota = [sb.s_usr_quota_inum.get(), sb.s_grp_quota_inum.get(), sb.s_prj_quota_inum.get()];
+    let quota = [
+        sb.s_usr_quota_inum.get(),
+        sb.s_grp_quota_inum.get(),
+        sb.s_prj_quota_inum.get(),
+    ];
     for idx in p1.inode_used.iter_ones() {
         let ino = idx as u32 + 1;
-        if ino == ffsck_format::ino::BAD || (ino > ffsck_format::ino::ROOT && ino < geo.first_ino) || quota.contains(&ino) || ino == sb.s_orphan_file_inum.get() {
+        if ino == ffsck_format::ino::BAD
+            || (ino > ffsck_format::ino::ROOT && ino < geo.first_ino)
+            || quota.contains(&ino)
+            || ino == sb.s_orphan_file_inum.get()
+        {
             continue;
         }
         let link_count = p1.links[idx as usize];
@@ -33,10 +41,14 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
             if k & kind::EA_INODE != 0 {
                 continue;
             }
-            let Some(raw) = read_inode(fs, ino) else { continue };
+            let Some(raw) = read_inode(fs, ino) else {
+                continue;
+            };
             let inode = RawInode::parse(&raw);
             let ftype = inode.file_type();
-            if inode.blocks_raw(false) == 0 && matches!(ftype, FileType::Regular | FileType::Directory) {
+            if inode.blocks_raw(false) == 0
+                && matches!(ftype, FileType::Regular | FileType::Directory)
+            {
                 out.report(policy, P::P4_ZERO_LEN_INODE, ProblemCtx::ino(ino));
             }
             out.report(policy, P::P4_UNATTACHED_INODE, ProblemCtx::ino(ino));
@@ -51,7 +63,16 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
             counted = 1;
         }
         if counted != link_count {
-            out.report(policy, P::P4_BAD_REF_COUNT, ProblemCtx { ino, num: u64::from(link_count), num2: u64::from(counted), ..Default::default() });
+            out.report(
+                policy,
+                P::P4_BAD_REF_COUNT,
+                ProblemCtx {
+                    ino,
+                    num: u64::from(link_count),
+                    num2: u64::from(counted),
+                    ..Default::default()
+                },
+            );
         }
     }
 }

@@ -34,15 +34,32 @@ fn disk_block_bitmap(fs: &Fs, p0: &Pass0Facts, g: u32) -> Option<Vec<u8>> {
 }
 
 fn test(bits: &[u8], i: u64) -> bool {
-    bits.get((i / 8) as usize).is_some_and(|b| b & (1 << (i % 8)) != 0)
+    bits.get((i / 8) as usize)
+        .is_some_and(|b| b & (1 << (i % 8)) != 0)
 }
 
 /// Emit e2fsck's difference lines: runs of equal sign become ranges.
-fn report_diffs(diffs: &[(u64, bool)], step: u64, policy: Policy, out: &mut Findings, blocks: bool) {
+fn report_diffs(
+    diffs: &[(u64, bool)],
+    step: u64,
+    policy: Policy,
+    out: &mut Findings,
+    blocks: bool,
+) {
     let (single_free, single_used, range_free, range_used) = if blocks {
-        (P::P5_BLOCK_UNUSED, P::P5_BLOCK_USED, P::P5_BLOCK_RANGE_UNUSED, P::P5_BLOCK_RANGE_USED)
+        (
+            P::P5_BLOCK_UNUSED,
+            P::P5_BLOCK_USED,
+            P::P5_BLOCK_RANGE_UNUSED,
+            P::P5_BLOCK_RANGE_USED,
+        )
     } else {
-        (P::P5_INODE_UNUSED, P::P5_INODE_USED, P::P5_INODE_RANGE_UNUSED, P::P5_INODE_RANGE_USED)
+        (
+            P::P5_INODE_UNUSED,
+            P::P5_INODE_USED,
+            P::P5_INODE_RANGE_UNUSED,
+            P::P5_INODE_RANGE_USED,
+        )
     };
     let mut i = 0;
     while i < diffs.len() {
@@ -58,7 +75,19 @@ fn report_diffs(diffs: &[(u64, bool)], step: u64, policy: Policy, out: &mut Find
             (true, false) => range_free,
             (true, true) => range_used,
         };
-        let ctx = if blocks { ProblemCtx { blk: start, blk2: end, ..Default::default() } } else { ProblemCtx { ino: start as u32, ino2: end as u32, ..Default::default() } };
+        let ctx = if blocks {
+            ProblemCtx {
+                blk: start,
+                blk2: end,
+                ..Default::default()
+            }
+        } else {
+            ProblemCtx {
+                ino: start as u32,
+                ino2: end as u32,
+                ..Default::default()
+            }
+        };
         out.report(policy, p, ctx);
         i = j + 1;
     }
@@ -84,7 +113,9 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
             }
             uninit_marks.set(gd.block_bitmap());
             uninit_marks.set(gd.inode_bitmap());
-            for b in gd.inode_table()..(gd.inode_table() + u64::from(geo.inode_blocks_per_group)).min(geo.blocks_count) {
+            for b in gd.inode_table()
+                ..(gd.inode_table() + u64::from(geo.inode_blocks_per_group)).min(geo.blocks_count)
+            {
                 uninit_marks.set(b);
             }
         }
@@ -140,7 +171,11 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
                 let len = (geo.clusters_per_group / 8) as usize;
                 let c = ffsck_format::csum::ext4_crc32c(fs.csum_seed, &bits[..len.min(bits.len())]);
                 let stored = fs.groups[g as usize].block_bitmap_csum();
-                let ok = if geo.desc_size >= 64 { c == stored } else { c & 0xFFFF == stored };
+                let ok = if geo.desc_size >= 64 {
+                    c == stored
+                } else {
+                    c & 0xFFFF == stored
+                };
                 if !ok {
                     csum_bad.push(g);
                 }
@@ -153,21 +188,42 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
         report_diffs(&diffs, u64::from(geo.cluster_ratio), policy, out, true);
         blocks_fixed = out.report(policy, P::P5_BLOCK_BITMAP_END, ProblemCtx::default());
     }
-    let counts = if blocks_fixed { &group_free } else { &group_free_disk };
+    let counts = if blocks_fixed {
+        &group_free
+    } else {
+        &group_free_disk
+    };
     let mut free_blocks = 0u64;
     for g in 0..geo.group_count {
         let counted = counts[g as usize];
         free_blocks += counted;
         let disk = u64::from(fs.groups[g as usize].free_blocks_count());
         if disk != counted {
-            out.report(policy, P::P5_FREE_BLOCK_COUNT_GROUP, ProblemCtx { group: g, num: disk, num2: counted, ..Default::default() });
+            out.report(
+                policy,
+                P::P5_FREE_BLOCK_COUNT_GROUP,
+                ProblemCtx {
+                    group: g,
+                    num: disk,
+                    num2: counted,
+                    ..Default::default()
+                },
+            );
         }
     }
     let sb_free = fs.sb.free_blocks_count();
     // The superblock counts blocks, the descriptors clusters.
     let free_blocks_sb = free_blocks * u64::from(geo.cluster_ratio);
     if sb_free != free_blocks_sb {
-        out.report(policy, P::P5_FREE_BLOCK_COUNT, ProblemCtx { num: sb_free, num2: free_blocks_sb, ..Default::default() });
+        out.report(
+            policy,
+            P::P5_FREE_BLOCK_COUNT,
+            ProblemCtx {
+                num: sb_free,
+                num2: free_blocks_sb,
+                ..Default::default()
+            },
+        );
     }
 
     // Inodes.
@@ -178,8 +234,14 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
     let mut group_counts = Vec::with_capacity(geo.group_count as usize);
     for g in 0..geo.group_count {
         let gd = &fs.groups[g as usize];
-        let uninit = fs.has_group_csum() && gd.flags() & BG_INODE_UNINIT != 0 && p0.groups[g as usize].csum_ok;
-        let disk = if uninit || !p0.groups[g as usize].inode_bitmap_ok { None } else { fs.read_block(gd.inode_bitmap()) };
+        let uninit = fs.has_group_csum()
+            && gd.flags() & BG_INODE_UNINIT != 0
+            && p0.groups[g as usize].csum_ok;
+        let disk = if uninit || !p0.groups[g as usize].inode_bitmap_ok {
+            None
+        } else {
+            fs.read_block(gd.inode_bitmap())
+        };
         let (mut free, mut dirs, mut free_disk, mut dirs_disk) = (0u64, 0u64, 0u64, 0u64);
         let mut group_diff = false;
         for i in 0..ipg {
@@ -207,7 +269,11 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
                 let len = (ipg / 8) as usize;
                 let c = ffsck_format::csum::ext4_crc32c(fs.csum_seed, &bits[..len.min(bits.len())]);
                 let stored = gd.inode_bitmap_csum();
-                let ok = if geo.desc_size >= 64 { c == stored } else { c & 0xFFFF == stored };
+                let ok = if geo.desc_size >= 64 {
+                    c == stored
+                } else {
+                    c & 0xFFFF == stored
+                };
                 if !ok {
                     icsum_bad.push(g);
                 }
@@ -222,28 +288,69 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
         inodes_fixed = out.report(policy, P::P5_INODE_BITMAP_END, ProblemCtx::default());
     }
     for (g, &(free_a, dirs_a, free_d, dirs_d)) in group_counts.iter().enumerate() {
-        let (free, dirs) = if inodes_fixed { (&free_a, &dirs_a) } else { (&free_d, &dirs_d) };
+        let (free, dirs) = if inodes_fixed {
+            (&free_a, &dirs_a)
+        } else {
+            (&free_d, &dirs_d)
+        };
         free_inodes += free;
         let gd = &fs.groups[g];
         if u64::from(gd.free_inodes_count()) != *free {
-            out.report(policy, P::P5_FREE_INODE_COUNT_GROUP, ProblemCtx { group: g as u32, num: u64::from(gd.free_inodes_count()), num2: *free, ..Default::default() });
+            out.report(
+                policy,
+                P::P5_FREE_INODE_COUNT_GROUP,
+                ProblemCtx {
+                    group: g as u32,
+                    num: u64::from(gd.free_inodes_count()),
+                    num2: *free,
+                    ..Default::default()
+                },
+            );
         }
         if u64::from(gd.used_dirs_count()) != *dirs {
-            out.report(policy, P::P5_FREE_DIR_COUNT_GROUP, ProblemCtx { group: g as u32, num: u64::from(gd.used_dirs_count()), num2: *dirs, ..Default::default() });
+            out.report(
+                policy,
+                P::P5_FREE_DIR_COUNT_GROUP,
+                ProblemCtx {
+                    group: g as u32,
+                    num: u64::from(gd.used_dirs_count()),
+                    num2: *dirs,
+                    ..Default::default()
+                },
+            );
         }
     }
     let sb_ifree = u64::from(fs.sb.s_free_inodes_count.get());
     if sb_ifree != free_inodes {
-        out.report(policy, P::P5_FREE_INODE_COUNT, ProblemCtx { num: sb_ifree, num2: free_inodes, ..Default::default() });
+        out.report(
+            policy,
+            P::P5_FREE_INODE_COUNT,
+            ProblemCtx {
+                num: sb_ifree,
+                num2: free_inodes,
+                ..Default::default()
+            },
+        );
     }
     if padding_bad {
         out.report(policy, P::P5_BLOCK_BMAP_PADDING, ProblemCtx::default());
     }
     for g in icsum_bad {
-        out.report(policy, P::P5_INODE_BITMAP_CSUM_INVALID, ProblemCtx::group(g));
+        out.report(
+            policy,
+            P::P5_INODE_BITMAP_CSUM_INVALID,
+            ProblemCtx::group(g),
+        );
     }
     for g in csum_bad {
-        out.report(policy, P::P5_BLOCK_BITMAP_CSUM_INVALID, ProblemCtx::group(g));
+        out.report(
+            policy,
+            P::P5_BLOCK_BITMAP_CSUM_INVALID,
+            ProblemCtx::group(g),
+        );
     }
-    Pass5Facts { free_blocks, free_inodes }
+    Pass5Facts {
+        free_blocks,
+        free_inodes,
+    }
 }

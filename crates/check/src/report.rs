@@ -35,10 +35,16 @@ pub struct ProblemCtx {
 
 impl ProblemCtx {
     pub fn ino(ino: u32) -> Self {
-        ProblemCtx { ino, ..Default::default() }
+        ProblemCtx {
+            ino,
+            ..Default::default()
+        }
     }
     pub fn group(group: u32) -> Self {
-        ProblemCtx { group, ..Default::default() }
+        ProblemCtx {
+            group,
+            ..Default::default()
+        }
     }
 }
 
@@ -133,7 +139,11 @@ impl Findings {
     /// Record a finding and return the policy's answer, which the caller acts on.
     pub fn report(&mut self, policy: Policy, problem: Problem, ctx: ProblemCtx) -> bool {
         let fixed = policy.answer(problem);
-        self.0.push(Finding { problem, ctx, fixed });
+        self.0.push(Finding {
+            problem,
+            ctx,
+            fixed,
+        });
         fixed
     }
     pub fn extend(&mut self, other: Findings) {

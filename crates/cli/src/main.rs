@@ -72,10 +72,17 @@ fn real_main() -> Result<i32> {
         Ok(a) => a,
         Err(e) => {
             let _ = e.print();
-            return Ok(if e.use_stderr() { exit::USAGE } else { exit::OK });
+            return Ok(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            });
         }
     };
-    let modes = [args.no, args.yes, args.preen].iter().filter(|&&m| m).count();
+    let modes = [args.no, args.yes, args.preen]
+        .iter()
+        .filter(|&&m| m)
+        .count();
     if modes > 1 {
         eprintln!("ffsck: only one of the options -p/-a, -n or -y may be specified.");
         return Ok(exit::USAGE);
@@ -123,11 +130,16 @@ fn real_main() -> Result<i32> {
     let prog = Arc::new(Progress::default());
     let opts = CheckOptions {
         policy,
-        superblock: SuperHint { block: args.superblock, block_size: args.blocksize },
+        superblock: SuperHint {
+            block: args.superblock,
+            block_size: args.blocksize,
+        },
         threads: args.threads.unwrap_or(0),
         progress: prog.clone(),
     };
-    let ticker = args.progress_fd.map(|fd| progress::Ticker::start(fd, prog.clone(), dev_name.clone()));
+    let ticker = args
+        .progress_fd
+        .map(|fd| progress::Ticker::start(fd, prog.clone(), dev_name.clone()));
     let mut term = output::Terminal::new(policy, &dev_name);
     let outcome = ffsck_check::check(dev.clone(), &opts, &mut term);
     if let Some(t) = ticker {
@@ -142,7 +154,13 @@ fn real_main() -> Result<i32> {
     }
     if args.timing > 0 {
         let el = start.elapsed();
-        println!("Memory used: {}k, time: {:.2}/{:.2}/{:.2}", output::peak_rss_kib(), el.as_secs_f64(), 0.0, 0.0);
+        println!(
+            "Memory used: {}k, time: {:.2}/{:.2}/{:.2}",
+            output::peak_rss_kib(),
+            el.as_secs_f64(),
+            0.0,
+            0.0
+        );
         println!("I/O read: {}MB", dev.bytes_read() / (1 << 20));
     }
     Ok(code)

@@ -26,7 +26,11 @@ pub struct Terminal {
 
 impl Terminal {
     pub fn new(policy: Policy, dev: &str) -> Self {
-        Terminal { policy, dev: dev.to_string(), out: std::io::BufWriter::new(std::io::stdout()) }
+        Terminal {
+            policy,
+            dev: dev.to_string(),
+            out: std::io::BufWriter::new(std::io::stdout()),
+        }
     }
 
     /// Print the closing lines and return the exit code.
@@ -36,19 +40,51 @@ impl Terminal {
             let _ = writeln!(self.out, "\n{msg}");
         }
         if let Some(s) = &o.summary {
-            let name = if s.label.is_empty() { self.dev.clone() } else { s.label.clone() };
-            if code & exit::UNCORRECTED != 0 {
-                let _ = writeln!(self.out, "\n{name}: ********** WARNING: Filesystem still has errors **********\n");
-            }
-            let pct = if s.files > 0 { s.non_contiguous as f64 * 100.0 / s.files as f64 } else { 0.0 };
-            if verbose {
-                let _ = writeln!(self.out, "\n{:>12} inodes used ({:.2}%, out of {})", s.inodes_used, s.inodes_used as f64 * 100.0 / s.inodes_count.max(1) as f64, s.inodes_count);
-                let _ = writeln!(self.out, "{:>12} non-contiguous files ({pct:.1}%)", s.non_contiguous);
-                let _ = writeln!(self.out, "{:>12} blocks used ({:.2}%, out of {})", s.blocks_used, s.blocks_used as f64 * 100.0 / s.blocks_count.max(1) as f64, s.blocks_count);
-                let _ = writeln!(self.out, "{:>12} large files\n", s.large_files);
-                let _ = writeln!(self.out, "{:>12} regular files\n{:>12} directories\n{:>12} character device files\n{:>12} block device files\n{:>12} fifos\n{:>12} symbolic links ({} fast symbolic links)\n{:>12} sockets\n------------\n{:>12} files", s.regular, s.dirs, s.chardev, s.blockdev, s.fifo, s.symlinks, s.fast_symlinks, s.socket, s.files);
+            let name = if s.label.is_empty() {
+                self.dev.clone()
             } else {
-                let _ = writeln!(self.out, "{name}: {}/{} files ({pct:.1}% non-contiguous), {}/{} blocks", s.inodes_used, s.inodes_count, s.blocks_used, s.blocks_count);
+                s.label.clone()
+            };
+            if code & exit::UNCORRECTED != 0 {
+                let _ = writeln!(
+                    self.out,
+                    "\n{name}: ********** WARNING: Filesystem still has errors **********\n"
+                );
+            }
+            let c = &s.counts;
+            let pct = if c.files > 0 {
+                s.non_contiguous as f64 * 100.0 / c.files as f64
+            } else {
+                0.0
+            };
+            if verbose {
+                let _ = writeln!(
+                    self.out,
+                    "\n{:>12} inodes used ({:.2}%, out of {})",
+                    s.inodes_used,
+                    s.inodes_used as f64 * 100.0 / s.inodes_count.max(1) as f64,
+                    s.inodes_count
+                );
+                let _ = writeln!(
+                    self.out,
+                    "{:>12} non-contiguous files ({pct:.1}%)",
+                    s.non_contiguous
+                );
+                let _ = writeln!(
+                    self.out,
+                    "{:>12} blocks used ({:.2}%, out of {})",
+                    s.blocks_used,
+                    s.blocks_used as f64 * 100.0 / s.blocks_count.max(1) as f64,
+                    s.blocks_count
+                );
+                let _ = writeln!(self.out, "{:>12} large files\n", c.large_files);
+                let _ = writeln!(self.out, "{:>12} regular files\n{:>12} directories\n{:>12} character device files\n{:>12} block device files\n{:>12} fifos\n{:>12} symbolic links ({} fast symbolic links)\n{:>12} sockets\n------------\n{:>12} files", c.regular, c.dirs, c.chardev, c.blockdev, c.fifo, c.symlinks, c.fast_symlinks, c.socket, c.files);
+            } else {
+                let _ = writeln!(
+                    self.out,
+                    "{name}: {}/{} files ({pct:.1}% non-contiguous), {}/{} blocks",
+                    s.inodes_used, s.inodes_count, s.blocks_used, s.blocks_count
+                );
             }
         }
         if self.policy == Policy::Preen && code & exit::UNCORRECTED != 0 {
@@ -99,35 +135,69 @@ pub fn clean_skip(dev: &dyn Device, name: &str) -> Option<String> {
     let state = sb.s_state.get();
     let max = sb.s_max_mnt_count.get() as i16;
     let interval = sb.s_checkinterval.get();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let due = (max > 0 && sb.s_mnt_count.get() as i16 >= max) || (interval > 0 && now >= u64::from(sb.s_lastcheck.get()) + u64::from(interval));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let due = (max > 0 && sb.s_mnt_count.get() as i16 >= max)
+        || (interval > 0 && now >= u64::from(sb.s_lastcheck.get()) + u64::from(interval));
     let recover = sb.incompat().has(ffsck_format::Incompat::RECOVER);
-    if state & STATE_VALID == 0 || state & STATE_ERROR != 0 || due || recover || sb.s_last_orphan.get() != 0 {
+    if state & STATE_VALID == 0
+        || state & STATE_ERROR != 0
+        || due
+        || recover
+        || sb.s_last_orphan.get() != 0
+    {
         return None;
     }
-    let used_inodes = u64::from(geo.inodes_count).saturating_sub(u64::from(sb.s_free_inodes_count.get()));
+    let used_inodes =
+        u64::from(geo.inodes_count).saturating_sub(u64::from(sb.s_free_inodes_count.get()));
     let used_blocks = geo.blocks_count.saturating_sub(sb.free_blocks_count());
     let label = sb.label();
-    let who = if label.is_empty() { name.to_string() } else { label };
-    Some(format!("{who}: clean, {used_inodes}/{} files, {used_blocks}/{} blocks", geo.inodes_count, geo.blocks_count))
+    let who = if label.is_empty() {
+        name.to_string()
+    } else {
+        label
+    };
+    Some(format!(
+        "{who}: clean, {used_inodes}/{} files, {used_blocks}/{} blocks",
+        geo.inodes_count, geo.blocks_count
+    ))
 }
 
 fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// e2fsck's problem log: one `<problem>` element per finding, in order.
 pub fn write_problem_log(path: &Path, o: &Outcome, dev: &str, argv: Vec<String>) -> Result<()> {
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?,
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     writeln!(f, "<?xml version=\"1.0\" encoding=\"utf-8\"?>")?;
     writeln!(f, "<problem_log time=\"{now}\">")?;
-    let args: Vec<String> = argv.iter().skip(1).enumerate().map(|(i, a)| format!(" arg{}=\"{}\"", i + 1, xml_escape(a))).collect();
+    let args: Vec<String> = argv
+        .iter()
+        .skip(1)
+        .enumerate()
+        .map(|(i, a)| format!(" arg{}=\"{}\"", i + 1, xml_escape(a)))
+        .collect();
     writeln!(f, "<invocation prog=\"ffsck\"{}/>", args.concat())?;
     writeln!(f, "<filesystem dev=\"{}\"/>", xml_escape(dev))?;
     for x in &o.findings {
         let c = &x.ctx;
-        let mut attrs = format!("code=\"0x{:06x}\" answer=\"{}\"", x.problem.info().e2fsck_code, u8::from(x.fixed));
+        let mut attrs = format!(
+            "code=\"0x{:06x}\" answer=\"{}\"",
+            x.problem.info().e2fsck_code,
+            u8::from(x.fixed)
+        );
         if c.ino != 0 {
             attrs += &format!(" ino=\"{}\"", c.ino);
         }
@@ -172,7 +242,8 @@ pub fn write_json(path: &Path, o: &Outcome, code: i32) -> Result<()> {
         })
         .collect();
     let v = serde_json::json!({ "exit_code": code, "fatal": o.fatal, "summary": o.summary, "findings": findings });
-    std::fs::write(path, serde_json::to_vec_pretty(&v)?).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(path, serde_json::to_vec_pretty(&v)?)
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
 
@@ -180,6 +251,10 @@ pub fn write_json(path: &Path, o: &Outcome, code: i32) -> Result<()> {
 pub fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .unwrap_or(0)
 }

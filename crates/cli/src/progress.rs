@@ -25,7 +25,10 @@ impl Ticker {
                 lines_loop(fd, &prog, &s2, &dev);
             }
         });
-        Ticker { stop, handle: Some(handle) }
+        Ticker {
+            stop,
+            handle: Some(handle),
+        }
     }
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -41,7 +44,12 @@ fn lines_loop(fd: i32, prog: &Progress, stop: &AtomicBool, dev: &str) {
     if fd < 0 {
         return;
     }
-    let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(format!("/proc/self/fd/{fd}")) else { return };
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/self/fd/{fd}"))
+    else {
+        return;
+    };
     let mut last = (u64::MAX, u64::MAX);
     loop {
         let (pass, done, total) = prog.snapshot();
@@ -59,14 +67,21 @@ fn lines_loop(fd: i32, prog: &Progress, stop: &AtomicBool, dev: &str) {
 
 fn bar_loop(prog: &Progress, stop: &AtomicBool) {
     let bar = indicatif::ProgressBar::new(100);
-    bar.set_style(indicatif::ProgressStyle::with_template("Pass {msg} [{bar:40}] {percent:>3}% ETA {eta}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("Pass {msg} [{bar:40}] {percent:>3}% ETA {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
     while !stop.load(Ordering::Relaxed) {
         let (pass, done, total) = prog.snapshot();
         // Weight passes by their usual share of the run so the ETA covers the whole check.
         let weights = [0.0, 0.60, 0.25, 0.02, 0.03, 0.10];
         let p = pass.min(5) as usize;
         let base: f64 = weights[..p].iter().sum();
-        let frac = if total > 0 { done as f64 / total as f64 } else { 0.0 };
+        let frac = if total > 0 {
+            done as f64 / total as f64
+        } else {
+            0.0
+        };
         let overall = (base + weights[p] * frac).min(1.0);
         bar.set_message(pass.to_string());
         bar.set_position((overall * 100.0) as u64);

@@ -68,7 +68,10 @@ pub fn has_tail(block: &[u8]) -> bool {
         return false;
     }
     let t = &block[n - TAIL_SIZE..];
-    t[0..4] == [0, 0, 0, 0] && u16::from_le_bytes([t[4], t[5]]) == TAIL_SIZE as u16 && t[6] == 0 && t[7] == ft::CSUM_TAIL
+    t[0..4] == [0, 0, 0, 0]
+        && u16::from_le_bytes([t[4], t[5]]) == TAIL_SIZE as u16
+        && t[6] == 0
+        && t[7] == ft::CSUM_TAIL
 }
 
 /// Leaf block checksum: crc of everything before the tail, seeded per inode.
@@ -122,12 +125,21 @@ pub mod hash {
 pub fn dx_entry(block: &[u8], off: usize, i: usize) -> Option<(u32, u32)> {
     let p = off + i * 8;
     let e = block.get(p..p + 8)?;
-    let h = if i == 0 { 0 } else { u32::from_le_bytes([e[0], e[1], e[2], e[3]]) };
+    let h = if i == 0 {
+        0
+    } else {
+        u32::from_le_bytes([e[0], e[1], e[2], e[3]])
+    };
     Some((h, u32::from_le_bytes([e[4], e[5], e[6], e[7]])))
 }
 
 /// htree node checksum over the header and `count` entries plus the tail's reserved word.
-pub fn dx_checksum(block: &[u8], count_offset: usize, count: usize, inode_seed: u32) -> Option<u32> {
+pub fn dx_checksum(
+    block: &[u8],
+    count_offset: usize,
+    count: usize,
+    inode_seed: u32,
+) -> Option<u32> {
     let size = count_offset + count * 8;
     let tail = block.get(size..size + 4)?;
     let c = csum::ext4_crc32c(inode_seed, &block[..size]);

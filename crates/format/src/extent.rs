@@ -80,7 +80,8 @@ pub enum HeaderError {
 impl<'a> Node<'a> {
     /// Parse a node from `buf` (60 bytes for the in-inode root, a block otherwise).
     pub fn parse(buf: &'a [u8]) -> Result<Self, HeaderError> {
-        let (header, _) = ExtentHeader::read_from_prefix(buf).map_err(|_| HeaderError::BadCounts)?;
+        let (header, _) =
+            ExtentHeader::read_from_prefix(buf).map_err(|_| HeaderError::BadCounts)?;
         if header.eh_magic.get() != EXTENT_MAGIC {
             return Err(HeaderError::BadMagic);
         }
@@ -93,7 +94,10 @@ impl<'a> Node<'a> {
         if header.eh_depth.get() > MAX_DEPTH {
             return Err(HeaderError::BadDepth);
         }
-        Ok(Node { header, entries: &buf[12..12 + n * 12] })
+        Ok(Node {
+            header,
+            entries: &buf[12..12 + n * 12],
+        })
     }
     pub fn depth(&self) -> u16 {
         self.header.eh_depth.get()

@@ -94,14 +94,25 @@ impl Geometry {
         } else {
             1
         };
-        let inode_size = if sb.s_rev_level.get() == 0 { 128 } else { u32::from(sb.s_inode_size.get()) };
+        let inode_size = if sb.s_rev_level.get() == 0 {
+            128
+        } else {
+            u32::from(sb.s_inode_size.get())
+        };
         if inode_size < 128 || inode_size > block_size || !inode_size.is_power_of_two() {
             return Err(GeometryError::BadInodeSize(sb.s_inode_size.get()));
         }
         let bpg = sb.s_blocks_per_group.get();
-        let cpg = if cluster_ratio > 1 { sb.s_clusters_per_group.get() } else { bpg };
+        let cpg = if cluster_ratio > 1 {
+            sb.s_clusters_per_group.get()
+        } else {
+            bpg
+        };
         // A group's block bitmap is one block, so a group covers at most 8 * block_size clusters.
-        if cpg == 0 || cpg > 8 * block_size || (cluster_ratio > 1 && u64::from(cpg) * u64::from(cluster_ratio) != u64::from(bpg)) {
+        if cpg == 0
+            || cpg > 8 * block_size
+            || (cluster_ratio > 1 && u64::from(cpg) * u64::from(cluster_ratio) != u64::from(bpg))
+        {
             return Err(GeometryError::BadBlocksPerGroup(bpg));
         }
         if bpg < 8 || bpg % 8 != 0 {
@@ -113,7 +124,11 @@ impl Geometry {
             return Err(GeometryError::BadInodesPerGroup(ipg));
         }
         let fdb = sb.s_first_data_block.get();
-        let expected_fdb = if block_size == 1024 && cluster_ratio == 1 { 1 } else { 0 };
+        let expected_fdb = if block_size == 1024 && cluster_ratio == 1 {
+            1
+        } else {
+            0
+        };
         if fdb != expected_fdb && !(block_size == 1024 && fdb == 0) {
             return Err(GeometryError::BadFirstDataBlock(fdb));
         }
@@ -127,21 +142,39 @@ impl Geometry {
         }
         let inodes_count = sb.s_inodes_count.get();
         if u64::from(inodes_count) != group_count * u64::from(ipg) {
-            return Err(GeometryError::BadInodesCount(inodes_count, group_count, ipg));
+            return Err(GeometryError::BadInodesCount(
+                inodes_count,
+                group_count,
+                ipg,
+            ));
         }
-        let desc_size = if incompat.has(Incompat::SIXTY_FOUR_BIT) { u32::from(sb.s_desc_size.get()) } else { 32 };
-        if desc_size < 32 || desc_size > block_size || !desc_size.is_power_of_two() || (incompat.has(Incompat::SIXTY_FOUR_BIT) && desc_size < 64) {
+        let desc_size = if incompat.has(Incompat::SIXTY_FOUR_BIT) {
+            u32::from(sb.s_desc_size.get())
+        } else {
+            32
+        };
+        if desc_size < 32
+            || desc_size > block_size
+            || !desc_size.is_power_of_two()
+            || (incompat.has(Incompat::SIXTY_FOUR_BIT) && desc_size < 64)
+        {
             return Err(GeometryError::BadDescSize(sb.s_desc_size.get()));
         }
         let descs_per_block = block_size / desc_size;
         let gdt_blocks = group_count.div_ceil(u64::from(descs_per_block)) as u32;
-        let first_ino = if sb.s_rev_level.get() == 0 { crate::ino::GOOD_OLD_FIRST } else { sb.s_first_ino.get() };
+        let first_ino = if sb.s_rev_level.get() == 0 {
+            crate::ino::GOOD_OLD_FIRST
+        } else {
+            sb.s_first_ino.get()
+        };
         if first_ino < crate::ino::GOOD_OLD_FIRST || first_ino > inodes_count {
             return Err(GeometryError::BadFirstIno(first_ino));
         }
         let reserved_gdt_blocks = u32::from(sb.s_reserved_gdt_blocks.get());
         if reserved_gdt_blocks > block_size / 4 {
-            return Err(GeometryError::BadReservedGdt(sb.s_reserved_gdt_blocks.get()));
+            return Err(GeometryError::BadReservedGdt(
+                sb.s_reserved_gdt_blocks.get(),
+            ));
         }
         let first_meta_bg = sb.s_first_meta_bg.get();
         if incompat.has(Incompat::META_BG) && first_meta_bg > gdt_blocks {
@@ -178,7 +211,8 @@ impl Geometry {
     }
     /// Last block of group `g` (the last group may be short).
     pub fn group_last_block(&self, g: u32) -> u64 {
-        (self.group_first_block(g) + u64::from(self.blocks_per_group) - 1).min(self.blocks_count - 1)
+        (self.group_first_block(g) + u64::from(self.blocks_per_group) - 1)
+            .min(self.blocks_count - 1)
     }
     pub fn group_of_block(&self, b: u64) -> u32 {
         (b.saturating_sub(self.first_data_block) / u64::from(self.blocks_per_group)) as u32
@@ -275,7 +309,9 @@ impl Geometry {
         if self.incompat.has(Incompat::META_BG) {
             let meta = g / self.descs_per_block;
             let idx = g % self.descs_per_block;
-            if meta >= self.first_meta_bg && (idx == 0 || idx == 1 || idx == self.descs_per_block - 1) {
+            if meta >= self.first_meta_bg
+                && (idx == 0 || idx == 1 || idx == self.descs_per_block - 1)
+            {
                 runs.push((if has_super { next } else { start }, 1));
             }
         }

@@ -67,29 +67,40 @@ impl RawGroupDesc {
         join(self.bg_inode_table_lo.get(), self.bg_inode_table_hi.get())
     }
     pub fn free_blocks_count(&self) -> u32 {
-        u32::from(self.bg_free_blocks_count_lo.get()) | (u32::from(self.bg_free_blocks_count_hi.get()) << 16)
+        u32::from(self.bg_free_blocks_count_lo.get())
+            | (u32::from(self.bg_free_blocks_count_hi.get()) << 16)
     }
     pub fn free_inodes_count(&self) -> u32 {
-        u32::from(self.bg_free_inodes_count_lo.get()) | (u32::from(self.bg_free_inodes_count_hi.get()) << 16)
+        u32::from(self.bg_free_inodes_count_lo.get())
+            | (u32::from(self.bg_free_inodes_count_hi.get()) << 16)
     }
     pub fn used_dirs_count(&self) -> u32 {
-        u32::from(self.bg_used_dirs_count_lo.get()) | (u32::from(self.bg_used_dirs_count_hi.get()) << 16)
+        u32::from(self.bg_used_dirs_count_lo.get())
+            | (u32::from(self.bg_used_dirs_count_hi.get()) << 16)
     }
     pub fn itable_unused(&self) -> u32 {
-        u32::from(self.bg_itable_unused_lo.get()) | (u32::from(self.bg_itable_unused_hi.get()) << 16)
+        u32::from(self.bg_itable_unused_lo.get())
+            | (u32::from(self.bg_itable_unused_hi.get()) << 16)
     }
     pub fn flags(&self) -> u16 {
         self.bg_flags.get()
     }
     pub fn block_bitmap_csum(&self) -> u32 {
-        u32::from(self.bg_block_bitmap_csum_lo.get()) | (u32::from(self.bg_block_bitmap_csum_hi.get()) << 16)
+        u32::from(self.bg_block_bitmap_csum_lo.get())
+            | (u32::from(self.bg_block_bitmap_csum_hi.get()) << 16)
     }
     pub fn inode_bitmap_csum(&self) -> u32 {
-        u32::from(self.bg_inode_bitmap_csum_lo.get()) | (u32::from(self.bg_inode_bitmap_csum_hi.get()) << 16)
+        u32::from(self.bg_inode_bitmap_csum_lo.get())
+            | (u32::from(self.bg_inode_bitmap_csum_hi.get()) << 16)
     }
 
     /// The checksum this descriptor should carry, or `None` if the file system has none.
-    pub fn compute_checksum(&self, sb: &RawSuperblock, group: u32, desc_size: usize) -> Option<u16> {
+    pub fn compute_checksum(
+        &self,
+        sb: &RawSuperblock,
+        group: u32,
+        desc_size: usize,
+    ) -> Option<u16> {
         let bytes = self.as_bytes();
         let size = desc_size.min(64);
         if sb.has_metadata_csum() {
@@ -103,7 +114,11 @@ impl RawGroupDesc {
             let c = csum::crc16(!0, &sb.s_uuid);
             let c = csum::crc16(c, &group.to_le_bytes());
             let c = csum::crc16(c, &bytes[..CHECKSUM_OFFSET]);
-            let c = if size > CHECKSUM_OFFSET + 2 { csum::crc16(c, &bytes[CHECKSUM_OFFSET + 2..size]) } else { c };
+            let c = if size > CHECKSUM_OFFSET + 2 {
+                csum::crc16(c, &bytes[CHECKSUM_OFFSET + 2..size])
+            } else {
+                c
+            };
             Some(c)
         } else {
             None

@@ -9,38 +9,38 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Default)]
 #[repr(C)]
 pub struct RawInode {
-    pub i_mode: U16,           // 0x00
-    pub i_uid: U16,            // 0x02
-    pub i_size_lo: U32,        // 0x04
-    pub i_atime: U32,          // 0x08
-    pub i_ctime: U32,          // 0x0C
-    pub i_mtime: U32,          // 0x10
-    pub i_dtime: U32,          // 0x14
-    pub i_gid: U16,            // 0x18
-    pub i_links_count: U16,    // 0x1A
-    pub i_blocks_lo: U32,      // 0x1C
-    pub i_flags: U32,          // 0x20
-    pub l_i_version: U32,      // 0x24
-    pub i_block: [U32; 15],    // 0x28
-    pub i_generation: U32,     // 0x64
-    pub i_file_acl_lo: U32,    // 0x68
-    pub i_size_high: U32,      // 0x6C
-    pub i_obso_faddr: U32,     // 0x70
-    pub l_i_blocks_high: U16,  // 0x74
+    pub i_mode: U16,            // 0x00
+    pub i_uid: U16,             // 0x02
+    pub i_size_lo: U32,         // 0x04
+    pub i_atime: U32,           // 0x08
+    pub i_ctime: U32,           // 0x0C
+    pub i_mtime: U32,           // 0x10
+    pub i_dtime: U32,           // 0x14
+    pub i_gid: U16,             // 0x18
+    pub i_links_count: U16,     // 0x1A
+    pub i_blocks_lo: U32,       // 0x1C
+    pub i_flags: U32,           // 0x20
+    pub l_i_version: U32,       // 0x24
+    pub i_block: [U32; 15],     // 0x28
+    pub i_generation: U32,      // 0x64
+    pub i_file_acl_lo: U32,     // 0x68
+    pub i_size_high: U32,       // 0x6C
+    pub i_obso_faddr: U32,      // 0x70
+    pub l_i_blocks_high: U16,   // 0x74
     pub l_i_file_acl_high: U16, // 0x76
-    pub l_i_uid_high: U16,     // 0x78
-    pub l_i_gid_high: U16,     // 0x7A
-    pub l_i_checksum_lo: U16,  // 0x7C
-    pub l_i_reserved: U16,     // 0x7E
-    pub i_extra_isize: U16,    // 0x80
-    pub i_checksum_hi: U16,    // 0x82
-    pub i_ctime_extra: U32,    // 0x84
-    pub i_mtime_extra: U32,    // 0x88
-    pub i_atime_extra: U32,    // 0x8C
-    pub i_crtime: U32,         // 0x90
-    pub i_crtime_extra: U32,   // 0x94
-    pub i_version_hi: U32,     // 0x98
-    pub i_projid: U32,         // 0x9C
+    pub l_i_uid_high: U16,      // 0x78
+    pub l_i_gid_high: U16,      // 0x7A
+    pub l_i_checksum_lo: U16,   // 0x7C
+    pub l_i_reserved: U16,      // 0x7E
+    pub i_extra_isize: U16,     // 0x80
+    pub i_checksum_hi: U16,     // 0x82
+    pub i_ctime_extra: U32,     // 0x84
+    pub i_mtime_extra: U32,     // 0x88
+    pub i_atime_extra: U32,     // 0x8C
+    pub i_crtime: U32,          // 0x90
+    pub i_crtime_extra: U32,    // 0x94
+    pub i_version_hi: U32,      // 0x98
+    pub i_projid: U32,          // 0x9C
 }
 const _: () = assert!(core::mem::size_of::<RawInode>() == 160);
 
@@ -188,7 +188,10 @@ pub fn inode_checksum(raw: &[u8], fs_seed: u32, ino: u32) -> (u32, u32, bool) {
     let zero = [0u8; 2];
     let mut c = csum::ext4_crc32c(seed, &raw[..CSUM_LO_OFFSET]);
     c = csum::ext4_crc32c(c, &zero);
-    c = csum::ext4_crc32c(c, &raw[CSUM_LO_OFFSET + 2..GOOD_OLD_INODE_SIZE.min(raw.len())]);
+    c = csum::ext4_crc32c(
+        c,
+        &raw[CSUM_LO_OFFSET + 2..GOOD_OLD_INODE_SIZE.min(raw.len())],
+    );
     if raw.len() > GOOD_OLD_INODE_SIZE {
         c = csum::ext4_crc32c(c, &raw[GOOD_OLD_INODE_SIZE..CSUM_HI_OFFSET]);
         if has_hi {
@@ -200,7 +203,11 @@ pub fn inode_checksum(raw: &[u8], fs_seed: u32, ino: u32) -> (u32, u32, bool) {
     }
     let stored_lo = u32::from(base.l_i_checksum_lo.get());
     if has_hi {
-        (c, stored_lo | (u32::from(base.i_checksum_hi.get()) << 16), true)
+        (
+            c,
+            stored_lo | (u32::from(base.i_checksum_hi.get()) << 16),
+            true,
+        )
     } else {
         (c & 0xFFFF, stored_lo, false)
     }

@@ -9,11 +9,11 @@ pub const XATTR_MAGIC: u32 = 0xEA02_0000;
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Default, Debug)]
 #[repr(C)]
 pub struct XattrBlockHeader {
-    pub h_magic: U32,     // 0x00
-    pub h_refcount: U32,  // 0x04
-    pub h_blocks: U32,    // 0x08
-    pub h_hash: U32,      // 0x0C
-    pub h_checksum: U32,  // 0x10
+    pub h_magic: U32,         // 0x00
+    pub h_refcount: U32,      // 0x04
+    pub h_blocks: U32,        // 0x08
+    pub h_hash: U32,          // 0x0C
+    pub h_checksum: U32,      // 0x10
     pub h_reserved: [U32; 3], // 0x14
 }
 const _: () = assert!(core::mem::size_of::<XattrBlockHeader>() == 32);
@@ -22,12 +22,12 @@ const _: () = assert!(core::mem::size_of::<XattrBlockHeader>() == 32);
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Default, Debug)]
 #[repr(C)]
 pub struct XattrEntry {
-    pub e_name_len: u8,     // 0x0
-    pub e_name_index: u8,   // 0x1
-    pub e_value_offs: U16,  // 0x2
-    pub e_value_inum: U32,  // 0x4
-    pub e_value_size: U32,  // 0x8
-    pub e_hash: U32,        // 0xC
+    pub e_name_len: u8,    // 0x0
+    pub e_name_index: u8,  // 0x1
+    pub e_value_offs: U16, // 0x2
+    pub e_value_inum: U32, // 0x4
+    pub e_value_size: U32, // 0x8
+    pub e_hash: U32,       // 0xC
 }
 pub const ENTRY_SIZE: usize = 16;
 
@@ -50,7 +50,11 @@ pub enum AreaError {
 
 /// Walk the entries of an attribute area; `entries` starts at the first entry, and values are
 /// offsets from `value_base` within `area`. Bounded by the area size.
-pub fn parse_entries(area: &[u8], first: usize, value_base: usize) -> Result<Vec<Entry>, AreaError> {
+pub fn parse_entries(
+    area: &[u8],
+    first: usize,
+    value_base: usize,
+) -> Result<Vec<Entry>, AreaError> {
     let mut out = Vec::new();
     let mut off = first;
     loop {
@@ -64,7 +68,8 @@ pub fn parse_entries(area: &[u8], first: usize, value_base: usize) -> Result<Vec
         if off + ENTRY_SIZE > area.len() {
             return Err(AreaError::EntryOverrun);
         }
-        let raw = XattrEntry::read_from_bytes(&area[off..off + ENTRY_SIZE]).map_err(|_| AreaError::EntryOverrun)?;
+        let raw = XattrEntry::read_from_bytes(&area[off..off + ENTRY_SIZE])
+            .map_err(|_| AreaError::EntryOverrun)?;
         let name_end = off + ENTRY_SIZE + usize::from(raw.e_name_len);
         if name_end > area.len() {
             return Err(AreaError::EntryOverrun);
@@ -77,7 +82,11 @@ pub fn parse_entries(area: &[u8], first: usize, value_base: usize) -> Result<Vec
                 return Err(AreaError::BadValue);
             }
         }
-        out.push(Entry { offset: off, raw, name });
+        out.push(Entry {
+            offset: off,
+            raw,
+            name,
+        });
         off = (name_end + 3) & !3;
     }
     Ok(out)

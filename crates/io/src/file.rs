@@ -23,11 +23,17 @@ impl FileDevice {
         Self::open(path, true)
     }
     fn open(path: &Path, write: bool) -> Result<Self> {
-        let err = |source| IoError::Open { path: path.display().to_string(), source };
+        let err = |source| IoError::Open {
+            path: path.display().to_string(),
+            source,
+        };
         let meta = std::fs::metadata(path).map_err(err)?;
         let ft = meta.file_type();
         if ft.is_dir() {
-            return Err(IoError::Open { path: path.display().to_string(), source: std::io::Error::new(std::io::ErrorKind::Other, "is a directory") });
+            return Err(IoError::Open {
+                path: path.display().to_string(),
+                source: std::io::Error::new(std::io::ErrorKind::Other, "is a directory"),
+            });
         }
         let mut opts = OpenOptions::new();
         opts.read(true).write(write);
@@ -38,11 +44,17 @@ impl FileDevice {
         let size = if ft.is_block_device() {
             use std::io::{Seek, SeekFrom};
             let mut f = &file;
-            f.seek(SeekFrom::End(0)).map_err(|source| IoError::Io { offset: 0, source })?
+            f.seek(SeekFrom::End(0))
+                .map_err(|source| IoError::Io { offset: 0, source })?
         } else {
             meta.len()
         };
-        Ok(FileDevice { file, size, writable: write, counter: ReadCounter::default() })
+        Ok(FileDevice {
+            file,
+            size,
+            writable: write,
+            counter: ReadCounter::default(),
+        })
     }
 }
 
@@ -51,10 +63,18 @@ impl Device for FileDevice {
         self.size
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        if offset.checked_add(buf.len() as u64).is_none_or(|end| end > self.size) {
-            return Err(IoError::ShortRead { offset, len: buf.len() });
+        if offset
+            .checked_add(buf.len() as u64)
+            .is_none_or(|end| end > self.size)
+        {
+            return Err(IoError::ShortRead {
+                offset,
+                len: buf.len(),
+            });
         }
-        self.file.read_exact_at(buf, offset).map_err(|source| IoError::Io { offset, source })?;
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|source| IoError::Io { offset, source })?;
         self.counter.add(buf.len());
         Ok(())
     }
@@ -62,11 +82,15 @@ impl Device for FileDevice {
         if !self.writable {
             return Err(IoError::ReadOnly);
         }
-        self.file.write_all_at(buf, offset).map_err(|source| IoError::Io { offset, source })
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|source| IoError::Io { offset, source })
     }
     fn flush(&self) -> Result<()> {
         if self.writable {
-            self.file.sync_all().map_err(|source| IoError::Io { offset: 0, source })?;
+            self.file
+                .sync_all()
+                .map_err(|source| IoError::Io { offset: 0, source })?;
         }
         Ok(())
     }

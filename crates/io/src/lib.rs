@@ -19,7 +19,10 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum IoError {
     #[error("{path}: {source}")]
-    Open { path: String, source: std::io::Error },
+    Open {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("attempt to read block from filesystem resulted in short read (offset {offset}, {len} bytes)")]
     ShortRead { offset: u64, len: usize },
     #[error("I/O error at offset {offset}: {source}")]
