@@ -22,6 +22,7 @@ use ffsck_format::inode::{flags as iflags, FileType, RawInode};
 use ffsck_format::{ino as rino, Incompat};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU16, Ordering};
 
 /// Parent links of one directory.
 #[derive(Clone, Copy, Debug, Default)]
@@ -39,10 +40,9 @@ pub struct Pass2Facts {
     pub entries: u64,
 }
 
-/// An entry the merge must account for.
+/// An order-dependent fact the merge must account for. (Plain references are counted
+/// directly in a shared atomic table: their order does not matter.)
 enum Event {
-    /// A reference to an inode (counted in pass 4).
-    Ref(u32),
     /// `..` of directory `dir` names `target`.
     DotDot { dir: u32, target: u32 },
     /// Directory `dir` has an entry for the directory `child`.
@@ -58,6 +58,8 @@ struct BlockOut {
 }
 
 struct Ctx<'a> {
+    /// References per inode (index `ino - 1`), counted by all workers at once.
+    refs: Vec<AtomicU16>,
     fs: &'a Fs,
     p1: &'a Pass1Facts,
     policy: Policy,
@@ -72,7 +74,9 @@ pub fn run(
     progress: &crate::engine::Progress,
 ) -> Pass2Facts {
     let fs = &p0.fs;
-    let ctx = Ctx {
+    let n = fs.geo.inodes_count as usize;
+    let mut ctx = Ctx {
+        refs: (0..n).map(|_| AtomicU16::new(0)).collect(),
         fs,
         p1,
         policy,
@@ -103,11 +107,15 @@ pub fn run(
         .map(|&i| check_inline_dir(&ctx, i))
         .collect();
 
-    let n = fs.geo.inodes_count as usize;
+    let refs: Vec<u16> = std::mem::take(&mut ctx.refs)
+        .into_iter()
+        .map(AtomicU16::into_inner)
+        .collect();
+    let entries = refs.iter().map(|&r| u64::from(r)).sum();
     let mut facts = Pass2Facts {
-        refs: vec![0; n],
+        refs,
         dirs: BTreeMap::new(),
-        entries: 0,
+        entries,
     };
     for d in &p1.dirs {
         facts.dirs.insert(d.ino, DirLinks::default());
@@ -121,11 +129,6 @@ pub fn run(
         out.extend(bo.findings);
         for ev in bo.events {
             match ev {
-                Event::Ref(i) => {
-                    let r = &mut facts.refs[(i - 1) as usize];
-                    *r = r.saturating_add(1);
-                    facts.entries += 1;
-                }
                 Event::DotDot { dir, target } => {
                     if let Some(d) = facts.dirs.get_mut(&dir) {
                         d.dotdot = target;
@@ -478,7 +481,16 @@ fn check_entry(
             name: display_name(name),
         });
     }
-    bo.events.push(Event::Ref(ino));
+    ctx.count_ref(ino);
+}
+
+impl Ctx<'_> {
+    /// Count one directory-entry reference to `ino` (saturating, like e2fsck's icount).
+    fn count_ref(&self, ino: u32) {
+        if let Some(r) = self.refs.get((ino as usize).wrapping_sub(1)) {
+            let _ = r.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_add(1));
+        }
+    }
 }
 
 /// An inline directory: `..` in the first 4 bytes of `i_block`, entries after it and in the
@@ -492,13 +504,13 @@ fn check_inline_dir(ctx: &Ctx, dir: u32) -> BlockOut {
     let ib = inode.block_bytes();
     let parent = u32::from_le_bytes([ib[0], ib[1], ib[2], ib[3]]);
     // The implicit '.' and '..' count as references like real entries.
-    bo.events.push(Event::Ref(dir));
+    ctx.count_ref(dir);
     bo.events.push(Event::DotDot {
         dir,
         target: parent,
     });
     if parent != 0 && parent <= ctx.fs.geo.inodes_count {
-        bo.events.push(Event::Ref(parent));
+        ctx.count_ref(parent);
     }
     let size = inode.size() as usize;
     let first = &ib[4..60.min(size.max(4))];
