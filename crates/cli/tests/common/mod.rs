@@ -1,0 +1,468 @@
+//! Shared helpers for the `ffsck` integration tests: locate e2fsprogs, build a deterministic
+//! source tree and file system images with `mke2fs -d`, corrupt them with `debugfs -w`, run
+//! ffsck / e2fsck with a time limit, and read ffsck's JSON findings.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub use serde_json::Value;
+
+/// Default time limit for one checker run on the small test images.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The e2fsprogs tools the tests drive.
+#[derive(Clone, Debug)]
+pub struct Tools {
+    pub mke2fs: PathBuf,
+    pub debugfs: PathBuf,
+    pub e2fsck: PathBuf,
+}
+
+fn find_tool(name: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.extend(
+        ["/usr/sbin", "/sbin", "/usr/local/sbin"]
+            .iter()
+            .map(PathBuf::from),
+    );
+    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// The e2fsprogs tools, or `None` after printing why the calling test is skipped.
+pub fn tools() -> Option<Tools> {
+    let found = (
+        find_tool("mke2fs"),
+        find_tool("debugfs"),
+        find_tool("e2fsck"),
+    );
+    match found {
+        (Some(mke2fs), Some(debugfs), Some(e2fsck)) => Some(Tools {
+            mke2fs,
+            debugfs,
+            e2fsck,
+        }),
+        (m, d, e) => {
+            let missing: Vec<&str> = [
+                ("mke2fs", m.is_none()),
+                ("debugfs", d.is_none()),
+                ("e2fsck", e.is_none()),
+            ]
+            .iter()
+            .filter(|(_, miss)| *miss)
+            .map(|(n, _)| *n)
+            .collect();
+            eprintln!(
+                "SKIPPED: e2fsprogs tool(s) not found in PATH, /usr/sbin or /sbin: {}",
+                missing.join(", ")
+            );
+            None
+        }
+    }
+}
+
+pub fn ffsck_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ffsck"))
+}
+
+/// A small deterministic PRNG (SplitMix64) so every run builds the same tree.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut v = Vec::with_capacity(n + 8);
+        while v.len() < n {
+            v.extend_from_slice(&self.next_u64().to_le_bytes());
+        }
+        v.truncate(n);
+        v
+    }
+}
+
+/// Target of the long symlink: longer than the 60 bytes that fit in i_block.
+pub const LONG_LINK_TARGET: &str =
+    "../b/this/is/a/deliberately/long/symlink/target/that/does/not/fit/in/the/inode/x";
+
+/// Builds the deterministic source tree under `root`:
+/// - `/a/f1`..`/a/f12`: non-empty files (1..20 KiB) the corruption tests aim at;
+/// - `/a/emptydir`, `/a/sub/inner/` (nested dirs), `/a/sub/s1`;
+/// - `/b`, `/c/d/e`: ~28 more files of 0..20 KiB; `/b/short` (fast symlink), `/b/long`
+///   (slow symlink), `/b/hard` (hard link to `/b/x`);
+/// - `/many`: 60 empty files with long names (a multi-block directory);
+/// - `/sparse`: 10 data runs with holes between them (an extent tree of depth 1 on ext4).
+pub fn make_tree(root: &Path) {
+    let mut rng = Rng::new(0x5EED_F5C4);
+    for d in ["a/emptydir", "a/sub/inner", "b", "c/d/e", "many"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    for i in 1..=12 {
+        let n = 1024 + rng.below(19 * 1024) as usize;
+        std::fs::write(root.join(format!("a/f{i}")), rng.bytes(n)).unwrap();
+    }
+    std::fs::write(root.join("a/sub/s1"), rng.bytes(3000)).unwrap();
+    let dirs = ["b", "c", "c/d", "c/d/e"];
+    for i in 0..28 {
+        let n = rng.below(20 * 1024 + 1) as usize;
+        let dir = dirs[i % dirs.len()];
+        std::fs::write(root.join(format!("{dir}/file{i:02}")), rng.bytes(n)).unwrap();
+    }
+    std::fs::write(root.join("b/x"), b"hard-linked file\n").unwrap();
+    std::os::unix::fs::symlink("x", root.join("b/short")).unwrap();
+    assert!(LONG_LINK_TARGET.len() > 60);
+    std::os::unix::fs::symlink(LONG_LINK_TARGET, root.join("b/long")).unwrap();
+    std::fs::hard_link(root.join("b/x"), root.join("b/hard")).unwrap();
+    for i in 0..60 {
+        std::fs::write(
+            root.join(format!("many/entry-with-a-rather-long-name-{i:03}")),
+            b"",
+        )
+        .unwrap();
+    }
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::File::create(root.join("sparse")).unwrap();
+    for i in 0..10u64 {
+        f.seek(SeekFrom::Start(i * 65536)).unwrap();
+        f.write_all(&rng.bytes(4096)).unwrap();
+    }
+}
+
+/// A temporary directory holding a source tree and one image built from it.
+pub struct Image {
+    pub dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+impl Image {
+    /// A path for an auxiliary file (JSON report, log) in the image's directory.
+    pub fn aux(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+/// `mke2fs -q -F -t TYPE ARGS -d TREE IMAGE SIZE` on a fresh deterministic tree.
+pub fn mkfs(t: &Tools, fs_type: &str, args: &[&str], size: &str) -> Image {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    make_tree(&tree);
+    let path = dir.path().join("fs.img");
+    std::fs::File::create(&path).unwrap();
+    let out = Command::new(&t.mke2fs)
+        .args(["-q", "-F", "-t", fs_type])
+        .args(args)
+        .arg("-d")
+        .arg(&tree)
+        .arg(&path)
+        .arg(size)
+        .env("MKE2FS_SYNC", "0")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "test setup: mke2fs -t {fs_type} {args:?} {size} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Image { dir, path }
+}
+
+/// Runs `debugfs -w -R CMD IMAGE`; any message besides the version banner fails the test
+/// (debugfs exits 0 even when a request fails).
+pub fn debugfs_w(t: &Tools, img: &Path, cmd: &str) {
+    let out = Command::new(&t.debugfs)
+        .arg("-w")
+        .arg("-R")
+        .arg(cmd)
+        .arg(img)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let complaints: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.starts_with("debugfs ") && !l.trim().is_empty())
+        .collect();
+    assert!(
+        out.status.success() && complaints.is_empty(),
+        "test setup: debugfs -w -R '{cmd}' failed: {err}"
+    );
+}
+
+/// Runs a read-only `debugfs -R CMD IMAGE` and returns its standard output.
+pub fn debugfs_r(t: &Tools, img: &Path, cmd: &str) -> String {
+    let out = Command::new(&t.debugfs)
+        .arg("-R")
+        .arg(cmd)
+        .arg(img)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "test setup: debugfs -R '{cmd}' failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The physical block holding logical block `lblk` of `path` (`debugfs bmap`).
+pub fn bmap(t: &Tools, img: &Path, path: &str, lblk: u64) -> u64 {
+    let s = debugfs_r(t, img, &format!("bmap {path} {lblk}"));
+    let b: u64 = s
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("test setup: bad bmap output for {path}: {s:?}"));
+    assert!(b != 0, "test setup: {path} has no block at {lblk}");
+    b
+}
+
+/// The inode number of `path` (`debugfs stat` / `ls -l` of its parent).
+pub fn inode_of(t: &Tools, img: &Path, path: &str) -> u64 {
+    let s = debugfs_r(t, img, &format!("stat {path}"));
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("Inode:"))
+        .unwrap_or_else(|| panic!("test setup: no inode for {path}: {s}"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Overwrites `bytes` at byte `offset` of a file.
+pub fn patch(path: &Path, offset: u64, bytes: &[u8]) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(offset)).unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+/// Reads a little-endian u32 at byte `offset` of a file.
+pub fn read_u32(path: &Path, offset: u64) -> u32 {
+    use std::io::{Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).unwrap();
+    f.seek(SeekFrom::Start(offset)).unwrap();
+    let mut b = [0u8; 4];
+    f.read_exact(&mut b).unwrap();
+    u32::from_le_bytes(b)
+}
+
+/// The result of one process run.
+#[derive(Debug)]
+pub struct Run {
+    /// The exit code; `None` if killed by a signal.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Run {
+    pub fn code(&self) -> i32 {
+        self.code.unwrap_or_else(|| {
+            panic!(
+                "process was killed by a signal\nstdout:\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+/// Runs `cmd` with a time limit; on timeout the child is killed and `None` returned.
+pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Option<Run> {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = so.read_to_end(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = se.read_to_end(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let elapsed = start.elapsed();
+    let stdout = String::from_utf8_lossy(&t_out.join().unwrap()).into_owned();
+    let stderr = String::from_utf8_lossy(&t_err.join().unwrap()).into_owned();
+    status.map(|st| Run {
+        code: st.code(),
+        stdout,
+        stderr,
+        elapsed,
+    })
+}
+
+/// Runs ffsck with `args` (the device included) under the default time limit.
+pub fn ffsck(args: &[&std::ffi::OsStr]) -> Run {
+    ffsck_timeout(args, DEFAULT_TIMEOUT)
+}
+
+pub fn ffsck_timeout(args: &[&std::ffi::OsStr], limit: Duration) -> Run {
+    let mut cmd = Command::new(ffsck_bin());
+    cmd.args(args);
+    let run = run_with_timeout(cmd, limit)
+        .unwrap_or_else(|| panic!("ffsck {args:?} did not finish within {limit:?}"));
+    assert_no_panic(&run);
+    run
+}
+
+/// ffsck must never crash: no Rust panic (exit 101), no signal.
+pub fn assert_no_panic(run: &Run) {
+    assert!(
+        run.code.is_some() && run.code != Some(101) && !run.stderr.contains("panicked"),
+        "ffsck crashed (code {:?})\nstdout:\n{}\nstderr:\n{}",
+        run.code,
+        run.stdout,
+        run.stderr
+    );
+}
+
+/// A `ffsck -fn --threads N --json FILE IMAGE` run with its parsed report.
+#[derive(Debug)]
+pub struct Check {
+    pub run: Run,
+    pub json: Value,
+}
+
+impl Check {
+    pub fn code(&self) -> i32 {
+        self.run.code()
+    }
+    /// The finding codes (`P1_BAD_I_BLOCKS`, ...) in report order.
+    pub fn codes(&self) -> Vec<String> {
+        finding_codes(&self.json)
+    }
+    pub fn has(&self, code: &str) -> bool {
+        self.codes().iter().any(|c| c == code)
+    }
+    pub fn findings(&self) -> &Vec<Value> {
+        self.json["findings"]
+            .as_array()
+            .expect("JSON report has a findings array")
+    }
+    /// A compact listing of the findings for assertion messages.
+    pub fn describe(&self) -> String {
+        let mut s = format!("exit {:?}, fatal {}\n", self.run.code, self.json["fatal"]);
+        for f in self.findings() {
+            s += &format!(
+                "  {} {} {}\n",
+                f["code"].as_str().unwrap_or("?"),
+                f["e2fsck_code"].as_str().unwrap_or("?"),
+                f["message"].as_str().unwrap_or("").trim()
+            );
+        }
+        s
+    }
+}
+
+pub fn finding_codes(json: &Value) -> Vec<String> {
+    json["findings"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|f| f["code"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `ffsck -fn --threads N --json ... IMAGE`, checking that the JSON agrees with the exit code.
+pub fn check_n(img: &Path, threads: usize) -> Check {
+    let json_path = img.with_extension(format!("t{threads}.json"));
+    let _ = std::fs::remove_file(&json_path);
+    let threads_s = threads.to_string();
+    let run = ffsck(&[
+        "-fn".as_ref(),
+        "--threads".as_ref(),
+        threads_s.as_ref(),
+        "--json".as_ref(),
+        json_path.as_os_str(),
+        img.as_os_str(),
+    ]);
+    let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e})\nstdout:\n{}\nstderr:\n{}",
+            run.stdout, run.stderr
+        )
+    });
+    let json: Value = serde_json::from_str(&text).expect("JSON report parses");
+    assert_eq!(
+        json["exit_code"].as_i64(),
+        run.code.map(i64::from),
+        "JSON exit_code differs from the process exit code"
+    );
+    Check { run, json }
+}
+
+/// `e2fsck -fn IMAGE`; returns (exit code, combined output).
+pub fn e2fsck_n(t: &Tools, img: &Path) -> (i32, String) {
+    let mut cmd = Command::new(&t.e2fsck);
+    cmd.arg("-fn").arg(img).env("E2FSCK_CONFIG", "/dev/null");
+    let run = run_with_timeout(cmd, DEFAULT_TIMEOUT).expect("e2fsck timed out");
+    (
+        run.code.unwrap_or(-1),
+        format!("{}{}", run.stdout, run.stderr),
+    )
+}
+
+/// The whole content of a file.
+pub fn read_all(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+/// Asserts two byte strings are identical, naming the first differing offset.
+pub fn assert_same_bytes(before: &[u8], after: &[u8], what: &str) {
+    if before == after {
+        return;
+    }
+    let first = before
+        .iter()
+        .zip(after)
+        .position(|(a, b)| a != b)
+        .unwrap_or(before.len().min(after.len()));
+    panic!(
+        "{what}: contents changed (lengths {} -> {}, first difference at byte {first})",
+        before.len(),
+        after.len()
+    );
+}
+
+/// Asserts two files are byte-for-byte identical.
+pub fn assert_files_equal(a: &Path, b: &Path) {
+    assert_same_bytes(
+        &read_all(a),
+        &read_all(b),
+        &format!("{} vs {}", a.display(), b.display()),
+    );
+}
