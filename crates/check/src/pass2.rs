@@ -441,34 +441,32 @@ fn check_entry(
         out.report(policy, P::P2_UNUSED_INODE, pctx.clone());
     }
     // File type of the entry against the inode's type.
-    if dot_state > 1 || true {
-        let should = if ctx.p1.inode_used.get(u64::from(ino - 1)) && k & kind::BAD == 0 {
-            k & kind::TYPE_MASK
-        } else {
-            ft::UNKNOWN
-        };
-        if !ctx.filetype {
-            if file_type != 0 {
-                out.report(policy, P::P2_CLEAR_FILETYPE, pctx.clone());
-            }
-        } else if file_type != should
-            && (should != ft::UNKNOWN || ctx.p1.inode_used.get(u64::from(ino - 1)))
-        {
-            let p = if file_type == 0 {
-                P::P2_SET_FILETYPE
-            } else {
-                P::P2_BAD_FILETYPE
-            };
-            out.report(
-                policy,
-                p,
-                ProblemCtx {
-                    num: u64::from(file_type),
-                    num2: u64::from(should),
-                    ..pctx.clone()
-                },
-            );
+    let should = if ctx.p1.inode_used.get(u64::from(ino - 1)) && k & kind::BAD == 0 {
+        k & kind::TYPE_MASK
+    } else {
+        ft::UNKNOWN
+    };
+    if !ctx.filetype {
+        if file_type != 0 {
+            out.report(policy, P::P2_CLEAR_FILETYPE, pctx.clone());
         }
+    } else if file_type != should
+        && (should != ft::UNKNOWN || ctx.p1.inode_used.get(u64::from(ino - 1)))
+    {
+        let p = if file_type == 0 {
+            P::P2_SET_FILETYPE
+        } else {
+            P::P2_BAD_FILETYPE
+        };
+        out.report(
+            policy,
+            p,
+            ProblemCtx {
+                num: u64::from(file_type),
+                num2: u64::from(should),
+                ..pctx.clone()
+            },
+        );
     }
     if dot_state > 1 && name.iter().any(|&c| c == b'/' || c == 0) {
         out.report(policy, P::P2_BAD_NAME, pctx.clone());
