@@ -14,6 +14,7 @@
 
 use crate::bitmap::{AtomicBitmap, Bitmap};
 use crate::fs::Fs;
+use crate::icount::InodeCounts;
 use crate::pass0::{GroupState, Pass0Facts};
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
@@ -136,7 +137,7 @@ impl Counts {
 
 pub struct Pass1Facts {
     /// `i_links_count` of every in-use inode (index `ino - 1`), 0 otherwise.
-    pub links: Vec<u16>,
+    pub links: InodeCounts,
     pub kinds: Vec<u8>,
     pub inode_used: Bitmap,
     pub block_used: Bitmap,
@@ -160,7 +161,8 @@ struct GroupOut {
     dup_blocks: Vec<u64>,
     summary: ClaimSummary,
     counts: Counts,
-    used: Vec<u32>,
+    /// `(ino - 1, i_links_count)` of this group's inodes with more than one link.
+    links_many: Vec<(u32, u16)>,
 }
 
 /// Shared, read-only state of the scan.
@@ -168,6 +170,10 @@ struct Scan<'a> {
     fs: &'a Fs,
     policy: Policy,
     claimed: AtomicBitmap,
+    /// Inodes with exactly one link (the rest are in each group's `links_many`).
+    links_one: AtomicBitmap,
+    /// Inodes in use, set as the scan finds them.
+    inode_used: AtomicBitmap,
     ea_refs: Mutex<BTreeMap<u64, EaBlock>>,
     bucket_shift: u32,
     extent_fs: bool,
@@ -235,31 +241,31 @@ pub fn run(
         fs,
         policy,
         claimed,
+        inode_used: AtomicBitmap::new(n_inodes as u64),
+        links_one: AtomicBitmap::new(n_inodes as u64),
         ea_refs: Mutex::new(BTreeMap::new()),
         bucket_shift: (64 - geo.blocks_count.leading_zeros()).saturating_sub(6),
         extent_fs: geo.incompat.has(Incompat::EXTENTS),
         low_dtime_check: !(mkfs != 0 && mkfs < geo.inodes_count),
     };
-    let mut links = vec![0u16; n_inodes];
     let mut kinds = vec![0u8; n_inodes];
 
-    let outs: Vec<GroupOut> = links
+    let outs: Vec<GroupOut> = kinds
         .par_chunks_mut(ipg)
-        .zip(kinds.par_chunks_mut(ipg))
         .enumerate()
-        .map(|(g, (l, k))| {
-            let o = scan_group(&scan, g as u32, p0.groups[g], l, k);
+        .map(|(g, k)| {
+            let o = scan_group(&scan, g as u32, p0.groups[g], k);
             progress.advance(1);
             o
         })
         .collect();
 
-    let mut inode_used = Bitmap::new(n_inodes as u64);
     let mut dir_blocks = Vec::new();
     let mut dirs = Vec::new();
     let mut dup_blocks = Vec::new();
     let mut summaries = Vec::with_capacity(outs.len());
     let mut counts = Counts::default();
+    let mut links_many = Vec::new();
     for o in outs {
         out.extend(o.findings);
         dir_blocks.extend(o.dir_blocks);
@@ -267,9 +273,7 @@ pub fn run(
         dup_blocks.extend(o.dup_blocks);
         summaries.push(o.summary);
         counts.add(&o.counts);
-        for i in o.used {
-            inode_used.set(u64::from(i - 1));
-        }
+        links_many.extend(o.links_many);
     }
     // Xattr block reference counts, in block order.
     let refs = scan.ea_refs.into_inner().unwrap_or_default();
@@ -293,6 +297,8 @@ pub fn run(
     dup_blocks.dedup();
     dir_blocks.sort_unstable();
     let block_used = scan.claimed.into_bitmap();
+    let inode_used = scan.inode_used.into_bitmap();
+    let links = InodeCounts::from_parts(scan.links_one.into_bitmap(), links_many);
     Pass1Facts {
         links,
         kinds,
@@ -312,7 +318,6 @@ fn scan_group(
     scan: &Scan,
     g: u32,
     st: GroupState,
-    links: &mut [u16],
     kinds: &mut [u8],
 ) -> GroupOut {
     let fs = scan.fs;
@@ -327,25 +332,56 @@ fn scan_group(
     }
     let isz = geo.inode_size as usize;
     let bs = geo.block_size as usize;
-    // One large sequential read of the used part of the table.
-    let nblocks = (n * isz).div_ceil(bs);
-    let mut table = vec![0u8; nblocks * bs];
+    // Large sequential reads of the used part of the table, through one reused buffer per
+    // worker thread, so memory stays bounded whatever the size of the inode tables.
+    let per_chunk = (ITABLE_CHUNK_BYTES / isz).max(1);
     let start = fs.groups[g as usize].inode_table();
-    if fs.read_blocks_into(start, &mut table).is_err() {
-        // Fall back to block-by-block so one bad block does not hide the whole group.
-        for (i, chunk) in table.chunks_mut(bs).enumerate() {
-            if fs.read_blocks_into(start + i as u64, chunk).is_err() {
-                chunk.fill(0);
-            }
-        }
-    }
     let first_ino = g * geo.inodes_per_group + 1;
-    for i in 0..n {
-        let ino = first_ino + i as u32;
-        let raw = &table[i * isz..(i + 1) * isz];
-        check_inode(scan, ino, raw, &mut links[i], &mut kinds[i], &mut out);
-    }
+    ITABLE_BUF.with(|cell| {
+        let mut table = cell.borrow_mut();
+        let mut done = 0usize;
+        while done < n {
+            let count = per_chunk.min(n - done);
+            let first_blk = (done * isz) / bs;
+            let last_blk = ((done + count) * isz).div_ceil(bs);
+            table.clear();
+            table.resize((last_blk - first_blk) * bs, 0);
+            let at = start + first_blk as u64;
+            if fs.read_blocks_into(at, &mut table).is_err() {
+                // Block by block, so one bad block does not hide the whole chunk.
+                for (i, chunk) in table.chunks_mut(bs).enumerate() {
+                    if fs.read_blocks_into(at + i as u64, chunk).is_err() {
+                        chunk.fill(0);
+                    }
+                }
+            }
+            let skew = done * isz - first_blk * bs;
+            for i in done..done + count {
+                let off = skew + (i - done) * isz;
+                let raw = &table[off..off + isz];
+                let ino = first_ino + i as u32;
+                let mut links = 0u16;
+                check_inode(scan, ino, raw, &mut links, &mut kinds[i], &mut out);
+                match links {
+                    0 => {}
+                    1 => {
+                        scan.links_one.test_and_set(u64::from(ino - 1));
+                    }
+                    n => out.links_many.push((ino - 1, n)),
+                }
+            }
+            done += count;
+        }
+    });
     out
+}
+
+/// Bytes of inode table read at once (a multiple of every inode size).
+const ITABLE_CHUNK_BYTES: usize = 128 * 1024;
+
+thread_local! {
+    /// The inode-table read buffer of this worker thread.
+    static ITABLE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Per-inode checking context.
@@ -411,7 +447,7 @@ fn check_inode(
         report(scan, out, &mut ic, P::P1_SET_DTIME, ProblemCtx::ino(ino));
     }
     *link_slot = links;
-    out.used.push(ino);
+    scan.inode_used.test_and_set(u64::from(ino - 1));
     check_live_inode(scan, &mut ic, out, kind_slot);
     finish_csum(scan, out, &ic, csum_failed);
 }
@@ -451,12 +487,12 @@ fn check_reserved(
                 report(scan, out, ic, P::P1_ROOT_DTIME, ProblemCtx::ino(ino));
             }
             *link_slot = inode.links_count();
-            out.used.push(ino);
+            scan.inode_used.test_and_set(u64::from(ino - 1));
             check_live_inode(scan, ic, out, kind_slot);
             return;
         }
         ino::JOURNAL if fs.sb.s_journal_inum.get() == ino::JOURNAL => {
-            out.used.push(ino);
+            scan.inode_used.test_and_set(u64::from(ino - 1));
             *link_slot = inode.links_count();
             if mode != 0 && ft != FileType::Regular {
                 report(scan, out, ic, P::P1_JOURNAL_BAD_MODE, ProblemCtx::ino(ino));
@@ -467,7 +503,7 @@ fn check_reserved(
         }
         _ => {}
     }
-    out.used.push(ino);
+    scan.inode_used.test_and_set(u64::from(ino - 1));
     *link_slot = inode.links_count();
     let bad = match ino {
         ino::BOOT_LOADER => ft == FileType::Directory,

@@ -22,7 +22,7 @@ use ffsck_format::inode::{flags as iflags, FileType, RawInode};
 use ffsck_format::{ino as rino, Incompat};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicU16, Ordering};
+use crate::icount::{InodeCounts, SharedCounter};
 
 /// Parent links of one directory.
 #[derive(Clone, Copy, Debug, Default)]
@@ -35,7 +35,7 @@ pub struct DirLinks {
 
 pub struct Pass2Facts {
     /// References counted from directory entries, per inode (index `ino - 1`), saturating.
-    pub refs: Vec<u16>,
+    pub refs: InodeCounts,
     pub dirs: BTreeMap<u32, DirLinks>,
     pub entries: u64,
 }
@@ -59,7 +59,7 @@ struct BlockOut {
 
 struct Ctx<'a> {
     /// References per inode (index `ino - 1`), counted by all workers at once.
-    refs: Vec<AtomicU16>,
+    refs: SharedCounter,
     fs: &'a Fs,
     p1: &'a Pass1Facts,
     policy: Policy,
@@ -75,8 +75,8 @@ pub fn run(
 ) -> Pass2Facts {
     let fs = &p0.fs;
     let n = fs.geo.inodes_count as usize;
-    let mut ctx = Ctx {
-        refs: (0..n).map(|_| AtomicU16::new(0)).collect(),
+    let ctx = Ctx {
+        refs: SharedCounter::new(n as u64),
         fs,
         p1,
         policy,
@@ -107,11 +107,8 @@ pub fn run(
         .map(|&i| check_inline_dir(&ctx, i))
         .collect();
 
-    let refs: Vec<u16> = std::mem::take(&mut ctx.refs)
-        .into_iter()
-        .map(AtomicU16::into_inner)
-        .collect();
-    let entries = refs.iter().map(|&r| u64::from(r)).sum();
+    let refs = ctx.refs.finish();
+    let entries = refs.total();
     let mut facts = Pass2Facts {
         refs,
         dirs: BTreeMap::new(),
@@ -485,8 +482,8 @@ fn check_entry(
 impl Ctx<'_> {
     /// Count one directory-entry reference to `ino` (saturating, like e2fsck's icount).
     fn count_ref(&self, ino: u32) {
-        if let Some(r) = self.refs.get((ino as usize).wrapping_sub(1)) {
-            let _ = r.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_add(1));
+        if ino != 0 {
+            self.refs.increment(u64::from(ino - 1));
         }
     }
 }

@@ -34,8 +34,8 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
         {
             continue;
         }
-        let link_count = p1.links[idx as usize];
-        let mut counted = p2.refs[idx as usize];
+        let link_count = p1.links.get(idx);
+        let mut counted = p2.refs.get(idx);
         let k = p1.kinds[idx as usize];
         if counted == 0 {
             if k & kind::EA_INODE != 0 {
