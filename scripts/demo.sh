@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-tools.sh
+source scripts/build-env.sh
 cargo build --release --workspace --bins
 out=out/demo
 rm -rf "$out" && mkdir -p "$out/tree"
@@ -24,7 +25,7 @@ debugfs -w -R "set_bg 1 free_blocks_count 3" "$img" 2>/dev/null
 echo
 echo "== ffsck -fn $img"
 set +e
-./target/release/ffsck -fn -t --json "$out/report.json" --problem-log "$out/ffsck.xml" "$img"
+"$BIN/ffsck" -fn -t --json "$out/report.json" --problem-log "$out/ffsck.xml" "$img"
 echo "(exit code $?)"
 echo
 echo "== e2fsck -fn $img (reference)"

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-tools.sh
-# The integration tests run the release binaries; build them first so the corpus test finds
-# target/release/ffsck.
+source scripts/build-env.sh
+# The integration tests run the release binaries; build them first.
 cargo build --release --workspace --bins
 cargo test --release --workspace

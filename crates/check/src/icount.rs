@@ -1,8 +1,10 @@
-//! Compact per-inode counts (link counts from pass 1, references from pass 2): a bitmap for
-//! the common count of one and a sorted list for every other non-zero count.
+//! Compact per-inode tables: counts (link counts from pass 1, references from pass 2) and
+//! kinds (file type and flags), each a bitmap or two for the common values plus a sorted list
+//! of the rest.
 //!
-//! Most inodes of a real file system have exactly one link, so this takes an eighth of a byte
-//! per inode plus a few bytes per directory or hard-linked file, instead of two bytes per inode.
+//! Most inodes of a real file system are regular files or directories with one link and no
+//! special flags, so these take a fraction of a byte per inode plus a few bytes per exception,
+//! instead of two or three bytes per inode.
 
 use crate::bitmap::{AtomicBitmap, Bitmap};
 use std::sync::Mutex;
@@ -112,9 +114,78 @@ impl SharedCounter {
     }
 }
 
+/// One kind byte per inode (see `pass1::kind`), indexed by `ino - 1`: bitmaps of plain
+/// directories and plain regular files (kind byte exactly `DIR` or `REG`), and a sorted list
+/// of every other non-zero kind.
+#[derive(Debug, Clone)]
+pub struct InodeKinds {
+    dir: Bitmap,
+    reg: Bitmap,
+    other: Vec<(u32, u8)>,
+}
+
+/// Every byte value, so `Index` can hand out a reference to a computed kind.
+static BYTE_VALUES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = i as u8;
+        i += 1;
+    }
+    t
+};
+
+impl InodeKinds {
+    /// From the bitmaps and the other kinds, ascending by index.
+    pub fn from_parts(dir: Bitmap, reg: Bitmap, other: Vec<(u32, u8)>) -> Self {
+        debug_assert!(other.windows(2).all(|w| w[0].0 < w[1].0));
+        InodeKinds { dir, reg, other }
+    }
+
+    pub fn get(&self, idx: u64) -> u8 {
+        if self.reg.get(idx) {
+            return ffsck_format::dir::ft::REG;
+        }
+        if self.dir.get(idx) {
+            return ffsck_format::dir::ft::DIR;
+        }
+        let Ok(idx) = u32::try_from(idx) else {
+            return 0;
+        };
+        match self.other.binary_search_by_key(&idx, |&(i, _)| i) {
+            Ok(at) => self.other[at].1,
+            Err(_) => 0,
+        }
+    }
+}
+
+impl std::ops::Index<usize> for InodeKinds {
+    type Output = u8;
+    fn index(&self, idx: usize) -> &u8 {
+        &BYTE_VALUES[usize::from(self.get(idx as u64))]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kinds_round_trip() {
+        use ffsck_format::dir::ft;
+        let mut dir = Bitmap::new(10);
+        let mut reg = Bitmap::new(10);
+        dir.set(1);
+        reg.set(2);
+        let k = InodeKinds::from_parts(dir, reg, vec![(3, ft::SYMLINK), (7, ft::DIR | 0x10)]);
+        assert_eq!(k[0], 0);
+        assert_eq!(k[1], ft::DIR);
+        assert_eq!(k[2], ft::REG);
+        assert_eq!(k[3], ft::SYMLINK);
+        assert_eq!(k[7], ft::DIR | 0x10);
+        assert_eq!(k[9], 0);
+        assert_eq!(k.get(1 << 40), 0);
+    }
 
     #[test]
     fn counts_round_trip() {

@@ -14,11 +14,11 @@
 
 use crate::bitmap::{AtomicBitmap, Bitmap};
 use crate::fs::Fs;
-use crate::icount::InodeCounts;
+use crate::icount::{InodeCounts, InodeKinds};
 use crate::pass0::{GroupState, Pass0Facts};
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
-use ffsck_format::dir::{DxRootInfo, DX_ROOT_INFO_OFFSET};
+use ffsck_format::dir::{ft, DxRootInfo, DX_ROOT_INFO_OFFSET};
 use ffsck_format::extent::{self, Node};
 use ffsck_format::inode::{
     flags as iflags, inode_checksum, FileType, RawInode, GOOD_OLD_INODE_SIZE,
@@ -138,7 +138,7 @@ impl Counts {
 pub struct Pass1Facts {
     /// `i_links_count` of every in-use inode (index `ino - 1`), 0 otherwise.
     pub links: InodeCounts,
-    pub kinds: Vec<u8>,
+    pub kinds: InodeKinds,
     pub inode_used: Bitmap,
     pub block_used: Bitmap,
     /// Blocks claimed more than once, ascending.
@@ -163,6 +163,8 @@ struct GroupOut {
     counts: Counts,
     /// `(ino - 1, i_links_count)` of this group's inodes with more than one link.
     links_many: Vec<(u32, u16)>,
+    /// `(ino - 1, kind)` of this group's inodes other than plain files and directories.
+    kinds_other: Vec<(u32, u8)>,
 }
 
 /// Shared, read-only state of the scan.
@@ -172,9 +174,14 @@ struct Scan<'a> {
     claimed: AtomicBitmap,
     /// Inodes with exactly one link (the rest are in each group's `links_many`).
     links_one: AtomicBitmap,
+    /// Inodes whose kind byte is exactly a plain directory / regular file.
+    kind_dir: AtomicBitmap,
+    kind_reg: AtomicBitmap,
     /// Inodes in use, set as the scan finds them.
     inode_used: AtomicBitmap,
     ea_refs: Mutex<BTreeMap<u64, EaBlock>>,
+    /// Inode-table read buffers, one per worker at most, freed with the scan.
+    buffers: Mutex<Vec<Vec<u8>>>,
     bucket_shift: u32,
     extent_fs: bool,
     low_dtime_check: bool,
@@ -228,7 +235,6 @@ pub fn run(
 ) -> Pass1Facts {
     let fs = &p0.fs;
     let geo = &fs.geo;
-    let ipg = geo.inodes_per_group as usize;
     let n_inodes = geo.inodes_count as usize;
     let metadata = metadata_map(fs, &p0.groups);
     // Pre-claim metadata so files that overlap it are found as multiply-claimed.
@@ -243,18 +249,18 @@ pub fn run(
         claimed,
         inode_used: AtomicBitmap::new(n_inodes as u64),
         links_one: AtomicBitmap::new(n_inodes as u64),
+        kind_dir: AtomicBitmap::new(n_inodes as u64),
+        kind_reg: AtomicBitmap::new(n_inodes as u64),
         ea_refs: Mutex::new(BTreeMap::new()),
+        buffers: Mutex::new(Vec::new()),
         bucket_shift: (64 - geo.blocks_count.leading_zeros()).saturating_sub(6),
         extent_fs: geo.incompat.has(Incompat::EXTENTS),
         low_dtime_check: !(mkfs != 0 && mkfs < geo.inodes_count),
     };
-    let mut kinds = vec![0u8; n_inodes];
-
-    let outs: Vec<GroupOut> = kinds
-        .par_chunks_mut(ipg)
-        .enumerate()
-        .map(|(g, k)| {
-            let o = scan_group(&scan, g as u32, p0.groups[g], k);
+    let outs: Vec<GroupOut> = (0..geo.group_count as usize)
+        .into_par_iter()
+        .map(|g| {
+            let o = scan_group(&scan, g as u32, p0.groups[g]);
             progress.advance(1);
             o
         })
@@ -266,6 +272,7 @@ pub fn run(
     let mut summaries = Vec::with_capacity(outs.len());
     let mut counts = Counts::default();
     let mut links_many = Vec::new();
+    let mut kinds_other = Vec::new();
     for o in outs {
         out.extend(o.findings);
         dir_blocks.extend(o.dir_blocks);
@@ -274,6 +281,7 @@ pub fn run(
         summaries.push(o.summary);
         counts.add(&o.counts);
         links_many.extend(o.links_many);
+        kinds_other.extend(o.kinds_other);
     }
     // Xattr block reference counts, in block order.
     let refs = scan.ea_refs.into_inner().unwrap_or_default();
@@ -299,6 +307,11 @@ pub fn run(
     let block_used = scan.claimed.into_bitmap();
     let inode_used = scan.inode_used.into_bitmap();
     let links = InodeCounts::from_parts(scan.links_one.into_bitmap(), links_many);
+    let kinds = InodeKinds::from_parts(
+        scan.kind_dir.into_bitmap(),
+        scan.kind_reg.into_bitmap(),
+        kinds_other,
+    );
     Pass1Facts {
         links,
         kinds,
@@ -318,7 +331,6 @@ fn scan_group(
     scan: &Scan,
     g: u32,
     st: GroupState,
-    kinds: &mut [u8],
 ) -> GroupOut {
     let fs = scan.fs;
     let geo = &fs.geo;
@@ -337,8 +349,8 @@ fn scan_group(
     let per_chunk = (ITABLE_CHUNK_BYTES / isz).max(1);
     let start = fs.groups[g as usize].inode_table();
     let first_ino = g * geo.inodes_per_group + 1;
-    ITABLE_BUF.with(|cell| {
-        let mut table = cell.borrow_mut();
+    let mut table = scan.buffers.lock().ok().and_then(|mut b| b.pop()).unwrap_or_default();
+    {
         let mut done = 0usize;
         while done < n {
             let count = per_chunk.min(n - done);
@@ -360,8 +372,19 @@ fn scan_group(
                 let off = skew + (i - done) * isz;
                 let raw = &table[off..off + isz];
                 let ino = first_ino + i as u32;
-                let mut links = 0u16;
-                check_inode(scan, ino, raw, &mut links, &mut kinds[i], &mut out);
+                let (mut links, mut k) = (0u16, 0u8);
+                check_inode(scan, ino, raw, &mut links, &mut k, &mut out);
+                let idx = ino - 1;
+                match k {
+                    0 => {}
+                    ft::DIR => {
+                        scan.kind_dir.test_and_set(u64::from(idx));
+                    }
+                    ft::REG => {
+                        scan.kind_reg.test_and_set(u64::from(idx));
+                    }
+                    k => out.kinds_other.push((idx, k)),
+                }
                 match links {
                     0 => {}
                     1 => {
@@ -372,17 +395,16 @@ fn scan_group(
             }
             done += count;
         }
-    });
+    }
+    if let Ok(mut b) = scan.buffers.lock() {
+        b.push(table);
+    }
     out
 }
 
 /// Bytes of inode table read at once (a multiple of every inode size).
 const ITABLE_CHUNK_BYTES: usize = 128 * 1024;
 
-thread_local! {
-    /// The inode-table read buffer of this worker thread.
-    static ITABLE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
 
 /// Per-inode checking context.
 struct InodeCheck<'a> {

@@ -17,8 +17,16 @@ pub fn corpus_dir() -> Option<PathBuf> {
 }
 
 /// The workspace's ffsck binary. `CARGO_BIN_EXE_ffsck` only exists inside the ffsck package,
-/// so look in the target directory; prefer the most recently built profile.
+/// so look beside this test's own profile directory (`<profile>/deps/<test>`), then in the
+/// target directory, preferring the most recently built profile.
 pub fn ffsck_binary() -> Option<PathBuf> {
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|t| Some(t.parent()?.parent()?.join("ffsck")))
+        .filter(|p| p.is_file());
+    if beside.is_some() {
+        return beside;
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| manifest_dir().join("../../target"));
