@@ -327,11 +327,7 @@ pub fn run(
     }
 }
 
-fn scan_group(
-    scan: &Scan,
-    g: u32,
-    st: GroupState,
-) -> GroupOut {
+fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
     let fs = scan.fs;
     let geo = &fs.geo;
     let mut out = GroupOut::default();
@@ -349,7 +345,12 @@ fn scan_group(
     let per_chunk = (ITABLE_CHUNK_BYTES / isz).max(1);
     let start = fs.groups[g as usize].inode_table();
     let first_ino = g * geo.inodes_per_group + 1;
-    let mut table = scan.buffers.lock().ok().and_then(|mut b| b.pop()).unwrap_or_default();
+    let mut table = scan
+        .buffers
+        .lock()
+        .ok()
+        .and_then(|mut b| b.pop())
+        .unwrap_or_default();
     {
         let mut done = 0usize;
         while done < n {
@@ -404,7 +405,6 @@ fn scan_group(
 
 /// Bytes of inode table read at once (a multiple of every inode size).
 const ITABLE_CHUNK_BYTES: usize = 128 * 1024;
-
 
 /// Per-inode checking context.
 struct InodeCheck<'a> {

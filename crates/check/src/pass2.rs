@@ -12,6 +12,7 @@
 //! directory is its parent) is decided in a sequential merge in block order.
 
 use crate::fs::Fs;
+use crate::icount::{InodeCounts, SharedCounter};
 use crate::pass0::Pass0Facts;
 use crate::pass1::{kind, DirBlock, Pass1Facts};
 use crate::problem::Problem as P;
@@ -22,7 +23,6 @@ use ffsck_format::inode::{flags as iflags, FileType, RawInode};
 use ffsck_format::{ino as rino, Incompat};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashSet};
-use crate::icount::{InodeCounts, SharedCounter};
 
 /// Parent links of one directory.
 #[derive(Clone, Copy, Debug, Default)]

@@ -1,14 +1,20 @@
 //! Block-device access for ffsck: one `Device` trait and its backends (file or block device,
-//! in-memory image), plus the mount-table check that guards repairs.
+//! in-memory image, copy-on-write overlay, simulated power loss), the crash-safe write path
+//! (redo log, undo file), and the mount-table check that guards repairs.
 //!
 //! Everything above this crate reads through `Device`, so tests can swap in memory images and
-//! later layers (overlay, undo, crash injection) can stack on the same trait.
+//! a repair stages its writes in an `Overlay` before `RedoLog` commits them.
 
 #![forbid(unsafe_code)]
 
 mod file;
+pub mod logfile;
 mod mem;
 pub mod mounts;
+pub mod overlay;
+pub mod redo;
+pub mod sim;
+pub mod undo;
 
 pub use file::FileDevice;
 pub use mem::MemDevice;

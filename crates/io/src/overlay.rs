@@ -1,0 +1,197 @@
+//! A copy-on-write overlay over a device: a repair generation in the making. Writes are staged
+//! in memory, reads see them (read-your-writes), and nothing reaches the device until the
+//! generation is committed through the redo log.
+
+use crate::{Device, IoError, Result};
+use std::collections::BTreeMap;
+use std::sync::RwLock;
+
+/// Staging granularity: the smallest ext2/3/4 block, and the superblock's size.
+pub const CHUNK: u64 = 1024;
+
+pub struct Overlay<'a> {
+    base: &'a dyn Device,
+    /// Staged chunks by chunk number.
+    staged: RwLock<BTreeMap<u64, Box<[u8]>>>,
+}
+
+/// One contiguous run of staged bytes, ready for the redo log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub offset: u64,
+    pub data: Vec<u8>,
+}
+
+impl<'a> Overlay<'a> {
+    pub fn new(base: &'a dyn Device) -> Self {
+        Overlay {
+            base,
+            staged: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn base(&self) -> &'a dyn Device {
+        self.base
+    }
+
+    /// Bytes staged so far.
+    pub fn staged_bytes(&self) -> u64 {
+        self.staged.read().map_or(0, |s| s.len() as u64 * CHUNK)
+    }
+
+    /// The staged chunks as extents, ascending and coalesced, omitting chunks whose staged
+    /// contents equal the device's (a repair that put a byte back is no change).
+    pub fn extents(&self) -> Result<Vec<Extent>> {
+        let staged = self.staged.read().map_err(|_| poisoned())?;
+        let mut out: Vec<Extent> = Vec::new();
+        let mut old = vec![0u8; CHUNK as usize];
+        for (&chunk, data) in staged.iter() {
+            let offset = chunk * CHUNK;
+            let len = data.len();
+            crate::read_partial(self.base, &mut old[..len], offset)?;
+            if old[..len] == data[..] {
+                continue;
+            }
+            match out.last_mut() {
+                Some(last) if last.offset + last.data.len() as u64 == offset => {
+                    last.data.extend_from_slice(data)
+                }
+                _ => out.push(Extent {
+                    offset,
+                    data: data.to_vec(),
+                }),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forget everything staged (after a commit, or to abandon a generation).
+    pub fn clear(&self) {
+        if let Ok(mut s) = self.staged.write() {
+            s.clear();
+        }
+    }
+
+    fn chunk_len(&self, chunk: u64) -> usize {
+        let size = self.base.size();
+        (size.saturating_sub(chunk * CHUNK)).min(CHUNK) as usize
+    }
+}
+
+fn poisoned() -> IoError {
+    IoError::Refused("overlay lock poisoned".into())
+}
+
+impl Device for Overlay<'_> {
+    fn size(&self) -> u64 {
+        self.base.size()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .filter(|&e| e <= self.size())
+            .ok_or(IoError::ShortRead {
+                offset,
+                len: buf.len(),
+            })?;
+        let staged = self.staged.read().map_err(|_| poisoned())?;
+        let (first, last) = (offset / CHUNK, (end.max(1) - 1) / CHUNK);
+        let mut hits = staged.range(first..=last).peekable();
+        if hits.peek().is_none() || buf.is_empty() {
+            drop(hits);
+            drop(staged);
+            return self.base.read_at(buf, offset);
+        }
+        self.base.read_at(buf, offset)?;
+        for (&chunk, data) in hits {
+            let c_start = chunk * CHUNK;
+            let from = offset.max(c_start);
+            let to = end.min(c_start + data.len() as u64);
+            if from < to {
+                let dst = &mut buf[(from - offset) as usize..(to - offset) as usize];
+                dst.copy_from_slice(&data[(from - c_start) as usize..(to - c_start) as usize]);
+            }
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .filter(|&e| e <= self.size())
+            .ok_or(IoError::ShortRead {
+                offset,
+                len: buf.len(),
+            })?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let mut staged = self.staged.write().map_err(|_| poisoned())?;
+        for chunk in offset / CHUNK..=(end - 1) / CHUNK {
+            let c_start = chunk * CHUNK;
+            let len = self.chunk_len(chunk);
+            let data = match staged.entry(chunk) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    let mut fresh = vec![0u8; len].into_boxed_slice();
+                    self.base.read_at(&mut fresh, c_start)?;
+                    e.insert(fresh)
+                }
+            };
+            let from = offset.max(c_start);
+            let to = end.min(c_start + len as u64);
+            data[(from - c_start) as usize..(to - c_start) as usize]
+                .copy_from_slice(&buf[(from - offset) as usize..(to - offset) as usize]);
+        }
+        Ok(())
+    }
+
+    /// Staged writes become durable only through a commit; there is nothing to flush here.
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.base.bytes_read()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemDevice;
+
+    #[test]
+    fn reads_see_staged_writes_and_base_is_untouched() {
+        let base = MemDevice::new((0..4096u32).map(|i| i as u8).collect());
+        let ov = Overlay::new(&base);
+        ov.write_at(&[0xAA; 10], 1020).unwrap();
+        let mut buf = vec![0u8; 30];
+        ov.read_at(&mut buf, 1010).unwrap();
+        let want: Vec<u8> = (1010..1040u32)
+            .map(|i| {
+                if (1020..1030).contains(&i) {
+                    0xAA
+                } else {
+                    i as u8
+                }
+            })
+            .collect();
+        assert_eq!(buf, want);
+        assert_eq!(base.snapshot()[1020], (1020u32 as u8));
+        let ext = ov.extents().unwrap();
+        assert_eq!(ext.len(), 1);
+        assert_eq!(ext[0].offset, 0);
+        assert_eq!(ext[0].data.len(), 2048);
+    }
+
+    #[test]
+    fn unchanged_chunks_are_not_extents() {
+        let base = MemDevice::new(vec![7u8; 4096]);
+        let ov = Overlay::new(&base);
+        ov.write_at(&[7u8; 5], 3000).unwrap();
+        assert!(ov.extents().unwrap().is_empty());
+        assert!(ov.write_at(&[1], 4096).is_err());
+    }
+}
