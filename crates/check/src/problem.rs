@@ -178,6 +178,7 @@ catalogue! {
     P1_ORPHAN_LIST_REFUGEES = 0x010037, None, PREEN_OK | NO_OK, "Inodes that were part of a corrupted orphan linked list found.";
     P1_BAD_EA_BLOCK = 0x01003A, Clear, 0, "Inode {ino} has a bad extended attribute block {blk}.";
     P1_EXTATTR_REFCOUNT = 0x01003C, Fix, 0, "Extended attribute block {blk} has reference count {num}, should be {num2}.";
+    P1_READ_EA_BLOCK = 0x010039, Clear, 0, "Error reading extended attribute block {blk} for inode {ino}.";
     P1_EA_MULTI_BLOCK = 0x01003E, Clear, 0, "Extended attribute block {blk} has h_blocks > 1.";
     P1_EA_ALLOC_COLLISION = 0x010040, Clear, 0, "Extended attribute block {blk} is corrupt (allocation collision).";
     P1_EA_BAD_NAME = 0x010041, Clear, 0, "Extended attribute block {blk} is corrupt (invalid name).";
@@ -211,6 +212,7 @@ catalogue! {
     P1_EXTENT_LENGTH_ZERO = 0x010066, Clear, PREEN_OK, "Inode {ino} has zero length extent (invalid logical block {num}, physical block {blk}).";
     P1_INODE_IS_GARBAGE = 0x010067, Clear, 0, "Inode {ino} seems to contain garbage.";
     P1_INODE_ONLY_CSUM_INVALID = 0x010068, Fix, PREEN_OK, "Inode {ino} passes checks, but checksum does not match inode.";
+    P1_INODE_EA_ALLOC_COLLISION = 0x010069, Clear, 0, "Inode {ino} extended attribute is corrupt (allocation collision).";
     P1_EXTENT_ONLY_CSUM_INVALID = 0x01006A, Fix, PREEN_OK, "Inode {ino} extent block passes checks, but checksum does not match extent (blk {blk}).";
     P1_EA_BLOCK_ONLY_CSUM_INVALID = 0x01006C, Fix, PREEN_OK, "Extended attribute block {blk} passes checks, but checksum does not match block.";
     P1_EXTENT_INDEX_START_INVALID = 0x01006D, Fix, PREEN_OK, "Interior extent node level {num} of inode {ino}: logical start {blk} does not match the next level's {blk2}.";
@@ -228,6 +230,8 @@ catalogue! {
     P1_CASEFOLD_NONDIR = 0x010088, Clear, PREEN_OK, "Inode {ino} has the casefold flag set but is not a directory.";
     P1_CASEFOLD_FEATURE = 0x010089, Clear, PREEN_OK, "Directory {ino} has the casefold flag, but the casefold feature is not enabled.";
     P1_MISSING_ENCRYPTION_XATTR = 0x01008A, Clear, 0, "Encrypted inode {ino} has no encryption context.";
+    P1_ATTR_NO_EA_INODE_FL = 0x010085, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute. EA inode {num} missing EA_INODE flag.";
+    P1_ATTR_SET_EA_INODE_FL = 0x010086, Fix, PREEN_OK, "EA inode {num} for parent inode {ino} missing EA_INODE flag.";
     P1_EA_INODE_NONREG = 0x010091, ClearFlag, PREEN_OK, "Inode {ino} has the ea_inode flag set but is not a regular file.";
 
     // ---- Pass 1B-1D: multiply-claimed blocks ----
