@@ -177,6 +177,8 @@ struct Scan<'a> {
     bucket_shift: u32,
     extent_fs: bool,
     low_dtime_check: bool,
+    /// `shared_blocks`: blocks may be claimed more than once by design (never duplicates).
+    shared_blocks: bool,
 }
 
 /// An xattr block seen during the scan and how many inodes point at it.
@@ -247,6 +249,7 @@ pub fn run(
         bucket_shift: (64 - geo.blocks_count.leading_zeros()).saturating_sub(6),
         extent_fs: geo.incompat.has(Incompat::EXTENTS),
         low_dtime_check: !(mkfs != 0 && mkfs < geo.inodes_count),
+        shared_blocks: geo.ro_compat.has(RoCompat::SHARED_BLOCKS),
     };
     let mut links = vec![0u16; n_inodes];
     let mut kinds = vec![0u8; n_inodes];
@@ -762,7 +765,7 @@ impl Scan<'_> {
     fn claim(&self, out: &mut GroupOut, start: u64, len: u64) {
         out.summary.add(start, len, self.bucket_shift);
         for b in start..start + len {
-            if self.claimed.test_and_set(b) {
+            if self.claimed.test_and_set(b) && !self.shared_blocks {
                 out.dup_blocks.push(b);
             }
         }
@@ -1285,10 +1288,11 @@ fn check_sizes(
                 || (nblock < want && want - nblock > u64::from(fs.sb.s_prealloc_dir_blocks))
         } else {
             let extents = inode.flags() & iflags::EXTENTS != 0 && scan.extent_fs;
-            let too_small = w
-                .last_init_block
-                .or(if extents { None } else { w.last_block })
-                .is_some_and(|l| size < l * bs);
+            // Verity files keep their Merkle tree in blocks past i_size.
+            let too_small = inode.flags() & iflags::VERITY == 0
+                && w.last_init_block
+                    .or(if extents { None } else { w.last_block })
+                    .is_some_and(|l| size < l * bs);
             let max = if extents {
                 (1u64 << (32 + 10 + geo.log_block_size)) - 1
             } else {

@@ -226,7 +226,7 @@ catalogue! {
     P1_CLEAR_EXTENT_INLINE_DATA_INODE = 0x01007A, Clear, 0, "Inode {ino} has extent and inline-data flags set but i_block contains junk.";
     P1_EXTENT_BAD_MAX_DEPTH = 0x01007F, Fix, PREEN_OK, "Inode {ino} extent tree could be more shallow ({num}; could be <= {num2}).";
     P1_MISSING_EXTENT_HEADER = 0x010081, Fix, PREEN_OK, "Inode {ino} has EXTENTS_FL flag set but no extent header.";
-    P1_ATTR_VALUE_EA_INODE = 0x010083, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute value inode {ino2}.";
+    P1_ATTR_VALUE_EA_INODE = 0x010083, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute value inode {num}.";
     P1_CASEFOLD_NONDIR = 0x010088, Clear, PREEN_OK, "Inode {ino} has the casefold flag set but is not a directory.";
     P1_CASEFOLD_FEATURE = 0x010089, Clear, PREEN_OK, "Directory {ino} has the casefold flag, but the casefold feature is not enabled.";
     P1_MISSING_ENCRYPTION_XATTR = 0x01008A, Clear, 0, "Encrypted inode {ino} has no encryption context.";
