@@ -519,6 +519,33 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
     if fl & iflags::IMAGIC != 0 && !geo.compat.has(Compat::IMAGIC_INODES) {
         report(scan, out, ic, P::P1_SET_IMAGIC, ProblemCtx::ino(ino));
     }
+    let inline_fs = geo.incompat.has(Incompat::INLINE_DATA);
+    if fl & iflags::INLINE_DATA != 0 && fl & iflags::EXTENTS != 0 {
+        check_inline_and_extents(scan, ic, out, ft);
+    }
+    if fl & iflags::INLINE_DATA != 0 && ino >= geo.first_ino {
+        // e2fsck reads the inode's xattrs and wants a readable `system.data`.
+        let attr_ok = xattr::inline_data_attr_ok(scan, ic);
+        if !inline_fs {
+            if attr_ok {
+                report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_INLINE_DATA_FEATURE,
+                    ProblemCtx::ino(ino),
+                );
+            }
+        } else if !attr_ok {
+            report(
+                scan,
+                out,
+                ic,
+                P::P1_INLINE_DATA_NO_ATTR,
+                ProblemCtx::ino(ino),
+            );
+        }
+    }
     check_extra_isize(scan, ic, out);
 
     if fl & iflags::EA_INODE != 0 {
@@ -646,6 +673,74 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
         let _ = check_blocks(scan, ic, out, ft);
     }
     *kind_slot = k;
+}
+
+/// An inode with both `INLINE_DATA_FL` and `EXTENTS_FL`: e2fsck offers, in turn, to keep the
+/// extent tree, to keep the inline data, to treat `i_block` as a block map, or to clear it.
+fn check_inline_and_extents(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileType) {
+    let geo = &scan.fs.geo;
+    let ino = ic.ino;
+    if !scan.extent_fs && !geo.incompat.has(Incompat::INLINE_DATA) {
+        return;
+    }
+    if matches!(
+        ft,
+        FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
+    ) {
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_SPECIAL_EXTENTS_IDATA,
+            ProblemCtx::ino(ino),
+        );
+        return;
+    }
+    let inode = ic.inode;
+    if Node::parse(&inode.block_bytes()).is_ok() {
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_CLEAR_INLINE_DATA_FOR_EXTENT,
+            ProblemCtx::ino(ino),
+        );
+    }
+    let isz = geo.inode_size as usize;
+    let ea_room = if isz > GOOD_OLD_INODE_SIZE {
+        (isz - GOOD_OLD_INODE_SIZE).saturating_sub(usize::from(inode.extra_isize()))
+    } else {
+        0
+    };
+    if inode.size() < (60 + ea_room) as u64 {
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_CLEAR_EXTENT_FOR_INLINE_DATA,
+            ProblemCtx::ino(ino),
+        );
+    }
+    if inode
+        .i_block
+        .iter()
+        .all(|b| u64::from(b.get()) < geo.blocks_count)
+    {
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_CLEAR_EXTENT_INLINE_DATA_FLAGS,
+            ProblemCtx::ino(ino),
+        );
+    }
+    report(
+        scan,
+        out,
+        ic,
+        P::P1_CLEAR_EXTENT_INLINE_DATA_INODE,
+        ProblemCtx::ino(ino),
+    );
 }
 
 /// e2fsck's test for device, fifo and socket inodes: no mapping flags and no stray pointers.

@@ -223,6 +223,9 @@ catalogue! {
     P1_MISALIGNED_CLUSTER = 0x010074, Clear, 0, "Inode {ino} logical block {num} (physical block {blk}) violates cluster allocation rules.";
     P1_INLINE_DATA_NO_ATTR = 0x010075, Clear, 0, "Inode {ino} has INLINE_DATA_FL flag but extended attribute not found.";
     P1_SPECIAL_EXTENTS_IDATA = 0x010076, Clear, PREEN_OK, "Special (device/socket/fifo) file (inode {ino}) has extents or inline-data flag set.";
+    P1_CLEAR_INLINE_DATA_FOR_EXTENT = 0x010077, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, and i_block holds an extent tree: clear INLINE_DATA_FL.";
+    P1_CLEAR_EXTENT_FOR_INLINE_DATA = 0x010078, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, and is small enough for inline data: clear EXTENTS_FL.";
+    P1_CLEAR_EXTENT_INLINE_DATA_FLAGS = 0x010079, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, but i_block looks like a block map: clear both flags.";
     P1_CLEAR_EXTENT_INLINE_DATA_INODE = 0x01007A, Clear, 0, "Inode {ino} has extent and inline-data flags set but i_block contains junk.";
     P1_EXTENT_BAD_MAX_DEPTH = 0x01007F, Fix, PREEN_OK, "Inode {ino} extent tree could be more shallow ({num}; could be <= {num2}).";
     P1_MISSING_EXTENT_HEADER = 0x010081, Fix, PREEN_OK, "Inode {ino} has EXTENTS_FL flag set but no extent header.";

@@ -472,3 +472,121 @@ pub(super) fn check_block(
     w.num_blocks += quota_blocks / ratio;
     scan.claim(out, blk, 1);
 }
+
+/// Walk one attribute area as the library's xattr reader does for inline data, looking for
+/// `system.data`. `entries` is where the entry table starts in `area`; values are offsets
+/// from `value_base`. `Err(())` when the reader would reject the area.
+fn scan_for_inline_data(
+    area: &[u8],
+    entries: usize,
+    value_base: usize,
+    ea_inode_fs: bool,
+) -> Result<bool, ()> {
+    let storage = area.len() - entries;
+    // First the entry table alone: every name must fit in what is left.
+    let mut remain = storage;
+    let mut off = entries;
+    for _ in 0..storage / fx::ENTRY_SIZE + 1 {
+        if remain < fx::ENTRY_SIZE || u32_at(area, off) == 0 {
+            break;
+        }
+        remain -= fx::ENTRY_SIZE;
+        let name_sz = pad4(usize::from(area[off]));
+        if name_sz > remain {
+            return Err(());
+        }
+        remain -= name_sz;
+        off += entry_len(area[off]);
+    }
+    let table_end = off;
+    let mut found = false;
+    let mut remain = storage;
+    let mut off = entries;
+    for _ in 0..storage / fx::ENTRY_SIZE + 1 {
+        if remain < fx::ENTRY_SIZE || u32_at(area, off) == 0 {
+            break;
+        }
+        let Ok(e) = fx::XattrEntry::read_from_bytes(&area[off..off + fx::ENTRY_SIZE]) else {
+            return Err(());
+        };
+        remain -= fx::ENTRY_SIZE + pad4(usize::from(e.e_name_len));
+        let name_start = off + fx::ENTRY_SIZE;
+        let name = &area[name_start..(name_start + usize::from(e.e_name_len)).min(area.len())];
+        let vsize = e.e_value_size.get() as usize;
+        if e.e_value_inum.get() != 0 {
+            if !ea_inode_fs {
+                return Err(());
+            }
+        } else {
+            if vsize > remain {
+                return Err(());
+            }
+            let voff = value_base + usize::from(e.e_value_offs.get());
+            if voff + vsize > area.len() || (vsize > 0 && voff < table_end + 4) {
+                return Err(());
+            }
+            let want = e.e_hash.get();
+            if want != 0 && !hash_matches(name, value_slice(area, voff, vsize), want) {
+                return Err(());
+            }
+            remain -= vsize;
+        }
+        // system.data: name index 7 ("system."), name "data".
+        if e.e_name_index == 7 && name == b"data" {
+            found = true;
+        }
+        off += entry_len(e.e_name_len);
+    }
+    Ok(found)
+}
+
+/// Whether the xattrs of an inline-data inode can be read and hold `system.data` (what
+/// e2fsck asks of every inode with `INLINE_DATA_FL`).
+pub(super) fn inline_data_attr_ok(scan: &Scan, ic: &InodeCheck) -> bool {
+    let fs = scan.fs;
+    let geo = &fs.geo;
+    if !geo.compat.has(Compat::EXT_ATTR) {
+        return false;
+    }
+    let ea_inode_fs = geo.incompat.has(ffsck_format::Incompat::EA_INODE);
+    let isz = geo.inode_size as usize;
+    let extra = usize::from(ic.inode.extra_isize());
+    let mut found = false;
+    if isz > GOOD_OLD_INODE_SIZE && extra >= 2 && isz > GOOD_OLD_INODE_SIZE + extra + 4 {
+        if extra & 3 != 0 {
+            return false;
+        }
+        let area = &ic.raw[GOOD_OLD_INODE_SIZE + extra..isz];
+        if u32_at(area, 0) == fx::IBODY_MAGIC {
+            match scan_for_inline_data(&area[4..], 0, 0, ea_inode_fs) {
+                Ok(f) => found |= f,
+                Err(()) => return false,
+            }
+        }
+    }
+    let blk = ic.inode.file_acl();
+    if blk != 0 {
+        if blk < geo.first_data_block || blk >= geo.blocks_count {
+            return false;
+        }
+        let Some(buf) = fs.read_block(blk) else {
+            return false;
+        };
+        let hdr = XattrBlockHeader::read_from_prefix(&buf)
+            .map(|(h, _)| h)
+            .unwrap_or_default();
+        if hdr.h_magic.get() != XATTR_MAGIC || hdr.h_blocks.get() != 1 {
+            return false;
+        }
+        if fs.has_metadata_csum()
+            && fx::block_checksum(&buf, fs.csum_seed, blk) != hdr.h_checksum.get()
+        {
+            return false;
+        }
+        match scan_for_inline_data(&buf, 32, 0, ea_inode_fs) {
+            Ok(f) => found |= f,
+            Err(()) => return false,
+        }
+    }
+    found
+}
