@@ -547,6 +547,19 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
         }
     }
     check_extra_isize(scan, ic, out);
+    if scan.extent_fs
+        && fl & iflags::EXTENTS != 0
+        && ft == FileType::Symlink
+        && !symlink_uses_i_block(inode)
+    {
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_FAST_SYMLINK_EXTENT_FL,
+            ProblemCtx::ino(ino),
+        );
+    }
 
     if fl & iflags::EA_INODE != 0 {
         // (e2fsck 1.47.0 accepts the flag on any file type; pass 4 uses it.)
@@ -749,6 +762,20 @@ fn device_inode_ok(inode: &RawInode) -> bool {
         return false;
     }
     inode.i_block[4..].iter().all(|b| b.get() == 0)
+}
+
+/// Whether a symlink's `i_block` maps blocks (libext2fs's guess: with no xattr block, any
+/// `i_blocks` means a slow symlink; with one, only the size and `i_block[1]` can tell).
+fn symlink_uses_i_block(inode: &RawInode) -> bool {
+    if inode.file_acl() == 0 {
+        if inode.i_blocks_lo.get() == 0 {
+            return false;
+        }
+    } else {
+        let size = inode.size();
+        return size >= 60 || (size > 4 && inode.i_block[1].get() == 0);
+    }
+    inode.flags() & iflags::INLINE_DATA == 0
 }
 
 /// e2fsck 1.47's definition: a symlink whose target (under 60 bytes) lives in `i_block`.
