@@ -673,7 +673,7 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
         ft,
         FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
     );
-    if !is_special && !(ft == FileType::Symlink && is_fast_symlink(inode)) {
+    if !is_special && !(ft == FileType::Symlink && !symlink_uses_i_block(inode)) {
         let cb = check_blocks(scan, ic, out, ft);
         if ft == FileType::Directory {
             // The flag still decides how pass 2 reads block 0, even when the root is bad.
@@ -913,7 +913,8 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
     }
 
     let inline = fl & iflags::INLINE_DATA != 0 && geo.incompat.has(Incompat::INLINE_DATA);
-    let no_map = is_fast_symlink(inode)
+    // libext2fs decides from i_blocks whether a symlink maps blocks, not from its size.
+    let no_map = (ft == FileType::Symlink && !symlink_uses_i_block(inode))
         || matches!(
             ft,
             FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
@@ -1401,7 +1402,8 @@ fn check_sizes(
         report(scan, out, ic, P::P1_ZERO_LENGTH_DIR, ProblemCtx::ino(ino));
         return;
     }
-    if !inline {
+    // A symlink's i_size is judged with its target, not here.
+    if !inline && ft != FileType::Symlink {
         let bad = if is_dir {
             let nblock = size / bs;
             let want = w.last_block.map_or(0, |l| l + 1);
