@@ -23,12 +23,13 @@ use ffsck_format::extent::{self, Node};
 use ffsck_format::inode::{
     flags as iflags, inode_checksum, FileType, RawInode, GOOD_OLD_INODE_SIZE,
 };
-use ffsck_format::xattr::{self, XattrBlockHeader, XATTR_MAGIC};
 use ffsck_format::{ino, Compat, Incompat, RoCompat};
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use zerocopy::FromBytes;
+
+mod xattr;
 
 /// Bits of the per-inode kind byte (low three bits: the dirent file type).
 pub mod kind {
@@ -150,6 +151,8 @@ pub struct Pass1Facts {
     pub summaries: Vec<ClaimSummary>,
     pub bucket_shift: u32,
     pub counts: Counts,
+    /// References to each value inode from xattr entries (absent: none).
+    pub ea_inode_refs: BTreeMap<u32, u32>,
 }
 
 /// What the scan of one group hands back to the merge.
@@ -182,17 +185,23 @@ struct Scan<'a> {
     ea_refs: Mutex<BTreeMap<u64, EaBlock>>,
     /// Inode-table read buffers, one per worker at most, freed with the scan.
     buffers: Mutex<Vec<Vec<u8>>>,
+    /// References to value inodes from xattr entries, by inode number.
+    ea_inode_refs: Mutex<BTreeMap<u32, u32>>,
     bucket_shift: u32,
     extent_fs: bool,
     low_dtime_check: bool,
+    /// `shared_blocks`: blocks may be claimed more than once by design (never duplicates).
+    shared_blocks: bool,
 }
 
 /// An xattr block seen during the scan and how many inodes point at it.
 #[derive(Clone, Copy, Debug)]
 struct EaBlock {
-    /// h_refcount on disk, or None if the block was found invalid.
-    disk_refcount: Option<u32>,
+    /// h_refcount on disk.
+    disk_refcount: u32,
     seen: u32,
+    /// Blocks charged to each inode that uses it: the block's cluster plus its value inodes.
+    quota_blocks: u64,
 }
 
 /// Mark the fixed metadata of every group.
@@ -253,9 +262,11 @@ pub fn run(
         kind_reg: AtomicBitmap::new(n_inodes as u64),
         ea_refs: Mutex::new(BTreeMap::new()),
         buffers: Mutex::new(Vec::new()),
+        ea_inode_refs: Mutex::new(BTreeMap::new()),
         bucket_shift: (64 - geo.blocks_count.leading_zeros()).saturating_sub(6),
         extent_fs: geo.incompat.has(Incompat::EXTENTS),
         low_dtime_check: !(mkfs != 0 && mkfs < geo.inodes_count),
+        shared_blocks: geo.ro_compat.has(RoCompat::SHARED_BLOCKS),
     };
     let outs: Vec<GroupOut> = (0..geo.group_count as usize)
         .into_par_iter()
@@ -285,20 +296,19 @@ pub fn run(
     }
     // Xattr block reference counts, in block order.
     let refs = scan.ea_refs.into_inner().unwrap_or_default();
+    let ea_inode_refs = scan.ea_inode_refs.into_inner().unwrap_or_default();
     for (blk, e) in refs {
-        if let Some(disk) = e.disk_refcount {
-            if disk != e.seen {
-                out.report(
-                    policy,
-                    P::P1_EXTATTR_REFCOUNT,
-                    ProblemCtx {
-                        blk,
-                        num: u64::from(disk),
-                        num2: u64::from(e.seen),
-                        ..Default::default()
-                    },
-                );
-            }
+        if e.disk_refcount != e.seen {
+            out.report(
+                policy,
+                P::P1_EXTATTR_REFCOUNT,
+                ProblemCtx {
+                    blk,
+                    num: u64::from(e.disk_refcount),
+                    num2: u64::from(e.seen),
+                    ..Default::default()
+                },
+            );
         }
     }
     dup_blocks.sort_unstable();
@@ -324,6 +334,7 @@ pub fn run(
         summaries,
         bucket_shift: scan.bucket_shift,
         counts,
+        ea_inode_refs,
     }
 }
 
@@ -413,6 +424,8 @@ struct InodeCheck<'a> {
     raw: &'a [u8],
     /// Something other than the checksum was reported for this inode.
     other_problem: bool,
+    /// What the in-inode xattrs charge to `i_blocks`.
+    ea_ibody: xattr::EaQuota,
 }
 
 fn report(scan: &Scan, out: &mut GroupOut, ic: &mut InodeCheck, p: P, ctx: ProblemCtx) -> bool {
@@ -436,6 +449,7 @@ fn check_inode(
         inode: &inode,
         raw,
         other_problem: false,
+        ea_ibody: xattr::EaQuota::default(),
     };
     let links = inode.links_count();
     let mode = inode.mode();
@@ -563,13 +577,51 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
     if fl & iflags::IMAGIC != 0 && !geo.compat.has(Compat::IMAGIC_INODES) {
         report(scan, out, ic, P::P1_SET_IMAGIC, ProblemCtx::ino(ino));
     }
+    let inline_fs = geo.incompat.has(Incompat::INLINE_DATA);
+    if fl & iflags::INLINE_DATA != 0 && fl & iflags::EXTENTS != 0 {
+        check_inline_and_extents(scan, ic, out, ft);
+    }
+    if fl & iflags::INLINE_DATA != 0 && ino >= geo.first_ino {
+        // e2fsck reads the inode's xattrs and wants a readable `system.data`.
+        let attr_ok = xattr::inline_data_attr_ok(scan, ic);
+        if !inline_fs {
+            if attr_ok {
+                report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_INLINE_DATA_FEATURE,
+                    ProblemCtx::ino(ino),
+                );
+            }
+        } else if !attr_ok {
+            report(
+                scan,
+                out,
+                ic,
+                P::P1_INLINE_DATA_NO_ATTR,
+                ProblemCtx::ino(ino),
+            );
+        }
+    }
     check_extra_isize(scan, ic, out);
+    if scan.extent_fs
+        && fl & iflags::EXTENTS != 0
+        && ft == FileType::Symlink
+        && !symlink_uses_i_block(inode)
+    {
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_FAST_SYMLINK_EXTENT_FL,
+            ProblemCtx::ino(ino),
+        );
+    }
 
     if fl & iflags::EA_INODE != 0 {
+        // (e2fsck 1.47.0 accepts the flag on any file type; pass 4 uses it.)
         k |= kind::EA_INODE;
-        if ft != FileType::Regular {
-            report(scan, out, ic, P::P1_EA_INODE_NONREG, ProblemCtx::ino(ino));
-        }
     }
     if fl & iflags::ENCRYPT != 0 {
         k |= kind::ENCRYPT;
@@ -679,7 +731,7 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
         ft,
         FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
     );
-    if !is_special && !(ft == FileType::Symlink && is_fast_symlink(inode)) {
+    if !is_special && !(ft == FileType::Symlink && !symlink_uses_i_block(inode)) {
         let cb = check_blocks(scan, ic, out, ft);
         if ft == FileType::Directory {
             // The flag still decides how pass 2 reads block 0, even when the root is bad.
@@ -688,10 +740,78 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
             }
             out.dir_blocks.extend(cb.dir_blocks);
         }
-    } else if inode.file_acl() != 0 {
+    } else if inode.file_acl() != 0 || ic.ea_ibody.blocks != 0 {
         let _ = check_blocks(scan, ic, out, ft);
     }
     *kind_slot = k;
+}
+
+/// An inode with both `INLINE_DATA_FL` and `EXTENTS_FL`: e2fsck offers, in turn, to keep the
+/// extent tree, to keep the inline data, to treat `i_block` as a block map, or to clear it.
+fn check_inline_and_extents(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileType) {
+    let geo = &scan.fs.geo;
+    let ino = ic.ino;
+    if !scan.extent_fs && !geo.incompat.has(Incompat::INLINE_DATA) {
+        return;
+    }
+    if matches!(
+        ft,
+        FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
+    ) {
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_SPECIAL_EXTENTS_IDATA,
+            ProblemCtx::ino(ino),
+        );
+        return;
+    }
+    let inode = ic.inode;
+    if Node::parse(&inode.block_bytes()).is_ok() {
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_CLEAR_INLINE_DATA_FOR_EXTENT,
+            ProblemCtx::ino(ino),
+        );
+    }
+    let isz = geo.inode_size as usize;
+    let ea_room = if isz > GOOD_OLD_INODE_SIZE {
+        (isz - GOOD_OLD_INODE_SIZE).saturating_sub(usize::from(inode.extra_isize()))
+    } else {
+        0
+    };
+    if inode.size() < (60 + ea_room) as u64 {
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_CLEAR_EXTENT_FOR_INLINE_DATA,
+            ProblemCtx::ino(ino),
+        );
+    }
+    if inode
+        .i_block
+        .iter()
+        .all(|b| u64::from(b.get()) < geo.blocks_count)
+    {
+        report(
+            scan,
+            out,
+            ic,
+            P::P1_CLEAR_EXTENT_INLINE_DATA_FLAGS,
+            ProblemCtx::ino(ino),
+        );
+    }
+    report(
+        scan,
+        out,
+        ic,
+        P::P1_CLEAR_EXTENT_INLINE_DATA_INODE,
+        ProblemCtx::ino(ino),
+    );
 }
 
 /// e2fsck's test for device, fifo and socket inodes: no mapping flags and no stray pointers.
@@ -700,6 +820,20 @@ fn device_inode_ok(inode: &RawInode) -> bool {
         return false;
     }
     inode.i_block[4..].iter().all(|b| b.get() == 0)
+}
+
+/// Whether a symlink's `i_block` maps blocks (libext2fs's guess: with no xattr block, any
+/// `i_blocks` means a slow symlink; with one, only the size and `i_block[1]` can tell).
+fn symlink_uses_i_block(inode: &RawInode) -> bool {
+    if inode.file_acl() == 0 {
+        if inode.i_blocks_lo.get() == 0 {
+            return false;
+        }
+    } else {
+        let size = inode.size();
+        return size >= 60 || (size > 4 && inode.i_block[1].get() == 0);
+    }
+    inode.flags() & iflags::INLINE_DATA == 0
 }
 
 /// e2fsck 1.47's definition: a symlink whose target (under 60 bytes) lives in `i_block`.
@@ -751,160 +885,7 @@ fn check_extra_isize(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut) {
         );
         return;
     }
-    let start = GOOD_OLD_INODE_SIZE + extra;
-    if start + 4 > isz {
-        return;
-    }
-    let area = &ic.raw[start..];
-    if u32::from_le_bytes([area[0], area[1], area[2], area[3]]) != xattr::IBODY_MAGIC {
-        return;
-    }
-    check_xattr_entries(scan, ic, out, area, 4, 4, true);
-}
-
-/// Check xattr entries of an area (in-inode when `ibody`, else a block).
-fn check_xattr_entries(
-    scan: &Scan,
-    ic: &mut InodeCheck,
-    out: &mut GroupOut,
-    area: &[u8],
-    first: usize,
-    value_base: usize,
-    ibody: bool,
-) -> bool {
-    let ino = ic.ino;
-    let ea_inode_fs = scan.fs.geo.incompat.has(Incompat::EA_INODE);
-    let mut off = first;
-    // Entries are at least 16 bytes, so this bound can never cut a valid table short.
-    for _ in 0..area.len() / xattr::ENTRY_SIZE + 1 {
-        if off + 4 > area.len() || area[off..off + 4] == [0, 0, 0, 0] {
-            return true;
-        }
-        if off + xattr::ENTRY_SIZE > area.len() {
-            if ibody {
-                report(
-                    scan,
-                    out,
-                    ic,
-                    P::P1_ATTR_NAME_LEN,
-                    ProblemCtx {
-                        ino,
-                        ..Default::default()
-                    },
-                );
-            }
-            return false;
-        }
-        let Ok(e) = xattr::XattrEntry::read_from_bytes(&area[off..off + xattr::ENTRY_SIZE]) else {
-            return false;
-        };
-        let name_end = off + xattr::ENTRY_SIZE + usize::from(e.e_name_len);
-        if e.e_name_len == 0 || name_end > area.len() {
-            if ibody {
-                report(
-                    scan,
-                    out,
-                    ic,
-                    P::P1_ATTR_NAME_LEN,
-                    ProblemCtx {
-                        ino,
-                        num: u64::from(e.e_name_len),
-                        ..Default::default()
-                    },
-                );
-            }
-            return false;
-        }
-        let inum = e.e_value_inum.get();
-        let vsize = e.e_value_size.get() as usize;
-        if inum != 0 {
-            if !ea_inode_fs {
-                report(
-                    scan,
-                    out,
-                    ic,
-                    P::P1_ATTR_VALUE_EA_INODE,
-                    ProblemCtx {
-                        ino,
-                        ino2: inum,
-                        ..Default::default()
-                    },
-                );
-                return false;
-            }
-        } else {
-            let voff = usize::from(e.e_value_offs.get());
-            if vsize > area.len() {
-                if ibody {
-                    report(
-                        scan,
-                        out,
-                        ic,
-                        P::P1_ATTR_VALUE_SIZE,
-                        ProblemCtx {
-                            ino,
-                            num: vsize as u64,
-                            ..Default::default()
-                        },
-                    );
-                }
-                return false;
-            }
-            if vsize != 0
-                && (value_base + voff + vsize > area.len()
-                    || value_base + voff < name_end.min(value_base + voff))
-            {
-                if ibody {
-                    report(
-                        scan,
-                        out,
-                        ic,
-                        P::P1_ATTR_VALUE_OFFSET,
-                        ProblemCtx {
-                            ino,
-                            num: voff as u64,
-                            ..Default::default()
-                        },
-                    );
-                }
-                return false;
-            }
-            if ibody && e.e_hash.get() != 0 {
-                let name = &area[off + xattr::ENTRY_SIZE..name_end];
-                let value = &area[value_base + voff..value_base + voff + vsize];
-                if entry_hash(name, value) != e.e_hash.get() {
-                    report(
-                        scan,
-                        out,
-                        ic,
-                        P::P1_ATTR_HASH,
-                        ProblemCtx {
-                            ino,
-                            num: u64::from(e.e_hash.get()),
-                            ..Default::default()
-                        },
-                    );
-                    return false;
-                }
-            }
-        }
-        off = (name_end + 3) & !3;
-    }
-    true
-}
-
-/// The xattr entry hash: name bytes rotated in, then the value as little-endian words.
-pub fn entry_hash(name: &[u8], value: &[u8]) -> u32 {
-    let mut h: u32 = 0;
-    for &c in name {
-        h = (h << 5) ^ (h >> 27) ^ u32::from(c as i8 as u8);
-    }
-    for w in value.chunks(4) {
-        let mut b = [0u8; 4];
-        b[..w.len()].copy_from_slice(w);
-        h = (h << 16) ^ (h >> 16) ^ u32::from_le_bytes(b);
-    }
-    h
+    ic.ea_ibody = xattr::check_ibody(scan, ic, out);
 }
 
 /// What the mapping walk of one inode found.
@@ -964,7 +945,7 @@ impl Scan<'_> {
     fn claim(&self, out: &mut GroupOut, start: u64, len: u64) {
         out.summary.add(start, len, self.bucket_shift);
         for b in start..start + len {
-            if self.claimed.test_and_set(b) {
+            if self.claimed.test_and_set(b) && !self.shared_blocks {
                 out.dup_blocks.push(b);
             }
         }
@@ -984,12 +965,14 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
 
     // Extended attribute block.
     let acl = inode.file_acl();
+    w.num_blocks += ic.ea_ibody.blocks / u64::from(geo.cluster_ratio);
     if acl != 0 {
-        check_ea_block(scan, ic, out, acl, &mut w);
+        xattr::check_block(scan, ic, out, acl, &mut w);
     }
 
     let inline = fl & iflags::INLINE_DATA != 0 && geo.incompat.has(Incompat::INLINE_DATA);
-    let no_map = is_fast_symlink(inode)
+    // libext2fs decides from i_blocks whether a symlink maps blocks, not from its size.
+    let no_map = (ft == FileType::Symlink && !symlink_uses_i_block(inode))
         || matches!(
             ft,
             FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
@@ -1047,117 +1030,6 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
     }
     check_sizes(scan, ic, out, &w, ft, inline || no_map);
     w
-}
-
-fn check_ea_block(
-    scan: &Scan,
-    ic: &mut InodeCheck,
-    out: &mut GroupOut,
-    blk: u64,
-    w: &mut BlockWalk,
-) {
-    let fs = scan.fs;
-    let geo = &fs.geo;
-    if !geo.compat.has(Compat::EXT_ATTR) || blk < geo.first_data_block || blk >= geo.blocks_count {
-        // Reported by pass 2 when it reaches an entry for this inode, as e2fsck does.
-        return;
-    }
-    {
-        let mut refs = scan.ea_refs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = refs.get_mut(&blk) {
-            // Seen before: count the reference and charge the block to this inode.
-            if e.disk_refcount.is_some() {
-                e.seen += 1;
-                w.count(blk, 1, u64::from(fs.geo.cluster_ratio));
-            }
-            return;
-        }
-    }
-    let Some(buf) = fs.read_block(blk) else {
-        report(
-            scan,
-            out,
-            ic,
-            P::P1_BAD_EA_BLOCK,
-            ProblemCtx {
-                ino: ic.ino,
-                blk,
-                ..Default::default()
-            },
-        );
-        return;
-    };
-    let hdr = XattrBlockHeader::read_from_prefix(&buf)
-        .map(|(h, _)| h)
-        .unwrap_or_default();
-    let mut valid = true;
-    if hdr.h_magic.get() != XATTR_MAGIC {
-        report(
-            scan,
-            out,
-            ic,
-            P::P1_BAD_EA_BLOCK,
-            ProblemCtx {
-                ino: ic.ino,
-                blk,
-                ..Default::default()
-            },
-        );
-        valid = false;
-    } else if hdr.h_blocks.get() != 1 {
-        report(
-            scan,
-            out,
-            ic,
-            P::P1_EA_MULTI_BLOCK,
-            ProblemCtx {
-                ino: ic.ino,
-                blk,
-                ..Default::default()
-            },
-        );
-        valid = false;
-    } else if xattr::parse_entries(&buf, 32, 0).is_err() {
-        report(
-            scan,
-            out,
-            ic,
-            P::P1_EA_BAD_VALUE,
-            ProblemCtx {
-                ino: ic.ino,
-                blk,
-                ..Default::default()
-            },
-        );
-        valid = false;
-    } else if fs.has_metadata_csum()
-        && xattr::block_checksum(&buf, fs.csum_seed, blk) != hdr.h_checksum.get()
-    {
-        report(
-            scan,
-            out,
-            ic,
-            P::P1_EA_BLOCK_ONLY_CSUM_INVALID,
-            ProblemCtx {
-                ino: ic.ino,
-                blk,
-                ..Default::default()
-            },
-        );
-    }
-    let mut refs = scan.ea_refs.lock().unwrap_or_else(|e| e.into_inner());
-    refs.insert(
-        blk,
-        EaBlock {
-            disk_refcount: valid.then(|| hdr.h_refcount.get()),
-            seen: u32::from(valid),
-        },
-    );
-    drop(refs);
-    if valid {
-        w.count(blk, 1, u64::from(geo.cluster_ratio));
-        scan.claim(out, blk, 1);
-    }
 }
 
 /// Report an illegal block in a block map, with e2fsck's latch and every-12th suppression.
@@ -1588,7 +1460,8 @@ fn check_sizes(
         report(scan, out, ic, P::P1_ZERO_LENGTH_DIR, ProblemCtx::ino(ino));
         return;
     }
-    if !inline {
+    // A symlink's i_size is judged with its target, not here.
+    if !inline && ft != FileType::Symlink {
         let bad = if is_dir {
             let nblock = size / bs;
             let want = w.last_block.map_or(0, |l| l + 1);
@@ -1597,10 +1470,11 @@ fn check_sizes(
                 || (nblock < want && want - nblock > u64::from(fs.sb.s_prealloc_dir_blocks))
         } else {
             let extents = inode.flags() & iflags::EXTENTS != 0 && scan.extent_fs;
-            let too_small = w
-                .last_init_block
-                .or(if extents { None } else { w.last_block })
-                .is_some_and(|l| size < l * bs);
+            // Verity files keep their Merkle tree in blocks past i_size.
+            let too_small = inode.flags() & iflags::VERITY == 0
+                && w.last_init_block
+                    .or(if extents { None } else { w.last_block })
+                    .is_some_and(|l| size < l * bs);
             let max = if extents {
                 (1u64 << (32 + 10 + geo.log_block_size)) - 1
             } else {

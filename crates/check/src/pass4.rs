@@ -2,7 +2,10 @@
 //!
 //! Checks: every in-use inode is referenced by some directory entry (else it is unattached,
 //! or an unattached zero-length file), and `i_links_count` equals the references counted.
-//! Produces: findings only. Relies on: `Pass1Facts` (link counts), `Pass2Facts` (references).
+//! A value inode (`EA_INODE_FL`) named by xattrs counts as one link, and the reference count
+//! it stores must equal the number of xattr entries naming it.
+//! Produces: findings only. Relies on: `Pass1Facts` (link counts, xattr references),
+//! `Pass2Facts` (references).
 //! Frees: both link tables.
 
 use crate::fs::Fs;
@@ -37,10 +40,33 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
         let link_count = p1.links.get(idx);
         let mut counted = p2.refs.get(idx);
         let k = p1.kinds[idx as usize];
-        if counted == 0 {
-            if k & kind::EA_INODE != 0 {
-                continue;
+        if counted == 0 && k & kind::EA_INODE != 0 {
+            // A value inode is linked by the xattrs that name it, not by directory entries.
+            let refs = p1.ea_inode_refs.get(&ino).copied().unwrap_or(0);
+            if refs != 0 {
+                counted = 1;
+                if let Some(raw) = read_inode(fs, ino) {
+                    let inode = RawInode::parse(&raw);
+                    // The count lives in i_ctime (high) and l_i_version (low); old Lustre
+                    // value inodes store none and keep i_ctime equal to i_atime instead.
+                    let stored =
+                        (u64::from(inode.i_ctime.get()) << 32) | u64::from(inode.l_i_version.get());
+                    if stored != u64::from(refs) && inode.i_ctime.get() != inode.i_atime.get() {
+                        out.report(
+                            policy,
+                            P::P4_EA_INODE_REF_COUNT,
+                            ProblemCtx {
+                                ino,
+                                num: stored,
+                                num2: u64::from(refs),
+                                ..Default::default()
+                            },
+                        );
+                    }
+                }
             }
+        }
+        if counted == 0 {
             let Some(raw) = read_inode(fs, ino) else {
                 continue;
             };

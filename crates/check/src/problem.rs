@@ -178,6 +178,7 @@ catalogue! {
     P1_ORPHAN_LIST_REFUGEES = 0x010037, None, PREEN_OK | NO_OK, "Inodes that were part of a corrupted orphan linked list found.";
     P1_BAD_EA_BLOCK = 0x01003A, Clear, 0, "Inode {ino} has a bad extended attribute block {blk}.";
     P1_EXTATTR_REFCOUNT = 0x01003C, Fix, 0, "Extended attribute block {blk} has reference count {num}, should be {num2}.";
+    P1_READ_EA_BLOCK = 0x010039, Clear, 0, "Error reading extended attribute block {blk} for inode {ino}.";
     P1_EA_MULTI_BLOCK = 0x01003E, Clear, 0, "Extended attribute block {blk} has h_blocks > 1.";
     P1_EA_ALLOC_COLLISION = 0x010040, Clear, 0, "Extended attribute block {blk} is corrupt (allocation collision).";
     P1_EA_BAD_NAME = 0x010041, Clear, 0, "Extended attribute block {blk} is corrupt (invalid name).";
@@ -211,6 +212,7 @@ catalogue! {
     P1_EXTENT_LENGTH_ZERO = 0x010066, Clear, PREEN_OK, "Inode {ino} has zero length extent (invalid logical block {num}, physical block {blk}).";
     P1_INODE_IS_GARBAGE = 0x010067, Clear, 0, "Inode {ino} seems to contain garbage.";
     P1_INODE_ONLY_CSUM_INVALID = 0x010068, Fix, PREEN_OK, "Inode {ino} passes checks, but checksum does not match inode.";
+    P1_INODE_EA_ALLOC_COLLISION = 0x010069, Clear, 0, "Inode {ino} extended attribute is corrupt (allocation collision).";
     P1_EXTENT_ONLY_CSUM_INVALID = 0x01006A, Fix, PREEN_OK, "Inode {ino} extent block passes checks, but checksum does not match extent (blk {blk}).";
     P1_EA_BLOCK_ONLY_CSUM_INVALID = 0x01006C, Fix, PREEN_OK, "Extended attribute block {blk} passes checks, but checksum does not match block.";
     P1_EXTENT_INDEX_START_INVALID = 0x01006D, Fix, PREEN_OK, "Interior extent node level {num} of inode {ino}: logical start {blk} does not match the next level's {blk2}.";
@@ -219,15 +221,20 @@ catalogue! {
     P1_INLINE_DATA_SET = 0x010070, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL flag on a file system without inline data support.";
     P1_CRITICAL_METADATA_COLLISION = 0x010071, Clear, 0, "Inode {ino} block {blk} conflicts with critical metadata, skipping block checks.";
     P1_MISALIGNED_CLUSTER = 0x010074, Clear, 0, "Inode {ino} logical block {num} (physical block {blk}) violates cluster allocation rules.";
-    P1_INLINE_DATA_NO_ATTR = 0x010075, Clear, 0, "Inode {ino} has INLINE_DATA_FL flag but extended attribute not found.";
+    P1_INLINE_DATA_NO_ATTR = 0x010075, Truncate, 0, "Inode {ino} has INLINE_DATA_FL flag but extended attribute not found.";
     P1_SPECIAL_EXTENTS_IDATA = 0x010076, Clear, PREEN_OK, "Special (device/socket/fifo) file (inode {ino}) has extents or inline-data flag set.";
+    P1_CLEAR_INLINE_DATA_FOR_EXTENT = 0x010077, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, and i_block holds an extent tree: clear INLINE_DATA_FL.";
+    P1_CLEAR_EXTENT_FOR_INLINE_DATA = 0x010078, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, and is small enough for inline data: clear EXTENTS_FL.";
+    P1_CLEAR_EXTENT_INLINE_DATA_FLAGS = 0x010079, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, but i_block looks like a block map: clear both flags.";
     P1_CLEAR_EXTENT_INLINE_DATA_INODE = 0x01007A, Clear, 0, "Inode {ino} has extent and inline-data flags set but i_block contains junk.";
     P1_EXTENT_BAD_MAX_DEPTH = 0x01007F, Fix, PREEN_OK, "Inode {ino} extent tree could be more shallow ({num}; could be <= {num2}).";
     P1_MISSING_EXTENT_HEADER = 0x010081, Fix, PREEN_OK, "Inode {ino} has EXTENTS_FL flag set but no extent header.";
-    P1_ATTR_VALUE_EA_INODE = 0x010083, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute value inode {ino2}.";
+    P1_ATTR_VALUE_EA_INODE = 0x010083, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute value inode {num}.";
     P1_CASEFOLD_NONDIR = 0x010088, Clear, PREEN_OK, "Inode {ino} has the casefold flag set but is not a directory.";
     P1_CASEFOLD_FEATURE = 0x010089, Clear, PREEN_OK, "Directory {ino} has the casefold flag, but the casefold feature is not enabled.";
     P1_MISSING_ENCRYPTION_XATTR = 0x01008A, Clear, 0, "Encrypted inode {ino} has no encryption context.";
+    P1_ATTR_NO_EA_INODE_FL = 0x010085, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute. EA inode {num} missing EA_INODE flag.";
+    P1_ATTR_SET_EA_INODE_FL = 0x010086, Fix, PREEN_OK, "EA inode {num} for parent inode {ino} missing EA_INODE flag.";
     P1_EA_INODE_NONREG = 0x010091, ClearFlag, PREEN_OK, "Inode {ino} has the ea_inode flag set but is not a regular file.";
 
     // ---- Pass 1B-1D: multiply-claimed blocks ----

@@ -402,3 +402,138 @@ fn p1d_dup_file_message_names_the_file() {
         "{msgs:?}"
     );
 }
+
+/// ext4 with value inodes and inline data; `/b/x` (17 bytes) is stored inline.
+fn ext4_ea_inline(t: &Tools) -> Image {
+    common::mkfs(t, "ext4", &["-O", "ea_inode,inline_data"], "16M")
+}
+
+/// Puts a 1 KiB xattr value of `/a/f1` in a value inode (debugfs does not charge it to
+/// `i_blocks`); returns the value inode's number.
+fn big_xattr_in_ea_inode(t: &Tools, img: &Image) -> u64 {
+    let ffi = common::debugfs_r(t, &img.path, "ffi");
+    let ea_ino: u64 = ffi
+        .split_whitespace()
+        .last()
+        .and_then(|w| w.trim_end_matches('.').parse().ok())
+        .unwrap_or_else(|| panic!("test setup: bad ffi output {ffi:?}"));
+    let val = img.aux("value");
+    std::fs::write(&val, vec![b'v'; 1024]).unwrap();
+    common::debugfs_w(
+        t,
+        &img.path,
+        &format!("ea_set -f {} /a/f1 user.big", val.display()),
+    );
+    let st = common::debugfs_r(t, &img.path, &format!("stat <{ea_ino}>"));
+    assert!(
+        st.contains("Flags: 0x280000"),
+        "test setup: inode {ea_ino} is not the value inode:\n{st}"
+    );
+    ea_ino
+}
+
+#[test]
+fn p1_value_inode_charged_to_owner_i_blocks() {
+    let Some(t) = common::tools() else { return };
+    let img = ext4_ea_inline(&t);
+    big_xattr_in_ea_inode(&t, &img);
+    let c = expect(&t, &img, &["P1_BAD_I_BLOCKS"]);
+    let ino = common::inode_of(&t, &img.path, "/a/f1");
+    let f = c
+        .findings()
+        .iter()
+        .find(|f| f["code"] == "P1_BAD_I_BLOCKS" && f["ctx"]["ino"].as_u64() == Some(ino))
+        .unwrap_or_else(|| panic!("no P1_BAD_I_BLOCKS for /a/f1:\n{}", c.describe()));
+    // Its data blocks plus one 1 KiB block (two sectors) for the value inode.
+    let have = f["ctx"]["num"].as_u64().unwrap();
+    assert_eq!(f["ctx"]["num2"].as_u64(), Some(have + 2), "{f}");
+}
+
+#[test]
+fn p1_value_inode_accounted_is_clean() {
+    let Some(t) = common::tools() else { return };
+    let img = ext4_ea_inline(&t);
+    big_xattr_in_ea_inode(&t, &img);
+    let s = common::debugfs_r(&t, &img.path, "stat /a/f1");
+    let blocks: u64 = s
+        .split("Blockcount: ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|w| w.parse().ok())
+        .unwrap();
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f1 blocks {}", blocks + 2));
+    let (e2_code, e2_out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2_code, 0, "test setup: e2fsck -fn:\n{e2_out}");
+    let c = common::check_n(&img.path, 1);
+    assert_eq!(c.code(), 0, "{}", c.describe());
+}
+
+#[test]
+fn p4_ea_inode_ref_count() {
+    let Some(t) = common::tools() else { return };
+    let img = ext4_ea_inline(&t);
+    let ea_ino = big_xattr_in_ea_inode(&t, &img);
+    // The stored reference count lives in l_i_version.
+    common::debugfs_w(&t, &img.path, &format!("sif <{ea_ino}> version 7"));
+    let c = expect(&t, &img, &["P4_EA_INODE_REF_COUNT"]);
+    let f = c
+        .findings()
+        .iter()
+        .find(|f| f["code"] == "P4_EA_INODE_REF_COUNT")
+        .unwrap();
+    assert_eq!(f["ctx"]["ino"].as_u64(), Some(ea_ino), "{f}");
+    assert_eq!(f["ctx"]["num"].as_u64(), Some(7), "{f}");
+    assert_eq!(f["ctx"]["num2"].as_u64(), Some(1), "{f}");
+}
+
+#[test]
+fn p1_inline_data_without_system_data() {
+    let Some(t) = common::tools() else { return };
+    let img = ext4_ea_inline(&t);
+    common::debugfs_w(&t, &img.path, "ea_rm /b/x system.data");
+    expect(&t, &img, &["P1_INLINE_DATA_NO_ATTR"]);
+}
+
+#[test]
+fn p1_inline_data_and_extents_flags() {
+    let Some(t) = common::tools() else { return };
+    let img = ext4_ea_inline(&t);
+    common::debugfs_w(&t, &img.path, "sif /b/x flags 0x10080000");
+    expect(
+        &t,
+        &img,
+        &[
+            "P1_CLEAR_EXTENT_FOR_INLINE_DATA",
+            "P1_CLEAR_EXTENT_INLINE_DATA_INODE",
+        ],
+    );
+}
+
+#[test]
+fn p1b_shared_blocks_feature_allows_sharing() {
+    let Some(t) = common::tools() else { return };
+    let img = ext2(&t);
+    let b = common::bmap(&t, &img.path, "/a/f5", 0);
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f4 block[0] {b}"));
+    common::debugfs_w(&t, &img.path, "feature shared_blocks");
+    let (e2_code, e2_out) = common::e2fsck_n(&t, &img.path);
+    // f4 lost its own first block, which pass 5 finds; nothing is multiply-claimed.
+    assert!(
+        !e2_out.contains("Multiply-claimed"),
+        "test setup: e2fsck -fn still sees duplicates:\n{e2_out}"
+    );
+    let c = common::check_n(&img.path, 1);
+    assert_eq!(
+        c.code(),
+        e2_code,
+        "{}\ne2fsck said:\n{e2_out}",
+        c.describe()
+    );
+    assert!(
+        !c.codes()
+            .iter()
+            .any(|k| k.starts_with("P1B_") || k.starts_with("P1D_")),
+        "{}",
+        c.describe()
+    );
+}
