@@ -193,10 +193,14 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
 }
 
 /// e2fsck's exit code from the answers: uncorrected errors → 4, fixes → 1.
+///
+/// e2fsck marks the file system valid again after its superblock, descriptor, orphan-list and
+/// resize-inode checks, so a "no" to a pass-0 question does not by itself leave exit bit 4 set;
+/// only later passes (and fatal aborts, handled by the caller) do.
 pub fn exit_code(findings: &[Finding]) -> i32 {
     let mut code = exit::OK;
     for f in findings {
-        if f.leaves_error() {
+        if f.leaves_error() && f.problem.pass() != 0 {
             code |= exit::UNCORRECTED;
         }
         if f.fixed {

@@ -135,9 +135,10 @@ catalogue! {
     P0_JOURNAL_RECOVERY_CLEAR = 0x000018, None, INFO, "Superblock needs_recovery flag is clear, but the journal has data.";
     P0_ORPHAN_ILLEGAL_HEAD_INODE = 0x000023, Clear, PREEN_OK, "Illegal inode {ino} in the orphaned inode list.";
     P0_ORPHAN_ILLEGAL_INODE = 0x000024, Clear, PREEN_OK, "Illegal inode {ino} in the orphaned inode list.";
-    P0_NONZERO_RESERVED_GDT_BLOCKS = 0x00002E, Fix, PREEN_OK, "Resize_inode not enabled, but the resize inode is non-zero.";
+    P0_NONZERO_RESERVED_GDT_BLOCKS = 0x00002E, Fix, PREEN_OK, "Resize_inode not enabled, but s_reserved_gdt_blocks is {num}; should be zero.";
     P0_CLEAR_RESIZE_INODE = 0x00002F, Clear, PREEN_OK, "Resize_inode not enabled, but the resize inode is non-zero.";
     P0_RESIZE_INODE_INVALID = 0x000030, Recreate, 0, "Resize inode not valid.";
+    P0_DISABLE_RESIZE_INODE = 0x000051, Fix, 0, "Resize_inode and meta_bg features are enabled; they are not compatible, so the resize inode should be disabled.";
     P0_FUTURE_SB_LAST_MOUNT = 0x000031, Fix, PREEN_OK | NO_OK, "Superblock last mount time is in the future.";
     P0_FUTURE_SB_LAST_WRITE = 0x000032, Fix, PREEN_OK | NO_OK, "Superblock last write time is in the future.";
     P0_GDT_CSUM_LATCH = 0x00003E, Fix, PREEN_OK, "One or more block group descriptor checksums are invalid.";
@@ -149,7 +150,8 @@ catalogue! {
     P0_BAD_MIN_EXTRA_ISIZE = 0x00004D, Fix, PREEN_OK, "Superblock s_min_extra_isize {num} is invalid.";
     P0_BAD_WANT_EXTRA_ISIZE = 0x00004E, Fix, PREEN_OK, "Superblock s_want_extra_isize {num} is invalid.";
     P0_INVALID_QUOTA_INO = 0x00004F, Fix, PREEN_OK, "Invalid quota inode {ino}.";
-    P0_SB_CSUM_INVALID = 0x000051, Fix, PREEN_OK, "Superblock checksum does not match the superblock.";
+    // e2fsck has no problem code for this: it rejects the superblock and tries the backups.
+    P0_SB_CSUM_INVALID = 0x000044, Fix, PREEN_OK, "Superblock checksum does not match the superblock.";
     P0_UNSUPPORTED_FEATURE = 0x00FF01, None, FATAL, "The file system has unsupported features: {str}.";
     P0_INODE_COUNT_WRONG = 0x00000D, Fix, 0, "Inode count in the superblock is {num}, should be {num2}.";
 
