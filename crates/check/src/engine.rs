@@ -105,6 +105,10 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
                     );
                     (format!("The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({why}). If the device is valid, try a backup superblock with -b."), exit::ERROR)
                 }
+                OpenFailure::Journal(why) => (
+                    format!("Cannot proceed with file system check: {why}."),
+                    exit::ERROR | exit::UNCORRECTED,
+                ),
                 OpenFailure::Unsupported(feat) => (
                     format!("The file system has unsupported features: {feat}. Upgrade ffsck."),
                     exit::ERROR,

@@ -8,7 +8,9 @@
 
 pub mod bitmap;
 pub mod engine;
+pub mod filemap;
 pub mod fs;
+pub mod journal;
 pub mod pass0;
 pub mod pass1;
 pub mod pass1b;

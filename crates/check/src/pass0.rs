@@ -8,6 +8,7 @@
 //! fields are usable. Relies on: nothing but the device. Frees: nothing.
 
 use crate::fs::Fs;
+use crate::journal::JournalFacts;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
@@ -31,6 +32,8 @@ pub struct GroupState {
 pub struct Pass0Facts {
     pub fs: Fs,
     pub groups: Vec<GroupState>,
+    /// What the journal check found (the journal, and which inode pass 1 treats as it).
+    pub journal: JournalFacts,
 }
 
 /// Why the file system could not be opened at all (exit 8).
@@ -42,6 +45,8 @@ pub enum OpenFailure {
     Unsupported(String),
     /// The device is smaller than the superblock says (a truncated image).
     TooSmall { fs_blocks: u64, dev_blocks: u64 },
+    /// The journal cannot be used and its repair was refused (e2fsck exits 12).
+    Journal(String),
 }
 
 /// Where to look for a superblock.
@@ -177,8 +182,15 @@ pub fn run(
                 Ok(_) => {
                     out.report(policy, P::P0_CHECK_DESC_FAILED, ProblemCtx::default());
                 }
-                Err(_) if hint.block.is_none() => {
-                    out.report(policy, P::P0_OPEN_FAILED, ProblemCtx::default());
+                Err(e) if hint.block.is_none() => {
+                    out.report(
+                        policy,
+                        P::P0_OPEN_FAILED,
+                        ProblemCtx {
+                            str: Some(e.clone()),
+                            ..Default::default()
+                        },
+                    );
                 }
                 Err(_) => {}
             }
@@ -235,10 +247,26 @@ pub fn run(
         groups: gds,
         csum_seed,
     };
+    // The journal comes first: e2fsck checks it before the superblock fields.
+    let journal = crate::journal::check(&fs, policy, sb_block != 0, out)
+        .map_err(|a| OpenFailure::Journal(a.0))?;
     let states = check_groups(&fs, policy, out);
     check_super_fields(&fs, policy, out);
-    check_resize_inode(&fs, policy, out);
-    Ok(Pass0Facts { fs, groups: states })
+    // A journal that recorded an error (s_errno) makes e2fsck clear it in the journal
+    // superblock; under -n that write fails, and the failure surfaces on the next metadata
+    // read, the resize inode's, which e2fsck then reports invalid. Reproduce that verdict.
+    let failed_write = policy == Policy::No
+        && !fs.sb.incompat().has(Incompat::RECOVER)
+        && journal
+            .journal
+            .as_ref()
+            .is_some_and(|j| j.sb.s_errno.get() != 0);
+    check_resize_inode(&fs, policy, failed_write, out);
+    Ok(Pass0Facts {
+        fs,
+        groups: states,
+        journal,
+    })
 }
 
 fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> {
@@ -363,6 +391,16 @@ fn check_super_fields(fs: &Fs, policy: Policy, out: &mut Findings) {
     }
     let fmb = sb.s_first_meta_bg.get();
     if inc.has(Incompat::META_BG) && fmb > fs.geo.gdt_blocks {
+        // libext2fs refuses to open such a superblock unless told to ignore its errors, so
+        // e2fsck first reports the failed open, then the field.
+        out.report(
+            policy,
+            P::P0_OPEN_FAILED,
+            ProblemCtx {
+                str: Some("s_first_meta_bg is past the descriptor blocks".into()),
+                ..Default::default()
+            },
+        );
         out.report(
             policy,
             P::P0_FIRST_META_BG_TOO_BIG,
@@ -407,10 +445,6 @@ fn check_super_fields(fs: &Fs, policy: Policy, out: &mut Findings) {
         if q != 0 && (q > fs.geo.inodes_count || (q < fs.geo.first_ino && q != 3 && q != 4)) {
             out.report(policy, P::P0_INVALID_QUOTA_INO, ProblemCtx::ino(q));
         }
-    }
-    let has_journal = sb.compat().has(ffsck_format::Compat::HAS_JOURNAL);
-    if !has_journal && inc.has(Incompat::RECOVER) {
-        out.report(policy, P::P0_JOURNAL_RECOVER_SET, ProblemCtx::default());
     }
 }
 
@@ -481,7 +515,7 @@ fn resize_inode_valid(fs: &Fs, raw: &ffsck_format::RawInode) -> bool {
 }
 
 /// The resize inode against the `resize_inode` feature (e2fsck's check after the superblock).
-fn check_resize_inode(fs: &Fs, policy: Policy, out: &mut Findings) {
+fn check_resize_inode(fs: &Fs, policy: Policy, unreadable: bool, out: &mut Findings) {
     let sb = &fs.sb;
     let has_resize = sb.compat().has(Compat::RESIZE_INODE);
     if has_resize && sb.incompat().has(Incompat::META_BG) {
@@ -508,7 +542,7 @@ fn check_resize_inode(fs: &Fs, policy: Policy, out: &mut Findings) {
         }
         return;
     }
-    if !resize_inode_valid(fs, &raw) {
+    if unreadable || !resize_inode_valid(fs, &raw) {
         out.report(policy, P::P0_RESIZE_INODE_INVALID, ctx);
     }
 }

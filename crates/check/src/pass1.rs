@@ -172,6 +172,8 @@ struct Scan<'a> {
     bucket_shift: u32,
     extent_fs: bool,
     low_dtime_check: bool,
+    /// The journal inode as the journal check left it (0 once the journal was dropped).
+    journal_inum: u32,
 }
 
 /// An xattr block seen during the scan and how many inodes point at it.
@@ -239,6 +241,7 @@ pub fn run(
         bucket_shift: (64 - geo.blocks_count.leading_zeros()).saturating_sub(6),
         extent_fs: geo.incompat.has(Incompat::EXTENTS),
         low_dtime_check: !(mkfs != 0 && mkfs < geo.inodes_count),
+        journal_inum: p0.journal.journal_inum,
     };
     let mut links = vec![0u16; n_inodes];
     let mut kinds = vec![0u8; n_inodes];
@@ -455,7 +458,7 @@ fn check_reserved(
             check_live_inode(scan, ic, out, kind_slot);
             return;
         }
-        ino::JOURNAL if fs.sb.s_journal_inum.get() == ino::JOURNAL => {
+        ino::JOURNAL if scan.journal_inum == ino::JOURNAL => {
             out.used.push(ino);
             *link_slot = inode.links_count();
             if mode != 0 && ft != FileType::Regular {
@@ -464,6 +467,24 @@ fn check_reserved(
             let mut cb = check_blocks(scan, ic, out, FileType::Regular);
             cb.dir_blocks.clear();
             return;
+        }
+        ino::JOURNAL => {
+            // Not (or no longer) the journal: it should be empty. Once the journal check
+            // dropped the journal, its blocks were judged there and are not walked again.
+            let busy = inode.links_count() != 0
+                || inode.blocks_raw(false) != 0
+                || inode.i_block[0].get() != 0;
+            if busy
+                && report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_JOURNAL_INODE_NOT_CLEAR,
+                    ProblemCtx::ino(ino),
+                )
+            {
+                return;
+            }
         }
         _ => {}
     }

@@ -129,10 +129,17 @@ catalogue! {
     P0_FREE_BLOCK_COUNT = 0x000040, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, "Setting free blocks count to {num} (was {num2}).";
     P0_JOURNAL_BAD_INODE = 0x00000F, Clear, PREEN_OK, "Superblock has an invalid journal (inode {ino}).";
     P0_JOURNAL_UNSUPP_SUPER = 0x000014, Abort, 0, "The journal superblock is of an unknown type ({num}).";
-    P0_JOURNAL_BAD_SUPER = 0x000015, Clear, 0, "The journal superblock is corrupt.";
+    P0_JOURNAL_BAD_SUPER = 0x000015, Fix, 0, "The journal superblock is corrupt.";
     P0_JOURNAL_HAS_JOURNAL = 0x000016, Clear, PREEN_OK, "Superblock has_journal flag is clear, but a journal is present.";
     P0_JOURNAL_RECOVER_SET = 0x000017, Clear, PREEN_OK, "Superblock needs_recovery flag is set, but no journal is present.";
     P0_JOURNAL_RECOVERY_CLEAR = 0x000018, None, INFO, "Superblock needs_recovery flag is clear, but the journal has data.";
+    P0_JOURNAL_RESET_JOURNAL = 0x000019, Clear, PREEN_NOMSG, "Clear the journal.";
+    P0_JOURNAL_UNSUPP_ROCOMPAT = 0x000025, Abort, 0, "The journal superblock has an unknown read-only feature flag set.";
+    P0_JOURNAL_UNSUPP_INCOMPAT = 0x000026, Abort, 0, "The journal superblock has an unknown incompatible feature flag set.";
+    P0_JOURNAL_UNSUPP_VERSION = 0x000027, Abort, 0, "The journal version is not supported.";
+    P0_CLEAR_V2_JOURNAL = 0x00002A, None, 0, "Found invalid V2 journal superblock fields (from V1 journal); clearing the fields beyond the V1 journal superblock.";
+    P0_JOURNAL_RUN = 0x00002B, Fix, 0, "Run the journal anyway.";
+    P0_JOURNAL_RUN_DEFAULT = 0x00002C, Fix, 0, "Recovery flag not set in the backup superblock, so running the journal anyway.";
     P0_ORPHAN_ILLEGAL_HEAD_INODE = 0x000023, Clear, PREEN_OK, "Illegal inode {ino} in the orphaned inode list.";
     P0_ORPHAN_ILLEGAL_INODE = 0x000024, Clear, PREEN_OK, "Illegal inode {ino} in the orphaned inode list.";
     P0_NONZERO_RESERVED_GDT_BLOCKS = 0x00002E, Fix, PREEN_OK, "Resize_inode not enabled, but s_reserved_gdt_blocks is {num}; should be zero.";
@@ -142,7 +149,7 @@ catalogue! {
     P0_FUTURE_SB_LAST_MOUNT = 0x000031, Fix, PREEN_OK | NO_OK, "Superblock last mount time is in the future.";
     P0_FUTURE_SB_LAST_WRITE = 0x000032, Fix, PREEN_OK | NO_OK, "Superblock last write time is in the future.";
     P0_GDT_CSUM_LATCH = 0x00003E, Fix, PREEN_OK, "One or more block group descriptor checksums are invalid.";
-    P0_OPEN_FAILED = 0x000044, None, INFO, "The superblock or group descriptors are damaged; using the backup superblock at block {blk}.";
+    P0_OPEN_FAILED = 0x000044, None, INFO, "The superblock failed the checks for opening the file system ({str}).";
     P0_META_AND_GDT_CSUM_SET = 0x000046, Fix, PREEN_OK, "Superblock has both uninit_bg and metadata_csum set.";
     P0_64BIT_WITHOUT_EXTENTS = 0x000048, Fix, PREEN_OK, "The 64bit feature is set but extent is not.";
     P0_FIRST_META_BG_TOO_BIG = 0x000049, Fix, PREEN_OK, "First_meta_bg is too big ({num}, max {num2}).";
@@ -175,7 +182,8 @@ catalogue! {
     P1_SET_IMAGIC = 0x01002F, Clear, PREEN_OK, "Inode {ino} has imagic flag set.";
     P1_SET_IMMUTABLE = 0x010030, Clear, PREEN_OK, "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable or append-only flag set.";
     P1_SET_NONZSIZE = 0x010032, Clear, PREEN_OK, "Special (device/socket/fifo) inode {ino} has non-zero size.";
-    P1_JOURNAL_BAD_MODE = 0x010035, Fix, PREEN_OK, "Journal inode is not in use, but contains data.";
+    P1_JOURNAL_INODE_NOT_CLEAR = 0x010034, Clear, PREEN_OK, "Journal inode is not in use, but contains data.";
+    P1_JOURNAL_BAD_MODE = 0x010035, Fix, PREEN_OK, "Journal is not a regular file.";
     P1_LOW_DTIME = 0x010036, Fix, PREEN_OK | NO_OK, "Inode {ino} was part of the orphaned inode list.";
     P1_ORPHAN_LIST_REFUGEES = 0x010037, None, PREEN_OK | NO_OK, "Inodes that were part of a corrupted orphan linked list found.";
     P1_BAD_EA_BLOCK = 0x01003A, Clear, 0, "Inode {ino} has a bad extended attribute block {blk}.";
