@@ -174,6 +174,10 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     prog.start(5, 1);
     let p5 = pass5::run(&p0, &p1, policy, &mut f);
     flush(rep, &mut f, &mut all);
+    // After the passes, as e2fsck does: the orphan file, then the quota files.
+    crate::orphan::check(&p0.fs, policy, &mut f);
+    crate::quota::check(&p0.fs, policy, &mut f);
+    flush(rep, &mut f, &mut all);
 
     let geo = &p0.fs.geo;
     let c = p1.counts;

@@ -170,6 +170,19 @@ pub fn run(
     policy: Policy,
     out: &mut Findings,
 ) -> Result<Pass0Facts, OpenFailure> {
+    // An external journal device carries an ext2 superblock but no file system: refuse it
+    // before judging its geometry (which would otherwise send us to the backups).
+    if hint.block.is_none() {
+        if let Some(sb) = read_super_at(&*dev, SUPERBLOCK_OFFSET) {
+            if sb.s_magic.get() == ffsck_format::EXT2_MAGIC
+                && sb.incompat().has(Incompat::JOURNAL_DEV)
+            {
+                return Err(OpenFailure::Corrupt(
+                    "it is an external journal device (journal_dev), not a file system".into(),
+                ));
+            }
+        }
+    }
     let primary = if hint.block.is_some() {
         Err("not tried".to_string())
     } else {

@@ -263,8 +263,17 @@ pub fn run(
     let mut dup_blocks = Vec::new();
     let mut summaries = Vec::with_capacity(outs.len());
     let mut counts = Counts::default();
+    // The first orphan-list refugee raises the latch question once, ahead of it, as
+    // e2fsck's latch does; with the findings merged in inode order this is deterministic.
+    let mut refugee_latched = false;
     for o in outs {
-        out.extend(o.findings);
+        for f in o.findings.0 {
+            if f.problem == P::P1_LOW_DTIME && !refugee_latched {
+                refugee_latched = true;
+                out.report(policy, P::P1_ORPHAN_LIST_REFUGEES, ProblemCtx::default());
+            }
+            out.0.push(f);
+        }
         dir_blocks.extend(o.dir_blocks);
         dirs.extend(o.dirs);
         dup_blocks.extend(o.dup_blocks);
