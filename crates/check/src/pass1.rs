@@ -454,7 +454,10 @@ fn check_reserved(
         ino::ROOT => {
             // The root is an ordinary directory apart from these two checks.
             if inode.links_count() == 0 && mode == 0 {
-                return; // pass 3 reports the missing root
+                // A wiped root is still not a directory (e2fsck asks before pass 3 reports
+                // the missing root); there is nothing else in it to check.
+                report(scan, out, ic, P::P1_ROOT_NO_DIR, ProblemCtx::ino(ino));
+                return;
             }
             if ft != FileType::Directory {
                 report(scan, out, ic, P::P1_ROOT_NO_DIR, ProblemCtx::ino(ino));
