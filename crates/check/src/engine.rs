@@ -105,6 +105,10 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
                     );
                     (format!("The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({why}). If the device is valid, try a backup superblock with -b."), exit::ERROR)
                 }
+                OpenFailure::Journal(why) => (
+                    format!("Cannot proceed with file system check: {why}."),
+                    exit::ERROR | exit::UNCORRECTED,
+                ),
                 OpenFailure::Unsupported(feat) => (
                     format!("The file system has unsupported features: {feat}. Upgrade ffsck."),
                     exit::ERROR,
@@ -170,6 +174,10 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     prog.start(5, 1);
     let p5 = pass5::run(&p0, &p1, policy, &mut f);
     flush(rep, &mut f, &mut all);
+    // After the passes, as e2fsck does: the orphan file, then the quota files.
+    crate::orphan::check(&p0.fs, policy, &mut f);
+    crate::quota::check(&p0.fs, policy, &mut f);
+    flush(rep, &mut f, &mut all);
 
     let geo = &p0.fs.geo;
     let c = p1.counts;
@@ -193,10 +201,14 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
 }
 
 /// e2fsck's exit code from the answers: uncorrected errors → 4, fixes → 1.
+///
+/// e2fsck marks the file system valid again after its superblock, descriptor, orphan-list and
+/// resize-inode checks, so a "no" to a pass-0 question does not by itself leave exit bit 4 set;
+/// only later passes (and fatal aborts, handled by the caller) do.
 pub fn exit_code(findings: &[Finding]) -> i32 {
     let mut code = exit::OK;
     for f in findings {
-        if f.leaves_error() {
+        if f.leaves_error() && f.problem.pass() != 0 {
             code |= exit::UNCORRECTED;
         }
         if f.fixed {

@@ -8,8 +8,11 @@
 
 pub mod bitmap;
 pub mod engine;
+pub mod filemap;
 pub mod fs;
 pub mod icount;
+pub mod journal;
+pub mod orphan;
 pub mod pass0;
 pub mod pass1;
 pub mod pass1b;
@@ -18,6 +21,7 @@ pub mod pass3;
 pub mod pass4;
 pub mod pass5;
 pub mod problem;
+pub mod quota;
 pub mod report;
 
 pub use engine::{check, CheckOptions, Outcome, Progress, Summary};

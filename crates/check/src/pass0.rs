@@ -8,11 +8,13 @@
 //! fields are usable. Relies on: nothing but the device. Frees: nothing.
 
 use crate::fs::Fs;
+use crate::journal::JournalFacts;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ffsck_format::{
-    Geometry, Incompat, RawGroupDesc, RawSuperblock, RoCompat, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE,
+    Compat, Geometry, Incompat, RawGroupDesc, RawSuperblock, RoCompat, SUPERBLOCK_OFFSET,
+    SUPERBLOCK_SIZE,
 };
 use ffsck_io::Device;
 use std::sync::Arc;
@@ -30,6 +32,8 @@ pub struct GroupState {
 pub struct Pass0Facts {
     pub fs: Fs,
     pub groups: Vec<GroupState>,
+    /// What the journal check found (the journal, and which inode pass 1 treats as it).
+    pub journal: JournalFacts,
 }
 
 /// Why the file system could not be opened at all (exit 8).
@@ -41,6 +45,8 @@ pub enum OpenFailure {
     Unsupported(String),
     /// The device is smaller than the superblock says (a truncated image).
     TooSmall { fs_blocks: u64, dev_blocks: u64 },
+    /// The journal cannot be used and its repair was refused (e2fsck exits 12).
+    Journal(String),
 }
 
 /// Where to look for a superblock.
@@ -164,6 +170,19 @@ pub fn run(
     policy: Policy,
     out: &mut Findings,
 ) -> Result<Pass0Facts, OpenFailure> {
+    // An external journal device carries an ext2 superblock but no file system: refuse it
+    // before judging its geometry (which would otherwise send us to the backups).
+    if hint.block.is_none() {
+        if let Some(sb) = read_super_at(&*dev, SUPERBLOCK_OFFSET) {
+            if sb.s_magic.get() == ffsck_format::EXT2_MAGIC
+                && sb.incompat().has(Incompat::JOURNAL_DEV)
+            {
+                return Err(OpenFailure::Corrupt(
+                    "it is an external journal device (journal_dev), not a file system".into(),
+                ));
+            }
+        }
+    }
     let primary = if hint.block.is_some() {
         Err("not tried".to_string())
     } else {
@@ -176,8 +195,15 @@ pub fn run(
                 Ok(_) => {
                     out.report(policy, P::P0_CHECK_DESC_FAILED, ProblemCtx::default());
                 }
-                Err(_) if hint.block.is_none() => {
-                    out.report(policy, P::P0_OPEN_FAILED, ProblemCtx::default());
+                Err(e) if hint.block.is_none() => {
+                    out.report(
+                        policy,
+                        P::P0_OPEN_FAILED,
+                        ProblemCtx {
+                            str: Some(e.clone()),
+                            ..Default::default()
+                        },
+                    );
                 }
                 Err(_) => {}
             }
@@ -234,9 +260,26 @@ pub fn run(
         groups: gds,
         csum_seed,
     };
+    // The journal comes first: e2fsck checks it before the superblock fields.
+    let journal = crate::journal::check(&fs, policy, sb_block != 0, out)
+        .map_err(|a| OpenFailure::Journal(a.0))?;
     let states = check_groups(&fs, policy, out);
     check_super_fields(&fs, policy, out);
-    Ok(Pass0Facts { fs, groups: states })
+    // A journal that recorded an error (s_errno) makes e2fsck clear it in the journal
+    // superblock; under -n that write fails, and the failure surfaces on the next metadata
+    // read, the resize inode's, which e2fsck then reports invalid. Reproduce that verdict.
+    let failed_write = policy == Policy::No
+        && !fs.sb.incompat().has(Incompat::RECOVER)
+        && journal
+            .journal
+            .as_ref()
+            .is_some_and(|j| j.sb.s_errno.get() != 0);
+    check_resize_inode(&fs, policy, failed_write, out);
+    Ok(Pass0Facts {
+        fs,
+        groups: states,
+        journal,
+    })
 }
 
 fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> {
@@ -314,7 +357,9 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
                 st.csum_ok = false;
             }
         }
-        if !fs.has_group_csum() && gd.flags() & (BG_BLOCK_UNINIT | BG_INODE_UNINIT) != 0 {
+        if !fs.has_group_csum()
+            && (gd.flags() & (BG_BLOCK_UNINIT | BG_INODE_UNINIT) != 0 || gd.itable_unused() != 0)
+        {
             out.report(policy, P::P0_GDT_UNINIT, ProblemCtx::group(g32));
         }
         if fs.has_group_csum()
@@ -357,6 +402,28 @@ fn check_super_fields(fs: &Fs, policy: Policy, out: &mut Findings) {
     if !sb.checksum_ok() {
         out.report(policy, P::P0_SB_CSUM_INVALID, ProblemCtx::default());
     }
+    let fmb = sb.s_first_meta_bg.get();
+    if inc.has(Incompat::META_BG) && fmb > fs.geo.gdt_blocks {
+        // libext2fs refuses to open such a superblock unless told to ignore its errors, so
+        // e2fsck first reports the failed open, then the field.
+        out.report(
+            policy,
+            P::P0_OPEN_FAILED,
+            ProblemCtx {
+                str: Some("s_first_meta_bg is past the descriptor blocks".into()),
+                ..Default::default()
+            },
+        );
+        out.report(
+            policy,
+            P::P0_FIRST_META_BG_TOO_BIG,
+            ProblemCtx {
+                num: u64::from(fmb),
+                num2: u64::from(fs.geo.gdt_blocks),
+                ..Default::default()
+            },
+        );
+    }
     let isz = fs.geo.inode_size;
     if isz > 128 {
         let max_extra = u64::from(isz - 128);
@@ -392,8 +459,103 @@ fn check_super_fields(fs: &Fs, policy: Policy, out: &mut Findings) {
             out.report(policy, P::P0_INVALID_QUOTA_INO, ProblemCtx::ino(q));
         }
     }
-    let has_journal = sb.compat().has(ffsck_format::Compat::HAS_JOURNAL);
-    if !has_journal && inc.has(Incompat::RECOVER) {
-        out.report(policy, P::P0_JOURNAL_RECOVER_SET, ProblemCtx::default());
+}
+
+/// Does the resize inode (7) describe exactly the reserved descriptor blocks? It may use only
+/// its double-indirect block, whose entries from `gdt_blocks` on must name the reserved blocks
+/// after the primary descriptors, and each of those lists its backup copies in the groups that
+/// carry a superblock.
+fn resize_inode_valid(fs: &Fs, raw: &ffsck_format::RawInode) -> bool {
+    const DIND: usize = 13;
+    let geo = &fs.geo;
+    let blk = u64::from(raw.i_block[DIND].get());
+    let only_dind = raw
+        .i_block
+        .iter()
+        .enumerate()
+        .all(|(i, b)| i == DIND || b.get() == 0);
+    if !only_dind
+        || blk == 0
+        || raw.links_count() == 0
+        || raw.mode() & ffsck_format::inode::mode::S_IFREG == 0
+        || blk < geo.first_data_block
+        || blk >= geo.blocks_count
+    {
+        return false;
+    }
+    let Some(dind) = fs.read_block(blk) else {
+        return false;
+    };
+    let per_block = (geo.block_size / 4) as usize;
+    let word = |buf: &[u8], i: usize| -> u64 {
+        let o = i * 4;
+        u64::from(u32::from_le_bytes([
+            buf[o],
+            buf[o + 1],
+            buf[o + 2],
+            buf[o + 3],
+        ]))
+    };
+    let mut gdt_off = geo.gdt_blocks as usize;
+    let mut pblk = geo.first_data_block + 1 + u64::from(geo.gdt_blocks);
+    if geo.block_size == 1024 && geo.first_data_block == 0 {
+        pblk += 1;
+    }
+    // e2fsck 1.47 walks a quarter of s_reserved_gdt_blocks here; match it.
+    for _ in 0..geo.reserved_gdt_blocks / 4 {
+        gdt_off %= per_block;
+        if word(&dind, gdt_off) != pblk {
+            return false;
+        }
+        let Some(ind) = fs.read_block(pblk) else {
+            return false;
+        };
+        let mut ind_off = 0usize;
+        for g in 1..geo.group_count {
+            if !geo.group_has_super(g) {
+                continue;
+            }
+            let expect = pblk + u64::from(g) * u64::from(geo.blocks_per_group);
+            if ind_off >= per_block || word(&ind, ind_off) != expect {
+                return false;
+            }
+            ind_off += 1;
+        }
+        gdt_off += 1;
+        pblk += 1;
+    }
+    true
+}
+
+/// The resize inode against the `resize_inode` feature (e2fsck's check after the superblock).
+fn check_resize_inode(fs: &Fs, policy: Policy, unreadable: bool, out: &mut Findings) {
+    let sb = &fs.sb;
+    let has_resize = sb.compat().has(Compat::RESIZE_INODE);
+    if has_resize && sb.incompat().has(Incompat::META_BG) {
+        out.report(policy, P::P0_DISABLE_RESIZE_INODE, ProblemCtx::default());
+    }
+    if !has_resize && sb.s_reserved_gdt_blocks.get() != 0 {
+        out.report(
+            policy,
+            P::P0_NONZERO_RESERVED_GDT_BLOCKS,
+            ProblemCtx {
+                num: u64::from(sb.s_reserved_gdt_blocks.get()),
+                ..Default::default()
+            },
+        );
+    }
+    let Some(buf) = fs.read_inode(ffsck_format::ino::RESIZE) else {
+        return;
+    };
+    let raw = ffsck_format::RawInode::parse(&buf);
+    let ctx = ProblemCtx::ino(ffsck_format::ino::RESIZE);
+    if !has_resize {
+        if raw.i_block.iter().any(|b| b.get() != 0) {
+            out.report(policy, P::P0_CLEAR_RESIZE_INODE, ctx);
+        }
+        return;
+    }
+    if unreadable || !resize_inode_valid(fs, &raw) {
+        out.report(policy, P::P0_RESIZE_INODE_INVALID, ctx);
     }
 }

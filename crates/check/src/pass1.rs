@@ -192,6 +192,8 @@ struct Scan<'a> {
     low_dtime_check: bool,
     /// `shared_blocks`: blocks may be claimed more than once by design (never duplicates).
     shared_blocks: bool,
+    /// The journal inode as the journal check left it (0 once the journal was dropped).
+    journal_inum: u32,
 }
 
 /// An xattr block seen during the scan and how many inodes point at it.
@@ -267,6 +269,7 @@ pub fn run(
         extent_fs: geo.incompat.has(Incompat::EXTENTS),
         low_dtime_check: !(mkfs != 0 && mkfs < geo.inodes_count),
         shared_blocks: geo.ro_compat.has(RoCompat::SHARED_BLOCKS),
+        journal_inum: p0.journal.journal_inum,
     };
     let outs: Vec<GroupOut> = (0..geo.group_count as usize)
         .into_par_iter()
@@ -284,8 +287,17 @@ pub fn run(
     let mut counts = Counts::default();
     let mut links_many = Vec::new();
     let mut kinds_other = Vec::new();
+    // The first orphan-list refugee raises the latch question once, ahead of it, as
+    // e2fsck's latch does; with the findings merged in inode order this is deterministic.
+    let mut refugee_latched = false;
     for o in outs {
-        out.extend(o.findings);
+        for f in o.findings.0 {
+            if f.problem == P::P1_LOW_DTIME && !refugee_latched {
+                refugee_latched = true;
+                out.report(policy, P::P1_ORPHAN_LIST_REFUGEES, ProblemCtx::default());
+            }
+            out.0.push(f);
+        }
         dir_blocks.extend(o.dir_blocks);
         dirs.extend(o.dirs);
         dup_blocks.extend(o.dup_blocks);
@@ -514,7 +526,10 @@ fn check_reserved(
         ino::ROOT => {
             // The root is an ordinary directory apart from these two checks.
             if inode.links_count() == 0 && mode == 0 {
-                return; // pass 3 reports the missing root
+                // A wiped root is still not a directory (e2fsck asks before pass 3 reports
+                // the missing root); there is nothing else in it to check.
+                report(scan, out, ic, P::P1_ROOT_NO_DIR, ProblemCtx::ino(ino));
+                return;
             }
             if ft != FileType::Directory {
                 report(scan, out, ic, P::P1_ROOT_NO_DIR, ProblemCtx::ino(ino));
@@ -527,7 +542,7 @@ fn check_reserved(
             check_live_inode(scan, ic, out, kind_slot);
             return;
         }
-        ino::JOURNAL if fs.sb.s_journal_inum.get() == ino::JOURNAL => {
+        ino::JOURNAL if scan.journal_inum == ino::JOURNAL => {
             scan.inode_used.test_and_set(u64::from(ino - 1));
             *link_slot = inode.links_count();
             if mode != 0 && ft != FileType::Regular {
@@ -536,6 +551,24 @@ fn check_reserved(
             let mut cb = check_blocks(scan, ic, out, FileType::Regular);
             cb.dir_blocks.clear();
             return;
+        }
+        ino::JOURNAL => {
+            // Not (or no longer) the journal: it should be empty. Once the journal check
+            // dropped the journal, its blocks were judged there and are not walked again.
+            let busy = inode.links_count() != 0
+                || inode.blocks_raw(false) != 0
+                || inode.i_block[0].get() != 0;
+            if busy
+                && report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_JOURNAL_INODE_NOT_CLEAR,
+                    ProblemCtx::ino(ino),
+                )
+            {
+                return;
+            }
         }
         _ => {}
     }

@@ -242,19 +242,7 @@ fn inode_seed(fs: &Fs, ino: u32) -> Option<u32> {
 
 /// Read the on-disk bytes of one inode.
 pub fn read_inode(fs: &Fs, ino: u32) -> Option<Vec<u8>> {
-    let geo = &fs.geo;
-    if ino == 0 || ino > geo.inodes_count {
-        return None;
-    }
-    let g = geo.group_of_inode(ino);
-    let idx = u64::from((ino - 1) % geo.inodes_per_group);
-    let off = fs.groups[g as usize]
-        .inode_table()
-        .checked_mul(u64::from(geo.block_size))?
-        + idx * u64::from(geo.inode_size);
-    let mut buf = vec![0u8; geo.inode_size as usize];
-    fs.dev.read_at(&mut buf, off).ok()?;
-    Some(buf)
+    fs.read_inode(ino)
 }
 
 /// Walk the entries in `buf`. `dot_state` starts at 0 for a directory's first block (and for

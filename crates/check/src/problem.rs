@@ -129,19 +129,27 @@ catalogue! {
     P0_FREE_BLOCK_COUNT = 0x000040, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, "Setting free blocks count to {num} (was {num2}).";
     P0_JOURNAL_BAD_INODE = 0x00000F, Clear, PREEN_OK, "Superblock has an invalid journal (inode {ino}).";
     P0_JOURNAL_UNSUPP_SUPER = 0x000014, Abort, 0, "The journal superblock is of an unknown type ({num}).";
-    P0_JOURNAL_BAD_SUPER = 0x000015, Clear, 0, "The journal superblock is corrupt.";
+    P0_JOURNAL_BAD_SUPER = 0x000015, Fix, 0, "The journal superblock is corrupt.";
     P0_JOURNAL_HAS_JOURNAL = 0x000016, Clear, PREEN_OK, "Superblock has_journal flag is clear, but a journal is present.";
     P0_JOURNAL_RECOVER_SET = 0x000017, Clear, PREEN_OK, "Superblock needs_recovery flag is set, but no journal is present.";
     P0_JOURNAL_RECOVERY_CLEAR = 0x000018, None, INFO, "Superblock needs_recovery flag is clear, but the journal has data.";
+    P0_JOURNAL_RESET_JOURNAL = 0x000019, Clear, PREEN_NOMSG, "Clear the journal.";
+    P0_JOURNAL_UNSUPP_ROCOMPAT = 0x000025, Abort, 0, "The journal superblock has an unknown read-only feature flag set.";
+    P0_JOURNAL_UNSUPP_INCOMPAT = 0x000026, Abort, 0, "The journal superblock has an unknown incompatible feature flag set.";
+    P0_JOURNAL_UNSUPP_VERSION = 0x000027, Abort, 0, "The journal version is not supported.";
+    P0_CLEAR_V2_JOURNAL = 0x00002A, None, 0, "Found invalid V2 journal superblock fields (from V1 journal); clearing the fields beyond the V1 journal superblock.";
+    P0_JOURNAL_RUN = 0x00002B, Fix, 0, "Run the journal anyway.";
+    P0_JOURNAL_RUN_DEFAULT = 0x00002C, Fix, 0, "Recovery flag not set in the backup superblock, so running the journal anyway.";
     P0_ORPHAN_ILLEGAL_HEAD_INODE = 0x000023, Clear, PREEN_OK, "Illegal inode {ino} in the orphaned inode list.";
     P0_ORPHAN_ILLEGAL_INODE = 0x000024, Clear, PREEN_OK, "Illegal inode {ino} in the orphaned inode list.";
-    P0_NONZERO_RESERVED_GDT_BLOCKS = 0x00002E, Fix, PREEN_OK, "Resize_inode not enabled, but the resize inode is non-zero.";
+    P0_NONZERO_RESERVED_GDT_BLOCKS = 0x00002E, Fix, PREEN_OK, "Resize_inode not enabled, but s_reserved_gdt_blocks is {num}; should be zero.";
     P0_CLEAR_RESIZE_INODE = 0x00002F, Clear, PREEN_OK, "Resize_inode not enabled, but the resize inode is non-zero.";
     P0_RESIZE_INODE_INVALID = 0x000030, Recreate, 0, "Resize inode not valid.";
+    P0_DISABLE_RESIZE_INODE = 0x000051, Fix, 0, "Resize_inode and meta_bg features are enabled; they are not compatible, so the resize inode should be disabled.";
     P0_FUTURE_SB_LAST_MOUNT = 0x000031, Fix, PREEN_OK | NO_OK, "Superblock last mount time is in the future.";
     P0_FUTURE_SB_LAST_WRITE = 0x000032, Fix, PREEN_OK | NO_OK, "Superblock last write time is in the future.";
     P0_GDT_CSUM_LATCH = 0x00003E, Fix, PREEN_OK, "One or more block group descriptor checksums are invalid.";
-    P0_OPEN_FAILED = 0x000044, None, INFO, "The superblock or group descriptors are damaged; using the backup superblock at block {blk}.";
+    P0_OPEN_FAILED = 0x000044, None, INFO, "The superblock failed the checks for opening the file system ({str}).";
     P0_META_AND_GDT_CSUM_SET = 0x000046, Fix, PREEN_OK, "Superblock has both uninit_bg and metadata_csum set.";
     P0_64BIT_WITHOUT_EXTENTS = 0x000048, Fix, PREEN_OK, "The 64bit feature is set but extent is not.";
     P0_FIRST_META_BG_TOO_BIG = 0x000049, Fix, PREEN_OK, "First_meta_bg is too big ({num}, max {num2}).";
@@ -149,7 +157,8 @@ catalogue! {
     P0_BAD_MIN_EXTRA_ISIZE = 0x00004D, Fix, PREEN_OK, "Superblock s_min_extra_isize {num} is invalid.";
     P0_BAD_WANT_EXTRA_ISIZE = 0x00004E, Fix, PREEN_OK, "Superblock s_want_extra_isize {num} is invalid.";
     P0_INVALID_QUOTA_INO = 0x00004F, Fix, PREEN_OK, "Invalid quota inode {ino}.";
-    P0_SB_CSUM_INVALID = 0x000051, Fix, PREEN_OK, "Superblock checksum does not match the superblock.";
+    // e2fsck has no problem code for this: it rejects the superblock and tries the backups.
+    P0_SB_CSUM_INVALID = 0x000044, Fix, PREEN_OK, "Superblock checksum does not match the superblock.";
     P0_UNSUPPORTED_FEATURE = 0x00FF01, None, FATAL, "The file system has unsupported features: {str}.";
     P0_INODE_COUNT_WRONG = 0x00000D, Fix, 0, "Inode count in the superblock is {num}, should be {num2}.";
 
@@ -173,9 +182,10 @@ catalogue! {
     P1_SET_IMAGIC = 0x01002F, Clear, PREEN_OK, "Inode {ino} has imagic flag set.";
     P1_SET_IMMUTABLE = 0x010030, Clear, PREEN_OK, "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable or append-only flag set.";
     P1_SET_NONZSIZE = 0x010032, Clear, PREEN_OK, "Special (device/socket/fifo) inode {ino} has non-zero size.";
-    P1_JOURNAL_BAD_MODE = 0x010035, Fix, PREEN_OK, "Journal inode is not in use, but contains data.";
+    P1_JOURNAL_INODE_NOT_CLEAR = 0x010034, Clear, PREEN_OK, "Journal inode is not in use, but contains data.";
+    P1_JOURNAL_BAD_MODE = 0x010035, Fix, PREEN_OK, "Journal is not a regular file.";
     P1_LOW_DTIME = 0x010036, Fix, PREEN_OK | NO_OK, "Inode {ino} was part of the orphaned inode list.";
-    P1_ORPHAN_LIST_REFUGEES = 0x010037, None, PREEN_OK | NO_OK, "Inodes that were part of a corrupted orphan linked list found.";
+    P1_ORPHAN_LIST_REFUGEES = 0x010037, Fix, PREEN_OK | NO_OK, "Inodes that were part of a corrupted orphan linked list found.";
     P1_BAD_EA_BLOCK = 0x01003A, Clear, 0, "Inode {ino} has a bad extended attribute block {blk}.";
     P1_EXTATTR_REFCOUNT = 0x01003C, Fix, 0, "Extended attribute block {blk} has reference count {num}, should be {num2}.";
     P1_READ_EA_BLOCK = 0x010039, Clear, 0, "Error reading extended attribute block {blk} for inode {ino}.";
@@ -354,6 +364,18 @@ catalogue! {
     P5_BLOCK_UNINIT = 0x050018, Fix, PREEN_OK, "Block bitmap of group {group} is uninitialized but the group has blocks in use.";
     P5_INODE_BITMAP_CSUM_INVALID = 0x05001A, Fix, PREEN_OK, "Group {group} inode bitmap does not match checksum.";
     P5_BLOCK_BITMAP_CSUM_INVALID = 0x05001B, Fix, PREEN_OK, "Group {group} block bitmap does not match checksum.";
+
+    // ---- After pass 5: orphan file and quota ----
+    P6_UPDATE_QUOTAS = 0x060002, Fix, PREEN_OK, "Update quota info for quota type {num} ({str}).";
+    P6_ORPHAN_FILE_WITHOUT_JOURNAL = 0x060007, Clear, PREEN_OK, "Superblock has orphan file without journal.";
+    P6_ORPHAN_FILE_CORRUPTED = 0x060009, Recreate, PREEN_OK, "Failed to initialize orphan file.";
+    P6_ORPHAN_BLOCK_DIRTY = 0x06000C, Clear, PREEN_OK, "Orphan file (inode {ino}) block {blk} is not clean.";
+    // e2fsck 1.47 -n exits 4 when this is answered no (checked on a fresh orphan_file image),
+    // so unlike its table entry suggests, refusing it leaves an error.
+    P6_ORPHAN_PRESENT_CLEAN_FILE = 0x06000D, Clear, PREEN_OK | PREEN_NOMSG, "Feature orphan_present is set but orphan file is clean.";
+    P6_ORPHAN_PRESENT_NO_FILE = 0x06000E, Clear, PREEN_OK, "Feature orphan_present is set but feature orphan_file is not.";
+    P6_ORPHAN_FILE_WRONG_SIZE = 0x06000F, None, 0, "Orphan file (inode {ino}) size is not multiple of block size.";
+    P6_ORPHAN_FILE_HOLE = 0x060010, None, 0, "Orphan file (inode {ino}) contains hole at block {blk}.";
 }
 
 impl Problem {

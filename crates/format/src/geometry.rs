@@ -59,6 +59,9 @@ pub struct Geometry {
     pub gdt_blocks: u32,
     pub reserved_gdt_blocks: u32,
     pub first_meta_bg: u32,
+    /// `s_first_meta_bg` as stored, possibly past the descriptor blocks: the blocks after each
+    /// superblock copy that count as metadata follow the stored value (libext2fs does so).
+    pub first_meta_bg_stored: u32,
     pub first_ino: u32,
     pub inode_blocks_per_group: u32,
     pub compat: Compat,
@@ -176,10 +179,9 @@ impl Geometry {
                 sb.s_reserved_gdt_blocks.get(),
             ));
         }
-        let first_meta_bg = sb.s_first_meta_bg.get();
-        if incompat.has(Incompat::META_BG) && first_meta_bg > gdt_blocks {
-            return Err(GeometryError::BadFirstMetaBg(first_meta_bg));
-        }
+        // A first_meta_bg past the descriptor blocks is clamped (as libext2fs does when asked to
+        // ignore superblock errors): the checker reports it, the layout stays usable.
+        let first_meta_bg = sb.s_first_meta_bg.get().min(gdt_blocks);
         Ok(Geometry {
             block_size,
             log_block_size: log,
@@ -197,6 +199,7 @@ impl Geometry {
             gdt_blocks,
             reserved_gdt_blocks,
             first_meta_bg,
+            first_meta_bg_stored: sb.s_first_meta_bg.get(),
             first_ino,
             inode_blocks_per_group: (ipg * inode_size).div_ceil(block_size),
             compat,
@@ -298,7 +301,7 @@ impl Geometry {
             // meta_bg keeps only the first s_first_meta_bg descriptor blocks here; otherwise all
             // of them plus the blocks reserved for online growth follow each superblock copy.
             let old = if self.incompat.has(Incompat::META_BG) {
-                u64::from(self.first_meta_bg)
+                u64::from(self.first_meta_bg_stored).min(self.blocks_count.saturating_sub(next))
             } else {
                 u64::from(self.gdt_blocks) + u64::from(self.reserved_gdt_blocks)
             };

@@ -14,6 +14,7 @@ pub mod fields;
 pub mod geometry;
 pub mod group;
 pub mod inode;
+pub mod journal;
 pub mod superblock;
 pub mod xattr;
 

@@ -1,0 +1,352 @@
+//! Journal checks: is the journal the superblock names usable, and do the superblock's
+//! journal fields agree with it? Runs first in pass 0, before the superblock checks, as
+//! e2fsck's journal consistency check does.
+//!
+//! Checks: the journal inode (number, mode, size, every mapping block inside the file system;
+//! the superblock's backup copy of its block map is tried when the inode is unusable), the
+//! jbd2 superblock (`JournalSuperblock::verify`), and the `has_journal` / `needs_recovery`
+//! flags against what was found. Produces `JournalFacts`: the located journal (superblock and
+//! block runs, reusable by journal replay) and whether its inode was judged bad, so pass 1
+//! does not judge its blocks a second time. A journal e2fsck could not open, when the repair
+//! is refused, aborts the check (`JournalAbort`), which e2fsck reports as exit 12.
+
+use crate::filemap::{self, Runs, Visit};
+use crate::fs::Fs;
+use crate::problem::Problem as P;
+use crate::report::{Findings, Policy, ProblemCtx};
+use ffsck_format::inode::{flags, mode, RawInode};
+use ffsck_format::journal::{blocktype, JournalSuperblock, JsbError, MIN_JOURNAL_BLOCKS};
+use ffsck_format::{Compat, Incompat};
+
+/// A journal located and verified well enough to read its log.
+#[derive(Clone)]
+pub struct Journal {
+    pub sb: JournalSuperblock,
+    /// Logical → physical block runs of the journal inode.
+    pub runs: Runs,
+    /// Blocks of the journal the superblock describes (`s_maxlen`, at most the inode's size).
+    pub total_len: u64,
+}
+
+/// What the journal check established.
+#[derive(Clone, Default)]
+pub struct JournalFacts {
+    pub journal: Option<Journal>,
+    /// The journal inode number pass 1 should treat as the journal (0 after the journal was
+    /// judged bad and its removal accepted).
+    pub journal_inum: u32,
+}
+
+/// The check cannot continue (e2fsck: "Cannot proceed with file system check").
+#[derive(Debug)]
+pub struct JournalAbort(pub String);
+
+/// e2fsck's error classes for a journal it cannot use; each leads to a different question.
+enum Fail {
+    /// Journal inode unusable: wrong number, mode, size or block map.
+    BadInode,
+    CorruptSuper,
+    UnsuppIncompat,
+    UnsuppRoCompat,
+    UnsuppVersion,
+    Abort(String),
+}
+
+struct Ctx<'a> {
+    fs: &'a Fs,
+    policy: Policy,
+    out: &'a mut Findings,
+    facts: JournalFacts,
+    /// `has_journal`, as the answers so far leave it.
+    has_journal: bool,
+}
+
+impl Ctx<'_> {
+    fn ask(&mut self, p: P, ctx: ProblemCtx) -> bool {
+        self.out.report(self.policy, p, ctx)
+    }
+    fn has_journal(&self) -> bool {
+        self.has_journal
+    }
+    fn recover(&self) -> bool {
+        self.fs.sb.incompat().has(Incompat::RECOVER)
+    }
+
+    /// The journal inode is unusable: offer to drop the journal. `Ok` when the answer lets the
+    /// check go on; otherwise the error class the caller escalates.
+    fn fix_bad_inode(&mut self) -> Result<(), Fail> {
+        let inum = self.fs.sb.s_journal_inum.get();
+        if self.has_journal() || inum != 0 {
+            if self.ask(P::P0_JOURNAL_BAD_INODE, ProblemCtx::ino(inum)) {
+                self.facts.journal_inum = 0;
+                self.has_journal = false;
+                return Ok(());
+            }
+            return Err(Fail::CorruptSuper);
+        }
+        if self.recover() {
+            if self.ask(P::P0_JOURNAL_RECOVER_SET, ProblemCtx::default()) {
+                return Ok(());
+            }
+            return Err(Fail::UnsuppIncompat);
+        }
+        Ok(())
+    }
+
+    /// The journal superblock is unusable: offer to reset it (or, without `has_journal`, to
+    /// drop the journal).
+    fn fix_corrupt_super(&mut self) -> Result<(), Fail> {
+        if self.has_journal() {
+            if self.ask(P::P0_JOURNAL_BAD_SUPER, ProblemCtx::default()) {
+                return Ok(());
+            }
+            return Err(Fail::CorruptSuper);
+        }
+        self.fix_bad_inode().map_err(|_| Fail::CorruptSuper)
+    }
+}
+
+/// Check the journal; see the module header.
+pub fn check(
+    fs: &Fs,
+    policy: Policy,
+    backup_sb: bool,
+    out: &mut Findings,
+) -> Result<JournalFacts, JournalAbort> {
+    let sb = &fs.sb;
+    let mut c = Ctx {
+        fs,
+        policy,
+        out,
+        facts: JournalFacts {
+            journal: None,
+            journal_inum: sb.s_journal_inum.get(),
+        },
+        has_journal: sb.compat().has(Compat::HAS_JOURNAL),
+    };
+    let has_journal = c.has_journal();
+    let uuid_null = sb.s_journal_uuid.iter().all(|&b| b == 0);
+    if !has_journal
+        && !c.recover()
+        && sb.s_journal_inum.get() == 0
+        && sb.s_journal_dev.get() == 0
+        && uuid_null
+    {
+        return Ok(c.facts);
+    }
+
+    let result = match locate(fs) {
+        Err(Fail::BadInode) => c.fix_bad_inode(),
+        Err(e) => Err(e),
+        Ok((runs, total_len)) => match load(&mut c, &runs, total_len) {
+            Ok((jsb, usable)) => {
+                check_flags(&mut c, &jsb, backup_sb);
+                if usable && c.facts.journal_inum != 0 {
+                    c.facts.journal = Some(Journal {
+                        total_len: u64::from(jsb.s_maxlen.get()).min(total_len),
+                        sb: jsb,
+                        runs,
+                    });
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let escalate = match e {
+                    Fail::CorruptSuper => true,
+                    Fail::UnsuppIncompat => {
+                        !c.ask(P::P0_JOURNAL_UNSUPP_INCOMPAT, ProblemCtx::default())
+                    }
+                    Fail::UnsuppRoCompat => {
+                        !c.ask(P::P0_JOURNAL_UNSUPP_ROCOMPAT, ProblemCtx::default())
+                    }
+                    Fail::UnsuppVersion => {
+                        !c.ask(P::P0_JOURNAL_UNSUPP_VERSION, ProblemCtx::default())
+                    }
+                    Fail::BadInode | Fail::Abort(_) => false,
+                };
+                if escalate {
+                    c.fix_corrupt_super()
+                } else {
+                    Err(e)
+                }
+            }
+        },
+    };
+    match result {
+        Ok(()) => Ok(c.facts),
+        Err(e) => Err(JournalAbort(match e {
+            Fail::Abort(m) => m,
+            Fail::BadInode => "the journal inode is invalid".into(),
+            Fail::CorruptSuper => "the journal superblock is corrupt".into(),
+            Fail::UnsuppIncompat => "the journal has unsupported features".into(),
+            Fail::UnsuppRoCompat => "the journal has unsupported read-only features".into(),
+            Fail::UnsuppVersion => "the journal version is not supported".into(),
+        })),
+    }
+}
+
+/// Find the journal's blocks: the inode's own map, or the superblock's backup of it.
+/// Returns the block runs and the journal length in blocks (from the inode size).
+fn locate(fs: &Fs) -> Result<(Runs, u64), Fail> {
+    let sb = &fs.sb;
+    if sb.s_journal_uuid.iter().any(|&b| b != 0) {
+        // An external journal lives on another device, which a single-image check cannot
+        // open; e2fsck cannot go on without it either.
+        return Err(Fail::Abort(
+            "the journal is on an external device, which cannot be opened".into(),
+        ));
+    }
+    let inum = sb.s_journal_inum.get();
+    let geo = &fs.geo;
+    if inum == 0 || u64::from(inum) > u64::from(geo.group_count) * u64::from(geo.inodes_per_group) {
+        return Err(Fail::BadInode);
+    }
+    if let Some(raw) = fs.read_inode(inum) {
+        let inode = RawInode::parse(&raw);
+        if let Some(found) = inode_map(fs, &inode) {
+            return Ok(found);
+        }
+    }
+    // The superblock keeps a copy of the journal inode's i_block and size.
+    const BACKUP_BLOCKS: u8 = 1;
+    if sb.s_jnl_backup_type != BACKUP_BLOCKS {
+        return Err(Fail::BadInode);
+    }
+    let mut inode = RawInode::default();
+    for i in 0..15 {
+        inode.i_block[i] = sb.s_jnl_blocks[i];
+    }
+    inode.i_size_high = sb.s_jnl_blocks[15];
+    inode.i_size_lo = sb.s_jnl_blocks[16];
+    inode.i_links_count.set(1);
+    inode.i_mode.set(mode::S_IFREG | 0o600);
+    // The backup carries no flags, so (as in e2fsck) it is read as a block map.
+    inode_map(fs, &inode).ok_or(Fail::BadInode)
+}
+
+/// The journal's block runs if `inode` can hold a journal: a live regular unencrypted file of
+/// at least the minimum journal size whose every block, up to its size, is mapped inside the
+/// file system.
+fn inode_map(fs: &Fs, inode: &RawInode) -> Option<(Runs, u64)> {
+    let bs = u64::from(fs.geo.block_size);
+    if inode.links_count() == 0
+        || inode.mode() & mode::S_IFMT != mode::S_IFREG
+        || inode.flags() & flags::ENCRYPT != 0
+    {
+        return None;
+    }
+    let size_blocks = inode.size() / bs;
+    if size_blocks < u64::from(MIN_JOURNAL_BLOCKS) {
+        return None;
+    }
+    let geo = &fs.geo;
+    let mut runs = Runs::default();
+    let mut last: Option<u64> = None;
+    let mut visit = |v: Visit| -> bool {
+        match v {
+            Visit::Meta { pblk } => geo.is_valid_block(pblk),
+            Visit::Data { lblk, pblk } => {
+                if !geo.is_valid_block(pblk) {
+                    return false;
+                }
+                if lblk < size_blocks {
+                    runs.push(lblk, pblk);
+                }
+                last = Some(lblk);
+                // Once every block up to the size is mapped, later blocks cannot change the
+                // verdict; stopping here bounds the walk on hostile maps.
+                lblk + 1 < size_blocks
+            }
+        }
+    };
+    let extents = inode.flags() & flags::EXTENTS != 0;
+    filemap::walk(fs, &inode.block_bytes(), extents, true, &mut visit);
+    let covered = last.map_or(0, |l| l + 1);
+    if covered.saturating_mul(bs) < inode.size() {
+        return None;
+    }
+    Some((runs, size_blocks))
+}
+
+/// Read and verify the journal superblock (block 0 of the journal). The flag says whether
+/// the journal is usable (false when it was found not to be a journal and dropped).
+fn load(c: &mut Ctx, runs: &Runs, total_len: u64) -> Result<(JournalSuperblock, bool), Fail> {
+    let fs = c.fs;
+    let blk = runs.lookup(0).ok_or(Fail::BadInode)?;
+    let buf = fs
+        .read_block(blk)
+        .ok_or_else(|| Fail::Abort(format!("cannot read the journal superblock (block {blk})")))?;
+    let mut jsb = JournalSuperblock::parse(&buf)
+        .ok_or_else(|| Fail::Abort("the journal superblock is short".into()))?;
+    if !jsb.magic_ok() {
+        // Not a journal at all: most likely the inode is wrong. If dropping the journal is
+        // accepted the check goes on (to the flag checks) without a usable journal.
+        return match c.fix_bad_inode() {
+            Ok(()) => Ok((jsb, false)),
+            Err(_) => Err(Fail::CorruptSuper),
+        };
+    }
+    // Version-2 fields in a version-1 superblock, or a shared journal named by an inode rather
+    // than a UUID: e2fsck clears everything past the version-1 fields when allowed.
+    let shared_local = jsb.blocktype() == blocktype::SUPERBLOCK_V2
+        && jsb.s_nr_users.get() > 1
+        && fs.sb.s_journal_uuid.iter().all(|&b| b == 0);
+    if jsb.v1_has_v2_fields() || shared_local {
+        if c.ask(P::P0_CLEAR_V2_JOURNAL, ProblemCtx::default()) {
+            clear_v2_fields(&mut jsb);
+        }
+    }
+    match jsb.verify(fs.geo.block_size, total_len) {
+        Ok(_) => Ok((jsb, true)),
+        Err(e) => Err(match e {
+            JsbError::BadMagic => Fail::CorruptSuper,
+            JsbError::MultipleUsers(_) => {
+                Fail::Abort("the journal has multiple file system users (unsupported)".into())
+            }
+            JsbError::UnknownVersion(_) => Fail::UnsuppVersion,
+            JsbError::UnknownIncompat(_) => Fail::UnsuppIncompat,
+            JsbError::UnknownRoCompat(_) => Fail::UnsuppRoCompat,
+            JsbError::LogBlockType(_)
+            | JsbError::ChecksumFeatures
+            | JsbError::ChecksumType(_)
+            | JsbError::ChecksumMismatch { .. }
+            | JsbError::BlockSize(_)
+            | JsbError::TooLong { .. }
+            | JsbError::FastCommitTooBig => Fail::CorruptSuper,
+        }),
+    }
+}
+
+/// Zero everything after the version-1 fields (in memory only).
+fn clear_v2_fields(jsb: &mut JournalSuperblock) {
+    use zerocopy::IntoBytes;
+    let bytes = jsb.as_mut_bytes();
+    bytes[ffsck_format::journal::V1_SUPERBLOCK_BYTES..].fill(0);
+}
+
+/// The superblock's journal flags against a usable journal.
+fn check_flags(c: &mut Ctx, jsb: &JournalSuperblock, backup_sb: bool) {
+    if !c.has_journal() {
+        if c.ask(P::P0_JOURNAL_HAS_JOURNAL, ProblemCtx::default()) {
+            c.facts.journal_inum = 0;
+            return;
+        }
+        // Refusing keeps the journal, but a read-only check cannot set the flag again, so the
+        // "journal has data" questions below do not apply (as in e2fsck -n).
+        if c.policy == Policy::No {
+            return;
+        }
+        c.has_journal = true;
+    }
+    if !c.recover() && jsb.s_start.get() != 0 {
+        c.ask(P::P0_JOURNAL_RECOVERY_CLEAR, ProblemCtx::default());
+        let run = if backup_sb {
+            P::P0_JOURNAL_RUN_DEFAULT
+        } else {
+            P::P0_JOURNAL_RUN
+        };
+        if !c.ask(run, ProblemCtx::default()) {
+            c.ask(P::P0_JOURNAL_RESET_JOURNAL, ProblemCtx::default());
+        }
+    }
+}

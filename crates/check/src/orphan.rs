@@ -1,0 +1,143 @@
+//! The orphan file (`orphan_file` feature) and the `orphan_present` flag, checked after
+//! pass 5 as e2fsck does: every orphan-file block must be a clean, empty orphan block (all
+//! slots zero, tail magic and, with `metadata_csum`, a valid tail checksum), the file must have
+//! no holes and a whole number of blocks, and `orphan_present` must agree with what was found.
+//!
+//! The old orphan *list* (`s_last_orphan` chained through `i_dtime`) is not walked in a
+//! read-only check: e2fsck only releases it when it may write. Its leftovers surface in pass 1
+//! as inodes with a low dtime (`P1_LOW_DTIME`).
+
+use crate::filemap::{self, Visit};
+use crate::fs::Fs;
+use crate::problem::Problem as P;
+use crate::report::{Findings, Policy, ProblemCtx};
+use ffsck_format::csum::ext4_crc32c;
+use ffsck_format::inode::RawInode;
+use ffsck_format::{Compat, RoCompat};
+
+/// `ob_magic` of an orphan-file block tail.
+pub const ORPHAN_BLOCK_MAGIC: u32 = 0x0B10_CA04;
+/// Size of the tail (`ob_magic`, `ob_checksum`) at the end of each orphan-file block.
+const TAIL_BYTES: usize = 8;
+
+/// How the orphan file looked (e2fsck's 0 = clean, 1 = corrupt, 2 = had to be cleared).
+#[derive(PartialEq, Eq)]
+enum State {
+    Clean,
+    Corrupt,
+    Cleared,
+}
+
+/// The content a clean orphan-file block at physical block `blk` must have.
+fn clean_block(fs: &Fs, ino: u32, generation: u32, blk: u64) -> Vec<u8> {
+    let bs = fs.block_size();
+    let mut buf = vec![0u8; bs];
+    buf[bs - TAIL_BYTES..bs - 4].copy_from_slice(&ORPHAN_BLOCK_MAGIC.to_le_bytes());
+    if fs.has_metadata_csum() {
+        let mut c = ext4_crc32c(fs.csum_seed, &ino.to_le_bytes());
+        c = ext4_crc32c(c, &generation.to_le_bytes());
+        c = ext4_crc32c(c, &blk.to_le_bytes());
+        c = ext4_crc32c(c, &buf[..bs - TAIL_BYTES]);
+        buf[bs - 4..].copy_from_slice(&c.to_le_bytes());
+    }
+    buf
+}
+
+fn check_blocks(fs: &Fs, policy: Policy, out: &mut Findings) -> State {
+    let ino = fs.sb.s_orphan_file_inum.get();
+    let Some(raw) = fs.read_inode(ino) else {
+        return State::Corrupt;
+    };
+    let inode = RawInode::parse(&raw);
+    let bs = fs.geo.block_size as u64;
+    if inode.size() % bs != 0 {
+        out.report(policy, P::P6_ORPHAN_FILE_WRONG_SIZE, ProblemCtx::ino(ino));
+        return State::Corrupt;
+    }
+    let blocks = inode.size() / bs;
+    let generation = inode.i_generation.get();
+    let extents = inode.flags() & ffsck_format::inode::flags::EXTENTS != 0;
+    let mut state = State::Clean;
+    let mut visit = |v: Visit| -> bool {
+        let Visit::Data { lblk, pblk } = v else {
+            return true;
+        };
+        if lblk >= blocks {
+            return false;
+        }
+        if pblk == 0 {
+            out.report(
+                policy,
+                P::P6_ORPHAN_FILE_HOLE,
+                ProblemCtx {
+                    ino,
+                    blk: lblk,
+                    ..Default::default()
+                },
+            );
+            state = State::Corrupt;
+            return false;
+        }
+        if state == State::Cleared {
+            return true;
+        }
+        let want = clean_block(fs, ino, generation, pblk);
+        if fs.read_block(pblk).is_some_and(|b| b == want) {
+            return true;
+        }
+        let fixed = out.report(
+            policy,
+            P::P6_ORPHAN_BLOCK_DIRTY,
+            ProblemCtx {
+                ino,
+                blk: lblk,
+                ..Default::default()
+            },
+        );
+        if fixed {
+            state = State::Cleared;
+            true
+        } else {
+            state = State::Corrupt;
+            false
+        }
+    };
+    filemap::walk(fs, &inode.block_bytes(), extents, true, &mut visit);
+    state
+}
+
+/// Check the orphan file and the `orphan_present` flag.
+pub fn check(fs: &Fs, policy: Policy, out: &mut Findings) {
+    let sb = &fs.sb;
+    let present = sb.ro_compat().has(RoCompat::ORPHAN_PRESENT);
+    if !sb.compat().has(Compat::ORPHAN_FILE) {
+        if present {
+            out.report(policy, P::P6_ORPHAN_PRESENT_NO_FILE, ProblemCtx::default());
+        }
+        return;
+    }
+    if !sb.compat().has(Compat::HAS_JOURNAL)
+        && out.report(
+            policy,
+            P::P6_ORPHAN_FILE_WITHOUT_JOURNAL,
+            ProblemCtx::default(),
+        )
+    {
+        return;
+    }
+    match check_blocks(fs, policy, out) {
+        State::Cleared => {}
+        State::Clean => {
+            if present {
+                out.report(
+                    policy,
+                    P::P6_ORPHAN_PRESENT_CLEAN_FILE,
+                    ProblemCtx::default(),
+                );
+            }
+        }
+        State::Corrupt => {
+            out.report(policy, P::P6_ORPHAN_FILE_CORRUPTED, ProblemCtx::default());
+        }
+    }
+}

@@ -1,0 +1,313 @@
+//! jbd2 on-disk structures (the journal of ext3/ext4): block header and journal superblock.
+//!
+//! Unlike the rest of ext4, jbd2 stores every multi-byte field big-endian. The raw structs
+//! keep the kernel's field names; `JournalSuperblock::verify` is the verifier a checker (and
+//! later journal replay) runs before trusting any field, and it says which check failed.
+
+use crate::csum;
+use zerocopy::big_endian::U32;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+/// `h_magic` of every jbd2 metadata block.
+pub const JBD2_MAGIC_NUMBER: u32 = 0xC03B_3998;
+
+/// `h_blocktype` values.
+pub mod blocktype {
+    pub const DESCRIPTOR: u32 = 1;
+    pub const COMMIT: u32 = 2;
+    pub const SUPERBLOCK_V1: u32 = 3;
+    pub const SUPERBLOCK_V2: u32 = 4;
+    pub const REVOKE: u32 = 5;
+    pub const FAST_COMMIT: u32 = 6;
+}
+
+/// Journal feature bits.
+pub mod feature {
+    pub const COMPAT_CHECKSUM: u32 = 0x1;
+    pub const INCOMPAT_REVOKE: u32 = 0x1;
+    pub const INCOMPAT_64BIT: u32 = 0x2;
+    pub const INCOMPAT_ASYNC_COMMIT: u32 = 0x4;
+    pub const INCOMPAT_CSUM_V2: u32 = 0x8;
+    pub const INCOMPAT_CSUM_V3: u32 = 0x10;
+    pub const INCOMPAT_FAST_COMMIT: u32 = 0x20;
+    /// Incompat bits a reader must understand; anything else is unknown.
+    pub const KNOWN_INCOMPAT: u32 = INCOMPAT_REVOKE
+        | INCOMPAT_64BIT
+        | INCOMPAT_ASYNC_COMMIT
+        | INCOMPAT_CSUM_V2
+        | INCOMPAT_CSUM_V3
+        | INCOMPAT_FAST_COMMIT;
+    /// No read-only-compat bits are defined.
+    pub const KNOWN_RO_COMPAT: u32 = 0;
+}
+
+/// `s_checksum_type` for crc32c, the only type v2/v3 checksums allow.
+pub const CRC32C_CHKSUM: u8 = 4;
+/// Smallest journal (in blocks) the kernel and e2fsck accept.
+pub const MIN_JOURNAL_BLOCKS: u32 = 1024;
+/// Fast-commit area size when the superblock leaves `s_num_fc_blks` at zero.
+pub const DEFAULT_FAST_COMMIT_BLOCKS: u32 = 256;
+/// Bytes of the superblock meaningful in a version-1 journal (up to and including `s_errno`).
+pub const V1_SUPERBLOCK_BYTES: usize = 0x24;
+
+/// Header at the start of every jbd2 metadata block (`journal_header_t`).
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Debug)]
+#[repr(C)]
+pub struct JournalHeader {
+    pub h_magic: U32,     // 0x0
+    pub h_blocktype: U32, // 0x4
+    pub h_sequence: U32,  // 0x8
+}
+const _: () = assert!(core::mem::size_of::<JournalHeader>() == 12);
+
+/// The journal superblock (`journal_superblock_t`), 1024 bytes at the start of block 0.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone)]
+#[repr(C)]
+pub struct JournalSuperblock {
+    pub s_header: JournalHeader,  // 0x00
+    pub s_blocksize: U32,         // 0x0C
+    pub s_maxlen: U32,            // 0x10
+    pub s_first: U32,             // 0x14
+    pub s_sequence: U32,          // 0x18
+    pub s_start: U32,             // 0x1C
+    pub s_errno: U32,             // 0x20 (signed on disk)
+    pub s_feature_compat: U32,    // 0x24
+    pub s_feature_incompat: U32,  // 0x28
+    pub s_feature_ro_compat: U32, // 0x2C
+    pub s_uuid: [u8; 16],         // 0x30
+    pub s_nr_users: U32,          // 0x40
+    pub s_dynsuper: U32,          // 0x44
+    pub s_max_transaction: U32,   // 0x48
+    pub s_max_trans_data: U32,    // 0x4C
+    pub s_checksum_type: u8,      // 0x50
+    pub s_padding2: [u8; 3],      // 0x51
+    pub s_num_fc_blks: U32,       // 0x54
+    pub s_padding: [U32; 41],     // 0x58
+    pub s_checksum: U32,          // 0xFC
+    pub s_users: [u8; 16 * 48],   // 0x100
+}
+const _: () = assert!(core::mem::size_of::<JournalSuperblock>() == 1024);
+
+/// Why a journal superblock cannot be trusted, in the order the checks run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JsbError {
+    /// `h_magic` is not jbd2's: probably not a journal at all.
+    BadMagic,
+    /// The block type is that of a log block (descriptor, commit, revoke): badly corrupt.
+    LogBlockType(u32),
+    /// A block type no version defines: perhaps a newer format.
+    UnknownVersion(u32),
+    /// A version-2 journal shared by more than one file system.
+    MultipleUsers(u32),
+    UnknownIncompat(u32),
+    UnknownRoCompat(u32),
+    /// Contradictory checksum features (v2 with v3, or v2/v3 with v1).
+    ChecksumFeatures,
+    /// v2/v3 checksums with a checksum type other than crc32c.
+    ChecksumType(u8),
+    ChecksumMismatch {
+        stored: u32,
+        computed: u32,
+    },
+    /// `s_blocksize` differs from the file system's block size.
+    BlockSize(u32),
+    /// `s_maxlen` is larger than the space the journal has.
+    TooLong {
+        maxlen: u32,
+        available: u64,
+    },
+    /// The fast-commit area leaves less than the minimum for the log.
+    FastCommitTooBig,
+}
+
+impl JournalSuperblock {
+    /// Parse the first 1024 bytes of `buf`; `None` if it is shorter.
+    pub fn parse(buf: &[u8]) -> Option<Self> {
+        Self::read_from_prefix(buf).ok().map(|(s, _)| s)
+    }
+    pub fn magic_ok(&self) -> bool {
+        self.s_header.h_magic.get() == JBD2_MAGIC_NUMBER
+    }
+    pub fn blocktype(&self) -> u32 {
+        self.s_header.h_blocktype.get()
+    }
+    /// Format version (1 or 2), when the block type names one.
+    pub fn version(&self) -> Option<u8> {
+        match self.blocktype() {
+            blocktype::SUPERBLOCK_V1 => Some(1),
+            blocktype::SUPERBLOCK_V2 => Some(2),
+            _ => None,
+        }
+    }
+    /// Feature words count only from version 2 on.
+    fn v2(&self) -> bool {
+        self.version() == Some(2)
+    }
+    pub fn incompat(&self) -> u32 {
+        if self.v2() {
+            self.s_feature_incompat.get()
+        } else {
+            0
+        }
+    }
+    pub fn ro_compat(&self) -> u32 {
+        if self.v2() {
+            self.s_feature_ro_compat.get()
+        } else {
+            0
+        }
+    }
+    pub fn compat(&self) -> u32 {
+        if self.v2() {
+            self.s_feature_compat.get()
+        } else {
+            0
+        }
+    }
+    pub fn has_csum_v2or3(&self) -> bool {
+        self.incompat() & (feature::INCOMPAT_CSUM_V2 | feature::INCOMPAT_CSUM_V3) != 0
+    }
+    pub fn has_64bit(&self) -> bool {
+        self.incompat() & feature::INCOMPAT_64BIT != 0
+    }
+    /// Does a version-1 superblock carry non-zero version-2 fields (features, users)?
+    pub fn v1_has_v2_fields(&self) -> bool {
+        self.version() == Some(1)
+            && (self.s_feature_compat.get() != 0
+                || self.s_feature_incompat.get() != 0
+                || self.s_feature_ro_compat.get() != 0
+                || self.s_nr_users.get() != 0)
+    }
+    /// crc32c (ext4's un-inverted form, seeded with !0) of the superblock with `s_checksum` as zero.
+    pub fn compute_checksum(&self) -> u32 {
+        let bytes = self.as_bytes();
+        let off = core::mem::offset_of!(JournalSuperblock, s_checksum);
+        let c = csum::ext4_crc32c(!0, &bytes[..off]);
+        let c = csum::ext4_crc32c(c, &[0u8; 4]);
+        csum::ext4_crc32c(c, &bytes[off + 4..])
+    }
+    /// Blocks at the end of the journal reserved for fast commits (0 without the feature).
+    pub fn fast_commit_blocks(&self) -> u32 {
+        if self.incompat() & feature::INCOMPAT_FAST_COMMIT == 0 {
+            return 0;
+        }
+        match self.s_num_fc_blks.get() {
+            0 => DEFAULT_FAST_COMMIT_BLOCKS,
+            n => n,
+        }
+    }
+    /// Seed of the per-block checksums of a v2/v3 journal.
+    pub fn csum_seed(&self) -> u32 {
+        csum::ext4_crc32c(!0, &self.s_uuid)
+    }
+
+    /// Check the superblock as a reader must before trusting it. `fs_block_size` is the file
+    /// system's block size and `available_blocks` the length of the journal inode or device.
+    /// Returns the usable log length (blocks) on success.
+    pub fn verify(&self, fs_block_size: u32, available_blocks: u64) -> Result<u64, JsbError> {
+        if !self.magic_ok() {
+            return Err(JsbError::BadMagic);
+        }
+        match self.blocktype() {
+            blocktype::SUPERBLOCK_V1 | blocktype::SUPERBLOCK_V2 => {}
+            t @ (blocktype::DESCRIPTOR | blocktype::COMMIT | blocktype::REVOKE) => {
+                return Err(JsbError::LogBlockType(t))
+            }
+            t => return Err(JsbError::UnknownVersion(t)),
+        }
+        if self.v2() && self.s_nr_users.get() > 1 {
+            return Err(JsbError::MultipleUsers(self.s_nr_users.get()));
+        }
+        let unknown = self.incompat() & !feature::KNOWN_INCOMPAT;
+        if unknown != 0 {
+            return Err(JsbError::UnknownIncompat(unknown));
+        }
+        let unknown = self.ro_compat() & !feature::KNOWN_RO_COMPAT;
+        if unknown != 0 {
+            return Err(JsbError::UnknownRoCompat(unknown));
+        }
+        let inc = self.incompat();
+        let v2 = inc & feature::INCOMPAT_CSUM_V2 != 0;
+        let v3 = inc & feature::INCOMPAT_CSUM_V3 != 0;
+        if (v2 && v3) || ((v2 || v3) && self.compat() & feature::COMPAT_CHECKSUM != 0) {
+            return Err(JsbError::ChecksumFeatures);
+        }
+        if v2 || v3 {
+            if self.s_checksum_type != CRC32C_CHKSUM {
+                return Err(JsbError::ChecksumType(self.s_checksum_type));
+            }
+            let computed = self.compute_checksum();
+            if computed != self.s_checksum.get() {
+                return Err(JsbError::ChecksumMismatch {
+                    stored: self.s_checksum.get(),
+                    computed,
+                });
+            }
+        }
+        if self.s_blocksize.get() != fs_block_size {
+            return Err(JsbError::BlockSize(self.s_blocksize.get()));
+        }
+        let maxlen = self.s_maxlen.get();
+        if u64::from(maxlen) > available_blocks {
+            return Err(JsbError::TooLong {
+                maxlen,
+                available: available_blocks,
+            });
+        }
+        let fc = self.fast_commit_blocks();
+        if fc != 0 && maxlen.saturating_sub(fc) < MIN_JOURNAL_BLOCKS {
+            return Err(JsbError::FastCommitTooBig);
+        }
+        Ok(u64::from(maxlen))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> JournalSuperblock {
+        let mut s = JournalSuperblock::read_from_bytes(&[0u8; 1024][..]).unwrap();
+        s.s_header.h_magic.set(JBD2_MAGIC_NUMBER);
+        s.s_header.h_blocktype.set(blocktype::SUPERBLOCK_V2);
+        s.s_blocksize.set(4096);
+        s.s_maxlen.set(1024);
+        s.s_first.set(1);
+        s.s_nr_users.set(1);
+        s
+    }
+
+    #[test]
+    fn good_superblock_verifies() {
+        assert_eq!(sample().verify(4096, 1024), Ok(1024));
+    }
+
+    #[test]
+    fn fields_are_big_endian() {
+        let s = sample();
+        assert_eq!(&s.as_bytes()[..4], &[0xC0, 0x3B, 0x39, 0x98]);
+    }
+
+    #[test]
+    fn each_check_names_itself() {
+        let mut s = sample();
+        s.s_header.h_magic.set(0);
+        assert_eq!(s.verify(4096, 1024), Err(JsbError::BadMagic));
+        let mut s = sample();
+        s.s_nr_users.set(2);
+        assert_eq!(s.verify(4096, 1024), Err(JsbError::MultipleUsers(2)));
+        let s = sample();
+        assert_eq!(s.verify(1024, 1024), Err(JsbError::BlockSize(4096)));
+        assert!(matches!(s.verify(4096, 10), Err(JsbError::TooLong { .. })));
+        let mut s = sample();
+        s.s_feature_incompat.set(feature::INCOMPAT_CSUM_V3);
+        s.s_checksum_type = CRC32C_CHKSUM;
+        assert!(matches!(
+            s.verify(4096, 1024),
+            Err(JsbError::ChecksumMismatch { .. })
+        ));
+        let c = s.compute_checksum();
+        s.s_checksum.set(c);
+        assert_eq!(s.verify(4096, 1024), Ok(1024));
+    }
+}
