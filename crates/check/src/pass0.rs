@@ -172,14 +172,23 @@ pub fn run(
 ) -> Result<Pass0Facts, OpenFailure> {
     // An external journal device carries an ext2 superblock but no file system: refuse it
     // before judging its geometry (which would otherwise send us to the backups).
+    // Likewise a primary superblock with incompat features we do not know is refused as it
+    // stands (as e2fsck does), not taken as a sign of damage.
     if hint.block.is_none() {
         if let Some(sb) = read_super_at(&*dev, SUPERBLOCK_OFFSET) {
-            if sb.s_magic.get() == ffsck_format::EXT2_MAGIC
-                && sb.incompat().has(Incompat::JOURNAL_DEV)
-            {
-                return Err(OpenFailure::Corrupt(
-                    "it is an external journal device (journal_dev), not a file system".into(),
-                ));
+            if sb.s_magic.get() == ffsck_format::EXT2_MAGIC {
+                if sb.incompat().has(Incompat::JOURNAL_DEV) {
+                    return Err(OpenFailure::Corrupt(
+                        "it is an external journal device (journal_dev), not a file system"
+                            .into(),
+                    ));
+                }
+                let unsupported = sb.incompat().unsupported();
+                if unsupported != 0 {
+                    return Err(OpenFailure::Unsupported(
+                        ffsck_format::Incompat(unsupported).names().join(" "),
+                    ));
+                }
             }
         }
     }
@@ -188,6 +197,8 @@ pub fn run(
     } else {
         try_candidate(&*dev, SUPERBLOCK_OFFSET, 0)
     };
+    // Index of the "primary failed" finding, to name the backup finally used.
+    let mut open_failed = None;
     let chosen = match primary {
         Ok(c) if c.descs_ok => c,
         first => {
@@ -196,6 +207,7 @@ pub fn run(
                     out.report(policy, P::P0_CHECK_DESC_FAILED, ProblemCtx::default());
                 }
                 Err(e) if hint.block.is_none() => {
+                    open_failed = Some(out.0.len());
                     out.report(
                         policy,
                         P::P0_OPEN_FAILED,
@@ -231,6 +243,9 @@ pub fn run(
         gds,
         ..
     } = chosen;
+    if let Some(f) = open_failed.and_then(|i| out.0.get_mut(i)) {
+        f.ctx.blk = sb_block;
+    }
 
     let unsupported = sb.incompat().unsupported();
     if unsupported != 0 {

@@ -149,7 +149,7 @@ catalogue! {
     P0_FUTURE_SB_LAST_MOUNT = 0x000031, Fix, PREEN_OK | NO_OK, "Superblock last mount time is in the future.";
     P0_FUTURE_SB_LAST_WRITE = 0x000032, Fix, PREEN_OK | NO_OK, "Superblock last write time is in the future.";
     P0_GDT_CSUM_LATCH = 0x00003E, Fix, PREEN_OK, "One or more block group descriptor checksums are invalid.";
-    P0_OPEN_FAILED = 0x000044, None, INFO, "The superblock failed the checks for opening the file system ({str}).";
+    P0_OPEN_FAILED = 0x000044, None, INFO, "The superblock failed the checks for opening the file system ({str}); using the superblock at block {blk}.";
     P0_META_AND_GDT_CSUM_SET = 0x000046, Fix, PREEN_OK, "Superblock has both uninit_bg and metadata_csum set.";
     P0_64BIT_WITHOUT_EXTENTS = 0x000048, Fix, PREEN_OK, "The 64bit feature is set but extent is not.";
     P0_FIRST_META_BG_TOO_BIG = 0x000049, Fix, PREEN_OK, "First_meta_bg is too big ({num}, max {num2}).";

@@ -239,7 +239,6 @@ fn p0_gdt_csum() {
 }
 
 #[test]
-#[ignore = "checker bug: a bad group-descriptor checksum alone makes ffsck -fn exit 4, e2fsck 1.47 -fn exits 0 (problems answered 'no' during the superblock checks do not count: unix.c calls ext2fs_mark_valid after check_super_block)"]
 fn p0_gdt_csum_exit_code_matches_e2fsck() {
     let Some(t) = common::tools() else { return };
     let img = ext4(&t);
@@ -328,7 +327,6 @@ fn p0_backup_superblock_fallback_csum() {
 }
 
 #[test]
-#[ignore = "checker bug: the P0_OPEN_FAILED message says 'using the backup superblock at block 0' (ctx.blk is never set) instead of the block actually used (32768 here)"]
 fn p0_backup_superblock_message_names_block() {
     let Some(t) = common::tools() else { return };
     let img = zero_primary_super(&t, &["-b", "4096", "-O", "^metadata_csum,^uninit_bg"]);
@@ -368,7 +366,6 @@ fn unknown_incompat_feature() {
 /// extents, flex_bg) and refreshes the superblock checksum. e2fsck refuses the unknown
 /// feature before looking at the descriptors.
 #[test]
-#[ignore = "checker bug: with s_feature_incompat = 0x80000000 ffsck decides the group descriptors look bad, falls back to the backup superblock and exits 0; e2fsck 1.47 refuses the unsupported feature (FEATURE_I31) first and exits 8"]
 fn unknown_incompat_feature_only() {
     let Some(t) = common::tools() else { return };
     let img = ext4(&t);
