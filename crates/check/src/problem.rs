@@ -78,6 +78,8 @@ pub mod flag {
     pub const PREEN_NOMSG: u16 = 16;
     /// Not a fix of an inconsistency (optimisations): never makes the exit code non-zero.
     pub const NOT_A_FIX: u16 = 32;
+    /// Not printed when the answer is no (the question is implied by a later fix).
+    pub const NO_NOMSG: u16 = 64;
 }
 
 /// Static description of one problem.
@@ -293,7 +295,7 @@ catalogue! {
     P2_SPLIT_DOT = 0x020024, Split, 0, "Directory entry for '.' in {dir} is big.";
     P2_BAD_FIFO = 0x020025, Clear, 0, "Inode {ino} ({str}) is an illegal FIFO.";
     P2_BAD_SOCKET = 0x020026, Clear, 0, "Inode {ino} ({str}) is an illegal socket.";
-    P2_SET_FILETYPE = 0x020027, Fix, PREEN_OK, "Setting filetype for entry '{name}' in {dir} to {num}.";
+    P2_SET_FILETYPE = 0x020027, None, PREEN_OK | NO_OK | NO_NOMSG, "Setting filetype for entry '{name}' in {dir} to {num}.";
     P2_BAD_FILETYPE = 0x020028, Fix, 0, "Entry '{name}' in {dir} has an incorrect filetype (was {num}, should be {num2}).";
     P2_CLEAR_FILETYPE = 0x020029, Clear, 0, "Entry '{name}' in {dir} has filetype set.";
     P2_NULL_NAME = 0x020030, Clear, 0, "Entry '{name}' in {dir} has a zero-length name.";

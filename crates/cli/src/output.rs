@@ -104,6 +104,9 @@ impl Reporter for Terminal {
     }
     fn finding(&mut self, f: &Finding) {
         let info = f.problem.info();
+        if !f.fixed && info.flags & ffsck_check::problem::flag::NO_NOMSG != 0 {
+            return;
+        }
         let msg = f.message();
         if self.policy == Policy::Preen {
             if info.flags & ffsck_check::problem::flag::PREEN_NOMSG == 0 && !msg.trim().is_empty() {
