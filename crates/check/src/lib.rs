@@ -9,6 +9,7 @@
 pub mod bitmap;
 pub mod engine;
 pub mod fs;
+pub mod htree;
 pub mod pass0;
 pub mod pass1;
 pub mod pass1b;
