@@ -291,7 +291,11 @@ pub fn run(
     }
     dup_blocks.sort_unstable();
     dup_blocks.dedup();
-    dir_blocks.sort_unstable();
+    // Pass 2 reads blocks in this order. With dir_index, e2fsck checks every directory's
+    // first block before any other, so parents and htree roots are known early; holes
+    // (block 0) then come first among the rest.
+    let first_blocks_first = geo.compat.has(Compat::DIR_INDEX);
+    dir_blocks.sort_unstable_by_key(|d| (first_blocks_first && d.lblk != 0, d.pblk, d.ino, d.lblk));
     let block_used = scan.claimed.into_bitmap();
     Pass1Facts {
         links,

@@ -40,6 +40,9 @@ pub struct Pass2Facts {
     pub refs: Vec<u16>,
     pub dirs: BTreeMap<u32, DirLinks>,
     pub entries: u64,
+    /// A directory block was found corrupted and not salvaged: like e2fsck, the check
+    /// cannot go on past pass 2.
+    pub aborted: bool,
 }
 
 /// An order-dependent fact the merge must account for. (Plain references are counted
@@ -129,6 +132,7 @@ pub fn run(
         refs,
         dirs: BTreeMap::new(),
         entries,
+        aborted: false,
     };
     for d in &p1.dirs {
         facts.dirs.insert(d.ino, DirLinks::default());
@@ -143,7 +147,18 @@ pub fn run(
     // their index is not validated.
     let mut rehash: BTreeSet<u32> = BTreeSet::new();
     let mut dx_facts: BTreeMap<u32, Vec<htree::DxBlock>> = BTreeMap::new();
-    for bo in outs.into_iter().flatten().chain(inline_outs) {
+    for mut bo in outs.into_iter().flatten().chain(inline_outs) {
+        // An unsalvaged corrupted block ends pass 2 (and the check) right there.
+        if let Some(i) = bo
+            .findings
+            .0
+            .iter()
+            .position(|f| f.problem == P::P2_DIR_CORRUPTED && !f.fixed)
+        {
+            bo.findings.0.truncate(i + 1);
+            bo.dx = None;
+            facts.aborted = true;
+        }
         if rehash.contains(&bo.dir) {
             out.0.extend(bo.findings.0.into_iter().filter(|f| {
                 !matches!(
@@ -201,6 +216,9 @@ pub fn run(
                     }
                 }
             }
+        }
+        if facts.aborted {
+            return facts;
         }
     }
     for (dir, blocks) in &dx_facts {
