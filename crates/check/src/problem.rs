@@ -289,7 +289,7 @@ catalogue! {
     P2_HTREE_MIN_HASH = 0x020036, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has bad min hash.";
     P2_HTREE_MAX_HASH = 0x020037, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has bad max hash.";
     P2_HTREE_CLEAR = 0x020038, ClearHtree, PREEN_OK, "Invalid HTREE directory inode {dir}.";
-    P2_HTREE_BADBLK = 0x02003A, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has an invalid block number.";
+    P2_HTREE_BADBLK = 0x02003A, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: bad block number {blk}.";
     P2_HTREE_BAD_ROOT = 0x02003C, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: root node fails checksum or format checks.";
     P2_HTREE_BAD_LIMIT = 0x02003D, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has bad limit ({num2}).";
     P2_HTREE_BAD_COUNT = 0x02003E, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has bad count ({num2}).";

@@ -202,6 +202,34 @@ fn half_md4_round(state: &mut [u32; 4], x: &[u32; 8]) {
 mod tests {
     use super::*;
 
+    /// Reference values from `debugfs -R "dx_hash -h ALG NAME"` (e2fsprogs 1.47).
+    #[test]
+    fn matches_reference_values() {
+        let long = b"entry-with-a-rather-long-name-023-and-some-more-bytes-beyond-32";
+        let cases: [(u8, &[u8], u32); 9] = [
+            (hash::LEGACY, b"a", 0xe74b53e2),
+            (hash::LEGACY, b"lost+found", 0x5e2aba24),
+            (hash::LEGACY, long, 0xdec4fd4a),
+            (hash::HALF_MD4, b"a", 0xd5fa7d7a),
+            (hash::HALF_MD4, b"lost+found", 0x591de422),
+            (hash::HALF_MD4, long, 0xc8ba6bb6),
+            (hash::TEA, b"a", 0x6d0ea4c0),
+            (hash::TEA, b"lost+found", 0x2dbf9e80),
+            (hash::TEA, long, 0xc13e3b96),
+        ];
+        for (v, name, want) in cases {
+            assert_eq!(
+                name_hash(v, name, &[0; 4]),
+                Ok(want),
+                "version {v}, name {:?}",
+                String::from_utf8_lossy(name)
+            );
+        }
+        // With a seed (UUID 01234567-89ab-cdef-0123-456789abcdef as little-endian words).
+        let seed = [0x6745_2301, 0xefcd_ab89, 0x6745_2301, 0xefcd_ab89];
+        assert_eq!(name_hash(hash::HALF_MD4, b"hello", &seed), Ok(0xa26e4a80));
+    }
+
     #[test]
     fn unsupported_version_is_an_error() {
         assert_eq!(
