@@ -229,7 +229,77 @@ pub fn run(
             htree::verify_dir(policy, *dir, dx, blocks, out);
         }
     }
+    if !rehash.is_empty() {
+        // e2fsck rebuilds these in pass 3A; even under -n it first reads every name and
+        // reports duplicates across the whole directory. Reported here, at the end of pass 2.
+        let mut blocks: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for db in &p1.dir_blocks {
+            if db.pblk != 0 && rehash.contains(&db.ino) {
+                blocks.entry(db.ino).or_default().push(db.pblk);
+            }
+        }
+        for (dir, list) in blocks {
+            let encrypted = p1.kinds[(dir - 1) as usize] & kind::ENCRYPT != 0;
+            report_duplicate_names(fs, policy, dir, &list, encrypted, out);
+        }
+    }
     facts
+}
+
+/// Read every name of directory `dir` (its blocks `list`) and report names that occur more
+/// than once, as e2fsck's directory rebuild does before rewriting the directory.
+fn report_duplicate_names(
+    fs: &Fs,
+    policy: Policy,
+    dir: u32,
+    list: &[u64],
+    encrypted: bool,
+    out: &mut Findings,
+) {
+    let bs = fs.block_size();
+    let mut names: Vec<(Vec<u8>, u32)> = Vec::new();
+    for &pblk in list {
+        let Some(buf) = fs.read_block(pblk) else {
+            continue;
+        };
+        let mut off = 0usize;
+        // Entries are at least 12 bytes: this bounds the walk.
+        for _ in 0..=bs / 12 {
+            let Some(h) = header_at(&buf, off, bs as u32) else {
+                break;
+            };
+            let rec_len = h.rec_len as usize;
+            let name_len = usize::from(h.name_len);
+            if rec_len < 12 || rec_len % 4 != 0 || off + rec_len > bs || 8 + name_len > rec_len {
+                break;
+            }
+            let name = &buf[off + 8..off + 8 + name_len];
+            if h.inode != 0 && !name.is_empty() && name != b"." && name != b".." {
+                names.push((name.to_vec(), h.inode));
+            }
+            off += rec_len;
+        }
+    }
+    names.sort();
+    for w in names.windows(2) {
+        let (prev, cur) = (&w[0], &w[1]);
+        if prev.0 != cur.0 {
+            continue;
+        }
+        let pctx = ProblemCtx {
+            dir,
+            ino: dir,
+            name: Some(display_name(&cur.0)),
+            ..Default::default()
+        };
+        if cur.1 == prev.1 && out.report(policy, P::P2_DUPLICATE_DIRENT, pctx.clone()) {
+            continue;
+        }
+        if encrypted && out.report(policy, P::P2_NON_UNIQUE_FILE_NO_RENAME, pctx.clone()) {
+            continue;
+        }
+        out.report(policy, P::P2_NON_UNIQUE_FILE, pctx);
+    }
 }
 
 fn display_name(raw: &[u8]) -> String {

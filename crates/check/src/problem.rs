@@ -308,6 +308,8 @@ catalogue! {
     P2_LEAF_NODE_ONLY_CSUM_INVALID = 0x02004D, Fix, PREEN_OK, "Directory inode {dir}, block #{num}, offset {num2}: directory passes checks but fails checksum.";
     P2_BAD_INLINE_DIR_SIZE = 0x02004E, Fix, 0, "Inline directory inode {dir} size ({num}) must be a multiple of 4.";
     P2_UNENCRYPTED_FILE = 0x020051, Clear, 0, "Encrypted entry '{name}' in {dir} references unencrypted inode {ino}.";
+    P2_NON_UNIQUE_FILE_NO_RENAME = 0x020054, Clear, 0, "Duplicate filename entry '{name}' in {dir} found.";
+    P2_BAD_ENCRYPTED_NAME = 0x020050, Clear, 0, "Encrypted entry '{name}' in {dir} is too short.";
     P2_BAD_ENCODED_NAME = 0x020053, Fix, 0, "Entry '{name}' in {dir} has illegal UTF-8 characters in its name.";
 
     // ---- Pass 3: connectivity ----
