@@ -1702,6 +1702,11 @@ fn dir_holes(
         dir_block_limit(geo) + 1
     };
     let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+    if lblks.last().is_some_and(|&l| l >= limit) {
+        // A block past the limit was reported as too big in pass 1; e2fsck lists no holes
+        // for such a directory (and filling them would be unbounded work).
+        return Vec::new();
+    }
     let mut holes = Vec::new();
     let mut next = 0u32;
     for &l in &lblks {

@@ -26,6 +26,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU16, Ordering};
 use zerocopy::FromBytes;
 
+/// Shortest valid encrypted name: one cipher block.
+const ENCRYPTED_NAME_MIN: usize = 16;
+
 /// Parent links of one directory.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DirLinks {
@@ -575,7 +578,9 @@ fn check_entries(
                     None => bo.hash_unknown = true,
                 }
             }
-            if dot_state > 1 {
+            // Every counted entry takes part, '.' and '..' included (a second '.' is a
+            // duplicate too).
+            if counted {
                 if names.contains(name) && !dups_found {
                     bo.findings
                         .report(ctx.policy, P::P2_REPORT_DUP_DIRENT, pctx(name, ino));
@@ -695,7 +700,29 @@ fn check_entry(
             },
         );
     }
-    if dot_state > 1 && name.iter().any(|&c| c == b'/' || c == 0) {
+    let dir_encrypted = ctx.p1.kinds[(dir - 1) as usize] & kind::ENCRYPT != 0;
+    if dir_encrypted {
+        // Names are ciphertext: only their length can be checked, and what they name must
+        // be encrypted too.
+        if dot_state > 1 {
+            if name.len() < ENCRYPTED_NAME_MIN
+                && out.report(policy, P::P2_BAD_ENCRYPTED_NAME, pctx.clone())
+            {
+                return true;
+            }
+            let needs = if file_type != ft::UNKNOWN {
+                matches!(file_type, ft::REG | ft::DIR | ft::SYMLINK)
+            } else {
+                matches!(k & kind::TYPE_MASK, ft::REG | ft::DIR | ft::SYMLINK)
+            };
+            if k & kind::ENCRYPT == 0
+                && needs
+                && out.report(policy, P::P2_UNENCRYPTED_FILE, pctx.clone())
+            {
+                return true;
+            }
+        }
+    } else if dot_state > 1 && name.iter().any(|&c| c == b'/' || c == 0) {
         out.report(policy, P::P2_BAD_NAME, pctx.clone());
     }
     if dot_state > 1 && k & kind::TYPE_MASK == ft::DIR && ctx.p1.inode_used.get(u64::from(ino - 1))
