@@ -153,6 +153,15 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     prog.start(2, p1.dir_blocks.len() as u64);
     let p2 = pass2::run(&p0, &p1, policy, &mut f, prog);
     flush(rep, &mut f, &mut all);
+    if p2.aborted {
+        let code = exit_code(&all) | exit::ERROR;
+        return Outcome {
+            findings: all,
+            exit_code: code,
+            summary: None,
+            fatal: Some("A corrupted directory block was left unsalvaged: check aborted.".into()),
+        };
+    }
     rep.pass_start(3);
     prog.start(3, 1);
     let p3 = pass3::run(&p1, &p2, policy, &mut f);

@@ -10,6 +10,7 @@ pub mod bitmap;
 pub mod engine;
 pub mod filemap;
 pub mod fs;
+pub mod htree;
 pub mod icount;
 pub mod journal;
 pub mod orphan;

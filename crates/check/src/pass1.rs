@@ -325,7 +325,11 @@ pub fn run(
     }
     dup_blocks.sort_unstable();
     dup_blocks.dedup();
-    dir_blocks.sort_unstable();
+    // Pass 2 reads blocks in this order. With dir_index, e2fsck checks every directory's
+    // first block before any other, so parents and htree roots are known early; holes
+    // (block 0) then come first among the rest.
+    let first_blocks_first = geo.compat.has(Compat::DIR_INDEX);
+    dir_blocks.sort_unstable_by_key(|d| (first_blocks_first && d.lblk != 0, d.pblk, d.ino, d.lblk));
     let block_used = scan.claimed.into_bitmap();
     let inode_used = scan.inode_used.into_bitmap();
     let links = InodeCounts::from_parts(scan.links_one.into_bitmap(), links_many);
@@ -770,6 +774,11 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
             // The flag still decides how pass 2 reads block 0, even when the root is bad.
             if k & kind::HTREE != 0 {
                 htree_root_ok(scan, ic, out, &cb);
+            }
+            if k & kind::INLINE == 0 {
+                let block_mapped = !(fl & iflags::EXTENTS != 0 && scan.extent_fs);
+                out.dir_blocks
+                    .extend(dir_holes(&cb.dir_blocks, ino, block_mapped, geo));
             }
             out.dir_blocks.extend(cb.dir_blocks);
         }
@@ -1301,6 +1310,28 @@ fn walk_extent_node(
                     continue;
                 }
             }
+            // A gap before this extent: e2fsck offers to move the extent down to close it.
+            let next_lblk = w.last_block.map_or(0, |l| l + 1);
+            if is_dir && next_lblk < lblk {
+                let ratio = u64::from(geo.cluster_ratio);
+                let new_lblk = if ratio > 1 {
+                    (next_lblk.div_ceil(ratio) * ratio) | (pblk % ratio)
+                } else {
+                    next_lblk
+                };
+                report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_COLLAPSE_DBLOCK,
+                    ProblemCtx {
+                        ino,
+                        blk: lblk,
+                        blk2: new_lblk,
+                        ..Default::default()
+                    },
+                );
+            }
             let usable = len.min(geo.blocks_count.saturating_sub(pblk));
             w.count(pblk, usable, u64::from(geo.cluster_ratio));
             if w.num_blocks > geo.blocks_count {
@@ -1615,6 +1646,52 @@ fn htree_root_ok(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &Block
         return false;
     }
     true
+}
+
+/// The unmapped logical blocks of a directory below its highest mapped one, as `pblk == 0`
+/// entries for pass 2 to report. A block-mapped directory always has a block 0 (e2fsck
+/// visits it even when unmapped); an extent-mapped one only fills gaps between extents.
+fn dir_holes(
+    blocks: &[DirBlock],
+    ino: u32,
+    block_mapped: bool,
+    geo: &ffsck_format::Geometry,
+) -> Vec<DirBlock> {
+    let mut lblks: Vec<u32> = blocks.iter().map(|d| d.lblk).collect();
+    lblks.sort_unstable();
+    lblks.dedup();
+    // Bound the list by the largest directory the file system allows.
+    let limit = if geo.incompat.has(Incompat::LARGEDIR) {
+        geo.blocks_count
+    } else {
+        dir_block_limit(geo) + 1
+    };
+    let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+    if lblks.last().is_some_and(|&l| l >= limit) {
+        // A block past the limit was reported as too big in pass 1; e2fsck lists no holes
+        // for such a directory (and filling them would be unbounded work).
+        return Vec::new();
+    }
+    let mut holes = Vec::new();
+    let mut next = 0u32;
+    for &l in &lblks {
+        for h in next..l.min(limit) {
+            holes.push(DirBlock {
+                pblk: 0,
+                ino,
+                lblk: h,
+            });
+        }
+        next = next.max(l.saturating_add(1));
+    }
+    if lblks.is_empty() && block_mapped {
+        holes.push(DirBlock {
+            pblk: 0,
+            ino,
+            lblk: 0,
+        });
+    }
+    holes
 }
 
 /// Largest logical block a directory may map without `large_dir` (2 GiB of directory).

@@ -13,16 +13,21 @@
 
 use crate::fs::Fs;
 use crate::icount::{InodeCounts, SharedCounter};
+use crate::htree;
 use crate::pass0::Pass0Facts;
 use crate::pass1::{kind, DirBlock, Pass1Facts};
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
-use ffsck_format::dir::{self as fdir, ft, header_at};
+use ffsck_format::dir::{self as fdir, ft, header_at, DxRootInfo, DX_ROOT_INFO_OFFSET};
 use ffsck_format::group::BG_INODE_UNINIT;
 use ffsck_format::inode::{flags as iflags, FileType, RawInode};
 use ffsck_format::{ino as rino, Incompat};
 use rayon::prelude::*;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use zerocopy::FromBytes;
+
+/// Shortest valid encrypted name: one cipher block.
+const ENCRYPTED_NAME_MIN: usize = 16;
 
 /// Parent links of one directory.
 #[derive(Clone, Copy, Debug, Default)]
@@ -38,6 +43,9 @@ pub struct Pass2Facts {
     pub refs: InodeCounts,
     pub dirs: BTreeMap<u32, DirLinks>,
     pub entries: u64,
+    /// A directory block was found corrupted and not salvaged: like e2fsck, the check
+    /// cannot go on past pass 2.
+    pub aborted: bool,
 }
 
 /// An order-dependent fact the merge must account for. (Plain references are counted
@@ -53,13 +61,23 @@ enum Event {
 
 #[derive(Default)]
 struct BlockOut {
+    /// The directory the block belongs to (0 for none).
+    dir: u32,
     findings: Findings,
     events: Vec<Event>,
+    /// Facts about a block of an indexed directory, checked per directory in the merge.
+    dx: Option<htree::DxBlock>,
+    /// Lowest and highest name hash of the entries (indexed directories only).
+    hash_range: Option<(u32, u32)>,
+    /// A name could not be hashed as the kernel would (casefolded non-ASCII, SipHash).
+    hash_unknown: bool,
 }
 
 struct Ctx<'a> {
     /// References per inode (index `ino - 1`), counted by all workers at once.
     refs: SharedCounter,
+    /// Indexed directories: what their root says, read before the block phase.
+    dx_dirs: HashMap<u32, htree::DxDir>,
     fs: &'a Fs,
     p1: &'a Pass1Facts,
     policy: Policy,
@@ -77,6 +95,7 @@ pub fn run(
     let n = fs.geo.inodes_count as usize;
     let ctx = Ctx {
         refs: SharedCounter::new(n as u64),
+        dx_dirs: htree::read_roots(fs, p1),
         fs,
         p1,
         policy,
@@ -113,6 +132,7 @@ pub fn run(
         refs,
         dirs: BTreeMap::new(),
         entries,
+        aborted: false,
     };
     for d in &p1.dirs {
         facts.dirs.insert(d.ino, DirLinks::default());
@@ -122,8 +142,47 @@ pub fn run(
         r.parent = rino::ROOT;
     }
     let mut bad_done: HashSet<u32> = HashSet::new();
-    for bo in outs.into_iter().flatten().chain(inline_outs) {
-        out.extend(bo.findings);
+    // Directories marked for rebuilding (duplicate names), in e2fsck's sense: later blocks
+    // do not report duplicates again, their checksum problems are left to the rebuild, and
+    // their index is not validated.
+    let mut rehash: BTreeSet<u32> = BTreeSet::new();
+    let mut dx_facts: BTreeMap<u32, Vec<htree::DxBlock>> = BTreeMap::new();
+    for mut bo in outs.into_iter().flatten().chain(inline_outs) {
+        // An unsalvaged corrupted block ends pass 2 (and the check) right there.
+        if let Some(i) = bo
+            .findings
+            .0
+            .iter()
+            .position(|f| f.problem == P::P2_DIR_CORRUPTED && !f.fixed)
+        {
+            bo.findings.0.truncate(i + 1);
+            bo.dx = None;
+            facts.aborted = true;
+        }
+        if rehash.contains(&bo.dir) {
+            out.0.extend(bo.findings.0.into_iter().filter(|f| {
+                !matches!(
+                    f.problem,
+                    P::P2_REPORT_DUP_DIRENT
+                        | P::P2_LEAF_NODE_MISSING_CSUM
+                        | P::P2_HTREE_ROOT_CSUM_INVALID
+                        | P::P2_HTREE_NODE_CSUM_INVALID
+                )
+            }));
+        } else {
+            if bo
+                .findings
+                .0
+                .iter()
+                .any(|f| f.problem == P::P2_REPORT_DUP_DIRENT)
+            {
+                rehash.insert(bo.dir);
+            }
+            out.extend(bo.findings);
+            if let Some(d) = bo.dx {
+                dx_facts.entry(bo.dir).or_default().push(d);
+            }
+        }
         for ev in bo.events {
             match ev {
                 Event::DotDot { dir, target } => {
@@ -158,8 +217,89 @@ pub fn run(
                 }
             }
         }
+        if facts.aborted {
+            return facts;
+        }
+    }
+    for (dir, blocks) in &dx_facts {
+        if rehash.contains(dir) {
+            continue;
+        }
+        if let Some(dx) = ctx.dx_dirs.get(dir) {
+            htree::verify_dir(policy, *dir, dx, blocks, out);
+        }
+    }
+    if !rehash.is_empty() {
+        // e2fsck rebuilds these in pass 3A; even under -n it first reads every name and
+        // reports duplicates across the whole directory. Reported here, at the end of pass 2.
+        let mut blocks: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for db in &p1.dir_blocks {
+            if db.pblk != 0 && rehash.contains(&db.ino) {
+                blocks.entry(db.ino).or_default().push(db.pblk);
+            }
+        }
+        for (dir, list) in blocks {
+            let encrypted = p1.kinds[(dir - 1) as usize] & kind::ENCRYPT != 0;
+            report_duplicate_names(fs, policy, dir, &list, encrypted, out);
+        }
     }
     facts
+}
+
+/// Read every name of directory `dir` (its blocks `list`) and report names that occur more
+/// than once, as e2fsck's directory rebuild does before rewriting the directory.
+fn report_duplicate_names(
+    fs: &Fs,
+    policy: Policy,
+    dir: u32,
+    list: &[u64],
+    encrypted: bool,
+    out: &mut Findings,
+) {
+    let bs = fs.block_size();
+    let mut names: Vec<(Vec<u8>, u32)> = Vec::new();
+    for &pblk in list {
+        let Some(buf) = fs.read_block(pblk) else {
+            continue;
+        };
+        let mut off = 0usize;
+        // Entries are at least 12 bytes: this bounds the walk.
+        for _ in 0..=bs / 12 {
+            let Some(h) = header_at(&buf, off, bs as u32) else {
+                break;
+            };
+            let rec_len = h.rec_len as usize;
+            let name_len = usize::from(h.name_len);
+            if rec_len < 12 || rec_len % 4 != 0 || off + rec_len > bs || 8 + name_len > rec_len {
+                break;
+            }
+            let name = &buf[off + 8..off + 8 + name_len];
+            if h.inode != 0 && !name.is_empty() && name != b"." && name != b".." {
+                names.push((name.to_vec(), h.inode));
+            }
+            off += rec_len;
+        }
+    }
+    names.sort();
+    for w in names.windows(2) {
+        let (prev, cur) = (&w[0], &w[1]);
+        if prev.0 != cur.0 {
+            continue;
+        }
+        let pctx = ProblemCtx {
+            dir,
+            ino: dir,
+            name: Some(display_name(&cur.0)),
+            ..Default::default()
+        };
+        if cur.1 == prev.1 && out.report(policy, P::P2_DUPLICATE_DIRENT, pctx.clone()) {
+            continue;
+        }
+        if encrypted && out.report(policy, P::P2_NON_UNIQUE_FILE_NO_RENAME, pctx.clone()) {
+            continue;
+        }
+        out.report(policy, P::P2_NON_UNIQUE_FILE, pctx);
+    }
 }
 
 fn display_name(raw: &[u8]) -> String {
@@ -167,34 +307,102 @@ fn display_name(raw: &[u8]) -> String {
 }
 
 fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
-    let mut bo = BlockOut::default();
+    let mut bo = BlockOut {
+        dir: db.ino,
+        ..Default::default()
+    };
     let fs = ctx.fs;
+    if db.pblk == 0 {
+        // A hole pass 1 listed. With large_dir (and no inline data) holes are allowed.
+        if !(fs.geo.incompat.has(Incompat::LARGEDIR) && !fs.geo.incompat.has(Incompat::INLINE_DATA))
+        {
+            bo.findings.report(
+                ctx.policy,
+                P::P2_DIRECTORY_HOLE,
+                ProblemCtx {
+                    dir: db.ino,
+                    ino: db.ino,
+                    num: u64::from(db.lblk),
+                    ..Default::default()
+                },
+            );
+        }
+        return bo;
+    }
     let Some(buf) = fs.read_block(db.pblk) else {
         return bo;
     };
-    let is_htree = ctx.p1.kinds[(db.ino - 1) as usize] & kind::HTREE != 0;
     let bs = fs.block_size();
     let csum = fs.has_metadata_csum();
+    let dx = if ctx.p1.kinds[(db.ino - 1) as usize] & kind::HTREE != 0 {
+        ctx.dx_dirs.get(&db.ino).filter(|d| db.lblk < d.numblocks)
+    } else {
+        None
+    };
+    let interior = dx.is_some() && (db.lblk == 0 || htree::is_node(&buf, bs, csum));
 
-    // htree interior nodes look like one empty entry covering the block; they carry a dx
-    // tail instead of a leaf tail and hold no names.
-    if is_htree && db.lblk != 0 {
-        if let Some(h) = header_at(&buf, 0, bs as u32) {
-            let limit = u16::from_le_bytes([buf[8], buf[9]]) as usize;
-            let dx_tail = if csum { 8 } else { 0 };
-            if h.inode == 0
-                && h.rec_len as usize == bs
-                && h.name_len == 0
-                && limit == (bs - 8 - dx_tail) / 8
-            {
-                return bo;
+    if let (Some(dx), true) = (dx, interior) {
+        if db.lblk == 0 {
+            // The root's fixed header, as pass 2 re-checks it.
+            if let Ok((info, _)) = DxRootInfo::read_from_prefix(&buf[DX_ROOT_INFO_OFFSET..]) {
+                if (info.reserved_zero.get() != 0
+                    || info.info_length < 8
+                    || info.indirect_levels >= htree::max_levels(fs))
+                    && bo.findings.report(
+                        ctx.policy,
+                        P::P2_HTREE_BAD_ROOT,
+                        ProblemCtx {
+                            dir: db.ino,
+                            ino: db.ino,
+                            ..Default::default()
+                        },
+                    )
+                {
+                    // Cleared: the block is checked as a plain one below.
+                    bo.dx = Some(htree::DxBlock {
+                        cleared: true,
+                        ..Default::default()
+                    });
+                }
             }
         }
+        let failed_csum = csum
+            && inode_seed(fs, db.ino).is_some_and(|seed| !htree::interior_csum_ok(&buf, bs, seed));
+        if db.lblk != 0 {
+            // An interior node holds one empty entry: nothing to check but the index.
+            bo.dx = Some(htree::parse_interior(
+                fs,
+                ctx.policy,
+                db.ino,
+                db.lblk,
+                &buf,
+                dx,
+                failed_csum,
+                &mut bo.findings,
+            ));
+            return bo;
+        }
+        check_entries(ctx, db.ino, db.lblk, &buf, 0, &mut bo, false, Some(dx));
+        if bo.dx.is_none() {
+            bo.dx = Some(htree::parse_interior(
+                fs,
+                ctx.policy,
+                db.ino,
+                db.lblk,
+                &buf,
+                dx,
+                failed_csum,
+                &mut bo.findings,
+            ));
+        }
+        return bo;
     }
+
     let mut failed_csum = false;
     let mut max = bs;
     // An htree root keeps a dx tail, not a leaf tail: its `..` entry spans the whole block.
-    if csum && !(is_htree && db.lblk == 0) {
+    let htree_root = ctx.p1.kinds[(db.ino - 1) as usize] & kind::HTREE != 0 && db.lblk == 0;
+    if csum && !htree_root {
         if fdir::has_tail(&buf) {
             let seed = inode_seed(fs, db.ino);
             if let Some(seed) = seed {
@@ -216,7 +424,7 @@ fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
         }
     }
     let before = bo.findings.0.len();
-    check_entries(ctx, db.ino, db.lblk, &buf[..max], 0, &mut bo, false);
+    check_entries(ctx, db.ino, db.lblk, &buf[..max], 0, &mut bo, false, dx);
     if failed_csum && bo.findings.0.len() == before {
         bo.findings.report(
             ctx.policy,
@@ -227,6 +435,17 @@ fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
                 ..Default::default()
             },
         );
+    }
+    if dx.is_some() {
+        let (lo, hi) = bo.hash_range.unwrap_or((u32::MAX, 0));
+        bo.dx = Some(htree::DxBlock {
+            lblk: db.lblk,
+            kind: htree::DxKind::Leaf,
+            min_hash: lo,
+            max_hash: hi,
+            hash_unknown: bo.hash_unknown,
+            ..Default::default()
+        });
     }
     bo
 }
@@ -245,6 +464,7 @@ pub fn read_inode(fs: &Fs, ino: u32) -> Option<Vec<u8>> {
     fs.read_inode(ino)
 }
 
+#[allow(clippy::too_many_arguments)]
 /// Walk the entries in `buf`. `dot_state` starts at 0 for a directory's first block (and for
 /// inline directories, where `..` is implicit, at 2).
 fn check_entries(
@@ -255,6 +475,7 @@ fn check_entries(
     start_state: u8,
     bo: &mut BlockOut,
     inline: bool,
+    dx: Option<&htree::DxDir>,
 ) {
     let fs = ctx.fs;
     let bs = fs.geo.block_size;
@@ -323,7 +544,7 @@ fn check_entries(
                 .report(ctx.policy, P::P2_LINK_DOT, pctx(name, ino));
         }
         if ino != 0 {
-            check_entry(
+            let counted = check_entry(
                 ctx,
                 dir,
                 name,
@@ -333,7 +554,18 @@ fn check_entries(
                 bo,
                 &pctx(name, ino),
             );
-            if dot_state > 1 {
+            if let (true, Some(dx)) = (counted, dx) {
+                match htree::name_hash(fs, dx, name) {
+                    Some(hv) => {
+                        let (lo, hi) = bo.hash_range.unwrap_or((u32::MAX, 0));
+                        bo.hash_range = Some((lo.min(hv), hi.max(hv)));
+                    }
+                    None => bo.hash_unknown = true,
+                }
+            }
+            // Every counted entry takes part, '.' and '..' included (a second '.' is a
+            // duplicate too).
+            if counted {
                 if names.contains(name) && !dups_found {
                     bo.findings
                         .report(ctx.policy, P::P2_REPORT_DUP_DIRENT, pctx(name, ino));
@@ -358,7 +590,7 @@ fn check_entry(
     dot_state: u8,
     bo: &mut BlockOut,
     pctx: &ProblemCtx,
-) {
+) -> bool {
     let fs = ctx.fs;
     let geo = &fs.geo;
     let sb = &fs.sb;
@@ -385,7 +617,7 @@ fn check_entry(
     if let Some(p) = problem {
         out.report(policy, p, pctx.clone());
         if p == P::P2_BAD_INO {
-            return;
+            return false;
         }
     }
     let k = ctx.p1.kinds[(ino - 1) as usize];
@@ -453,7 +685,29 @@ fn check_entry(
             },
         );
     }
-    if dot_state > 1 && name.iter().any(|&c| c == b'/' || c == 0) {
+    let dir_encrypted = ctx.p1.kinds[(dir - 1) as usize] & kind::ENCRYPT != 0;
+    if dir_encrypted {
+        // Names are ciphertext: only their length can be checked, and what they name must
+        // be encrypted too.
+        if dot_state > 1 {
+            if name.len() < ENCRYPTED_NAME_MIN
+                && out.report(policy, P::P2_BAD_ENCRYPTED_NAME, pctx.clone())
+            {
+                return true;
+            }
+            let needs = if file_type != ft::UNKNOWN {
+                matches!(file_type, ft::REG | ft::DIR | ft::SYMLINK)
+            } else {
+                matches!(k & kind::TYPE_MASK, ft::REG | ft::DIR | ft::SYMLINK)
+            };
+            if k & kind::ENCRYPT == 0
+                && needs
+                && out.report(policy, P::P2_UNENCRYPTED_FILE, pctx.clone())
+            {
+                return true;
+            }
+        }
+    } else if dot_state > 1 && name.iter().any(|&c| c == b'/' || c == 0) {
         out.report(policy, P::P2_BAD_NAME, pctx.clone());
     }
     if dot_state > 1 && k & kind::TYPE_MASK == ft::DIR && ctx.p1.inode_used.get(u64::from(ino - 1))
@@ -465,6 +719,7 @@ fn check_entry(
         });
     }
     ctx.count_ref(ino);
+    true
 }
 
 impl Ctx<'_> {
@@ -497,10 +752,10 @@ fn check_inline_dir(ctx: &Ctx, dir: u32) -> BlockOut {
     }
     let size = inode.size() as usize;
     let first = &ib[4..60.min(size.max(4))];
-    check_entries(ctx, dir, 1, first, 2, &mut bo, true);
+    check_entries(ctx, dir, 1, first, 2, &mut bo, true, None);
     if size > 60 {
         if let Some(extra) = inline_xattr_data(ctx.fs, &raw) {
-            check_entries(ctx, dir, 1, &extra, 2, &mut bo, true);
+            check_entries(ctx, dir, 1, &extra, 2, &mut bo, true, None);
         }
     }
     bo

@@ -232,6 +232,7 @@ catalogue! {
     P1_INLINE_DATA_FEATURE = 0x01006F, Fix, PREEN_OK, "Inode {ino} has inline data, but the superblock is missing the INLINE_DATA feature.";
     P1_INLINE_DATA_SET = 0x010070, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL flag on a file system without inline data support.";
     P1_CRITICAL_METADATA_COLLISION = 0x010071, Clear, 0, "Inode {ino} block {blk} conflicts with critical metadata, skipping block checks.";
+    P1_COLLAPSE_DBLOCK = 0x010072, Fix, 0, "Directory inode {ino} block {blk} should be at block {blk2}.";
     P1_MISALIGNED_CLUSTER = 0x010074, Clear, 0, "Inode {ino} logical block {num} (physical block {blk}) violates cluster allocation rules.";
     P1_INLINE_DATA_NO_ATTR = 0x010075, Truncate, 0, "Inode {ino} has INLINE_DATA_FL flag but extended attribute not found.";
     P1_SPECIAL_EXTENTS_IDATA = 0x010076, Clear, PREEN_OK, "Special (device/socket/fifo) file (inode {ino}) has extents or inline-data flag set.";
@@ -307,7 +308,7 @@ catalogue! {
     P2_HTREE_MIN_HASH = 0x020036, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has bad min hash.";
     P2_HTREE_MAX_HASH = 0x020037, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has bad max hash.";
     P2_HTREE_CLEAR = 0x020038, ClearHtree, PREEN_OK, "Invalid HTREE directory inode {dir}.";
-    P2_HTREE_BADBLK = 0x02003A, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has an invalid block number.";
+    P2_HTREE_BADBLK = 0x02003A, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: bad block number {blk}.";
     P2_HTREE_BAD_ROOT = 0x02003C, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: root node fails checksum or format checks.";
     P2_HTREE_BAD_LIMIT = 0x02003D, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has bad limit ({num2}).";
     P2_HTREE_BAD_COUNT = 0x02003E, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has bad count ({num2}).";
@@ -326,6 +327,8 @@ catalogue! {
     P2_LEAF_NODE_ONLY_CSUM_INVALID = 0x02004D, Fix, PREEN_OK, "Directory inode {dir}, block #{num}, offset {num2}: directory passes checks but fails checksum.";
     P2_BAD_INLINE_DIR_SIZE = 0x02004E, Fix, 0, "Inline directory inode {dir} size ({num}) must be a multiple of 4.";
     P2_UNENCRYPTED_FILE = 0x020051, Clear, 0, "Encrypted entry '{name}' in {dir} references unencrypted inode {ino}.";
+    P2_NON_UNIQUE_FILE_NO_RENAME = 0x020054, Clear, 0, "Duplicate filename entry '{name}' in {dir} found.";
+    P2_BAD_ENCRYPTED_NAME = 0x020050, Clear, 0, "Encrypted entry '{name}' in {dir} is too short.";
     P2_BAD_ENCODED_NAME = 0x020053, Fix, 0, "Entry '{name}' in {dir} has illegal UTF-8 characters in its name.";
 
     // ---- Pass 3: connectivity ----

@@ -503,6 +503,61 @@ fn p1_inline_data_and_extents_flags() {
             "P1_CLEAR_EXTENT_FOR_INLINE_DATA",
             "P1_CLEAR_EXTENT_INLINE_DATA_INODE",
         ],
+
+/// ext4 whose `/many` (60 long names, five 1 KiB blocks) has been indexed by `e2fsck -fyD`;
+/// returns the image and the byte offset of the htree root block.
+fn htree_image(t: &Tools) -> (Image, u64) {
+    let img = ext4(t);
+    let out = std::process::Command::new(&t.e2fsck)
+        .args(["-fyD"])
+        .arg(&img.path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "test setup: e2fsck -fyD failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let htree = common::debugfs_r(t, &img.path, "htree /many");
+    assert!(
+        htree.contains("Indirect levels: 0"),
+        "test setup: /many is not indexed:\n{htree}"
+    );
+    let root = common::bmap(t, &img.path, "/many", 0);
+    (img, root * 1024)
+}
+
+#[test]
+fn p2_htree_bad_limit_and_root_csum() {
+    let Some(t) = common::tools() else { return };
+    let (img, root) = htree_image(&t);
+    // limit of the root's table (after `.`, `..` and the 8-byte root info).
+    common::patch(&img.path, root + 32, &100u16.to_le_bytes());
+    let c = expect(
+        &t,
+        &img,
+        &["P2_HTREE_BAD_LIMIT", "P2_HTREE_ROOT_CSUM_INVALID"],
+    );
+    let f = c
+        .findings()
+        .iter()
+        .find(|f| f["code"] == "P2_HTREE_BAD_LIMIT")
+        .unwrap();
+    assert_eq!(f["ctx"]["num2"].as_u64(), Some(100), "{f}");
+    assert_eq!(f["e2fsck_code"], "0x02003d");
+}
+
+#[test]
+fn p2_htree_hash_order_and_ranges() {
+    let Some(t) = common::tools() else { return };
+    let (img, root) = htree_image(&t);
+    // Entry #2's hash (entries are 8 bytes from offset 32; #0 holds limit/count) set below
+    // entry #1's: the table is out of order and block 2's names exceed its new range.
+    common::patch(&img.path, root + 32 + 2 * 8, &0x10u32.to_le_bytes());
+    expect(
+        &t,
+        &img,
+        &["P2_HTREE_HASH_ORDER", "P2_HTREE_MAX_HASH", "P2_HTREE_CLEAR"],
     );
 }
 
@@ -533,4 +588,50 @@ fn p1b_shared_blocks_feature_allows_sharing() {
         "{}",
         c.describe()
     );
+}
+
+fn p2_htree_bad_block_leaves_leaf_unreferenced() {
+    let Some(t) = common::tools() else { return };
+    let (img, root) = htree_image(&t);
+    // Entry #3 points past the directory's last block.
+    common::patch(&img.path, root + 32 + 3 * 8 + 4, &999u32.to_le_bytes());
+    let c = expect(
+        &t,
+        &img,
+        &["P2_HTREE_BADBLK", "P2_HTREE_NOTREF", "P2_HTREE_CLEAR"],
+    );
+    let f = c
+        .findings()
+        .iter()
+        .find(|f| f["code"] == "P2_HTREE_BADBLK")
+        .unwrap();
+    assert_eq!(f["ctx"]["blk"].as_u64(), Some(999), "{f}");
+}
+
+#[test]
+fn p2_htree_normal_is_clean() {
+    let Some(t) = common::tools() else { return };
+    let (img, _) = htree_image(&t);
+    let c = common::check_n(&img.path, 2);
+    assert_eq!(
+        c.code(),
+        0,
+        "an intact index must check clean:\n{}",
+        c.describe()
+    );
+}
+
+#[test]
+fn p2_directory_hole() {
+    let Some(t) = common::tools() else { return };
+    let img = ext2(&t);
+    // /many spans three blocks; unmap the middle one.
+    common::debugfs_w(&t, &img.path, "sif /many block[1] 0");
+    let c = expect(&t, &img, &["P2_DIRECTORY_HOLE"]);
+    let f = c
+        .findings()
+        .iter()
+        .find(|f| f["code"] == "P2_DIRECTORY_HOLE")
+        .unwrap();
+    assert_eq!(f["ctx"]["num"].as_u64(), Some(1), "{f}");
 }

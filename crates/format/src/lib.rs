@@ -8,6 +8,7 @@
 
 pub mod csum;
 pub mod dir;
+pub mod dirhash;
 pub mod extent;
 pub mod features;
 pub mod fields;
