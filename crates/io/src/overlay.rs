@@ -4,13 +4,13 @@
 
 use crate::{Device, IoError, Result};
 use std::collections::BTreeMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 /// Staging granularity: the smallest ext2/3/4 block, and the superblock's size.
 pub const CHUNK: u64 = 1024;
 
-pub struct Overlay<'a> {
-    base: &'a dyn Device,
+pub struct Overlay {
+    base: Arc<dyn Device>,
     /// Staged chunks by chunk number.
     staged: RwLock<BTreeMap<u64, Box<[u8]>>>,
 }
@@ -22,16 +22,16 @@ pub struct Extent {
     pub data: Vec<u8>,
 }
 
-impl<'a> Overlay<'a> {
-    pub fn new(base: &'a dyn Device) -> Self {
+impl Overlay {
+    pub fn new(base: Arc<dyn Device>) -> Self {
         Overlay {
             base,
             staged: RwLock::new(BTreeMap::new()),
         }
     }
 
-    pub fn base(&self) -> &'a dyn Device {
-        self.base
+    pub fn base(&self) -> &Arc<dyn Device> {
+        &self.base
     }
 
     /// Bytes staged so far.
@@ -48,7 +48,7 @@ impl<'a> Overlay<'a> {
         for (&chunk, data) in staged.iter() {
             let offset = chunk * CHUNK;
             let len = data.len();
-            crate::read_partial(self.base, &mut old[..len], offset)?;
+            crate::read_partial(&*self.base, &mut old[..len], offset)?;
             if old[..len] == data[..] {
                 continue;
             }
@@ -82,7 +82,7 @@ fn poisoned() -> IoError {
     IoError::Refused("overlay lock poisoned".into())
 }
 
-impl Device for Overlay<'_> {
+impl Device for Overlay {
     fn size(&self) -> u64 {
         self.base.size()
     }
@@ -164,8 +164,8 @@ mod tests {
 
     #[test]
     fn reads_see_staged_writes_and_base_is_untouched() {
-        let base = MemDevice::new((0..4096u32).map(|i| i as u8).collect());
-        let ov = Overlay::new(&base);
+        let base = Arc::new(MemDevice::new((0..4096u32).map(|i| i as u8).collect()));
+        let ov = Overlay::new(base.clone());
         ov.write_at(&[0xAA; 10], 1020).unwrap();
         let mut buf = vec![0u8; 30];
         ov.read_at(&mut buf, 1010).unwrap();
@@ -188,8 +188,8 @@ mod tests {
 
     #[test]
     fn unchanged_chunks_are_not_extents() {
-        let base = MemDevice::new(vec![7u8; 4096]);
-        let ov = Overlay::new(&base);
+        let base = Arc::new(MemDevice::new(vec![7u8; 4096]));
+        let ov = Overlay::new(base);
         ov.write_at(&[7u8; 5], 3000).unwrap();
         assert!(ov.extents().unwrap().is_empty());
         assert!(ov.write_at(&[1], 4096).is_err());

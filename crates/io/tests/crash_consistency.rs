@@ -22,8 +22,7 @@ fn id() -> DeviceId {
 
 /// Stage `writes` in an overlay over `original` and return the records a commit would log.
 fn records_for(original: &[u8], writes: &[(u64, Vec<u8>)]) -> (Vec<Record>, Vec<u8>) {
-    let base = MemDevice::new(original.to_vec());
-    let ov = Overlay::new(&base);
+    let ov = Overlay::new(std::sync::Arc::new(MemDevice::new(original.to_vec())));
     for (off, data) in writes {
         ov.write_at(data, *off).unwrap();
     }
