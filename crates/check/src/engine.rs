@@ -59,12 +59,24 @@ pub struct Summary {
     pub counts: crate::pass1::Counts,
 }
 
+/// What passes 1-4 found in use, for a repair to rebuild bitmaps and counts from.
+pub struct AllocFacts {
+    /// Blocks in use (one bit per block, metadata included).
+    pub block_used: crate::bitmap::Bitmap,
+    /// Inodes in use (index `ino - 1`).
+    pub inode_used: crate::bitmap::Bitmap,
+    /// Directories per group.
+    pub dirs_per_group: Vec<u32>,
+}
+
 pub struct Outcome {
     pub findings: Vec<Finding>,
     pub exit_code: i32,
     pub summary: Option<Summary>,
     /// A message explaining an aborted check.
     pub fatal: Option<String>,
+    /// Allocation facts of a check that ran to the end.
+    pub alloc: Option<AllocFacts>,
 }
 
 fn flush(rep: &mut dyn Reporter, f: &mut Findings, all: &mut Vec<Finding>) {
@@ -134,6 +146,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
                 findings: all,
                 exit_code: code,
                 summary: None,
+                alloc: None,
                 fatal: Some(msg),
             };
         }
@@ -159,6 +172,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
             findings: all,
             exit_code: code,
             summary: None,
+            alloc: None,
             fatal: Some("A corrupted directory block was left unsalvaged: check aborted.".into()),
         };
     }
@@ -172,6 +186,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
             findings: all,
             exit_code: code,
             summary: None,
+            alloc: None,
             fatal: Some("Cannot proceed without a root inode.".into()),
         };
     }
@@ -201,11 +216,22 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         counts: c,
     };
     let code = exit_code(&all);
+    let mut dirs_per_group = vec![0u32; geo.group_count as usize];
+    for d in &p1.dirs {
+        if let Some(n) = dirs_per_group.get_mut(geo.group_of_inode(d.ino) as usize) {
+            *n += 1;
+        }
+    }
     Outcome {
         findings: all,
         exit_code: code,
         summary: Some(summary),
         fatal: None,
+        alloc: Some(AllocFacts {
+            block_used: p1.block_used,
+            inode_used: p1.inode_used,
+            dirs_per_group,
+        }),
     }
 }
 

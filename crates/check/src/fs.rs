@@ -38,19 +38,23 @@ impl Fs {
     }
     /// Read the on-disk bytes of one inode (`s_inode_size` long); `None` for an inode number
     /// outside the file system or a failed read.
-    pub fn read_inode(&self, ino: u32) -> Option<Vec<u8>> {
+    /// Byte offset of inode `ino` on the device.
+    pub fn inode_offset(&self, ino: u32) -> Option<u64> {
         let geo = &self.geo;
         if ino == 0 || ino > geo.inodes_count {
             return None;
         }
         let g = geo.group_of_inode(ino);
         let idx = u64::from((ino - 1) % geo.inodes_per_group);
-        let off = self
-            .groups
+        self.groups
             .get(g as usize)?
             .inode_table()
             .checked_mul(u64::from(geo.block_size))?
-            .checked_add(idx * u64::from(geo.inode_size))?;
+            .checked_add(idx * u64::from(geo.inode_size))
+    }
+    pub fn read_inode(&self, ino: u32) -> Option<Vec<u8>> {
+        let geo = &self.geo;
+        let off = self.inode_offset(ino)?;
         let mut buf = vec![0u8; geo.inode_size as usize];
         self.dev.read_at(&mut buf, off).ok()?;
         Some(buf)

@@ -107,8 +107,8 @@ impl Policy {
         }
         match self {
             Policy::No => false,
-            Policy::Yes => true,
-            Policy::Preen => f & flag::PREEN_OK != 0,
+            Policy::Yes => crate::repair::can_fix(p),
+            Policy::Preen => f & flag::PREEN_OK != 0 && crate::repair::can_fix(p),
         }
     }
 }

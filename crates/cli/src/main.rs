@@ -3,6 +3,7 @@
 
 mod output;
 mod progress;
+mod repair;
 
 use anyhow::Result;
 use clap::Parser;
@@ -52,6 +53,17 @@ struct Args {
     /// Write an e2fsck-format problem log (XML) to this file.
     #[arg(long = "problem-log")]
     problem_log: Option<PathBuf>,
+    /// Redo log of a repair (default: `DEVICE.ffsck-redo` beside an image file,
+    /// `/var/lib/ffsck/NAME.redo` for a block device). An unfinished log found there is
+    /// replayed before anything else.
+    #[arg(long = "repair-log")]
+    repair_log: Option<PathBuf>,
+    /// Save every block a repair overwrites to this file first (see --apply-undo).
+    #[arg(long = "undo-file")]
+    undo_file: Option<PathBuf>,
+    /// Put back the blocks saved in an undo file, restoring DEVICE as it was before the repair.
+    #[arg(long = "apply-undo", value_name = "UNDO_FILE")]
+    apply_undo: Option<PathBuf>,
     /// The device or image to check.
     device: PathBuf,
 }
@@ -108,20 +120,26 @@ fn real_main() -> Result<i32> {
     } else {
         Policy::No
     };
-    if policy != Policy::No {
+    if policy != Policy::No || args.apply_undo.is_some() {
         // Repairs never touch a file system the kernel has mounted read-write.
         if mount_state(&args.device) == MountState::ReadWrite {
             eprintln!("{dev_name} is mounted read-write.\nffsck: Cannot continue, aborting.");
             return Ok(exit::ERROR);
         }
-        eprintln!("ffsck: repair (-y/-p) is not available yet in this version of ffsck; nothing was written.\nRun `ffsck -fn {dev_name}` for a read-only check, or e2fsck to repair.");
-        return Ok(exit::ERROR);
+    }
+    if let Some(undo) = &args.apply_undo {
+        return repair::apply_undo(undo, &args.device);
     }
     if mount_state(&args.device) != MountState::NotMounted {
         eprintln!("Warning: {dev_name} is mounted; a read-only check of a mounted file system may report spurious errors.");
     }
 
-    let dev: Arc<dyn Device> = match FileDevice::open_read_only(&args.device) {
+    let opened = if policy == Policy::No {
+        FileDevice::open_read_only(&args.device)
+    } else {
+        FileDevice::open_read_write(&args.device)
+    };
+    let dev: Arc<dyn Device> = match opened {
         Ok(d) => Arc::new(d),
         Err(e) => {
             eprintln!("ffsck: {e}\nffsck: cannot open {dev_name}: it must be a block device or an image file.");
@@ -154,7 +172,25 @@ fn real_main() -> Result<i32> {
         .progress_fd
         .map(|fd| progress::Ticker::start(fd, prog.clone(), dev_name.clone()));
     let mut term = output::Terminal::new(policy, &dev_name);
-    let outcome = ffsck_check::check(dev.clone(), &opts, &mut term);
+    let outcome = if policy == Policy::No {
+        ffsck_check::check(dev.clone(), &opts, &mut term)
+    } else {
+        let log = args
+            .repair_log
+            .clone()
+            .unwrap_or_else(|| repair::default_log_path(&args.device));
+        let undo = args.undo_file.as_deref();
+        match repair::run(dev.clone(), &opts, &mut term, &log, undo) {
+            Ok(o) => o,
+            Err(e) => {
+                if let Some(t) = ticker {
+                    t.stop();
+                }
+                eprintln!("ffsck: {dev_name}: {e:#}");
+                return Ok(exit::ERROR);
+            }
+        }
+    };
     if let Some(t) = ticker {
         t.stop();
     }

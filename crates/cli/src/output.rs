@@ -45,6 +45,9 @@ impl Terminal {
             } else {
                 s.label.clone()
             };
+            if code & exit::NONDESTRUCT != 0 && self.policy != Policy::Preen {
+                let _ = writeln!(self.out, "\n{name}: ***** FILE SYSTEM WAS MODIFIED *****");
+            }
             if code & exit::UNCORRECTED != 0 {
                 let _ = writeln!(
                     self.out,

@@ -95,6 +95,37 @@ impl RawGroupDesc {
     }
 
     /// The checksum this descriptor should carry, or `None` if the file system has none.
+    pub fn set_free_blocks_count(&mut self, v: u32) {
+        self.bg_free_blocks_count_lo.set(v as u16);
+        self.bg_free_blocks_count_hi.set((v >> 16) as u16);
+    }
+    pub fn set_free_inodes_count(&mut self, v: u32) {
+        self.bg_free_inodes_count_lo.set(v as u16);
+        self.bg_free_inodes_count_hi.set((v >> 16) as u16);
+    }
+    pub fn set_used_dirs_count(&mut self, v: u32) {
+        self.bg_used_dirs_count_lo.set(v as u16);
+        self.bg_used_dirs_count_hi.set((v >> 16) as u16);
+    }
+    pub fn set_itable_unused(&mut self, v: u32) {
+        self.bg_itable_unused_lo.set(v as u16);
+        self.bg_itable_unused_hi.set((v >> 16) as u16);
+    }
+    pub fn set_block_bitmap_csum(&mut self, v: u32) {
+        self.bg_block_bitmap_csum_lo.set(v as u16);
+        self.bg_block_bitmap_csum_hi.set((v >> 16) as u16);
+    }
+    pub fn set_inode_bitmap_csum(&mut self, v: u32) {
+        self.bg_inode_bitmap_csum_lo.set(v as u16);
+        self.bg_inode_bitmap_csum_hi.set((v >> 16) as u16);
+    }
+    /// Recompute and store the descriptor checksum (no-op without a checksum feature).
+    pub fn update_checksum(&mut self, sb: &RawSuperblock, group: u32, desc_size: usize) {
+        if let Some(c) = self.compute_checksum(sb, group, desc_size) {
+            self.bg_checksum.set(c);
+        }
+    }
+
     pub fn compute_checksum(
         &self,
         sb: &RawSuperblock,

@@ -181,6 +181,16 @@ const CSUM_HI_EXTRA_END: u16 = 4;
 
 /// Compute an inode's crc32c over its full on-disk bytes `raw` (length `s_inode_size`).
 /// Returns (computed, stored, whether both halves are present).
+/// Store the checksum `inode_checksum` computes into `raw`.
+pub fn set_inode_checksum(raw: &mut [u8], fs_seed: u32, ino: u32) {
+    let (want, _, has_hi) = inode_checksum(raw, fs_seed, ino);
+    raw[CSUM_LO_OFFSET..CSUM_LO_OFFSET + 2].copy_from_slice(&(want as u16).to_le_bytes());
+    if has_hi {
+        raw[CSUM_HI_OFFSET..CSUM_HI_OFFSET + 2]
+            .copy_from_slice(&((want >> 16) as u16).to_le_bytes());
+    }
+}
+
 pub fn inode_checksum(raw: &[u8], fs_seed: u32, ino: u32) -> (u32, u32, bool) {
     let base = RawInode::parse(raw);
     let has_hi = raw.len() > GOOD_OLD_INODE_SIZE && base.extra_isize() >= CSUM_HI_EXTRA_END;

@@ -170,6 +170,13 @@ impl RawSuperblock {
             self.s_free_blocks_count_hi.set((v >> 32) as u32);
         }
     }
+    /// Recompute and store `s_checksum` (with `metadata_csum`).
+    pub fn update_checksum(&mut self) {
+        if self.has_metadata_csum() {
+            let c = self.compute_checksum();
+            self.s_checksum.set(c);
+        }
+    }
     /// The seed of every metadata checksum: the stored seed or the crc of the UUID.
     pub fn csum_seed(&self) -> u32 {
         if self.incompat().has(Incompat::CSUM_SEED) {

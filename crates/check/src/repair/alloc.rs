@@ -1,0 +1,188 @@
+//! Rebuild the allocation metadata from what the check found in use: block and inode bitmaps
+//! (with their padding and checksums), group descriptor counts, flags and checksums (which also
+//! fixes descriptors that failed their checksum), and the superblock's free counts. Groups whose metadata is already right are left byte-identical,
+//! so only real changes reach the redo log.
+
+use crate::engine::AllocFacts;
+use crate::pass0::Pass0Facts;
+use crate::problem::Problem as P;
+use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ffsck_io::Device;
+use zerocopy::IntoBytes;
+
+pub fn handles(p: P) -> bool {
+    matches!(
+        p,
+        P::P0_FREE_INODE_COUNT
+            | P::P0_FREE_BLOCK_COUNT
+            | P::P0_GDT_CSUM
+            | P::P0_GDT_CSUM_LATCH
+            | P::P5_INODE_BMAP_PADDING
+            | P::P5_BLOCK_BMAP_PADDING
+            | P::P5_BLOCK_BITMAP_HEADER
+            | P::P5_BLOCK_UNUSED
+            | P::P5_BLOCK_USED
+            | P::P5_BLOCK_RANGE_UNUSED
+            | P::P5_BLOCK_RANGE_USED
+            | P::P5_BLOCK_BITMAP_END
+            | P::P5_INODE_BITMAP_HEADER
+            | P::P5_INODE_UNUSED
+            | P::P5_INODE_USED
+            | P::P5_INODE_RANGE_UNUSED
+            | P::P5_INODE_RANGE_USED
+            | P::P5_INODE_BITMAP_END
+            | P::P5_FREE_INODE_COUNT_GROUP
+            | P::P5_FREE_DIR_COUNT_GROUP
+            | P::P5_FREE_INODE_COUNT
+            | P::P5_FREE_BLOCK_COUNT_GROUP
+            | P::P5_FREE_BLOCK_COUNT
+            | P::P5_BLOCK_UNINIT
+            | P::P5_INODE_BITMAP_CSUM_INVALID
+            | P::P5_BLOCK_BITMAP_CSUM_INVALID
+    )
+}
+
+fn set(bits: &mut [u8], i: usize) {
+    if let Some(b) = bits.get_mut(i / 8) {
+        *b |= 1 << (i % 8);
+    }
+}
+
+/// Does `bits` equal what an uninitialised block bitmap of group `g` stands for: the group's
+/// own superblock copy, descriptors and reserved blocks, bitmaps and inode table, where they lie
+/// inside the group?
+fn uninit_matches(p0: &Pass0Facts, g: u32, bits: &[u8]) -> bool {
+    let fs = &p0.fs;
+    let geo = &fs.geo;
+    let ratio = u64::from(geo.cluster_ratio.max(1));
+    let first = geo.group_first_block(g);
+    let last = geo.group_last_block(g);
+    let mut want = vec![0u8; bits.len()];
+    let mut mark = |b: u64| {
+        if (first..=last).contains(&b) {
+            set(&mut want, ((b - first) / ratio) as usize);
+        }
+    };
+    for (s, n) in geo.fixed_metadata_runs(g) {
+        for b in s..s.saturating_add(n) {
+            mark(b);
+        }
+    }
+    let gd = &fs.groups[g as usize];
+    mark(gd.block_bitmap());
+    mark(gd.inode_bitmap());
+    let it = gd.inode_table();
+    for b in it..it.saturating_add(u64::from(geo.inode_blocks_per_group)) {
+        mark(b);
+    }
+    let clusters = ((last - first) / ratio + 1) as usize;
+    (0..clusters).all(|c| (want[c / 8] >> (c % 8)) & 1 == (bits[c / 8] >> (c % 8)) & 1)
+}
+
+/// Write every group's bitmaps and descriptor, and the superblock counts, as `facts` say.
+pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
+    let fs = &p0.fs;
+    let geo = &fs.geo;
+    let bs = fs.block_size();
+    let ratio = u64::from(geo.cluster_ratio.max(1));
+    let ipg = geo.inodes_per_group as usize;
+    let group_csum = fs.has_group_csum();
+    let mut sb = fs.sb.clone();
+    let (mut free_clusters, mut free_inodes) = (0u64, 0u64);
+    let mut descs = fs.groups.clone();
+    for g in 0..geo.group_count {
+        let gd = &mut descs[g as usize];
+        // Block bitmap: one bit per cluster, padding set past the group's last cluster.
+        let first = geo.group_first_block(g);
+        let last = geo.group_last_block(g);
+        let clusters = ((last - first) / ratio + 1) as usize;
+        let mut bbits = vec![0u8; bs];
+        let mut free_b = 0u32;
+        for c in 0..clusters {
+            let b0 = first + c as u64 * ratio;
+            if (b0..(b0 + ratio).min(last + 1)).any(|b| facts.block_used.get(b)) {
+                set(&mut bbits, c);
+            } else {
+                free_b += 1;
+            }
+        }
+        for c in clusters..bs * 8 {
+            set(&mut bbits, c);
+        }
+        // Inode bitmap: one bit per inode, padding set past inodes_per_group.
+        let mut ibits = vec![0u8; bs];
+        let base = u64::from(g) * ipg as u64;
+        let mut used_i = 0u32;
+        let mut last_used = 0usize;
+        for i in 0..ipg {
+            if facts.inode_used.get(base + i as u64) {
+                set(&mut ibits, i);
+                used_i += 1;
+                last_used = i + 1;
+            }
+        }
+        for i in ipg..bs * 8 {
+            set(&mut ibits, i);
+        }
+        free_clusters += u64::from(free_b);
+        free_inodes += (ipg as u64).saturating_sub(u64::from(used_i));
+
+        let mut flags = gd.flags();
+        if group_csum && !p0.groups[g as usize].csum_ok {
+            // A descriptor that failed its checksum cannot vouch for its flags (as e2fsck).
+            flags &= !(BG_BLOCK_UNINIT | BG_INODE_UNINIT);
+            gd.set_itable_unused(0);
+        }
+        if group_csum {
+            // An uninitialised group stays so only if it really is empty.
+            if flags & BG_INODE_UNINIT != 0 && used_i > 0 {
+                flags &= !BG_INODE_UNINIT;
+            }
+            if flags & BG_BLOCK_UNINIT != 0 && !uninit_matches(p0, g, &bbits) {
+                flags &= !BG_BLOCK_UNINIT;
+            }
+            if flags & BG_INODE_UNINIT == 0 {
+                let tail = (ipg - last_used) as u32;
+                if gd.itable_unused() > tail {
+                    gd.set_itable_unused(tail);
+                }
+            }
+        }
+        gd.bg_flags.set(flags);
+        gd.set_free_blocks_count(free_b);
+        gd.set_free_inodes_count((ipg as u32).saturating_sub(used_i));
+        gd.set_used_dirs_count(facts.dirs_per_group.get(g as usize).copied().unwrap_or(0));
+        if fs.has_metadata_csum() {
+            let seed = fs.csum_seed;
+            let bc = ffsck_format::csum::ext4_crc32c(seed, &bbits[..(geo.clusters_per_group / 8) as usize]);
+            let ic = ffsck_format::csum::ext4_crc32c(seed, &ibits[..ipg / 8]);
+            let wide = geo.desc_size >= 64;
+            gd.set_block_bitmap_csum(if wide { bc } else { bc & 0xFFFF });
+            gd.set_inode_bitmap_csum(if wide { ic } else { ic & 0xFFFF });
+        }
+        gd.update_checksum(&fs.sb, g, geo.desc_size as usize);
+        let write_block = |blk: u64, data: &[u8]| {
+            if blk > 0 && blk < geo.blocks_count {
+                let _ = dev.write_at(data, blk * bs as u64);
+            }
+        };
+        if p0.groups[g as usize].block_bitmap_ok && flags & BG_BLOCK_UNINIT == 0 {
+            write_block(gd.block_bitmap(), &bbits);
+        }
+        if p0.groups[g as usize].inode_bitmap_ok && flags & BG_INODE_UNINIT == 0 {
+            write_block(gd.inode_bitmap(), &ibits);
+        }
+    }
+    // Descriptors, at their primary location.
+    let ds = geo.desc_size as usize;
+    for (g, gd) in descs.iter().enumerate() {
+        let g = g as u32;
+        let blk = geo.desc_block(g / geo.descs_per_block);
+        let off = blk * bs as u64 + u64::from(g % geo.descs_per_block) * ds as u64;
+        let _ = dev.write_at(&gd.as_bytes()[..ds.min(64)], off);
+    }
+    sb.set_free_blocks_count(free_clusters * ratio);
+    sb.s_free_inodes_count.set(free_inodes as u32);
+    sb.update_checksum();
+    let _ = dev.write_at(sb.as_bytes(), 1024);
+}

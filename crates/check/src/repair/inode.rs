@@ -1,0 +1,70 @@
+//! Fixes of single inode fields: dtime, size, block count, link count and the checksum,
+//! read and written through the overlay so fixes of one inode compose.
+
+use crate::pass0::Pass0Facts;
+use crate::problem::Problem as P;
+use crate::report::Finding;
+use ffsck_format::inode::{set_inode_checksum, RawInode};
+use ffsck_format::RoCompat;
+use ffsck_io::Device;
+use zerocopy::IntoBytes;
+
+pub fn handles(p: P) -> bool {
+    matches!(
+        p,
+        P::P1_SET_DTIME
+            | P::P1_ZERO_DTIME
+            | P::P1_BAD_I_SIZE
+            | P::P1_BAD_I_BLOCKS
+            | P::P1_INODE_ONLY_CSUM_INVALID
+            | P::P4_BAD_REF_COUNT
+    )
+}
+
+/// Apply the inode fixes among `fixes`, in order.
+pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as u32);
+    let huge = p0.fs.geo.ro_compat.has(RoCompat::HUGE_FILE);
+    for f in fixes.iter().filter(|f| handles(f.problem)) {
+        let (ino, want) = (f.ctx.ino, f.ctx.num2);
+        edit(p0, dev, ino, |i| match f.problem {
+            P::P1_SET_DTIME => i.i_dtime.set(0),
+            P::P1_ZERO_DTIME => i.i_dtime.set(now),
+            P::P1_BAD_I_SIZE => {
+                i.i_size_lo.set(want as u32);
+                i.i_size_high.set((want >> 32) as u32);
+            }
+            P::P1_BAD_I_BLOCKS => {
+                i.i_blocks_lo.set(want as u32);
+                if huge {
+                    i.l_i_blocks_high.set((want >> 32) as u16);
+                }
+            }
+            P::P4_BAD_REF_COUNT => i.i_links_count.set(want as u16),
+            // The checksum is recomputed below for every edit.
+            _ => {}
+        });
+    }
+}
+
+/// Read inode `ino`, change it, recompute its checksum and write it back.
+fn edit(p0: &Pass0Facts, dev: &dyn Device, ino: u32, change: impl FnOnce(&mut RawInode)) {
+    let fs = &p0.fs;
+    let Some(off) = fs.inode_offset(ino) else {
+        return;
+    };
+    let mut raw = vec![0u8; fs.geo.inode_size as usize];
+    if dev.read_at(&mut raw, off).is_err() {
+        return;
+    }
+    let mut inode = RawInode::parse(&raw);
+    change(&mut inode);
+    let n = raw.len().min(inode.as_bytes().len());
+    raw[..n].copy_from_slice(&inode.as_bytes()[..n]);
+    if fs.has_metadata_csum() {
+        set_inode_checksum(&mut raw, fs.csum_seed, ino);
+    }
+    let _ = dev.write_at(&raw, off);
+}

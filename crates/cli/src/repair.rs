@@ -1,0 +1,129 @@
+//! The crash-safe repair path of the command line: finish an interrupted repair from its redo
+//! log, run the engine's repair against an overlay, then commit the staged generation (saving
+//! the old blocks to the undo file first when asked) and retire the log.
+
+use anyhow::{Context, Result};
+use ffsck_check::repair::RepairOutcome;
+use ffsck_check::{exit, CheckOptions, Outcome, Reporter};
+use ffsck_io::logfile::Record;
+use ffsck_io::redo::{DeviceId, Recovery, RedoLog};
+use ffsck_io::undo::{self, UndoLog};
+use ffsck_io::{Device, FileDevice};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where the redo log of `device` lives unless `--repair-log` says otherwise: beside an image
+/// file, or under /var/lib/ffsck for a block device (never on the device being repaired).
+pub fn default_log_path(device: &Path) -> PathBuf {
+    let is_blockdev = std::fs::metadata(device).is_ok_and(|m| m.file_type().is_block_device());
+    let name = device
+        .file_name()
+        .map_or_else(|| "device".into(), |n| n.to_string_lossy().into_owned());
+    if is_blockdev {
+        PathBuf::from("/var/lib/ffsck").join(format!("{name}.redo"))
+    } else {
+        let mut p = device.as_os_str().to_owned();
+        p.push(".ffsck-redo");
+        PathBuf::from(p)
+    }
+}
+
+/// A log is tied to the device by its size (its location ties it to the device's name).
+fn device_id(dev: &dyn Device) -> DeviceId {
+    DeviceId {
+        size: dev.size(),
+        tag: [0; 16],
+    }
+}
+
+/// Repair `dev`: replay an unfinished log, check and fix through an overlay, commit.
+pub fn run(
+    dev: Arc<dyn Device>,
+    opts: &CheckOptions,
+    rep: &mut dyn Reporter,
+    log_path: &Path,
+    undo_path: Option<&Path>,
+) -> Result<Outcome> {
+    if let Some(dir) = log_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create {} for the repair log", dir.display()))?;
+    }
+    let existed = log_path.exists();
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(log_path)
+        .with_context(|| format!("cannot open the repair log {}", log_path.display()))?;
+    let id = device_id(&*dev);
+    let (mut redo, recovery) = RedoLog::open(file, &*dev, id)
+        .with_context(|| format!("repair log {}", log_path.display()))?;
+    if let Recovery::Replayed { records, bytes, .. } = recovery {
+        println!(
+            "ffsck: finished an interrupted repair from {} ({records} records, {bytes} bytes).",
+            log_path.display()
+        );
+    } else if existed {
+        println!(
+            "ffsck: {}: the last repair had completed; nothing to replay.",
+            log_path.display()
+        );
+    }
+
+    let RepairOutcome {
+        mut last,
+        findings,
+        changes,
+        exit_code,
+        ..
+    } = ffsck_check::repair::repair(dev.clone(), opts, rep);
+
+    if !changes.is_empty() {
+        let records: Vec<Record> = changes
+            .into_iter()
+            .map(|e| Record {
+                offset: e.offset,
+                data: e.data,
+            })
+            .collect();
+        let mut undo = match undo_path {
+            Some(p) => {
+                let f = File::create(p)
+                    .with_context(|| format!("cannot create the undo file {}", p.display()))?;
+                Some(UndoLog::create(f, id)?)
+            }
+            None => None,
+        };
+        redo.commit_and_apply(&*dev, &records, &mut |r| match undo.as_mut() {
+            Some(u) => u.save_before(&*dev, r),
+            None => Ok(()),
+        })
+        .context("committing the repair")?;
+    }
+    drop(redo);
+    std::fs::remove_file(log_path)
+        .with_context(|| format!("cannot remove the retired log {}", log_path.display()))?;
+    last.findings = findings;
+    last.exit_code = exit_code;
+    Ok(last)
+}
+
+/// `--apply-undo`: restore the blocks an undo file saved.
+pub fn apply_undo(undo_path: &Path, device: &Path) -> Result<i32> {
+    let file = File::open(undo_path)
+        .with_context(|| format!("cannot open the undo file {}", undo_path.display()))?;
+    let dev = FileDevice::open_read_write(device)
+        .with_context(|| format!("cannot open {} for writing", device.display()))?;
+    let restored = undo::restore(&file, &dev, device_id(&dev))?;
+    println!(
+        "{}: restored {} ranges ({} bytes) from {}.",
+        device.display(),
+        restored.records,
+        restored.bytes,
+        undo_path.display()
+    );
+    Ok(exit::OK)
+}
