@@ -179,8 +179,7 @@ pub fn run(
             if sb.s_magic.get() == ffsck_format::EXT2_MAGIC {
                 if sb.incompat().has(Incompat::JOURNAL_DEV) {
                     return Err(OpenFailure::Corrupt(
-                        "it is an external journal device (journal_dev), not a file system"
-                            .into(),
+                        "it is an external journal device (journal_dev), not a file system".into(),
                     ));
                 }
                 let unsupported = sb.incompat().unsupported();

@@ -12,8 +12,8 @@
 //! directory is its parent) is decided in a sequential merge in block order.
 
 use crate::fs::Fs;
-use crate::icount::{InodeCounts, SharedCounter};
 use crate::htree;
+use crate::icount::{InodeCounts, SharedCounter};
 use crate::pass0::Pass0Facts;
 use crate::pass1::{kind, DirBlock, Pass1Facts};
 use crate::problem::Problem as P;

@@ -154,7 +154,10 @@ pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
         gd.set_used_dirs_count(facts.dirs_per_group.get(g as usize).copied().unwrap_or(0));
         if fs.has_metadata_csum() {
             let seed = fs.csum_seed;
-            let bc = ffsck_format::csum::ext4_crc32c(seed, &bbits[..(geo.clusters_per_group / 8) as usize]);
+            let bc = ffsck_format::csum::ext4_crc32c(
+                seed,
+                &bbits[..(geo.clusters_per_group / 8) as usize],
+            );
             let ic = ffsck_format::csum::ext4_crc32c(seed, &ibits[..ipg / 8]);
             let wide = geo.desc_size >= 64;
             gd.set_block_bitmap_csum(if wide { bc } else { bc & 0xFFFF });

@@ -86,7 +86,10 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         let out = engine::check(ov.clone(), opts, &mut rr);
         rounds += 1;
         for f in &out.findings {
-            if !seen.iter().any(|s| s.problem == f.problem && s.ctx == f.ctx) {
+            if !seen
+                .iter()
+                .any(|s| s.problem == f.problem && s.ctx == f.ctx)
+            {
                 findings.push(f.clone());
             }
         }

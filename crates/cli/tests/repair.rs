@@ -1,0 +1,202 @@
+//! Repair (`-y`, `-p`): one run leaves a file system e2fsck finds clean, keeps the files'
+//! contents, can be undone byte for byte, finishes an interrupted repair from its redo log,
+//! and preen stops at what it may not fix.
+
+mod common;
+
+use common::{Image, Tools};
+use std::ffi::OsStr;
+use std::path::Path;
+
+/// Damage only this version of ffsck can repair: block count, link count, dtime, a free-count
+/// in a descriptor (which also spoils its checksum), an inode bitmap bit.
+fn repairable(t: &Tools, fs_type: &str) -> Image {
+    let img = common::mkfs(t, fs_type, &[], "16M");
+    common::debugfs_w(t, &img.path, "sif /a/f1 blocks 12345");
+    common::debugfs_w(t, &img.path, "sif /a/f2 links_count 7");
+    common::debugfs_w(t, &img.path, "sif /a/f3 dtime 12345");
+    common::debugfs_w(t, &img.path, "set_bg 1 free_blocks_count 3");
+    img
+}
+
+fn ffsck(args: &[&str], img: &Path) -> common::Run {
+    let mut a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    a.push(img.as_os_str());
+    common::ffsck(&a)
+}
+
+/// Every sampled file in the image has the contents of the tree it was built from
+/// (`debugfs dump` to a scratch file, compared byte for byte).
+fn assert_contents_kept(t: &Tools, img: &Image) {
+    for p in ["a/f1", "a/f2", "a/f3", "a/f4", "b/x", "sparse"] {
+        let out = img.aux("dumped");
+        let _ = std::fs::remove_file(&out);
+        common::debugfs_r(t, &img.path, &format!("dump /{p} {}", out.display()));
+        let got = std::fs::read(&out).unwrap_or_default();
+        let want = std::fs::read(img.dir.path().join("tree").join(p)).unwrap();
+        assert!(got == want, "/{p}: contents differ after the repair");
+    }
+}
+
+#[test]
+fn one_yes_run_leaves_e2fsck_nothing_to_do() {
+    let Some(t) = common::tools() else { return };
+    for fs_type in ["ext4", "ext3", "ext2"] {
+        let img = repairable(&t, fs_type);
+        let (e2_before, _) = common::e2fsck_n(&t, &img.path);
+        assert_eq!(
+            e2_before, 4,
+            "test setup: the damage must be visible to e2fsck"
+        );
+        let run = ffsck(&["-fy"], &img.path);
+        assert_eq!(
+            run.code(),
+            1,
+            "{fs_type}: ffsck -fy should fix everything (exit 1)\n{}\n{}",
+            run.stdout,
+            run.stderr
+        );
+        assert!(
+            run.stdout.contains("FILE SYSTEM WAS MODIFIED"),
+            "{}",
+            run.stdout
+        );
+        let (e2_code, e2_out) = common::e2fsck_n(&t, &img.path);
+        assert_eq!(
+            e2_code, 0,
+            "{fs_type}: e2fsck -fn after ffsck -fy:\n{e2_out}"
+        );
+        assert_eq!(common::check_n(&img.path, 1).code(), 0);
+        assert_contents_kept(&t, &img);
+        assert!(
+            !img.path.with_extension("img.ffsck-redo").exists(),
+            "the redo log must be retired"
+        );
+    }
+}
+
+#[test]
+fn undo_file_restores_the_image_byte_for_byte() {
+    let Some(t) = common::tools() else { return };
+    let img = repairable(&t, "ext4");
+    let original = common::read_all(&img.path);
+    let undo = img.aux("undo");
+    let run = ffsck(&["-fy", "--undo-file", undo.to_str().unwrap()], &img.path);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
+    assert_ne!(
+        common::read_all(&img.path),
+        original,
+        "the repair changed nothing"
+    );
+    let run = ffsck(&["--apply-undo", undo.to_str().unwrap()], &img.path);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
+    common::assert_same_bytes(&original, &common::read_all(&img.path), "image after undo");
+}
+
+/// A repair that was committed to its redo log but never applied (the device refused the
+/// writes, as a crash would have stopped them) is finished by the next run.
+#[test]
+fn an_interrupted_repair_is_finished_from_the_redo_log() {
+    use ffsck_io::logfile::Record;
+    use ffsck_io::redo::{DeviceId, RedoLog};
+    use ffsck_io::{Device, FileDevice};
+    let Some(t) = common::tools() else { return };
+    let img = repairable(&t, "ext4");
+    // The repaired image, from a copy.
+    let copy = img.aux("copy.img");
+    std::fs::copy(&img.path, &copy).unwrap();
+    assert_eq!(ffsck(&["-fy"], &copy).code(), 1);
+    let repaired = common::read_all(&copy);
+    let original = common::read_all(&img.path);
+    // Log the difference as one generation against a read-only device: the commit lands in
+    // the log, the first device write fails.
+    let bs = 1024;
+    let records: Vec<Record> = (0..original.len() / bs)
+        .filter(|&i| original[i * bs..(i + 1) * bs] != repaired[i * bs..(i + 1) * bs])
+        .map(|i| Record {
+            offset: (i * bs) as u64,
+            data: repaired[i * bs..(i + 1) * bs].to_vec(),
+        })
+        .collect();
+    assert!(!records.is_empty());
+    let ro = FileDevice::open_read_only(&img.path).unwrap();
+    let log_path = img.path.with_extension("img.ffsck-redo");
+    let log = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&log_path)
+        .unwrap();
+    let id = DeviceId {
+        size: ro.size(),
+        tag: [0; 16],
+    };
+    let (mut redo, _) = RedoLog::open(log, &ro, id).unwrap();
+    assert!(redo
+        .commit_and_apply(&ro, &records, &mut |_| Ok(()))
+        .is_err());
+    drop(redo);
+    common::assert_same_bytes(
+        &original,
+        &common::read_all(&img.path),
+        "image before replay",
+    );
+
+    // A read-only check does not replay, and does not touch the log.
+    let run = ffsck(&["-fn"], &img.path);
+    assert_eq!(run.code(), 4, "{}", run.stdout);
+    assert!(log_path.exists());
+    // The next repair replays the log first, then finds nothing left to fix.
+    let run = ffsck(&["-fy"], &img.path);
+    assert!(
+        run.stdout.contains("finished an interrupted repair"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
+    common::assert_same_bytes(
+        &repaired,
+        &common::read_all(&img.path),
+        "image after replay",
+    );
+    assert!(!log_path.exists());
+}
+
+#[test]
+fn preen_fixes_what_is_safe_and_stops_at_the_rest() {
+    let Some(t) = common::tools() else { return };
+    let img = repairable(&t, "ext4");
+    let run = ffsck(&["-fp"], &img.path);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(common::e2fsck_n(&t, &img.path).0, 0);
+
+    // An unattached inode needs a question e2fsck never answers in preen mode.
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a/f5 blocks 999");
+    common::debugfs_w(&t, &img.path, "unlink /a/f6");
+    let run = ffsck(&["-fp"], &img.path);
+    assert_eq!(run.code() & 4, 4, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY"),
+        "{}",
+        run.stdout
+    );
+}
+
+/// What ffsck cannot fix yet is answered "no", leaves exit bit 4, and everything else still
+/// gets fixed.
+#[test]
+fn unfixable_problems_are_left_and_reported() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a/f1 blocks 999");
+    common::debugfs_w(&t, &img.path, "unlink /a/f6");
+    let run = ffsck(&["-fy"], &img.path);
+    assert_eq!(run.code(), 5, "{}\n{}", run.stdout, run.stderr);
+    let c = common::check_n(&img.path, 1);
+    assert!(!c.has("P1_BAD_I_BLOCKS"), "{}", c.describe());
+    assert!(c.has("P4_UNATTACHED_INODE"), "{}", c.describe());
+}
