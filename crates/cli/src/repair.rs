@@ -77,11 +77,20 @@ pub fn run(
         mut last,
         findings,
         changes,
-        exit_code,
+        mut exit_code,
+        new_problems,
         ..
     } = ffsck_check::repair::repair(dev.clone(), opts, rep);
 
-    if !changes.is_empty() {
+    if !new_problems.is_empty() {
+        let names: Vec<&str> = new_problems.iter().map(|p| p.info().name).collect();
+        println!(
+            "\nffsck: the repair would leave problems the file system did not have ({}); \
+             nothing was written.",
+            names.join(", ")
+        );
+        exit_code = (exit_code & !exit::NONDESTRUCT) | exit::UNCORRECTED | exit::ERROR;
+    } else if !changes.is_empty() {
         let records: Vec<Record> = changes
             .into_iter()
             .map(|e| Record {

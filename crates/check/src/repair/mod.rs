@@ -15,6 +15,7 @@ use crate::problem::Problem as P;
 use crate::report::{exit, Finding, Findings, Policy, Reporter};
 use ffsck_io::overlay::{Extent, Overlay};
 use ffsck_io::Device;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// Rounds of check-and-fix before giving up on reaching a clean state.
@@ -35,35 +36,54 @@ pub struct RepairOutcome {
     pub rounds: usize,
     /// Preen met a problem it may not fix: stop and ask for a manual run.
     pub preen_halt: bool,
+    /// Problems the repaired state has that the original did not: the staged changes must
+    /// not be committed (ffsck never leaves a file system worse than it found it).
+    pub new_problems: Vec<P>,
     pub exit_code: i32,
 }
 
-/// Forwards findings not already reported in an earlier round, and pass headers only in the
-/// first round.
-struct RoundReporter<'a> {
-    inner: &'a mut dyn Reporter,
-    round: usize,
-    seen: &'a [Finding],
+/// What a check reported, in order, held back until the repair has decided which fixes it
+/// will really make.
+#[derive(Default)]
+struct Held(Vec<Event>);
+
+enum Event {
+    Pass(u8),
+    Found,
 }
 
-impl Reporter for RoundReporter<'_> {
+impl Reporter for Held {
     fn pass_start(&mut self, pass: u8) {
-        if self.round == 0 {
-            self.inner.pass_start(pass);
-        }
-    }
-    fn progress(&mut self, pass: u8, done: u64, total: u64) {
-        if self.round == 0 {
-            self.inner.progress(pass, done, total);
-        }
+        self.0.push(Event::Pass(pass));
     }
     fn finding(&mut self, f: &Finding) {
-        let again = self
-            .seen
-            .iter()
-            .any(|s| s.problem == f.problem && s.ctx == f.ctx);
-        if !again {
-            self.inner.finding(f);
+        let _ = f; // the outcome carries the finding itself
+        self.0.push(Event::Found);
+    }
+}
+
+/// Decide which of the fixes the policy accepted are made. A fix is held back when it could be
+/// wrong because of a problem that stays unfixed: inode fixes when the same inode has an
+/// unfixed problem, and the allocation rebuild (bitmaps, counts) when anything stays unfixed,
+/// since an unfixed problem may still change which blocks and inodes are in use.
+fn decide(findings: &mut [Finding]) {
+    let unfixed: Vec<(P, u32)> = findings
+        .iter()
+        .filter(|f| f.leaves_error())
+        .map(|f| (f.problem, f.ctx.ino))
+        .collect();
+    let blocked: HashSet<u32> = unfixed
+        .iter()
+        .map(|&(_, i)| i)
+        .filter(|&i| i != 0)
+        .collect();
+    let alloc_ok = unfixed.is_empty();
+    for f in findings.iter_mut().filter(|f| f.fixed) {
+        if inode::handles(f.problem) && blocked.contains(&f.ctx.ino) {
+            f.fixed = false;
+        }
+        if alloc::handles(f.problem) && !alloc_ok {
+            f.fixed = false;
         }
     }
 }
@@ -73,17 +93,39 @@ impl Reporter for RoundReporter<'_> {
 pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter) -> RepairOutcome {
     let ov = Arc::new(Overlay::new(dev));
     let mut findings: Vec<Finding> = Vec::new();
+    let mut first_errors: Vec<P> = Vec::new();
     let mut rounds = 0;
     let mut preen_halt = false;
     let mut last = None;
     while rounds < MAX_ROUNDS {
         let seen = findings.clone();
-        let mut rr = RoundReporter {
-            inner: rep,
-            round: rounds,
-            seen: &seen,
-        };
-        let out = engine::check(ov.clone(), opts, &mut rr);
+        let mut held = Held::default();
+        let mut out = engine::check(ov.clone(), opts, &mut held);
+        decide(&mut out.findings);
+        // Replay what the check reported with the decisions made, skipping what an earlier
+        // round already reported (and pass headers after the first round).
+        let mut decided = out.findings.iter();
+        for ev in held.0 {
+            match ev {
+                Event::Pass(p) if rounds == 0 => rep.pass_start(p),
+                Event::Pass(_) => {}
+                Event::Found => {
+                    if let Some(f) = decided.next() {
+                        if !seen
+                            .iter()
+                            .any(|s| s.problem == f.problem && s.ctx == f.ctx)
+                        {
+                            rep.finding(f);
+                        }
+                    }
+                }
+            }
+        }
+        out.exit_code = engine::exit_code(&out.findings) | (out.exit_code & exit::ERROR);
+        if rounds == 0 {
+            // What was wrong to begin with: fixed or not, these were the file system's own.
+            first_errors = out.findings.iter().map(|f| f.problem).collect();
+        }
         rounds += 1;
         for f in &out.findings {
             if !seen
@@ -136,6 +178,13 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             out
         }
     };
+    let mut new_problems: Vec<P> = verified
+        .findings
+        .iter()
+        .filter(|f| f.leaves_error() && !first_errors.contains(&f.problem))
+        .map(|f| f.problem)
+        .collect();
+    new_problems.dedup();
     let changes = ov.extents().unwrap_or_default();
     let mut code = verified.exit_code & !exit::NONDESTRUCT;
     if preen_halt {
@@ -150,6 +199,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         changes,
         rounds,
         preen_halt,
+        new_problems,
         exit_code: code,
     }
 }
