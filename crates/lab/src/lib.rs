@@ -8,6 +8,7 @@ pub mod conformance;
 pub mod imagegen;
 pub mod markdown;
 pub mod metrics;
+pub mod mkfs;
 pub mod problem_log;
 pub mod tools;
 
