@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod child;
 pub mod conformance;
+pub mod corrupt;
 pub mod imagegen;
 pub mod markdown;
 pub mod metrics;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use ffsck_lab::{bench, conformance, mkfs};
+use ffsck_lab::{bench, conformance, corrupt, mkfs};
 
 #[derive(Parser)]
 #[command(
@@ -27,6 +27,8 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// Build a reproducible image (and IMG.recipe.json) from a seeded tree with mke2fs -d.
     Mkfs(mkfs::MkfsArgs),
+    /// Damage an image reproducibly (by field, component or meaning) and log every byte.
+    Corrupt(corrupt::CorruptArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
         Cmd::Conformance(args) => conformance::main(&args),
         Cmd::Bench(args) => bench::main(&args),
         Cmd::Mkfs(args) => mkfs::main(&args),
+        Cmd::Corrupt(args) => corrupt::main(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
