@@ -382,6 +382,8 @@ pub fn build_spec(
         );
     }
     let _ = std::fs::remove_file(&log_path);
+    crate::corrupt::normalize_times(image, FIXED_MTIME as u32)
+        .context("normalizing inode times")?;
     // Deleting the tree here rather than at drop makes a failure visible.
     tree.close().context("deleting the generated tree")?;
 
