@@ -240,6 +240,11 @@ impl Image {
         })
     }
 
+    /// Number of block groups.
+    pub fn group_count(&self) -> u32 {
+        self.geo.group_count
+    }
+
     fn read(&self, off: u64, len: usize) -> Result<Vec<u8>> {
         if off
             .checked_add(len as u64)

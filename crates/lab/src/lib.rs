@@ -2,6 +2,7 @@
 //! live here rather than in `main.rs` so integration tests can drive them and assert on their
 //! summaries directly instead of scraping printed Markdown.
 
+pub mod age;
 pub mod bench;
 pub mod child;
 pub mod conformance;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use ffsck_lab::{bench, conformance, corrupt, mkfs};
+use ffsck_lab::{age, bench, conformance, corrupt, mkfs};
 
 #[derive(Parser)]
 #[command(
@@ -29,6 +29,8 @@ enum Cmd {
     Mkfs(mkfs::MkfsArgs),
     /// Damage an image reproducibly (by field, component or meaning) and log every byte.
     Corrupt(corrupt::CorruptArgs),
+    /// Age an image through a loop mount (root) and report its fragmentation.
+    Age(age::AgeArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         Cmd::Bench(args) => bench::main(&args),
         Cmd::Mkfs(args) => mkfs::main(&args),
         Cmd::Corrupt(args) => corrupt::main(&args),
+        Cmd::Age(args) => age::main(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
