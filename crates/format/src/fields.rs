@@ -130,6 +130,45 @@ pub const EXTENT: &[Field] = &[
     ("ee_start_hi", 6, 2),
     ("ee_start_lo", 8, 4),
 ];
+pub const EXTENT_INDEX: &[Field] = &[
+    ("ei_block", 0, 4),
+    ("ei_leaf_lo", 4, 4),
+    ("ei_leaf_hi", 8, 2),
+    ("ei_unused", 10, 2),
+];
+/// The htree root after `.` and `..`: `dx_root_info`, then the count/limit header and the
+/// first entry's block (offsets from the start of block 0 of the directory).
+pub const DX_ROOT: &[Field] = &[
+    ("reserved_zero", 0x18, 4),
+    ("hash_version", 0x1C, 1),
+    ("info_length", 0x1D, 1),
+    ("indirect_levels", 0x1E, 1),
+    ("unused_flags", 0x1F, 1),
+    ("limit", 0x20, 2),
+    ("count", 0x22, 2),
+    ("block", 0x24, 4),
+];
+/// The jbd2 superblock; unlike everything else here its fields are **big-endian**.
+pub const JOURNAL_SB: &[Field] = &[
+    ("h_magic", 0x00, 4),
+    ("h_blocktype", 0x04, 4),
+    ("h_sequence", 0x08, 4),
+    ("s_blocksize", 0x0C, 4),
+    ("s_maxlen", 0x10, 4),
+    ("s_first", 0x14, 4),
+    ("s_sequence", 0x18, 4),
+    ("s_start", 0x1C, 4),
+    ("s_errno", 0x20, 4),
+    ("s_feature_compat", 0x24, 4),
+    ("s_feature_incompat", 0x28, 4),
+    ("s_feature_ro_compat", 0x2C, 4),
+    ("s_uuid", 0x30, 16),
+    ("s_nr_users", 0x40, 4),
+    ("s_max_transaction", 0x48, 4),
+    ("s_checksum_type", 0x50, 1),
+    ("s_num_fc_blks", 0x54, 4),
+    ("s_checksum", 0xFC, 4),
+];
 pub const DIRENT: &[Field] = &[
     ("inode", 0, 4),
     ("rec_len", 4, 2),

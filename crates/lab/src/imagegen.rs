@@ -8,43 +8,73 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
+use ffsck_format::csum;
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 
 use crate::child;
 
 /// Block size used for every bench image; 4 KiB is what mke2fs picks for any real-sized disk.
 const BLOCK_BYTES: u64 = 4096;
-/// Largest generated file; sizes are uniform in 0..=this.
+/// Largest generated small file; sizes are uniform in 0..=this.
 const MAX_FILE_BYTES: u64 = 8 * 1024;
 /// Leaf directories per intermediate directory, so no directory becomes huge by accident.
 const LEAVES_PER_GROUP: u64 = 100;
 /// ext4's default inode size.
 const INODE_BYTES: u64 = 256;
+/// Data blocks of each `large` file; every other block is a hole, so each data block is its
+/// own extent (depth-2 extent trees beyond 4 × 340 extents) or, on ext3, a long block map
+/// with double-indirect blocks.
+const LARGE_DATA_BLOCKS: u64 = 2048;
+/// Inodes "spent" per `large` file when turning `--inodes` into a file count.
+const INODES_PER_LARGE_FILE: u64 = 64;
+/// Fixed timestamp (2020-01-01) given to every generated file so trees are reproducible.
+const FIXED_MTIME: u64 = 1_577_836_800;
 
 /// What the generated tree looks like.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Profile {
     /// ext4, ~95 small files per directory: inode- and extent-heavy (pass 1 dominated).
     Files,
     /// ext4, ~1 file per directory: directory-heavy (passes 2 and 3 dominated).
     Dirs,
+    /// ext4, few large sparse files with deep extent trees (block maps with ext3).
+    Large,
     /// ext3 (block maps, no extents) with the `files` tree.
     Ext3,
+}
+
+/// File system type for `mke2fs -t`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FsType {
+    Ext4,
+    Ext3,
+}
+
+impl FsType {
+    pub fn name(self) -> &'static str {
+        match self {
+            FsType::Ext4 => "ext4",
+            FsType::Ext3 => "ext3",
+        }
+    }
 }
 
 impl Profile {
     fn files_per_dir(self) -> u64 {
         match self {
             Profile::Files | Profile::Ext3 => 95,
-            Profile::Dirs => 1,
+            Profile::Dirs | Profile::Large => 1,
         }
     }
 
-    fn fs_type(self) -> &'static str {
+    pub fn default_fs_type(self) -> FsType {
         match self {
-            Profile::Files | Profile::Dirs => "ext4",
-            Profile::Ext3 => "ext3",
+            Profile::Files | Profile::Dirs | Profile::Large => FsType::Ext4,
+            Profile::Ext3 => FsType::Ext3,
         }
     }
 
@@ -52,54 +82,49 @@ impl Profile {
         match self {
             Profile::Files => "files",
             Profile::Dirs => "dirs",
+            Profile::Large => "large",
             Profile::Ext3 => "ext3",
         }
     }
 }
 
-/// What was built, for the bench report.
-#[derive(Debug, Clone, Serialize)]
+/// Everything that determines an image, apart from the tools.
+#[derive(Debug, Clone)]
+pub struct BuildSpec {
+    pub profile: Profile,
+    pub inodes: u64,
+    pub seed: u64,
+    /// Overrides the profile's file system type.
+    pub fs_type: Option<FsType>,
+    /// Image size in bytes; computed from the tree when `None`.
+    pub image_bytes: Option<u64>,
+}
+
+/// What was built, for the bench report and the recipe.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BuiltImage {
     pub profile: Profile,
+    pub fs_type: FsType,
     pub requested_inodes: u64,
     pub seed: u64,
     pub files: u64,
     pub dirs: u64,
     pub file_bytes: u64,
+    /// crc32c over every generated path, size and content, in generation order: equal
+    /// digests mean equal trees.
+    pub tree_digest: String,
     /// Inode count passed to `mke2fs -N`.
     pub mkfs_inodes: u64,
     pub image_bytes: u64,
+    /// The mke2fs arguments, with the tree and image paths replaced by `TREE` and `IMAGE`.
+    pub mke2fs_args: Vec<String>,
     pub generate_s: f64,
     pub mkfs_s: f64,
 }
 
-/// xorshift64*: tiny, fast, and good enough for file sizes and incompressible content.
-struct XorShift(u64);
-
-impl XorShift {
-    fn new(seed: u64) -> Self {
-        // splitmix64 step: spreads small seeds and never yields the all-zero state.
-        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        XorShift((z ^ (z >> 31)) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let word = self.next().to_le_bytes();
-            chunk.copy_from_slice(&word[..chunk.len()]);
-        }
-    }
+/// Seeded generator of the tree: ChaCha8 so the same seed gives the same tree everywhere.
+fn rng_for(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed)
 }
 
 struct TreeStats {
@@ -107,38 +132,87 @@ struct TreeStats {
     dirs: u64,
     file_bytes: u64,
     file_blocks: u64,
+    digest: u32,
 }
 
-/// Writes `leaves` leaf directories of `files_per_dir` random files under `root`, grouped
-/// `LEAVES_PER_GROUP` to an intermediate directory.
-fn generate_tree(root: &Path, leaves: u64, files_per_dir: u64, seed: u64) -> Result<TreeStats> {
-    let mut rng = XorShift::new(seed);
-    let mut buf = vec![0u8; MAX_FILE_BYTES as usize];
+impl TreeStats {
+    fn note(&mut self, path: &Path, root: &Path, content: &[u8]) {
+        let rel = path.strip_prefix(root).unwrap_or(path);
+        self.digest = csum::ext4_crc32c(self.digest, rel.as_os_str().as_encoded_bytes());
+        self.digest = csum::ext4_crc32c(self.digest, &(content.len() as u64).to_le_bytes());
+        self.digest = csum::ext4_crc32c(self.digest, content);
+    }
+}
+
+fn fix_mtime(file: &File) -> Result<()> {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(FIXED_MTIME);
+    file.set_times(std::fs::FileTimes::new().set_accessed(t).set_modified(t))?;
+    Ok(())
+}
+
+fn make_dir(path: &Path, root: &Path, stats: &mut TreeStats) -> Result<()> {
+    std::fs::create_dir(path).with_context(|| format!("creating {}", path.display()))?;
+    stats.dirs += 1;
+    stats.note(path, root, &[]);
+    Ok(())
+}
+
+/// Writes `leaves` leaf directories of `files_per_dir` files under `root`, grouped
+/// `LEAVES_PER_GROUP` to an intermediate directory. Files are written one at a time, so
+/// memory stays flat however many millions of inodes are asked for.
+fn generate_tree(
+    root: &Path,
+    leaves: u64,
+    files_per_dir: u64,
+    profile: Profile,
+    seed: u64,
+) -> Result<TreeStats> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut rng = rng_for(seed);
+    let mut buf = vec![0u8; MAX_FILE_BYTES.max(BLOCK_BYTES) as usize];
     let mut stats = TreeStats {
         files: 0,
         dirs: 0,
         file_bytes: 0,
         file_blocks: 0,
+        digest: !0,
     };
     for leaf in 0..leaves {
         let group = root.join(format!("g{:05}", leaf / LEAVES_PER_GROUP));
         if leaf % LEAVES_PER_GROUP == 0 {
-            std::fs::create_dir(&group).with_context(|| format!("creating {}", group.display()))?;
-            stats.dirs += 1;
+            make_dir(&group, root, &mut stats)?;
         }
         let dir = group.join(format!("d{:03}", leaf % LEAVES_PER_GROUP));
-        std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        stats.dirs += 1;
+        make_dir(&dir, root, &mut stats)?;
         for f in 0..files_per_dir {
-            let size = rng.next() % (MAX_FILE_BYTES + 1);
-            let content = &mut buf[..size as usize];
-            rng.fill(content);
             let path = dir.join(format!("file{f:03}.dat"));
-            std::fs::write(&path, content)
-                .with_context(|| format!("writing {}", path.display()))?;
+            let mut file =
+                File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+            if profile == Profile::Large {
+                // One data block, one hole, …: every data block becomes its own extent.
+                let block = &mut buf[..BLOCK_BYTES as usize];
+                for i in 0..LARGE_DATA_BLOCKS {
+                    rng.fill_bytes(block);
+                    file.seek(SeekFrom::Start(2 * i * BLOCK_BYTES))?;
+                    file.write_all(block)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    stats.note(&path, root, block);
+                }
+                stats.file_bytes += LARGE_DATA_BLOCKS * BLOCK_BYTES;
+                // Data blocks plus room for extent-tree or indirect blocks.
+                stats.file_blocks += LARGE_DATA_BLOCKS + LARGE_DATA_BLOCKS / 64 + 4;
+            } else {
+                let size = rng.random_range(0..=MAX_FILE_BYTES);
+                let content = &mut buf[..size as usize];
+                rng.fill_bytes(content);
+                file.write_all(content)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                stats.note(&path, root, content);
+                stats.file_bytes += size;
+                stats.file_blocks += size.div_ceil(BLOCK_BYTES);
+            }
+            fix_mtime(&file)?;
             stats.files += 1;
-            stats.file_bytes += size;
-            stats.file_blocks += size.div_ceil(BLOCK_BYTES);
         }
     }
     Ok(stats)
@@ -173,6 +247,25 @@ fn image_bytes_for(stats: &TreeStats, mkfs_inodes: u64) -> u64 {
     bytes.div_ceil(1 << 20) << 20
 }
 
+/// A UUID-shaped string derived from the seed, so the UUID (and with it every metadata
+/// checksum) and the htree hash seed are the same for the same seed.
+fn seeded_uuid(seed: u64, salt: u64) -> String {
+    let mut rng = rng_for(seed ^ salt.rotate_left(32));
+    let mut b = [0u8; 16];
+    rng.fill_bytes(&mut b);
+    b[6] = (b[6] & 0x0F) | 0x40;
+    b[8] = (b[8] & 0x3F) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
 /// Generates the tree under `tree_parent`, runs mke2fs, and deletes the tree again.
 pub fn build(
     profile: Profile,
@@ -182,12 +275,40 @@ pub fn build(
     image: &Path,
     mke2fs: &Path,
 ) -> Result<BuiltImage> {
+    let spec = BuildSpec {
+        profile,
+        inodes,
+        seed,
+        fs_type: None,
+        image_bytes: None,
+    };
+    build_spec(&spec, tree_parent, image, mke2fs)
+}
+
+/// [`build`] with every knob of `ffsck-lab mkfs`.
+pub fn build_spec(
+    spec: &BuildSpec,
+    tree_parent: &Path,
+    image: &Path,
+    mke2fs: &Path,
+) -> Result<BuiltImage> {
+    let BuildSpec {
+        profile,
+        inodes,
+        seed,
+        ..
+    } = *spec;
     if inodes < 100 {
         bail!("--inodes must be at least 100");
     }
+    let fs_type = spec.fs_type.unwrap_or(profile.default_fs_type());
     let files_per_dir = profile.files_per_dir();
-    // Each leaf directory costs itself plus its files; intermediates are ~1 % on top.
-    let leaves = (inodes / (files_per_dir + 1)).max(1);
+    let leaves = if profile == Profile::Large {
+        (inodes / INODES_PER_LARGE_FILE).max(1)
+    } else {
+        // Each leaf directory costs itself plus its files; intermediates are ~1 % on top.
+        (inodes / (files_per_dir + 1)).max(1)
+    };
 
     std::fs::create_dir_all(tree_parent)
         .with_context(|| format!("creating {}", tree_parent.display()))?;
@@ -196,12 +317,17 @@ pub fn build(
         .tempdir_in(tree_parent)
         .with_context(|| format!("creating a tree dir in {}", tree_parent.display()))?;
     let started = Instant::now();
-    let stats = generate_tree(tree.path(), leaves, files_per_dir, seed)?;
+    let stats = generate_tree(tree.path(), leaves, files_per_dir, profile, seed)?;
     let generate_s = started.elapsed().as_secs_f64();
 
     // Slack so the tree always fits; also the reserved inodes (1..=10) and lost+found.
-    let mkfs_inodes = stats.files + stats.dirs + (stats.files + stats.dirs) / 50 + 1024;
-    let image_bytes = image_bytes_for(&stats, mkfs_inodes);
+    let mut mkfs_inodes = stats.files + stats.dirs + (stats.files + stats.dirs) / 50 + 1024;
+    if profile == Profile::Large {
+        mkfs_inodes = mkfs_inodes.max(inodes);
+    }
+    let image_bytes = spec
+        .image_bytes
+        .unwrap_or_else(|| image_bytes_for(&stats, mkfs_inodes));
 
     // A stale image from an earlier run would make mke2fs keep its size; start clean.
     match std::fs::remove_file(image) {
@@ -209,16 +335,38 @@ pub fn build(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e).with_context(|| format!("removing old {}", image.display())),
     }
+    let args: Vec<String> = vec![
+        "-q".into(),
+        "-F".into(),
+        "-t".into(),
+        fs_type.name().into(),
+        "-b".into(),
+        BLOCK_BYTES.to_string(),
+        "-N".into(),
+        mkfs_inodes.to_string(),
+        "-U".into(),
+        seeded_uuid(seed, 1),
+        "-E".into(),
+        format!("hash_seed={}", seeded_uuid(seed, 2)),
+        "-d".into(),
+        "TREE".into(),
+        "IMAGE".into(),
+        format!("{}k", image_bytes / 1024),
+    ];
     let log_path = image.with_extension("mke2fs.log");
     let log =
         File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
     let mut cmd = Command::new(mke2fs);
-    cmd.args(["-q", "-F", "-t", profile.fs_type(), "-b", "4096", "-N"])
-        .arg(mkfs_inodes.to_string())
-        .arg("-d")
-        .arg(tree.path())
-        .arg(image)
-        .arg(format!("{}k", image_bytes / 1024))
+    for a in &args {
+        match a.as_str() {
+            "TREE" => cmd.arg(tree.path()),
+            "IMAGE" => cmd.arg(image),
+            _ => cmd.arg(a),
+        };
+    }
+    // e2fsprogs reads both to pin the time it stamps into the superblock and inodes.
+    cmd.env("E2FSPROGS_FAKE_TIME", FIXED_MTIME.to_string())
+        .env("SOURCE_DATE_EPOCH", FIXED_MTIME.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::from(log.try_clone()?))
         .stderr(Stdio::from(log));
@@ -234,25 +382,30 @@ pub fn build(
         );
     }
     let _ = std::fs::remove_file(&log_path);
+    crate::corrupt::normalize_times(image, FIXED_MTIME as u32)
+        .context("normalizing inode times")?;
     // Deleting the tree here rather than at drop makes a failure visible.
     tree.close().context("deleting the generated tree")?;
 
     Ok(BuiltImage {
         profile,
+        fs_type,
         requested_inodes: inodes,
         seed,
         files: stats.files,
         dirs: stats.dirs,
         file_bytes: stats.file_bytes,
+        tree_digest: format!("{:08x}", stats.digest),
         mkfs_inodes,
         image_bytes,
+        mke2fs_args: args,
         generate_s,
         mkfs_s,
     })
 }
 
 /// Key facts from `dumpe2fs -h`, so the report shows what was really checked.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct FsInfo {
     pub inode_count: Option<u64>,
     pub free_inodes: Option<u64>,

@@ -2,12 +2,15 @@
 //! live here rather than in `main.rs` so integration tests can drive them and assert on their
 //! summaries directly instead of scraping printed Markdown.
 
+pub mod age;
 pub mod bench;
 pub mod child;
 pub mod conformance;
+pub mod corrupt;
 pub mod imagegen;
 pub mod markdown;
 pub mod metrics;
+pub mod mkfs;
 pub mod problem_log;
 pub mod tools;
 

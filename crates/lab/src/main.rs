@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use ffsck_lab::{bench, conformance};
+use ffsck_lab::{age, bench, conformance, corrupt, mkfs};
 
 #[derive(Parser)]
 #[command(
@@ -25,12 +25,21 @@ enum Cmd {
     Conformance(conformance::ConformanceArgs),
     /// Time ffsck -fn against e2fsck -fn on a generated (or given) image.
     Bench(bench::BenchArgs),
+    /// Build a reproducible image (and IMG.recipe.json) from a seeded tree with mke2fs -d.
+    Mkfs(mkfs::MkfsArgs),
+    /// Damage an image reproducibly (by field, component or meaning) and log every byte.
+    Corrupt(corrupt::CorruptArgs),
+    /// Age an image through a loop mount (root) and report its fragmentation.
+    Age(age::AgeArgs),
 }
 
 fn main() -> ExitCode {
     let result: Result<()> = match Cli::parse().command {
         Cmd::Conformance(args) => conformance::main(&args),
         Cmd::Bench(args) => bench::main(&args),
+        Cmd::Mkfs(args) => mkfs::main(&args),
+        Cmd::Corrupt(args) => corrupt::main(&args),
+        Cmd::Age(args) => age::main(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

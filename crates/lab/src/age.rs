@@ -1,0 +1,655 @@
+//! `ffsck-lab age`: ages an image through the real kernel driver (a loop mount, so root) with
+//! seeded create/fallocate/truncate/unlink/append/punch-hole workloads, then measures the
+//! fragmentation it left: extents per file via the FIEMAP ioctl, the share of non-contiguous
+//! files, directory-block scatter, and a cold "grep test" that reads every file.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::mkfs::free_bytes;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// Three-level folders; per folder round-robin create(fallocate) / truncate-to-half /
+    /// delete / append 256 KiB until full.
+    Roundhouse,
+    /// Large files to ~81 %, then punch holes so small islands spread over every group.
+    Holepunch,
+    /// One dir per block group filled to 20 %, then random creates (4 KiB–2 MiB), appends,
+    /// truncates and deletes until ≥ 90 % full.
+    Ffsck,
+    /// Repeated rewrites of a source-tree-like set of files (checkout after checkout).
+    GitReplay,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct AgeArgs {
+    #[arg(long, value_enum)]
+    pub method: Method,
+    /// Image to age in place (mounted with `mount -o loop`, which needs root).
+    #[arg(long)]
+    pub image: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Stop at this percentage of blocks in use [default: 95 roundhouse, 81 holepunch
+    /// (before punching), 90 ffsck, 90 git-replay].
+    #[arg(long)]
+    pub until_util: Option<f64>,
+    /// Stop after this many operations.
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub secs: Option<f64>,
+    /// Report path [default: IMG.age.json].
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Fragmentation {
+    pub files: u64,
+    pub file_bytes: u64,
+    /// Mean physically contiguous runs per non-empty file.
+    pub mean_fragments_per_file: f64,
+    pub max_fragments: u64,
+    /// Share of non-empty files with more than one run.
+    pub noncontiguous_share: f64,
+    pub dirs: u64,
+    pub mean_fragments_per_dir: f64,
+    /// Share of directories whose blocks are not contiguous.
+    pub scattered_dir_share: f64,
+    /// Seconds to read every file after dropping the page cache.
+    pub grep_test_s: f64,
+    /// Whether dropping the page cache worked (if not, the grep test ran warm).
+    pub grep_test_cold: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AgeReport {
+    pub image: PathBuf,
+    pub method: Method,
+    pub seed: u64,
+    pub ops: u64,
+    pub seconds: f64,
+    pub stop_reason: String,
+    pub util_before: f64,
+    pub util_after: f64,
+    pub fragmentation: Fragmentation,
+}
+
+/// A loop mount that is undone when dropped.
+struct Mount {
+    dir: tempfile::TempDir,
+}
+
+impl Mount {
+    fn new(image: &Path) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("ffsck-lab-age-")
+            .tempdir()
+            .context("creating a mount point")?;
+        let out = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(image)
+            .arg(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .context("running mount")?;
+        if !out.status.success() {
+            bail!(
+                "cannot mount {} with `mount -o loop` (aging needs root and loop devices): {}",
+                image.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(Mount { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn unmount(&self) -> Result<()> {
+        let out = Command::new("umount").arg(self.dir.path()).output()?;
+        if !out.status.success() {
+            bail!(
+                "umount failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        // Best effort after an error; the normal path unmounts explicitly and checks.
+        let _ = Command::new("umount")
+            .arg(self.dir.path())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Percentage of blocks in use.
+fn util(dir: &Path) -> f64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return 0.0;
+    };
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid path and out-parameter.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 || st.f_blocks == 0 {
+        return 0.0;
+    }
+    100.0 * (st.f_blocks - st.f_bfree) as f64 / st.f_blocks as f64
+}
+
+fn fallocate(file: &File, mode: i32, off: u64, len: u64) -> std::io::Result<()> {
+    // SAFETY: plain syscall on an open descriptor.
+    let r = unsafe { libc::fallocate(file.as_raw_fd(), mode, off as i64, len as i64) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn is_enospc(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOSPC)
+}
+
+/// The stop rules shared by all methods.
+struct Budget {
+    started: Instant,
+    ops: u64,
+    max_ops: Option<u64>,
+    max_secs: Option<f64>,
+}
+
+impl Budget {
+    fn exhausted(&self) -> Option<String> {
+        if self.max_ops.is_some_and(|m| self.ops >= m) {
+            return Some(format!("{} operations done", self.ops));
+        }
+        if self
+            .max_secs
+            .is_some_and(|s| self.started.elapsed().as_secs_f64() >= s)
+        {
+            return Some("time limit reached".into());
+        }
+        None
+    }
+}
+
+/// The ongoing state of a workload: the files it made, its randomness and budget.
+struct Work {
+    root: PathBuf,
+    rng: ChaCha8Rng,
+    files: Vec<PathBuf>,
+    next: u64,
+    budget: Budget,
+    buf: Vec<u8>,
+}
+
+impl Work {
+    fn create(&mut self, dir: &Path, bytes: u64) -> std::io::Result<()> {
+        let path = dir.join(format!("f{:08}", self.next));
+        self.next += 1;
+        let f = File::create(&path)?;
+        self.budget.ops += 1;
+        self.files.push(path);
+        fallocate(&f, 0, 0, bytes.max(1))
+    }
+
+    fn append(&mut self, path: &Path, bytes: u64) -> std::io::Result<()> {
+        let mut f = OpenOptions::new().append(true).open(path)?;
+        self.budget.ops += 1;
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(self.buf.len() as u64) as usize;
+            f.write_all(&self.buf[..n])?;
+            left -= n as u64;
+        }
+        Ok(())
+    }
+
+    fn truncate_half(&mut self, path: &Path) -> std::io::Result<()> {
+        let f = OpenOptions::new().write(true).open(path)?;
+        self.budget.ops += 1;
+        let len = f.metadata()?.len();
+        f.set_len(len / 2)
+    }
+
+    fn delete(&mut self, k: usize) -> std::io::Result<()> {
+        let path = self.files.swap_remove(k);
+        self.budget.ops += 1;
+        std::fs::remove_file(path)
+    }
+
+    fn random_file(&mut self) -> Option<usize> {
+        (!self.files.is_empty()).then(|| self.rng.random_range(0..self.files.len()))
+    }
+
+    fn util(&self) -> f64 {
+        util(&self.root)
+    }
+}
+
+/// Runs one step; ENOSPC ends the workload (the file system is full), other errors fail.
+fn step(r: std::io::Result<()>) -> Result<bool> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(e) if is_enospc(&e) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn roundhouse(w: &mut Work, target: f64) -> Result<String> {
+    let mut folders = Vec::new();
+    for a in 0..4 {
+        for b in 0..4 {
+            for c in 0..4 {
+                let d = w.root.join(format!("a{a}/b{b}/c{c}"));
+                std::fs::create_dir_all(&d)?;
+                folders.push(d);
+            }
+        }
+    }
+    let mut round = 0usize;
+    loop {
+        for d in &folders {
+            if let Some(r) = w.budget.exhausted() {
+                return Ok(r);
+            }
+            if w.util() >= target {
+                return Ok(format!("{target}% in use"));
+            }
+            let ok = match round % 4 {
+                0 => {
+                    let bytes = w.rng.random_range(16u64..=1024) << 10;
+                    step(w.create(d, bytes))?
+                }
+                1 => match w.random_file() {
+                    Some(k) => {
+                        let p = w.files[k].clone();
+                        step(w.truncate_half(&p))?
+                    }
+                    None => true,
+                },
+                2 => match w.random_file() {
+                    Some(k) => step(w.delete(k))?,
+                    None => true,
+                },
+                _ => match w.random_file() {
+                    Some(k) => {
+                        let p = w.files[k].clone();
+                        step(w.append(&p, 256 << 10))?
+                    }
+                    None => true,
+                },
+            };
+            if !ok {
+                return Ok("file system full".into());
+            }
+        }
+        round += 1;
+    }
+}
+
+fn holepunch(w: &mut Work, target: f64) -> Result<String> {
+    let dir = w.root.join("big");
+    std::fs::create_dir_all(&dir)?;
+    const FILE: u64 = 16 << 20;
+    while w.util() < target {
+        if let Some(r) = w.budget.exhausted() {
+            return Ok(r);
+        }
+        let free = free_bytes(&w.root).unwrap_or(0);
+        if !step(w.create(&dir, FILE.min(free / 2).max(4096)))? {
+            break;
+        }
+    }
+    // Punch [x + 4 KiB, x + 64 KiB) every 64 KiB: 4 KiB islands everywhere.
+    const STRIDE: u64 = 64 << 10;
+    let files = w.files.clone();
+    for path in &files {
+        let f = OpenOptions::new().write(true).open(path)?;
+        let len = f.metadata()?.len();
+        let mut off = 0;
+        while off + STRIDE <= len {
+            if let Some(r) = w.budget.exhausted() {
+                return Ok(r);
+            }
+            fallocate(
+                &f,
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off + 4096,
+                STRIDE - 4096,
+            )?;
+            w.budget.ops += 1;
+            off += STRIDE;
+        }
+    }
+    Ok("every large file punched".into())
+}
+
+fn ffsck_method(w: &mut Work, target: f64, groups: u32) -> Result<String> {
+    let dirs: Vec<PathBuf> = (0..groups.max(1))
+        .map(|g| w.root.join(format!("grp{g:05}")))
+        .collect();
+    for d in &dirs {
+        std::fs::create_dir_all(d)?;
+    }
+    let size = |rng: &mut ChaCha8Rng| rng.random_range(1u64..=512) * 4096;
+    let mut k = 0usize;
+    while w.util() < 20.0 {
+        if let Some(r) = w.budget.exhausted() {
+            return Ok(r);
+        }
+        let s = size(&mut w.rng);
+        if !step(w.create(&dirs[k % dirs.len()], s))? {
+            return Ok("file system full".into());
+        }
+        k += 1;
+    }
+    while w.util() < target {
+        if let Some(r) = w.budget.exhausted() {
+            return Ok(r);
+        }
+        let choice = w.rng.random_range(0..10);
+        let ok = match (choice, w.random_file()) {
+            (0..=4, _) | (_, None) => {
+                let d = dirs[w.rng.random_range(0..dirs.len())].clone();
+                let s = size(&mut w.rng);
+                step(w.create(&d, s))?
+            }
+            (5 | 6, Some(k)) => {
+                let p = w.files[k].clone();
+                let s = size(&mut w.rng);
+                step(w.append(&p, s))?
+            }
+            (7, Some(k)) => {
+                let p = w.files[k].clone();
+                step(w.truncate_half(&p))?
+            }
+            (_, Some(k)) => step(w.delete(k))?,
+        };
+        if !ok {
+            return Ok("file system full".into());
+        }
+    }
+    Ok(format!("{target}% in use"))
+}
+
+fn git_replay(w: &mut Work, target: f64) -> Result<String> {
+    // A source tree: 30 directories of ~40 files of 1–64 KiB, rewritten like checkouts do
+    // (write a new file, rename it over the old one), with some files added and removed.
+    let mut tree = Vec::new();
+    for d in 0..30 {
+        let dir = w.root.join(format!("src/mod{d:02}"));
+        std::fs::create_dir_all(&dir)?;
+        for f in 0..40 {
+            tree.push(dir.join(format!("file{f:03}.rs")));
+        }
+    }
+    let mut commit = 0u64;
+    loop {
+        for k in 0..tree.len() {
+            if let Some(r) = w.budget.exhausted() {
+                return Ok(r);
+            }
+            if w.util() >= target {
+                return Ok(format!("{target}% in use after {commit} commits"));
+            }
+            // Commit 0 writes everything; later ones ~15 % of the files.
+            if commit > 0 && w.rng.random_range(0..100) >= 15 {
+                continue;
+            }
+            let path = tree[k].clone();
+            let bytes = w.rng.random_range(1usize..=64) << 10;
+            let tmp = path.with_extension("tmp");
+            w.rng.fill(&mut w.buf[..bytes]);
+            let r =
+                std::fs::write(&tmp, &w.buf[..bytes]).and_then(|()| std::fs::rename(&tmp, &path));
+            w.budget.ops += 1;
+            if !step(r)? {
+                return Ok("file system full".into());
+            }
+            // Sometimes a new file appears beside it (the tree grows).
+            if commit > 0 && w.rng.random_range(0..10) == 0 {
+                tree.push(path.with_extension(format!("{commit}.rs")));
+            }
+        }
+        commit += 1;
+    }
+}
+
+/// `struct fiemap` followed by room for `EXTENTS` `struct fiemap_extent`s.
+#[repr(C)]
+struct Fiemap {
+    fm_start: u64,
+    fm_length: u64,
+    fm_flags: u32,
+    fm_mapped_extents: u32,
+    fm_extent_count: u32,
+    fm_reserved: u32,
+    extents: [FiemapExtent; EXTENTS],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct FiemapExtent {
+    fe_logical: u64,
+    fe_physical: u64,
+    fe_length: u64,
+    fe_reserved64: [u64; 2],
+    fe_flags: u32,
+    fe_reserved: [u32; 3],
+}
+
+const EXTENTS: usize = 256;
+const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+const FIEMAP_EXTENT_LAST: u32 = 0x1;
+
+/// Physically contiguous runs of a file or directory (adjacent extents merged).
+fn fragments(path: &Path) -> std::io::Result<u64> {
+    let f = File::open(path)?;
+    let mut runs = 0u64;
+    let mut next_phys = u64::MAX;
+    let mut start = 0u64;
+    loop {
+        let mut fm = Box::new(Fiemap {
+            fm_start: start,
+            fm_length: u64::MAX - start,
+            fm_flags: 0,
+            fm_mapped_extents: 0,
+            fm_extent_count: EXTENTS as u32,
+            fm_reserved: 0,
+            extents: [FiemapExtent::default(); EXTENTS],
+        });
+        // SAFETY: `fm` is a correctly laid out fiemap buffer with `EXTENTS` slots.
+        let r = unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_FIEMAP, &mut *fm as *mut Fiemap) };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let n = (fm.fm_mapped_extents as usize).min(EXTENTS);
+        if n == 0 {
+            return Ok(runs);
+        }
+        for e in &fm.extents[..n] {
+            if e.fe_physical != next_phys {
+                runs += 1;
+            }
+            next_phys = e.fe_physical + e.fe_length;
+        }
+        let last = fm.extents[n - 1];
+        if last.fe_flags & FIEMAP_EXTENT_LAST != 0 {
+            return Ok(runs);
+        }
+        start = last.fe_logical + last.fe_length;
+    }
+}
+
+fn measure(root: &Path) -> Result<Fragmentation> {
+    let mut files = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    let mut k = 0;
+    while k < dirs.len() {
+        for e in std::fs::read_dir(&dirs[k])? {
+            let e = e?;
+            let t = e.file_type()?;
+            if t.is_dir() {
+                dirs.push(e.path());
+            } else if t.is_file() {
+                files.push(e.path());
+            }
+        }
+        k += 1;
+    }
+    let (mut nonempty, mut frag_sum, mut noncontig, mut max, mut bytes) = (0u64, 0, 0, 0, 0);
+    for f in &files {
+        let n = fragments(f)?;
+        bytes += f.metadata()?.len();
+        if n > 0 {
+            nonempty += 1;
+            frag_sum += n;
+            max = max.max(n);
+            noncontig += u64::from(n > 1);
+        }
+    }
+    let (mut dir_sum, mut scattered) = (0u64, 0u64);
+    for d in &dirs {
+        let n = fragments(d)?;
+        dir_sum += n;
+        scattered += u64::from(n > 1);
+    }
+    // SAFETY: no arguments.
+    unsafe { libc::sync() };
+    let cold = std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok();
+    let started = Instant::now();
+    let mut buf = vec![0u8; 1 << 20];
+    for f in &files {
+        use std::io::Read;
+        let mut h = File::open(f)?;
+        while h.read(&mut buf)? > 0 {}
+    }
+    let grep_test_s = started.elapsed().as_secs_f64();
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    Ok(Fragmentation {
+        files: files.len() as u64,
+        file_bytes: bytes,
+        mean_fragments_per_file: ratio(frag_sum, nonempty),
+        max_fragments: max,
+        noncontiguous_share: ratio(noncontig, nonempty),
+        dirs: dirs.len() as u64,
+        mean_fragments_per_dir: ratio(dir_sum, dirs.len() as u64),
+        scattered_dir_share: ratio(scattered, dirs.len() as u64),
+        grep_test_s,
+        grep_test_cold: cold,
+    })
+}
+
+/// Ages the image and reports; fails with a clear message when it cannot be mounted.
+pub fn run(args: &AgeArgs) -> Result<AgeReport> {
+    if !args.image.is_file() {
+        bail!("--image {} is not a file", args.image.display());
+    }
+    let groups = {
+        let img = crate::corrupt::Image::open(&args.image)?;
+        img.group_count()
+    };
+    let mount = Mount::new(&args.image)?;
+    let target = args.until_util.unwrap_or(match args.method {
+        Method::Roundhouse => 95.0,
+        Method::Holepunch => 81.0,
+        Method::Ffsck | Method::GitReplay => 90.0,
+    });
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let mut buf = vec![0u8; 2 << 20];
+    rng.fill(&mut buf[..]);
+    let root = mount.path().join(format!("aged-{}", args.seed));
+    std::fs::create_dir_all(&root)?;
+    let util_before = util(mount.path());
+    let mut w = Work {
+        root: root.clone(),
+        rng,
+        files: Vec::new(),
+        next: 0,
+        budget: Budget {
+            started: Instant::now(),
+            ops: 0,
+            max_ops: args.ops,
+            max_secs: args.secs,
+        },
+        buf,
+    };
+    let stop_reason = match args.method {
+        Method::Roundhouse => roundhouse(&mut w, target)?,
+        Method::Holepunch => holepunch(&mut w, target)?,
+        Method::Ffsck => ffsck_method(&mut w, target, groups)?,
+        Method::GitReplay => git_replay(&mut w, target)?,
+    };
+    let seconds = w.budget.started.elapsed().as_secs_f64();
+    let util_after = util(mount.path());
+    let fragmentation = measure(mount.path())?;
+    mount.unmount()?;
+    let report = AgeReport {
+        image: args.image.clone(),
+        method: args.method,
+        seed: args.seed,
+        ops: w.budget.ops,
+        seconds,
+        stop_reason,
+        util_before,
+        util_after,
+        fragmentation,
+    };
+    let path = args.report.clone().unwrap_or_else(|| {
+        let mut p = args.image.as_os_str().to_owned();
+        p.push(".age.json");
+        PathBuf::from(p)
+    });
+    std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(report)
+}
+
+/// CLI entry.
+pub fn main(args: &AgeArgs) -> Result<()> {
+    let r = run(args)?;
+    let f = &r.fragmentation;
+    println!(
+        "aged {} ({:?}, seed {}): {} ops in {:.1} s ({}); {:.1}% → {:.1}% in use\n\
+         files {}: {:.2} fragments/file (max {}), {:.1}% non-contiguous; dirs {}: {:.2} \
+         fragments/dir, {:.1}% scattered; grep test {:.3} s ({})",
+        r.image.display(),
+        r.method,
+        r.seed,
+        r.ops,
+        r.seconds,
+        r.stop_reason,
+        r.util_before,
+        r.util_after,
+        f.files,
+        f.mean_fragments_per_file,
+        f.max_fragments,
+        100.0 * f.noncontiguous_share,
+        f.dirs,
+        f.mean_fragments_per_dir,
+        100.0 * f.scattered_dir_share,
+        f.grep_test_s,
+        if f.grep_test_cold { "cold" } else { "warm" }
+    );
+    Ok(())
+}
