@@ -54,6 +54,10 @@ pub struct Replay {
     pub blocks: u64,
     /// Logged blocks skipped because a revoke record cancels them.
     pub revoked: u64,
+    /// Replayed blocks that were escaped in the log (their first word was jbd2's magic).
+    pub escaped: u64,
+    /// The replayed log wrapped from the end of the log area back to its start.
+    pub wrapped: bool,
     /// A transaction whose commit block failed its checksum (e2fsck: replay was aborted).
     pub failed_commit: Option<u32>,
     /// The fast-commit area holds commits after the last full one, which were not replayed.
@@ -350,6 +354,15 @@ impl<'a> Log<'a> {
         }
     }
 
+    /// `next`, noting a wrap in `r`.
+    fn advance(&self, b: u64, r: &mut Replay) -> u64 {
+        let n = self.next(b);
+        if n <= b {
+            r.wrapped = true;
+        }
+        n
+    }
+
     /// Read log block `b` (a journal-relative block number).
     fn read(&self, b: u64) -> Result<Vec<u8>, String> {
         if b >= self.j.total_len {
@@ -467,7 +480,7 @@ impl<'a> Log<'a> {
                 Ok(b) => b,
                 Err(why) => return Err(corrupted(why)),
             };
-            pos = self.next(pos);
+            pos = self.advance(pos, r);
             consumed += 1;
             let Ok((h, _)) = JournalHeader::read_from_prefix(&buf[..]) else {
                 break;
@@ -500,7 +513,7 @@ impl<'a> Log<'a> {
                             flags,
                             checksum,
                         });
-                        pos = self.next(pos);
+                        pos = self.advance(pos, r);
                         consumed += 1;
                     }
                 }
@@ -627,6 +640,7 @@ impl<'a> Log<'a> {
                     continue;
                 }
                 if t.flags & tag_flag::ESCAPE != 0 {
+                    r.escaped += 1;
                     data[..4].copy_from_slice(&JBD2_MAGIC_NUMBER.to_be_bytes());
                 }
                 writes.insert(t.blocknr, data);
