@@ -145,11 +145,17 @@ pub fn plan(fs: &Fs, journal: &Journal) -> Replay {
             let _ = log;
         }
         Ok(log) => match log.scan(&mut r) {
-            Ok(txs) => {
-                let revokes = revoke_pass(&txs);
-                log.replay_pass(&txs, &revokes, &mut writes, &mut r);
-                r.transactions = txs.len() as u32;
-            }
+            Ok(txs) => match revoke_pass(&txs) {
+                Ok(revokes) => {
+                    log.replay_pass(&txs, &revokes, &mut writes, &mut r);
+                    r.transactions = txs.len() as u32;
+                }
+                Err(why) => {
+                    // A failed revoke pass replays nothing, as jbd2.
+                    r.issues.push(corrupted(why));
+                    scan_ok = false;
+                }
+            },
             Err(issue) => {
                 // A scan failure replays nothing (as jbd2), but the journal is still reset.
                 r.issues.push(issue);
@@ -188,8 +194,7 @@ pub fn plan(fs: &Fs, journal: &Journal) -> Replay {
             data,
         })
         .collect();
-    let error = !scan_ok || r.failed_commit.is_some();
-    finish_superblocks(fs, journal, &mut r, error);
+    finish_superblocks(fs, journal, &mut r, !scan_ok);
     r
 }
 
@@ -206,8 +211,15 @@ fn corrupted(why: String) -> (P, ProblemCtx) {
 /// The journal superblock marked empty and the file system superblock without
 /// `needs_recovery`, as the last two records. Where a replayed block covers a superblock, the
 /// replayed contents are the base (the kernel journals the superblock's block).
-fn finish_superblocks(fs: &Fs, journal: &Journal, r: &mut Replay, error: bool) {
+///
+/// As e2fsck after recovery: a failed scan leaves the file system not clean (`scan_failed`);
+/// a corrupt commit, or an error the kernel recorded in the journal (`s_errno`), marks it as
+/// having errors and clears the journal's copy, so the check that follows sees it as e2fsck's
+/// second journal check leaves it.
+fn finish_superblocks(fs: &Fs, journal: &Journal, r: &mut Replay, scan_failed: bool) {
     let mut jsb = journal.sb.clone();
+    let errored = r.failed_commit.is_some() || jsb.s_errno.get() != 0;
+    jsb.s_errno.set(0);
     // The next transaction after the last one recovered (or seen, on a failed scan).
     jsb.s_sequence.set(r.end_transaction.wrapping_add(1));
     jsb.s_start.set(0);
@@ -231,9 +243,11 @@ fn finish_superblocks(fs: &Fs, journal: &Journal, r: &mut Replay, error: bool) {
     };
     let inc = sb.s_feature_incompat.get() & !Incompat::RECOVER;
     sb.s_feature_incompat.set(inc);
-    if error {
-        let st = (sb.s_state.get() & !STATE_VALID) | STATE_ERROR;
-        sb.s_state.set(st);
+    if scan_failed {
+        sb.s_state.set(sb.s_state.get() & !STATE_VALID);
+    }
+    if errored {
+        sb.s_state.set(sb.s_state.get() | STATE_ERROR);
     }
     if sb.has_metadata_csum() {
         let c = sb.compute_checksum();
@@ -288,6 +302,8 @@ struct Tx {
     seq: u32,
     tags: Vec<Tagged>,
     revokes: Vec<u64>,
+    /// Why a revoke block of this transaction cannot be read.
+    bad_revoke: Option<String>,
 }
 
 /// jbd2 sequence numbers wrap: `a` is at or after `b`.
@@ -521,9 +537,11 @@ impl<'a> Log<'a> {
                     if !self.tail_ok(&buf) {
                         need_check_commit_time = true;
                     }
+                    // A bad record count matters only if the transaction commits: jbd2 reads
+                    // revoke records in its revoke pass, which stops at the end of the log.
                     match self.revokes(&buf) {
                         Ok(v) => cur.revokes.extend(v),
-                        Err(why) => return Err(corrupted(why)),
+                        Err(why) => cur.bad_revoke = cur.bad_revoke.take().or(Some(why)),
                     }
                 }
                 blocktype::COMMIT => {
@@ -662,10 +680,12 @@ impl<'a> Log<'a> {
     /// Does the fast-commit area start with a head for the transaction after the last full
     /// commit? Those fast commits would be replayed by the kernel; we do not.
     fn fast_commits_pending(&self, end_transaction: u32) -> bool {
-        if self.j.sb.fast_commit_blocks() == 0 || self.last >= self.j.total_len {
+        // jbd2 leaves one block between the log and the fast-commit area.
+        let fc_first = self.last + 1;
+        if self.j.sb.fast_commit_blocks() == 0 || fc_first >= self.j.total_len {
             return false;
         }
-        let Ok(buf) = self.read(self.last) else {
+        let Ok(buf) = self.read(fc_first) else {
             return false;
         };
         // A tag/length record: le16 tag, le16 length, then `fc_features`, `fc_tid`.
@@ -676,9 +696,12 @@ impl<'a> Log<'a> {
 }
 
 /// Pass 2: each revoked block and the latest transaction that revokes it.
-fn revoke_pass(txs: &[Tx]) -> HashMap<u64, u32> {
+fn revoke_pass(txs: &[Tx]) -> Result<HashMap<u64, u32>, String> {
     let mut table: HashMap<u64, u32> = HashMap::new();
     for tx in txs {
+        if let Some(why) = &tx.bad_revoke {
+            return Err(format!("transaction {}: {why}", tx.seq));
+        }
         for &b in &tx.revokes {
             let e = table.entry(b).or_insert(tx.seq);
             if tid_geq(tx.seq, *e) {
@@ -686,5 +709,5 @@ fn revoke_pass(txs: &[Tx]) -> HashMap<u64, u32> {
             }
         }
     }
-    table
+    Ok(table)
 }

@@ -431,9 +431,17 @@ fn hostile_revoke_count_and_bad_start() {
         return;
     };
     let s = j.first();
-    let mut d = Jb::header(blocktype::REVOKE, 2);
+    let pos = j.descriptor(s, 2, &[(A, 0, pattern(1))]);
+    let pos = j.commit(pos, 2, 1);
+    let mut d = Jb::header(blocktype::REVOKE, 3);
     d[12..16].copy_from_slice(&u32::MAX.to_be_bytes());
-    j.put(s, &d);
+    j.put(pos, &d);
+    // In an uncommitted transaction the bad count is never read (as jbd2): 2 is replayed.
+    let (r, _) = j.plan(s, 2);
+    assert!(r.issues.is_empty(), "{:?}", r.issues);
+    assert_eq!(r.blocks, 1);
+    // Committed, it fails the revoke pass, and nothing is replayed.
+    j.commit(pos + 1, 3, 2);
     let (r, _) = j.plan(s, 2);
     assert_eq!(r.blocks, 0);
     assert!(r
