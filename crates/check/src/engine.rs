@@ -3,6 +3,7 @@
 use crate::pass0::{self, OpenFailure, SuperHint};
 use crate::report::{exit, Finding, Findings, Policy, Reporter};
 use crate::{pass1, pass1b, pass2, pass3, pass4, pass5};
+use ffsck_io::overlay::Overlay;
 use ffsck_io::Device;
 use std::sync::Arc;
 
@@ -102,7 +103,12 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     let mut all = Vec::new();
     let mut f = Findings::default();
     rep.pass_start(0);
-    let p0 = match pass0::run(dev, opts.superblock, policy, &mut f) {
+    // A journal that needs recovery is replayed first, as e2fsck does, and the check runs on
+    // the recovered file system. The replay goes to an overlay: nothing is written here (under
+    // -n never; a repair commits the overlay's extents through the redo log).
+    let p0 = pass0::run(dev.clone(), opts.superblock, policy, &mut f)
+        .and_then(|p| recover_first(&dev, p, opts, &mut f));
+    let p0 = match p0 {
         Ok(p) => p,
         Err(e) => {
             let (msg, code) = match e {
@@ -251,4 +257,32 @@ pub fn exit_code(findings: &[Finding]) -> i32 {
         }
     }
     code
+}
+
+/// Replay the journal of a file system that needs recovery into an overlay over `dev`, and
+/// open the file system again on the overlay (as e2fsck reopens it after recovery). Findings
+/// of the first opening are dropped: e2fsck checks the superblock only after recovery.
+fn recover_first(
+    dev: &Arc<dyn Device>,
+    p0: pass0::Pass0Facts,
+    opts: &CheckOptions,
+    f: &mut Findings,
+) -> Result<pass0::Pass0Facts, OpenFailure> {
+    let needs = p0.fs.sb.incompat().has(ffsck_format::Incompat::RECOVER);
+    let Some(journal) = p0.journal.journal.as_ref().filter(|_| needs) else {
+        return Ok(p0);
+    };
+    let plan = crate::recovery::plan(&p0.fs, journal);
+    let overlay = Arc::new(Overlay::new(dev.clone()));
+    for r in &plan.records {
+        if overlay.write_at(&r.data, r.offset).is_err() {
+            // The plan only names blocks inside the file system; an overlay that refuses one
+            // means the device is shorter than pass 0 saw. Check the device as it stands.
+            return Ok(p0);
+        }
+    }
+    f.0.clear();
+    plan.report(opts.policy, opts.policy == Policy::No, f);
+    drop(p0);
+    pass0::run(overlay, opts.superblock, opts.policy, f)
 }

@@ -23,6 +23,7 @@ pub mod pass4;
 pub mod pass5;
 pub mod problem;
 pub mod quota;
+pub mod recovery;
 pub mod repair;
 pub mod report;
 

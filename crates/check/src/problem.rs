@@ -162,6 +162,11 @@ catalogue! {
     // e2fsck has no problem code for this: it rejects the superblock and tries the backups.
     P0_SB_CSUM_INVALID = 0x000044, Fix, PREEN_OK, "Superblock checksum does not match the superblock.";
     P0_UNSUPPORTED_FEATURE = 0x00FF01, None, FATAL, "The file system has unsupported features: {str}.";
+    P0_JOURNAL_RECOVERING = 0x00FF02, None, INFO, "Recovering journal: {str}.";
+    P0_JNL_TXN_CORRUPT = 0x00003A, None, 0, "Journal transaction {num} was corrupt, replay was aborted.";
+    P0_JOURNAL_CHECKSUM_ERROR = 0x00FF03, None, 0, "Journal checksum error found: {str}.";
+    P0_JOURNAL_CORRUPTED = 0x00FF04, None, 0, "Journal corrupted: {str}.";
+    P0_JOURNAL_FC_NOT_REPLAYED = 0x00FF05, None, INFO, "The journal holds fast commits for transaction {num}, after the last full commit; they were not replayed, so their changes are missing from this check.";
     P0_INODE_COUNT_WRONG = 0x00000D, Fix, 0, "Inode count in the superblock is {num}, should be {num2}.";
 
     // ---- Pass 1: inodes, blocks and sizes ----

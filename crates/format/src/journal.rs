@@ -5,7 +5,7 @@
 //! later journal replay) runs before trusting any field, and it says which check failed.
 
 use crate::csum;
-use zerocopy::big_endian::U32;
+use zerocopy::big_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// `h_magic` of every jbd2 metadata block.
@@ -260,6 +260,157 @@ impl JournalSuperblock {
         }
         Ok(u64::from(maxlen))
     }
+}
+
+/// Descriptor tag flags (`t_flags`).
+pub mod tag_flag {
+    /// The logged copy had jbd2's magic in its first word, which was zeroed; put it back.
+    pub const ESCAPE: u32 = 1;
+    /// No 16-byte UUID follows this tag (it is the previous tag's).
+    pub const SAME_UUID: u32 = 2;
+    /// Unused by jbd2 (kept for the name).
+    pub const DELETED: u32 = 4;
+    /// The last tag of the descriptor block.
+    pub const LAST_TAG: u32 = 8;
+}
+
+/// `h_chksum_type` of a commit block written with `COMPAT_CHECKSUM`.
+pub const CRC32_CHKSUM: u8 = 1;
+/// `h_chksum_size` that goes with it.
+pub const CRC32_CHKSUM_SIZE: u8 = 4;
+/// Bytes of the checksum tail (`jbd2_journal_block_tail`) at the end of descriptor and revoke
+/// blocks of a v2/v3 journal.
+pub const BLOCK_TAIL_BYTES: usize = 4;
+/// Bytes of `jbd2_journal_revoke_header_t`: the block header and `r_count`.
+pub const REVOKE_HEADER_BYTES: usize = 16;
+
+/// The start of a commit block (`commit_header`).
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Debug)]
+#[repr(C)]
+pub struct CommitHeader {
+    pub h_header: JournalHeader, // 0x00
+    pub h_chksum_type: u8,       // 0x0C
+    pub h_chksum_size: u8,       // 0x0D
+    pub h_padding: [u8; 2],      // 0x0E
+    pub h_chksum: [U32; 8],      // 0x10
+    pub h_commit_sec: U64,       // 0x30
+    pub h_commit_nsec: U32,      // 0x38
+}
+const _: () = assert!(core::mem::size_of::<CommitHeader>() == 60);
+
+impl CommitHeader {
+    pub fn parse(buf: &[u8]) -> Option<Self> {
+        Self::read_from_prefix(buf).ok().map(|(s, _)| s)
+    }
+}
+
+/// Offset of `h_chksum[0]` in a commit block (zeroed while its v2/v3 checksum is computed).
+pub const COMMIT_CHKSUM_OFFSET: usize = 0x10;
+
+/// One decoded descriptor tag (`journal_block_tag_t` or `journal_block_tag3_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockTag {
+    /// File system block the logged block belongs to.
+    pub blocknr: u64,
+    pub flags: u32,
+    /// The stored data-block checksum (16 bits wide with csum v2, 32 with v3, absent before).
+    pub checksum: u32,
+}
+
+/// How descriptor tags are laid out, from the journal's features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TagLayout {
+    pub csum_v2: bool,
+    pub csum_v3: bool,
+    pub is_64bit: bool,
+}
+
+impl TagLayout {
+    pub fn of(sb: &JournalSuperblock) -> Self {
+        let inc = sb.incompat();
+        TagLayout {
+            csum_v2: inc & feature::INCOMPAT_CSUM_V2 != 0,
+            csum_v3: inc & feature::INCOMPAT_CSUM_V3 != 0,
+            is_64bit: inc & feature::INCOMPAT_64BIT != 0,
+        }
+    }
+    /// Bytes of one tag, not counting the UUID that follows a tag without `SAME_UUID`.
+    /// v3 tags are always 16 bytes; older ones are 8 (12 with 64-bit block numbers), plus
+    /// two bytes with csum v2.
+    pub fn tag_bytes(self) -> usize {
+        if self.csum_v3 {
+            return 16;
+        }
+        let base = if self.is_64bit { 12 } else { 8 };
+        if self.csum_v2 {
+            base + 2
+        } else {
+            base
+        }
+    }
+    /// Decode the tag at the start of `b`; `None` if `b` is shorter than a tag.
+    pub fn decode(self, b: &[u8]) -> Option<BlockTag> {
+        let be32 = |i: usize| -> Option<u32> {
+            Some(u32::from_be_bytes(b.get(i..i + 4)?.try_into().ok()?))
+        };
+        let be16 = |i: usize| -> Option<u32> {
+            Some(u32::from(u16::from_be_bytes(
+                b.get(i..i + 2)?.try_into().ok()?,
+            )))
+        };
+        if b.len() < self.tag_bytes() {
+            return None;
+        }
+        let lo = u64::from(be32(0)?);
+        if self.csum_v3 {
+            // t_blocknr, t_flags (32 bits), t_blocknr_high, t_checksum.
+            let hi = if self.is_64bit {
+                u64::from(be32(8)?)
+            } else {
+                0
+            };
+            return Some(BlockTag {
+                blocknr: lo | hi << 32,
+                flags: be32(4)?,
+                checksum: be32(12)?,
+            });
+        }
+        // t_blocknr, t_checksum (16 bits), t_flags (16 bits), [t_blocknr_high].
+        let hi = if self.is_64bit {
+            u64::from(be32(8)?)
+        } else {
+            0
+        };
+        Some(BlockTag {
+            blocknr: lo | hi << 32,
+            flags: be16(6)?,
+            checksum: if self.csum_v2 { be16(4)? } else { 0 },
+        })
+    }
+}
+
+/// jbd2's v1 transaction checksum (`COMPAT_CHECKSUM`): the kernel's `crc32_be`, a
+/// most-significant-bit-first crc32 with neither pre- nor post-inversion (the caller seeds it
+/// with `!0`), which is the CRC-32/MPEG-2 update.
+pub fn crc32_be(seed: u32, data: &[u8]) -> u32 {
+    static CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_MPEG_2);
+    let mut d = CRC.digest_with_initial(seed);
+    d.update(data);
+    d.finalize()
+}
+
+/// Fast-commit tags (`EXT4_FC_TAG_*`), little-endian tag/length records filling the
+/// fast-commit area after the last full commit.
+pub mod fc_tag {
+    pub const ADD_RANGE: u16 = 1;
+    pub const DEL_RANGE: u16 = 2;
+    pub const CREAT: u16 = 3;
+    pub const LINK: u16 = 4;
+    pub const UNLINK: u16 = 5;
+    pub const INODE: u16 = 6;
+    pub const PAD: u16 = 7;
+    pub const TAIL: u16 = 8;
+    pub const HEAD: u16 = 9;
 }
 
 #[cfg(test)]
