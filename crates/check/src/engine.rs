@@ -87,7 +87,8 @@ fn flush(rep: &mut dyn Reporter, f: &mut Findings, all: &mut Vec<Finding>) {
     }
 }
 
-/// Check the file system on `dev`.
+/// Check the file system on `dev`. With a fixing policy, `dev` must be the overlay of a
+/// repair (`repair::repair`): fixes and journal replay are staged there, never written here.
 pub fn check(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter) -> Outcome {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.threads)
@@ -273,7 +274,14 @@ fn recover_first(
         return Ok(p0);
     };
     let plan = crate::recovery::plan(&p0.fs, journal);
-    let overlay = Arc::new(Overlay::new(dev.clone()));
+    // A read-only check replays into its own overlay and drops it. A repair runs the check on
+    // the repair's overlay (`repair::repair`), so the replay lands there and is committed with
+    // the rest of the repair generation.
+    let overlay: Arc<dyn Device> = if opts.policy == Policy::No {
+        Arc::new(Overlay::new(dev.clone()))
+    } else {
+        dev.clone()
+    };
     for r in &plan.records {
         if overlay.write_at(&r.data, r.offset).is_err() {
             // The plan only names blocks inside the file system; an overlay that refuses one
