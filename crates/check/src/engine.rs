@@ -174,28 +174,14 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     let p2 = pass2::run(&p0, &p1, policy, &mut f, prog);
     flush(rep, &mut f, &mut all);
     if p2.aborted {
-        let code = exit_code(&all) | exit::ERROR;
-        return Outcome {
-            findings: all,
-            exit_code: code,
-            summary: None,
-            alloc: None,
-            fatal: Some("A corrupted directory block was left unsalvaged: check aborted.".into()),
-        };
+        return aborted(all, "A corrupted directory block was left unsalvaged: check aborted.");
     }
     rep.pass_start(3);
     prog.start(3, 1);
     let p3 = pass3::run(&p1, &p2, policy, &mut f);
     flush(rep, &mut f, &mut all);
     if !p3.root_ok {
-        let code = exit_code(&all) | exit::ERROR;
-        return Outcome {
-            findings: all,
-            exit_code: code,
-            summary: None,
-            alloc: None,
-            fatal: Some("Cannot proceed without a root inode.".into()),
-        };
+        return aborted(all, "Cannot proceed without a root inode.");
     }
     rep.pass_start(4);
     prog.start(4, 1);
@@ -239,6 +225,18 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
             inode_used: p1.inode_used,
             dirs_per_group,
         }),
+    }
+}
+
+/// The outcome of a check that cannot go on past a pass.
+fn aborted(findings: Vec<Finding>, why: &str) -> Outcome {
+    let code = exit_code(&findings) | exit::ERROR;
+    Outcome {
+        findings,
+        exit_code: code,
+        summary: None,
+        alloc: None,
+        fatal: Some(why.into()),
     }
 }
 

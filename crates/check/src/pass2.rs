@@ -368,21 +368,11 @@ fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
         }
         let failed_csum = csum
             && inode_seed(fs, db.ino).is_some_and(|seed| !htree::interior_csum_ok(&buf, bs, seed));
-        if db.lblk != 0 {
-            // An interior node holds one empty entry: nothing to check but the index.
-            bo.dx = Some(htree::parse_interior(
-                fs,
-                ctx.policy,
-                db.ino,
-                db.lblk,
-                &buf,
-                dx,
-                failed_csum,
-                &mut bo.findings,
-            ));
-            return bo;
+        // An interior node holds one empty entry: nothing to check but the index. The root
+        // block's entries ('.' and '..') are checked first.
+        if db.lblk == 0 {
+            check_entries(ctx, db.ino, db.lblk, &buf, 0, &mut bo, false, Some(dx));
         }
-        check_entries(ctx, db.ino, db.lblk, &buf, 0, &mut bo, false, Some(dx));
         if bo.dx.is_none() {
             bo.dx = Some(htree::parse_interior(
                 fs,

@@ -72,6 +72,14 @@ impl Overlay {
         }
     }
 
+    /// End of the range `offset..offset + len`, which must lie on the device.
+    fn end_of(&self, offset: u64, len: usize) -> Result<u64> {
+        offset
+            .checked_add(len as u64)
+            .filter(|&e| e <= self.base.size())
+            .ok_or(IoError::ShortRead { offset, len })
+    }
+
     fn chunk_len(&self, chunk: u64) -> usize {
         let size = self.base.size();
         (size.saturating_sub(chunk * CHUNK)).min(CHUNK) as usize
@@ -88,13 +96,7 @@ impl Device for Overlay {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        let end = offset
-            .checked_add(buf.len() as u64)
-            .filter(|&e| e <= self.size())
-            .ok_or(IoError::ShortRead {
-                offset,
-                len: buf.len(),
-            })?;
+        let end = self.end_of(offset, buf.len())?;
         let staged = self.staged.read().map_err(|_| poisoned())?;
         let (first, last) = (offset / CHUNK, (end.max(1) - 1) / CHUNK);
         let mut hits = staged.range(first..=last).peekable();
@@ -117,13 +119,7 @@ impl Device for Overlay {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        let end = offset
-            .checked_add(buf.len() as u64)
-            .filter(|&e| e <= self.size())
-            .ok_or(IoError::ShortRead {
-                offset,
-                len: buf.len(),
-            })?;
+        let end = self.end_of(offset, buf.len())?;
         if buf.is_empty() {
             return Ok(());
         }
