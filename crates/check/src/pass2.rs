@@ -170,7 +170,12 @@ pub fn run(
         let outs: Vec<Vec<BlockOut>> = w
             .par_chunks(chunk)
             .map(|c| {
-                let r: Vec<BlockOut> = c.iter().map(|db| check_block(&ctx, db)).collect();
+                // One block buffer per chunk, not one allocation per block.
+                let mut buf = Vec::new();
+                let r: Vec<BlockOut> = c
+                    .iter()
+                    .map(|db| check_block(&ctx, db, &mut buf))
+                    .collect();
                 progress.advance(c.len() as u64);
                 r
             })
@@ -396,7 +401,7 @@ fn display_name(raw: &[u8]) -> String {
     String::from_utf8_lossy(raw).into_owned()
 }
 
-fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
+fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
     let mut bo = BlockOut {
         dir: db.ino,
         ..Default::default()
@@ -419,9 +424,11 @@ fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
         }
         return bo;
     }
-    let Some(buf) = fs.read_block(db.pblk) else {
+    buf.resize(fs.block_size(), 0);
+    if fs.read_blocks_into(db.pblk, buf).is_err() {
         return bo;
-    };
+    }
+    let buf = &buf[..];
     let bs = fs.block_size();
     let csum = fs.has_metadata_csum();
     let dx = if ctx.p1.kinds[(db.ino - 1) as usize] & kind::HTREE != 0 {
@@ -457,7 +464,9 @@ fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
             }
         }
         let failed_csum = csum
-            && inode_seed(fs, db.ino).is_some_and(|seed| !htree::interior_csum_ok(&buf, bs, seed));
+            && ctx
+                .inode_seed(db.ino)
+                .is_some_and(|seed| !htree::interior_csum_ok(buf, bs, seed));
         if db.lblk != 0 {
             // An interior node holds one empty entry: nothing to check but the index.
             bo.dx = Some(htree::parse_interior(
@@ -494,7 +503,7 @@ fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
     let htree_root = ctx.p1.kinds[(db.ino - 1) as usize] & kind::HTREE != 0 && db.lblk == 0;
     if csum && !htree_root {
         if fdir::has_tail(&buf) {
-            let seed = inode_seed(fs, db.ino);
+            let seed = ctx.inode_seed(db.ino);
             if let Some(seed) = seed {
                 if fdir::leaf_checksum(&buf, seed) != fdir::stored_leaf_checksum(&buf) {
                     failed_csum = true;
@@ -811,6 +820,20 @@ fn check_entry(
 }
 
 impl Ctx<'_> {
+    /// The checksum seed of directory `ino`'s blocks, from the generation pass 1 kept (or,
+    /// for an inode pass 1 did not list as a directory, from the inode on disk).
+    fn inode_seed(&self, ino: u32) -> Option<u32> {
+        let dirs = &self.p1.dirs;
+        match dirs.binary_search_by_key(&ino, |d| d.ino) {
+            Ok(i) => Some(ffsck_format::csum::inode_seed(
+                self.fs.csum_seed,
+                ino,
+                dirs[i].generation,
+            )),
+            Err(_) => inode_seed(self.fs, ino),
+        }
+    }
+
     /// Count one directory-entry reference to `ino` (saturating, like e2fsck's icount).
     fn count_ref(&self, ino: u32) {
         if ino != 0 {
