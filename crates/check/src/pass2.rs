@@ -172,10 +172,7 @@ pub fn run(
             .map(|c| {
                 // One block buffer per chunk, not one allocation per block.
                 let mut buf = Vec::new();
-                let r: Vec<BlockOut> = c
-                    .iter()
-                    .map(|db| check_block(&ctx, db, &mut buf))
-                    .collect();
+                let r: Vec<BlockOut> = c.iter().map(|db| check_block(&ctx, db, &mut buf)).collect();
                 progress.advance(c.len() as u64);
                 r
             })
@@ -242,6 +239,42 @@ pub fn run(
         }
     }
     facts
+}
+
+/// A cheap hasher for the names of one block (the duplicate-name check). SipHash's defence
+/// against chosen collisions is not worth its cost here: a block holds at most
+/// `block_size / 12` names, which bounds the damage a hostile block can do.
+#[derive(Clone, Copy, Default)]
+struct NameHasher;
+
+impl std::hash::BuildHasher for NameHasher {
+    type Hasher = NameHash;
+    fn build_hasher(&self) -> NameHash {
+        NameHash(0)
+    }
+}
+
+/// FxHash-style word-at-a-time multiply-rotate hash.
+struct NameHash(u64);
+
+impl std::hash::Hasher for NameHash {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        }
+        let mut w = [0u8; 8];
+        let rest = chunks.remainder();
+        w[..rest.len()].copy_from_slice(rest);
+        self.0 =
+            (self.0.rotate_left(5) ^ u64::from_le_bytes(w) ^ rest.len() as u64).wrapping_mul(K);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// Directory blocks checked per window: parallel inside a window, merged in order after it.
@@ -584,7 +617,8 @@ fn check_entries(
         start_state.max(2)
     };
     let mut off = 0usize;
-    let mut names: HashSet<&[u8]> = HashSet::new();
+    let mut names: HashSet<&[u8], NameHasher> =
+        HashSet::with_capacity_and_hasher(buf.len() / 32, NameHasher);
     let mut dups_found = false;
     // Each entry is at least 12 bytes, so this bounds the walk even on garbage.
     for _ in 0..=buf.len() / 12 {
