@@ -196,10 +196,8 @@ pub fn estimate(dev: &dyn Device, threads: usize) -> Result<Estimate, String> {
         + f(itable_reads) * read_latency / par
         + f(tree_blocks) * (read_latency + CPU_TREE_BLOCK) / par
         + (f(inodes_used) * cpu_inode + f(slots.saturating_sub(inodes_used)) * CPU_SLOT_P1) / par;
-    // Pass 2: one block read per directory block (plus the inode read for its checksum
-    // seed), each costing the probed single-block latency.
-    let dir_reads = if sb.has_metadata_csum() { 2 } else { 1 };
-    pass_secs[2] = f(dir_blocks * dir_reads) * read_latency / par
+    // Pass 2: one read per directory block, each costing the probed single-block latency.
+    pass_secs[2] = f(dir_blocks) * read_latency / par
         + (f(dir_blocks) * CPU_DIR_BLOCK + f(entries) * CPU_ENTRY) / par;
     pass_secs[3] = f(dirs) * CPU_DIR_P3 / serial;
     pass_secs[4] = (f(dirs) * CPU_DIR_P4 + f(inodes_count) * CPU_SLOT_P4) / serial;
