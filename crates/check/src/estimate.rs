@@ -22,7 +22,7 @@ use std::time::Instant;
 
 /// Pass 1 CPU per scanned in-use inode (checks, extent root, bitmaps), seconds, and the extra
 /// for verifying its checksum (`metadata_csum`).
-const CPU_INODE_P1: f64 = 0.18e-6;
+const CPU_INODE_P1: f64 = 0.15e-6;
 const CPU_INODE_CSUM: f64 = 0.15e-6;
 /// Pass 1 CPU per scanned but unused inode slot (a zero test).
 const CPU_SLOT_P1: f64 = 0.01e-6;
@@ -31,7 +31,7 @@ const CPU_TREE_BLOCK: f64 = 1.0e-6;
 /// Pass 2 CPU per directory block (framing, checksum, lookups), without the read.
 const CPU_DIR_BLOCK: f64 = 1.0e-6;
 /// Pass 2 CPU per directory entry.
-const CPU_ENTRY: f64 = 0.20e-6;
+const CPU_ENTRY: f64 = 0.15e-6;
 /// Pass 3 CPU per directory (parent walk) and pass 4 per directory plus per inode slot.
 const CPU_DIR_P3: f64 = 0.15e-6;
 const CPU_DIR_P4: f64 = 0.10e-6;
@@ -48,10 +48,12 @@ const SAMPLE_DIR_READS: usize = 32;
 /// Inodes per second the calibration loop handles on one idle core of the machine the CPU
 /// costs were measured on (the best of repeated runs).
 const REF_CALIBRATION_RATE: f64 = 20e6;
-/// How long one calibration round runs, and how many rounds (their median counts, so one
-/// round that lost its CPU to a burst of other work does not decide the estimate).
-const CALIBRATION: std::time::Duration = std::time::Duration::from_millis(20);
-const CALIBRATION_ROUNDS: usize = 3;
+/// How long one calibration round runs, and how many rounds. Their mean counts: a check
+/// lasts longer than a round, and gets the CPU the machine offers on average over its run,
+/// bursts of other work included. (Short rounds on fresh threads read low on a busy machine:
+/// the scheduler makes new threads wait their turn.)
+const CALIBRATION: std::time::Duration = std::time::Duration::from_millis(80);
+const CALIBRATION_ROUNDS: usize = 1;
 /// Bounds on the measured I/O figures, so a sample of a few reads cannot predict nonsense.
 const MIN_RATE: f64 = 20e6;
 const MAX_RATE: f64 = 20e9;
@@ -324,10 +326,10 @@ fn sample(
 /// Inodes per second that `threads` threads together parse and checksum in a short loop over
 /// `itable`: a stand-in for pass 1's per-inode work, run on the CPU as it is now.
 fn calibrate(itable: &[u8], inode_size: usize, threads: usize) -> f64 {
-    let mut rates: Vec<f64> = (0..CALIBRATION_ROUNDS)
+    let rates: Vec<f64> = (0..CALIBRATION_ROUNDS)
         .map(|_| calibration_round(itable, inode_size, threads))
         .collect();
-    quantile(&mut rates, 0.5).unwrap_or(REF_CALIBRATION_RATE)
+    rates.iter().sum::<f64>() / rates.len().max(1) as f64
 }
 
 fn calibration_round(itable: &[u8], inode_size: usize, threads: usize) -> f64 {
