@@ -503,6 +503,37 @@ fn p1_inline_data_and_extents_flags() {
             "P1_CLEAR_EXTENT_FOR_INLINE_DATA",
             "P1_CLEAR_EXTENT_INLINE_DATA_INODE",
         ],
+    );
+}
+
+#[test]
+fn p1b_shared_blocks_feature_allows_sharing() {
+    let Some(t) = common::tools() else { return };
+    let img = ext2(&t);
+    let b = common::bmap(&t, &img.path, "/a/f5", 0);
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f4 block[0] {b}"));
+    common::debugfs_w(&t, &img.path, "feature shared_blocks");
+    let (e2_code, e2_out) = common::e2fsck_n(&t, &img.path);
+    // f4 lost its own first block, which pass 5 finds; nothing is multiply-claimed.
+    assert!(
+        !e2_out.contains("Multiply-claimed"),
+        "test setup: e2fsck -fn still sees duplicates:\n{e2_out}"
+    );
+    let c = common::check_n(&img.path, 1);
+    assert_eq!(
+        c.code(),
+        e2_code,
+        "{}\ne2fsck said:\n{e2_out}",
+        c.describe()
+    );
+    assert!(
+        !c.codes()
+            .iter()
+            .any(|k| k.starts_with("P1B_") || k.starts_with("P1D_")),
+        "{}",
+        c.describe()
+    );
+}
 
 /// ext4 whose `/many` (60 long names, five 1 KiB blocks) has been indexed by `e2fsck -fyD`;
 /// returns the image and the byte offset of the htree root block.
@@ -562,34 +593,6 @@ fn p2_htree_hash_order_and_ranges() {
 }
 
 #[test]
-fn p1b_shared_blocks_feature_allows_sharing() {
-    let Some(t) = common::tools() else { return };
-    let img = ext2(&t);
-    let b = common::bmap(&t, &img.path, "/a/f5", 0);
-    common::debugfs_w(&t, &img.path, &format!("sif /a/f4 block[0] {b}"));
-    common::debugfs_w(&t, &img.path, "feature shared_blocks");
-    let (e2_code, e2_out) = common::e2fsck_n(&t, &img.path);
-    // f4 lost its own first block, which pass 5 finds; nothing is multiply-claimed.
-    assert!(
-        !e2_out.contains("Multiply-claimed"),
-        "test setup: e2fsck -fn still sees duplicates:\n{e2_out}"
-    );
-    let c = common::check_n(&img.path, 1);
-    assert_eq!(
-        c.code(),
-        e2_code,
-        "{}\ne2fsck said:\n{e2_out}",
-        c.describe()
-    );
-    assert!(
-        !c.codes()
-            .iter()
-            .any(|k| k.starts_with("P1B_") || k.starts_with("P1D_")),
-        "{}",
-        c.describe()
-    );
-}
-
 fn p2_htree_bad_block_leaves_leaf_unreferenced() {
     let Some(t) = common::tools() else { return };
     let (img, root) = htree_image(&t);
