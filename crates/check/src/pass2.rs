@@ -469,7 +469,7 @@ fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
     } else {
         None
     };
-    let interior = dx.is_some() && (db.lblk == 0 || htree::is_node(&buf, bs, csum));
+    let interior = dx.is_some() && (db.lblk == 0 || htree::is_node(buf, bs, csum));
 
     if let (Some(dx), true) = (dx, interior) {
         if db.lblk == 0 {
@@ -507,21 +507,21 @@ fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
                 ctx.policy,
                 db.ino,
                 db.lblk,
-                &buf,
+                buf,
                 dx,
                 failed_csum,
                 &mut bo.findings,
             ));
             return bo;
         }
-        check_entries(ctx, db.ino, db.lblk, &buf, 0, &mut bo, false, Some(dx));
+        check_entries(ctx, db.ino, db.lblk, buf, 0, &mut bo, false, Some(dx));
         if bo.dx.is_none() {
             bo.dx = Some(htree::parse_interior(
                 fs,
                 ctx.policy,
                 db.ino,
                 db.lblk,
-                &buf,
+                buf,
                 dx,
                 failed_csum,
                 &mut bo.findings,
@@ -535,10 +535,10 @@ fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
     // An htree root keeps a dx tail, not a leaf tail: its `..` entry spans the whole block.
     let htree_root = ctx.p1.kinds[(db.ino - 1) as usize] & kind::HTREE != 0 && db.lblk == 0;
     if csum && !htree_root {
-        if fdir::has_tail(&buf) {
+        if fdir::has_tail(buf) {
             let seed = ctx.inode_seed(db.ino);
             if let Some(seed) = seed {
-                if fdir::leaf_checksum(&buf, seed) != fdir::stored_leaf_checksum(&buf) {
+                if fdir::leaf_checksum(buf, seed) != fdir::stored_leaf_checksum(buf) {
                     failed_csum = true;
                 }
             }
