@@ -8,6 +8,7 @@
 
 pub mod bitmap;
 pub mod engine;
+pub mod estimate;
 pub mod filemap;
 pub mod fs;
 pub mod htree;

@@ -58,13 +58,13 @@ pub struct SuperHint {
     pub block_size: Option<u32>,
 }
 
-fn read_super_at(dev: &dyn Device, offset: u64) -> Option<RawSuperblock> {
+pub(crate) fn read_super_at(dev: &dyn Device, offset: u64) -> Option<RawSuperblock> {
     let mut buf = vec![0u8; SUPERBLOCK_SIZE];
     dev.read_at(&mut buf, offset).ok()?;
     RawSuperblock::parse(&buf)
 }
 
-fn read_descs(dev: &dyn Device, geo: &Geometry, sb_block: u64) -> Option<Vec<RawGroupDesc>> {
+pub(crate) fn read_descs(dev: &dyn Device, geo: &Geometry, sb_block: u64) -> Option<Vec<RawGroupDesc>> {
     let bs = u64::from(geo.block_size);
     let ds = geo.desc_size as usize;
     let mut out = Vec::with_capacity(geo.group_count as usize);

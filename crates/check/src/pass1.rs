@@ -98,6 +98,8 @@ impl ClaimSummary {
 #[derive(Clone, Copy, Debug)]
 pub struct DirFacts {
     pub ino: u32,
+    /// `i_generation`, which seeds the checksums of the directory's blocks.
+    pub generation: u32,
     pub size: u64,
 }
 
@@ -683,6 +685,7 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
             out.counts.dirs += 1;
             out.dirs.push(DirFacts {
                 ino,
+                generation: inode.i_generation.get(),
                 size: inode.size(),
             });
         }

@@ -54,9 +54,26 @@ enum Event {
     /// `..` of directory `dir` names `target`.
     DotDot { dir: u32, target: u32 },
     /// Directory `dir` has an entry for the directory `child`.
-    Subdir { dir: u32, child: u32, name: String },
+    Subdir { dir: u32, child: u32, name: NameRef },
     /// An entry names an inode pass 1 flagged: check its fields (once).
-    BadInode { dir: u32, ino: u32, name: String },
+    BadInode { dir: u32, ino: u32, name: NameRef },
+}
+
+/// An entry name kept in its block output's name buffer, so an event costs no allocation of
+/// its own (the dirs profile has one subdirectory event per directory).
+#[derive(Clone, Copy)]
+struct NameRef {
+    start: u32,
+    len: u8,
+}
+
+impl NameRef {
+    fn get(self, names: &[u8]) -> &[u8] {
+        let start = self.start as usize;
+        names
+            .get(start..start + usize::from(self.len))
+            .unwrap_or_default()
+    }
 }
 
 #[derive(Default)]
@@ -65,12 +82,28 @@ struct BlockOut {
     dir: u32,
     findings: Findings,
     events: Vec<Event>,
+    /// The names events refer to, back to back.
+    names: Vec<u8>,
     /// Facts about a block of an indexed directory, checked per directory in the merge.
     dx: Option<htree::DxBlock>,
     /// Lowest and highest name hash of the entries (indexed directories only).
     hash_range: Option<(u32, u32)>,
     /// A name could not be hashed as the kernel would (casefolded non-ASCII, SipHash).
     hash_unknown: bool,
+}
+
+impl BlockOut {
+    /// Copy an entry name into the name buffer for an event.
+    fn keep_name(&mut self, name: &[u8]) -> NameRef {
+        // Names are at most 255 bytes (`name_len` is one byte); clamp anyway.
+        let name = &name[..name.len().min(usize::from(u8::MAX))];
+        let start = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.extend_from_slice(name);
+        NameRef {
+            start,
+            len: name.len() as u8,
+        }
+    }
 }
 
 struct Ctx<'a> {
@@ -102,7 +135,8 @@ pub fn run(
         filetype: fs.geo.incompat.has(Incompat::FILETYPE),
     };
 
-    // Inline directories have no blocks; check them as pseudo-blocks first (inode order).
+    // Inline directories have no blocks; they are checked as pseudo-blocks after the blocks,
+    // in inode order.
     let mut inline: Vec<u32> = p1
         .dirs
         .iter()
@@ -111,115 +145,76 @@ pub fn run(
         .collect();
     inline.sort_unstable();
 
-    let chunk = (p1.dir_blocks.len() / (rayon::current_num_threads() * 8)).max(64);
-    let outs: Vec<Vec<BlockOut>> = p1
-        .dir_blocks
-        .par_chunks(chunk)
-        .map(|c| {
-            let r: Vec<BlockOut> = c.iter().map(|db| check_block(&ctx, db)).collect();
-            progress.advance(c.len() as u64);
-            r
-        })
-        .collect();
-    let inline_outs: Vec<BlockOut> = inline
-        .par_iter()
-        .map(|&i| check_inline_dir(&ctx, i))
-        .collect();
-
-    let refs = ctx.refs.finish();
-    let entries = refs.total();
-    let mut facts = Pass2Facts {
-        refs,
-        dirs: BTreeMap::new(),
-        entries,
+    let mut m = Merge {
+        dirs: p1
+            .dirs
+            .iter()
+            .map(|d| (d.ino, DirLinks::default()))
+            .collect(),
+        bad_done: HashSet::new(),
+        rehash: BTreeSet::new(),
+        dx_facts: BTreeMap::new(),
         aborted: false,
     };
-    for d in &p1.dirs {
-        facts.dirs.insert(d.ino, DirLinks::default());
-    }
     // The root is its own parent.
-    if let Some(r) = facts.dirs.get_mut(&rino::ROOT) {
+    if let Some(r) = m.dirs.get_mut(&rino::ROOT) {
         r.parent = rino::ROOT;
     }
-    let mut bad_done: HashSet<u32> = HashSet::new();
-    // Directories marked for rebuilding (duplicate names), in e2fsck's sense: later blocks
-    // do not report duplicates again, their checksum problems are left to the rebuild, and
-    // their index is not validated.
-    let mut rehash: BTreeSet<u32> = BTreeSet::new();
-    let mut dx_facts: BTreeMap<u32, Vec<htree::DxBlock>> = BTreeMap::new();
-    for mut bo in outs.into_iter().flatten().chain(inline_outs) {
-        // An unsalvaged corrupted block ends pass 2 (and the check) right there.
-        if let Some(i) = bo
-            .findings
-            .0
-            .iter()
-            .position(|f| f.problem == P::P2_DIR_CORRUPTED && !f.fixed)
-        {
-            bo.findings.0.truncate(i + 1);
-            bo.dx = None;
-            facts.aborted = true;
+
+    // Blocks are checked window by window so that memory holds the outputs of at most two
+    // windows, however many directory blocks there are: while the workers check window k+1,
+    // the calling thread merges window k in block order.
+    let threads = rayon::current_num_threads().max(1);
+    let check_window = |w: &[DirBlock]| -> Vec<BlockOut> {
+        let chunk = (w.len() / (threads * 4)).max(16);
+        let outs: Vec<Vec<BlockOut>> = w
+            .par_chunks(chunk)
+            .map(|c| {
+                // One block buffer per chunk, not one allocation per block.
+                let mut buf = Vec::new();
+                let r: Vec<BlockOut> = c.iter().map(|db| check_block(&ctx, db, &mut buf)).collect();
+                progress.advance(c.len() as u64);
+                r
+            })
+            .collect();
+        outs.into_iter().flatten().collect()
+    };
+    let mut windows = p1.dir_blocks.chunks(WINDOW_BLOCKS);
+    let mut pending = windows.next().map(check_window);
+    while let Some(cur) = pending.take() {
+        let next = windows.next();
+        let (checked, ()) =
+            rayon::join(|| next.map(check_window), || m.merge(fs, policy, cur, out));
+        if m.aborted {
+            break;
         }
-        if rehash.contains(&bo.dir) {
-            out.0.extend(bo.findings.0.into_iter().filter(|f| {
-                !matches!(
-                    f.problem,
-                    P::P2_REPORT_DUP_DIRENT
-                        | P::P2_LEAF_NODE_MISSING_CSUM
-                        | P::P2_HTREE_ROOT_CSUM_INVALID
-                        | P::P2_HTREE_NODE_CSUM_INVALID
-                )
-            }));
-        } else {
-            if bo
-                .findings
-                .0
-                .iter()
-                .any(|f| f.problem == P::P2_REPORT_DUP_DIRENT)
-            {
-                rehash.insert(bo.dir);
-            }
-            out.extend(bo.findings);
-            if let Some(d) = bo.dx {
-                dx_facts.entry(bo.dir).or_default().push(d);
-            }
-        }
-        for ev in bo.events {
-            match ev {
-                Event::DotDot { dir, target } => {
-                    if let Some(d) = facts.dirs.get_mut(&dir) {
-                        d.dotdot = target;
-                    }
-                }
-                Event::Subdir { dir, child, name } => {
-                    if let Some(d) = facts.dirs.get_mut(&child) {
-                        if d.parent != 0 {
-                            out.report(
-                                policy,
-                                P::P2_LINK_DIR,
-                                ProblemCtx {
-                                    dir,
-                                    ino: child,
-                                    ino2: d.parent,
-                                    name: Some(name),
-                                    ..Default::default()
-                                },
-                            );
-                            // Unfixed, the entry still counts as a reference.
-                        } else {
-                            d.parent = dir;
-                        }
-                    }
-                }
-                Event::BadInode { dir, ino, name } => {
-                    if bad_done.insert(ino) {
-                        process_bad_inode(fs, policy, dir, ino, &name, out);
-                    }
-                }
-            }
-        }
-        if facts.aborted {
-            return facts;
-        }
+        pending = checked;
+    }
+    if !m.aborted {
+        // Inline directories have no blocks: their pseudo-blocks come last.
+        let inline_outs: Vec<BlockOut> = inline
+            .par_iter()
+            .map(|&i| check_inline_dir(&ctx, i))
+            .collect();
+        m.merge(fs, policy, inline_outs, out);
+    }
+    let refs = ctx.refs.finish();
+    let entries = refs.total();
+    let Merge {
+        dirs,
+        rehash,
+        dx_facts,
+        aborted,
+        ..
+    } = m;
+    let facts = Pass2Facts {
+        refs,
+        dirs,
+        entries,
+        aborted,
+    };
+    if aborted {
+        return facts;
     }
     for (dir, blocks) in &dx_facts {
         if rehash.contains(dir) {
@@ -244,6 +239,139 @@ pub fn run(
         }
     }
     facts
+}
+
+/// A cheap hasher for the names of one block (the duplicate-name check). SipHash's defence
+/// against chosen collisions is not worth its cost here: a block holds at most
+/// `block_size / 12` names, which bounds the damage a hostile block can do.
+#[derive(Clone, Copy, Default)]
+struct NameHasher;
+
+impl std::hash::BuildHasher for NameHasher {
+    type Hasher = NameHash;
+    fn build_hasher(&self) -> NameHash {
+        NameHash(0)
+    }
+}
+
+/// FxHash-style word-at-a-time multiply-rotate hash.
+struct NameHash(u64);
+
+impl std::hash::Hasher for NameHash {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        }
+        let mut w = [0u8; 8];
+        let rest = chunks.remainder();
+        w[..rest.len()].copy_from_slice(rest);
+        self.0 =
+            (self.0.rotate_left(5) ^ u64::from_le_bytes(w) ^ rest.len() as u64).wrapping_mul(K);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Directory blocks checked per window: parallel inside a window, merged in order after it.
+const WINDOW_BLOCKS: usize = 4096;
+
+/// The sequential, order-dependent half of pass 2, fed window by window in block order.
+struct Merge {
+    dirs: BTreeMap<u32, DirLinks>,
+    /// Flagged inodes whose fields were already checked (at their first entry).
+    bad_done: HashSet<u32>,
+    /// Directories marked for rebuilding (duplicate names), in e2fsck's sense: later blocks
+    /// do not report duplicates again, their checksum problems are left to the rebuild, and
+    /// their index is not validated.
+    rehash: BTreeSet<u32>,
+    dx_facts: BTreeMap<u32, Vec<htree::DxBlock>>,
+    /// An unsalvaged corrupted block ended pass 2; nothing after it is merged.
+    aborted: bool,
+}
+
+impl Merge {
+    fn merge(&mut self, fs: &Fs, policy: Policy, outs: Vec<BlockOut>, out: &mut Findings) {
+        for mut bo in outs {
+            if self.aborted {
+                return;
+            }
+            // An unsalvaged corrupted block ends pass 2 (and the check) right there.
+            if let Some(i) = bo
+                .findings
+                .0
+                .iter()
+                .position(|f| f.problem == P::P2_DIR_CORRUPTED && !f.fixed)
+            {
+                bo.findings.0.truncate(i + 1);
+                bo.dx = None;
+                self.aborted = true;
+            }
+            if self.rehash.contains(&bo.dir) {
+                out.0.extend(bo.findings.0.into_iter().filter(|f| {
+                    !matches!(
+                        f.problem,
+                        P::P2_REPORT_DUP_DIRENT
+                            | P::P2_LEAF_NODE_MISSING_CSUM
+                            | P::P2_HTREE_ROOT_CSUM_INVALID
+                            | P::P2_HTREE_NODE_CSUM_INVALID
+                    )
+                }));
+            } else {
+                if bo
+                    .findings
+                    .0
+                    .iter()
+                    .any(|f| f.problem == P::P2_REPORT_DUP_DIRENT)
+                {
+                    self.rehash.insert(bo.dir);
+                }
+                out.extend(bo.findings);
+                if let Some(d) = bo.dx {
+                    self.dx_facts.entry(bo.dir).or_default().push(d);
+                }
+            }
+            for ev in bo.events {
+                match ev {
+                    Event::DotDot { dir, target } => {
+                        if let Some(d) = self.dirs.get_mut(&dir) {
+                            d.dotdot = target;
+                        }
+                    }
+                    Event::Subdir { dir, child, name } => {
+                        if let Some(d) = self.dirs.get_mut(&child) {
+                            if d.parent != 0 {
+                                out.report(
+                                    policy,
+                                    P::P2_LINK_DIR,
+                                    ProblemCtx {
+                                        dir,
+                                        ino: child,
+                                        ino2: d.parent,
+                                        name: Some(display_name(name.get(&bo.names))),
+                                        ..Default::default()
+                                    },
+                                );
+                                // Unfixed, the entry still counts as a reference.
+                            } else {
+                                d.parent = dir;
+                            }
+                        }
+                    }
+                    Event::BadInode { dir, ino, name } => {
+                        if self.bad_done.insert(ino) {
+                            let name = display_name(name.get(&bo.names));
+                            process_bad_inode(fs, policy, dir, ino, &name, out);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Read every name of directory `dir` (its blocks `list`) and report names that occur more
@@ -306,7 +434,7 @@ fn display_name(raw: &[u8]) -> String {
     String::from_utf8_lossy(raw).into_owned()
 }
 
-fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
+fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
     let mut bo = BlockOut {
         dir: db.ino,
         ..Default::default()
@@ -329,9 +457,11 @@ fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
         }
         return bo;
     }
-    let Some(buf) = fs.read_block(db.pblk) else {
+    buf.resize(fs.block_size(), 0);
+    if fs.read_blocks_into(db.pblk, buf).is_err() {
         return bo;
-    };
+    }
+    let buf = &buf[..];
     let bs = fs.block_size();
     let csum = fs.has_metadata_csum();
     let dx = if ctx.p1.kinds[(db.ino - 1) as usize] & kind::HTREE != 0 {
@@ -339,7 +469,7 @@ fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
     } else {
         None
     };
-    let interior = dx.is_some() && (db.lblk == 0 || htree::is_node(&buf, bs, csum));
+    let interior = dx.is_some() && (db.lblk == 0 || htree::is_node(buf, bs, csum));
 
     if let (Some(dx), true) = (dx, interior) {
         if db.lblk == 0 {
@@ -367,11 +497,13 @@ fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
             }
         }
         let failed_csum = csum
-            && inode_seed(fs, db.ino).is_some_and(|seed| !htree::interior_csum_ok(&buf, bs, seed));
+            && ctx
+                .inode_seed(db.ino)
+                .is_some_and(|seed| !htree::interior_csum_ok(buf, bs, seed));
         // An interior node holds one empty entry: nothing to check but the index. The root
         // block's entries ('.' and '..') are checked first.
         if db.lblk == 0 {
-            check_entries(ctx, db.ino, db.lblk, &buf, 0, &mut bo, false, Some(dx));
+            check_entries(ctx, db.ino, db.lblk, buf, 0, &mut bo, false, Some(dx));
         }
         if bo.dx.is_none() {
             bo.dx = Some(htree::parse_interior(
@@ -379,7 +511,7 @@ fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
                 ctx.policy,
                 db.ino,
                 db.lblk,
-                &buf,
+                buf,
                 dx,
                 failed_csum,
                 &mut bo.findings,
@@ -393,10 +525,10 @@ fn check_block(ctx: &Ctx, db: &DirBlock) -> BlockOut {
     // An htree root keeps a dx tail, not a leaf tail: its `..` entry spans the whole block.
     let htree_root = ctx.p1.kinds[(db.ino - 1) as usize] & kind::HTREE != 0 && db.lblk == 0;
     if csum && !htree_root {
-        if fdir::has_tail(&buf) {
-            let seed = inode_seed(fs, db.ino);
+        if fdir::has_tail(buf) {
+            let seed = ctx.inode_seed(db.ino);
             if let Some(seed) = seed {
-                if fdir::leaf_checksum(&buf, seed) != fdir::stored_leaf_checksum(&buf) {
+                if fdir::leaf_checksum(buf, seed) != fdir::stored_leaf_checksum(buf) {
                     failed_csum = true;
                 }
             }
@@ -475,7 +607,8 @@ fn check_entries(
         start_state.max(2)
     };
     let mut off = 0usize;
-    let mut names: HashSet<&[u8]> = HashSet::new();
+    let mut names: HashSet<&[u8], NameHasher> =
+        HashSet::with_capacity_and_hasher(buf.len() / 32, NameHasher);
     let mut dups_found = false;
     // Each entry is at least 12 bytes, so this bounds the walk even on garbage.
     for _ in 0..=buf.len() / 12 {
@@ -612,11 +745,8 @@ fn check_entry(
     }
     let k = ctx.p1.kinds[(ino - 1) as usize];
     if k & kind::BAD != 0 {
-        bo.events.push(Event::BadInode {
-            dir,
-            ino,
-            name: display_name(name),
-        });
+        let name = bo.keep_name(name);
+        bo.events.push(Event::BadInode { dir, ino, name });
     }
     let out = &mut bo.findings;
     let g = geo.group_of_inode(ino);
@@ -702,10 +832,11 @@ fn check_entry(
     }
     if dot_state > 1 && k & kind::TYPE_MASK == ft::DIR && ctx.p1.inode_used.get(u64::from(ino - 1))
     {
+        let name = bo.keep_name(name);
         bo.events.push(Event::Subdir {
             dir,
             child: ino,
-            name: display_name(name),
+            name,
         });
     }
     ctx.count_ref(ino);
@@ -713,6 +844,20 @@ fn check_entry(
 }
 
 impl Ctx<'_> {
+    /// The checksum seed of directory `ino`'s blocks, from the generation pass 1 kept (or,
+    /// for an inode pass 1 did not list as a directory, from the inode on disk).
+    fn inode_seed(&self, ino: u32) -> Option<u32> {
+        let dirs = &self.p1.dirs;
+        match dirs.binary_search_by_key(&ino, |d| d.ino) {
+            Ok(i) => Some(ffsck_format::csum::inode_seed(
+                self.fs.csum_seed,
+                ino,
+                dirs[i].generation,
+            )),
+            Err(_) => inode_seed(self.fs, ino),
+        }
+    }
+
     /// Count one directory-entry reference to `ino` (saturating, like e2fsck's icount).
     fn count_ref(&self, ino: u32) {
         if ino != 0 {

@@ -4,6 +4,7 @@
 mod output;
 mod progress;
 mod repair;
+mod resources;
 
 use anyhow::Result;
 use clap::Parser;
@@ -64,6 +65,12 @@ struct Args {
     /// Put back the blocks saved in an undo file, restoring DEVICE as it was before the repair.
     #[arg(long = "apply-undo", value_name = "UNDO_FILE")]
     apply_undo: Option<PathBuf>,
+    /// Predict the run time of `-fn` from the superblock, descriptors and a small sample, then exit.
+    #[arg(long)]
+    estimate: bool,
+    /// Use only idle cores (by the load average) and run under SCHED_IDLE.
+    #[arg(long)]
+    nice: bool,
     /// The device or image to check.
     device: PathBuf,
 }
@@ -151,6 +158,27 @@ fn real_main() -> Result<i32> {
         return Ok(exit::ERROR);
     }
 
+    let mut plan = resources::plan(args.threads, args.nice);
+    if plan.nice {
+        plan.sched_idle = resources::enter_idle();
+    }
+    if args.estimate {
+        // Under the same scheduling as the check, so the calibration sees what it would get.
+        return match ffsck_check::estimate::estimate(&*dev, plan.threads) {
+            Ok(e) => {
+                print!("{}", resources::render_estimate(&dev_name, &e));
+                Ok(exit::OK)
+            }
+            Err(why) => {
+                eprintln!("ffsck: cannot estimate {dev_name}: {why}");
+                Ok(exit::ERROR)
+            }
+        };
+    }
+    if plan.nice && args.verbose {
+        eprintln!("{}", resources::describe(&plan));
+    }
+
     let start = std::time::Instant::now();
     if !args.force {
         if let Some(line) = output::clean_skip(&*dev, &dev_name) {
@@ -165,12 +193,17 @@ fn real_main() -> Result<i32> {
             block: args.superblock,
             block_size: args.blocksize,
         },
-        threads: args.threads.unwrap_or(0),
+        threads: plan.threads,
         progress: prog.clone(),
     };
-    let ticker = args
-        .progress_fd
-        .map(|fd| progress::Ticker::start(fd, prog.clone(), dev_name.clone()));
+    let ticker = args.progress_fd.map(|fd| {
+        // The bar's ETA follows the run-time model (its sample costs a few reads).
+        let model = (fd == 0)
+            .then(|| ffsck_check::estimate::estimate(&*dev, plan.threads).ok())
+            .flatten()
+            .map(|e| e.pass_secs);
+        progress::Ticker::start(fd, prog.clone(), dev_name.clone(), model)
+    });
     let mut term = output::Terminal::new(policy, &dev_name);
     let outcome = if policy == Policy::No {
         ffsck_check::check(dev.clone(), &opts, &mut term)

@@ -1,6 +1,7 @@
 //! Progress reporting for `-C fd`: e2fsck's "pass current max device" lines on a descriptor,
 //! or (for fd 0) a terminal bar with an ETA. Runs on its own thread, polling the engine's
-//! atomic counters, so the passes never block on output.
+//! atomic counters, so the passes never block on output. The bar weights each pass by the
+//! run-time model's prediction for it (`ffsck_check::estimate`) when one is available.
 
 use ffsck_check::Progress;
 use std::io::Write;
@@ -15,12 +16,13 @@ pub struct Ticker {
 }
 
 impl Ticker {
-    pub fn start(fd: i32, prog: Arc<Progress>, dev: String) -> Self {
+    /// `model`: predicted seconds per pass (index = pass), for the bar's weights and ETA.
+    pub fn start(fd: i32, prog: Arc<Progress>, dev: String, model: Option<[f64; 6]>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         let handle = std::thread::spawn(move || {
             if fd == 0 {
-                bar_loop(&prog, &s2);
+                bar_loop(&prog, &s2, model);
             } else {
                 lines_loop(fd, &prog, &s2, &dev);
             }
@@ -65,26 +67,39 @@ fn lines_loop(fd: i32, prog: &Progress, stop: &AtomicBool, dev: &str) {
     let _ = f.flush();
 }
 
-fn bar_loop(prog: &Progress, stop: &AtomicBool) {
-    let bar = indicatif::ProgressBar::new(100);
+/// Usual shares of the run per pass, when no model is available.
+const DEFAULT_WEIGHTS: [f64; 6] = [0.0, 0.60, 0.25, 0.02, 0.03, 0.10];
+
+fn bar_loop(prog: &Progress, stop: &AtomicBool, model: Option<[f64; 6]>) {
+    let bar = indicatif::ProgressBar::new(1000);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("Pass {msg} [{bar:40}] {percent:>3}% ETA {eta}")
+        indicatif::ProgressStyle::with_template("Pass {prefix} [{bar:40}] {percent:>3}% ETA {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
+    // Predicted seconds per pass; without a model, the fixed shares of a 1 s run.
+    let secs = model
+        .filter(|m| m.iter().all(|x| x.is_finite() && *x >= 0.0) && m.iter().sum::<f64>() > 0.0)
+        .unwrap_or(DEFAULT_WEIGHTS);
+    let total: f64 = secs.iter().sum();
+    let start = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        let (pass, done, total) = prog.snapshot();
-        // Weight passes by their usual share of the run so the ETA covers the whole check.
-        let weights = [0.0, 0.60, 0.25, 0.02, 0.03, 0.10];
+        let (pass, done, count) = prog.snapshot();
         let p = pass.min(5) as usize;
-        let base: f64 = weights[..p].iter().sum();
-        let frac = if total > 0 {
-            done as f64 / total as f64
+        let frac = if count > 0 {
+            (done as f64 / count as f64).min(1.0)
         } else {
             0.0
         };
-        let overall = (base + weights[p] * frac).min(1.0);
-        bar.set_message(pass.to_string());
-        bar.set_position((overall * 100.0) as u64);
+        // Model seconds covered so far, and the remaining ones scaled by how fast the run is
+        // going against the model (trusting the model alone at the start).
+        let covered = secs[..p].iter().sum::<f64>() + secs[p] * frac;
+        let elapsed = start.elapsed().as_secs_f64();
+        let slack = 0.1 * total;
+        let speed = (elapsed + slack) / (covered + slack);
+        let eta = ((total - covered).max(0.0) * speed).round() as u64;
+        bar.set_prefix(pass.to_string());
+        bar.set_position(((covered / total).min(1.0) * 1000.0) as u64);
+        bar.set_message(format!("{}:{:02}", eta / 60, eta % 60));
         std::thread::sleep(Duration::from_millis(100));
     }
     bar.finish_and_clear();
