@@ -75,13 +75,17 @@ pub fn plan(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, findings: &[Finding]
         if ino == lpf || plan.linked.contains(&ino) {
             continue;
         }
-        let ft = if filetype {
-            fs.read_inode(ino).map_or(0, |raw| {
-                FileType::from_mode(RawInode::parse(&raw).mode()).dirent_type()
-            })
-        } else {
-            0
+        let Some(kind) = fs
+            .read_inode(ino)
+            .map(|raw| FileType::from_mode(RawInode::parse(&raw).mode()))
+        else {
+            continue;
         };
+        // An inode of no valid type is cleared by e2fsck, never linked.
+        if kind == FileType::Bad {
+            continue;
+        }
+        let ft = if filetype { kind.dirent_type() } else { 0 };
         let name = format!("#{ino}");
         for (_, b, dirty) in plan.blocks.iter_mut() {
             if insert(b, ino, ft, name.as_bytes()) {
