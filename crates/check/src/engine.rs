@@ -68,6 +68,9 @@ pub struct AllocFacts {
     pub inode_used: crate::bitmap::Bitmap,
     /// Directories per group.
     pub dirs_per_group: Vec<u32>,
+    /// Every directory block (owner, logical and physical block), for repairs that edit
+    /// directories.
+    pub dir_blocks: Vec<crate::pass1::DirBlock>,
 }
 
 pub struct Outcome {
@@ -224,6 +227,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
             block_used: p1.block_used,
             inode_used: p1.inode_used,
             dirs_per_group,
+            dir_blocks: p1.dir_blocks,
         }),
     }
 }

@@ -503,7 +503,7 @@ fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
         // An interior node holds one empty entry: nothing to check but the index. The root
         // block's entries ('.' and '..') are checked first.
         if db.lblk == 0 {
-            check_entries(ctx, db.ino, db.lblk, buf, 0, &mut bo, false, Some(dx));
+            check_entries(ctx, db.ino, db.lblk, db.pblk, buf, 0, &mut bo, false, Some(dx));
         }
         if bo.dx.is_none() {
             bo.dx = Some(htree::parse_interior(
@@ -546,13 +546,24 @@ fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
         }
     }
     let before = bo.findings.0.len();
-    check_entries(ctx, db.ino, db.lblk, &buf[..max], 0, &mut bo, false, dx);
+    check_entries(
+        ctx,
+        db.ino,
+        db.lblk,
+        db.pblk,
+        &buf[..max],
+        0,
+        &mut bo,
+        false,
+        dx,
+    );
     if failed_csum && bo.findings.0.len() == before {
         bo.findings.report(
             ctx.policy,
             P::P2_LEAF_NODE_ONLY_CSUM_INVALID,
             ProblemCtx {
                 dir: db.ino,
+                blk: db.pblk,
                 num: u64::from(db.lblk),
                 ..Default::default()
             },
@@ -587,12 +598,14 @@ pub fn read_inode(fs: &Fs, ino: u32) -> Option<Vec<u8>> {
 }
 
 #[allow(clippy::too_many_arguments)]
-/// Walk the entries in `buf`. `dot_state` starts at 0 for a directory's first block (and for
+/// Walk the entries in `buf` (physical block `pblk`, 0 for inline data; findings name it so a
+/// repair can find the entry). `dot_state` starts at 0 for a directory's first block (and for
 /// inline directories, where `..` is implicit, at 2).
 fn check_entries(
     ctx: &Ctx,
     dir: u32,
     lblk: u32,
+    pblk: u64,
     buf: &[u8],
     start_state: u8,
     bo: &mut BlockOut,
@@ -618,6 +631,7 @@ fn check_entries(
         let pctx = |name: &[u8], ino: u32| ProblemCtx {
             dir,
             ino,
+            blk: pblk,
             num: u64::from(lblk),
             num2: off as u64,
             name: Some(display_name(name)),
@@ -887,10 +901,10 @@ fn check_inline_dir(ctx: &Ctx, dir: u32) -> BlockOut {
     }
     let size = inode.size() as usize;
     let first = &ib[4..60.min(size.max(4))];
-    check_entries(ctx, dir, 1, first, 2, &mut bo, true, None);
+    check_entries(ctx, dir, 1, 0, first, 2, &mut bo, true, None);
     if size > 60 {
         if let Some(extra) = inline_xattr_data(ctx.fs, &raw) {
-            check_entries(ctx, dir, 1, &extra, 2, &mut bo, true, None);
+            check_entries(ctx, dir, 1, 0, &extra, 2, &mut bo, true, None);
         }
     }
     bo

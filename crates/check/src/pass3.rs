@@ -35,6 +35,8 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
         // Walk up the parent chain; `seen` detects loops, `done` stops at connected dirs.
         let mut seen = std::collections::HashSet::new();
         let mut cur = dir;
+        // Reconnected to /lost+found: its `..` is fixed once it has its new parent.
+        let mut connected = false;
         // A chain can never be longer than the number of directories.
         for _ in 0..=p2.dirs.len() {
             if done.get(u64::from(cur)) {
@@ -53,7 +55,7 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
             }
             let parent = p2.dirs.get(&cur).map_or(0, |l| l.parent);
             if parent == 0 {
-                out.report(
+                let yes = out.report(
                     policy,
                     P::P3_UNCONNECTED_DIR,
                     ProblemCtx {
@@ -62,6 +64,7 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
                         ..Default::default()
                     },
                 );
+                connected |= yes && cur == dir;
                 break;
             }
             if parent == ROOT {
@@ -72,7 +75,7 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
         for s in seen {
             done.set(u64::from(s));
         }
-        if links.dotdot != links.parent {
+        if links.dotdot != links.parent && !connected {
             out.report(
                 policy,
                 P::P3_BAD_DOT_DOT,

@@ -194,9 +194,74 @@ fn unfixable_problems_are_left_and_reported() {
     let img = common::mkfs(&t, "ext4", &[], "16M");
     common::debugfs_w(&t, &img.path, "sif /a/f1 blocks 999");
     common::debugfs_w(&t, &img.path, "unlink /a/f6");
+    // Without /lost+found the unattached file cannot be reconnected.
+    common::debugfs_w(&t, &img.path, "rmdir /lost+found");
     let run = ffsck(&["-fy"], &img.path);
     assert_eq!(run.code(), 5, "{}\n{}", run.stdout, run.stderr);
     let c = common::check_n(&img.path, 1);
     assert!(!c.has("P1_BAD_I_BLOCKS"), "{}", c.describe());
     assert!(c.has("P4_UNATTACHED_INODE"), "{}", c.describe());
+}
+
+/// `ffsck -fy` exits 1, and `e2fsck -fn` then finds nothing; the sampled files kept their
+/// contents. The damage must be visible to e2fsck first.
+fn assert_one_run_repairs(t: &Tools, img: &Image, what: &str) {
+    let (before, _) = common::e2fsck_n(t, &img.path);
+    assert_eq!(
+        before, 4,
+        "test setup ({what}): the damage must be visible to e2fsck"
+    );
+    let run = ffsck(&["-fy"], &img.path);
+    assert_eq!(
+        run.code(),
+        1,
+        "{what}: ffsck -fy should fix everything (exit 1)\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let (code, out) = common::e2fsck_n(t, &img.path);
+    assert_eq!(code, 0, "{what}: e2fsck -fn after ffsck -fy:\n{out}");
+    assert_eq!(common::check_n(&img.path, 1).code(), 0);
+}
+
+/// Entries naming an inode that was zeroed are cleared (pass 2), then the allocation
+/// metadata is rebuilt without it.
+#[test]
+fn entries_to_unused_inodes_are_cleared() {
+    let Some(t) = common::tools() else { return };
+    for fs_type in ["ext4", "ext2"] {
+        let img = common::mkfs(&t, fs_type, &[], "16M");
+        common::debugfs_w(&t, &img.path, "link /a/f6 /c/other");
+        common::debugfs_w(&t, &img.path, "clri /a/f6");
+        assert_one_run_repairs(&t, &img, fs_type);
+        assert_contents_kept(&t, &img);
+        let ls = common::debugfs_r(&t, &img.path, "ls -l /a");
+        // A cleared entry keeps its name with inode 0.
+        let live = ls
+            .lines()
+            .any(|l| l.ends_with(" f6") && !l.trim_start().starts_with("0 "));
+        assert!(!live, "{fs_type}: the entry must be cleared:\n{ls}");
+    }
+}
+
+/// An unattached file and an unconnected directory end up in /lost+found with the right
+/// link counts and `..`; an unattached empty file is cleared instead.
+#[test]
+fn unattached_inodes_are_reconnected_to_lost_and_found() {
+    let Some(t) = common::tools() else { return };
+    for fs_type in ["ext4", "ext2"] {
+        let img = common::mkfs(&t, fs_type, &[], "16M");
+        common::debugfs_w(&t, &img.path, "unlink /a/f6");
+        common::debugfs_w(&t, &img.path, "unlink /c/d");
+        common::debugfs_w(&t, &img.path, "write /dev/null /a/empty");
+        common::debugfs_w(&t, &img.path, "unlink /a/empty");
+        assert_one_run_repairs(&t, &img, fs_type);
+        assert_contents_kept(&t, &img);
+        let ls = common::debugfs_r(&t, &img.path, "ls /lost+found");
+        assert_eq!(
+            ls.matches('#').count(),
+            2,
+            "{fs_type}: two reconnected:\n{ls}"
+        );
+    }
 }

@@ -50,7 +50,12 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
 }
 
 /// Read inode `ino`, change it, recompute its checksum and write it back.
-fn edit(p0: &Pass0Facts, dev: &dyn Device, ino: u32, change: impl FnOnce(&mut RawInode)) {
+pub(super) fn edit(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    ino: u32,
+    change: impl FnOnce(&mut RawInode),
+) {
     let fs = &p0.fs;
     let Some(off) = fs.inode_offset(ino) else {
         return;

@@ -7,6 +7,9 @@
 //! never claims more than it did.
 
 mod alloc;
+mod clear;
+mod connect;
+mod dirent;
 mod inode;
 
 use crate::engine::{self, CheckOptions, Outcome};
@@ -19,11 +22,68 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 /// Rounds of check-and-fix before giving up on reaching a clean state.
-const MAX_ROUNDS: usize = 4;
+const MAX_ROUNDS: usize = 8;
 
 /// Whether this module can fix `p` (the policy answers no to anything else).
 pub fn can_fix(p: P) -> bool {
-    inode::handles(p) || alloc::handles(p)
+    inode::handles(p)
+        || alloc::handles(p)
+        || dirent::handles(p)
+        || connect::handles(p)
+        || clear::handles(p)
+}
+
+/// The blocks of every directory, by owner, in logical order.
+#[derive(Default)]
+pub struct Dirs(std::collections::BTreeMap<u32, Vec<(u32, u64)>>);
+
+impl Dirs {
+    fn new(facts: Option<&engine::AllocFacts>) -> Self {
+        let mut d = Dirs::default();
+        for b in facts.map_or(&[][..], |f| &f.dir_blocks[..]) {
+            if b.pblk != 0 {
+                d.0.entry(b.ino).or_default().push((b.lblk, b.pblk));
+            }
+        }
+        for v in d.0.values_mut() {
+            v.sort_unstable();
+        }
+        d
+    }
+    /// Physical block of logical block `lblk` of `dir`.
+    pub fn block(&self, dir: u32, lblk: u32) -> Option<u64> {
+        let v = self.0.get(&dir)?;
+        v.iter().find(|b| b.0 == lblk).map(|b| b.1)
+    }
+    /// Physical blocks of `dir`, in logical order.
+    pub fn blocks(&self, dir: u32) -> Vec<u64> {
+        self.0
+            .get(&dir)
+            .map_or(Vec::new(), |v| v.iter().map(|b| b.1).collect())
+    }
+}
+
+/// Fixes that depend on the references pass 2 counted: held back while an entry is cleared or
+/// an inode is cleared in the same round, and made on the next round's counts.
+fn needs_counts(p: P) -> bool {
+    connect::handles(p) || matches!(p, P::P3_BAD_DOT_DOT | P::P4_BAD_REF_COUNT)
+}
+
+/// Hold back the fixes that must wait for the next round, then place the reconnections
+/// (answered no when `/lost+found` is missing or full).
+fn hold_back(findings: &mut [Finding]) {
+    let structural = findings
+        .iter()
+        .any(|f| f.fixed && (dirent::clears(f.problem) || clear::handles(f.problem)));
+    for f in findings.iter_mut().filter(|f| f.fixed) {
+        if structural && needs_counts(f.problem) {
+            f.fixed = false;
+        }
+        // The checker found no parent to point `..` at.
+        if f.problem == P::P3_BAD_DOT_DOT && f.ctx.ino2 == 0 {
+            f.fixed = false;
+        }
+    }
 }
 
 pub struct RepairOutcome {
@@ -66,7 +126,12 @@ impl Reporter for Held {
 /// wrong because of a problem that stays unfixed: inode fixes when the same inode has an
 /// unfixed problem, and the allocation rebuild (bitmaps, counts) when anything stays unfixed,
 /// since an unfixed problem may still change which blocks and inodes are in use.
-fn decide(findings: &mut [Finding]) {
+fn decide(findings: &mut [Finding], linked: &HashSet<u32>) {
+    for f in findings.iter_mut().filter(|f| f.fixed) {
+        if connect::handles(f.problem) && !linked.contains(&f.ctx.ino) {
+            f.fixed = false;
+        }
+    }
     let unfixed: Vec<(P, u32)> = findings
         .iter()
         .filter(|f| f.leaves_error())
@@ -77,9 +142,15 @@ fn decide(findings: &mut [Finding]) {
         .map(|&(_, i)| i)
         .filter(|&i| i != 0)
         .collect();
-    let alloc_ok = unfixed.is_empty();
+    // Clearing an inode frees its blocks only in the next round's facts.
+    let alloc_ok = unfixed.is_empty()
+        && !findings
+            .iter()
+            .any(|f| f.fixed && clear::handles(f.problem));
     for f in findings.iter_mut().filter(|f| f.fixed) {
-        if inode::handles(f.problem) && blocked.contains(&f.ctx.ino) {
+        if (inode::handles(f.problem) || clear::handles(f.problem) || connect::handles(f.problem))
+            && blocked.contains(&f.ctx.ino)
+        {
             f.fixed = false;
         }
         if alloc::handles(f.problem) && !alloc_ok {
@@ -101,7 +172,26 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         let seen = findings.clone();
         let mut held = Held::default();
         let mut out = engine::check(ov.clone(), opts, &mut held);
-        decide(&mut out.findings);
+        let p0 = open(&ov, opts);
+        let dirs = Dirs::new(out.alloc.as_ref());
+        hold_back(&mut out.findings);
+        let plan = match &p0 {
+            Some(p0) => connect::plan(p0, &*ov, &dirs, &out.findings),
+            None => connect::Plan::default(),
+        };
+        decide(&mut out.findings, &plan.linked);
+        // Place only the reconnections still answered yes.
+        let plan = match &p0 {
+            Some(p0)
+                if out
+                    .findings
+                    .iter()
+                    .any(|f| f.fixed && connect::handles(f.problem)) =>
+            {
+                connect::plan(p0, &*ov, &dirs, &out.findings)
+            }
+            _ => connect::Plan::default(),
+        };
         // Replay what the check reported with the decisions made, skipping what an earlier
         // round already reported (and pass headers after the first round).
         let mut decided = out.findings.iter();
@@ -146,8 +236,13 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             last = Some(out);
             break;
         }
-        if let Some(p0) = open(&ov, opts) {
+        if let Some(p0) = p0 {
             inode::apply(&p0, &*ov, &fixes);
+            clear::apply(&p0, &*ov, &fixes);
+            if fixes.iter().any(|f| connect::handles(f.problem)) {
+                connect::apply(&p0, &*ov, &plan);
+            }
+            dirent::apply(&p0, &*ov, &dirs, &fixes);
             if fixes.iter().any(|f| alloc::handles(f.problem)) {
                 if let Some(facts) = &out.alloc {
                     alloc::rebuild(&p0, &*ov, facts);

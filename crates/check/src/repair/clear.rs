@@ -1,0 +1,31 @@
+//! Clear an inode as e2fsck does when it answers "Clear" for the whole inode: no links, no
+//! flags, deletion time now. Its bitmap bit and blocks are freed by the next round's
+//! allocation rebuild, which then sees the inode unused.
+
+use super::inode::edit;
+use crate::pass0::Pass0Facts;
+use crate::problem::Problem as P;
+use crate::report::Finding;
+use ffsck_io::Device;
+
+pub fn handles(p: P) -> bool {
+    matches!(p, P::P4_ZERO_LEN_INODE)
+}
+
+/// Clear the inodes named by the fixes among `fixes`.
+pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as u32);
+    for f in fixes.iter().filter(|f| handles(f.problem)) {
+        let ino = f.ctx.ino;
+        if ino < p0.fs.geo.first_ino {
+            continue;
+        }
+        edit(p0, dev, ino, |i| {
+            i.i_links_count.set(0);
+            i.i_flags.set(0);
+            i.i_dtime.set(now.max(1));
+        });
+    }
+}

@@ -1,0 +1,166 @@
+//! Reconnect unattached inodes and unconnected directories to `/lost+found` as `#INO`, as
+//! e2fsck's passes 3 and 4 do. Link counts and the `..` of a reconnected directory are fixed by
+//! the next round's check (`P4_BAD_REF_COUNT`, `P3_BAD_DOT_DOT`).
+//!
+//! Only an existing `/lost+found` with room in its blocks is used: the plan is made in memory
+//! first, so a finding is only answered yes when its entry really fits.
+
+use super::Dirs;
+use crate::pass0::Pass0Facts;
+use crate::problem::Problem as P;
+use crate::report::Finding;
+use ffsck_format::dir::{self as fdir, header_at};
+use ffsck_format::inode::{FileType, RawInode};
+use ffsck_format::{ino as rino, Incompat};
+use ffsck_io::Device;
+use std::collections::HashSet;
+
+pub fn handles(p: P) -> bool {
+    matches!(p, P::P4_UNATTACHED_INODE | P::P3_UNCONNECTED_DIR)
+}
+
+/// The blocks of `/lost+found` with the new entries in place, and the inodes they link.
+#[derive(Default)]
+pub struct Plan {
+    lpf: u32,
+    blocks: Vec<(u64, Vec<u8>, bool)>,
+    pub linked: HashSet<u32>,
+}
+
+/// Find `/lost+found` and place an entry for every reconnect finding the policy accepted.
+pub fn plan(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, findings: &[Finding]) -> Plan {
+    let mut plan = Plan::default();
+    let wanted: Vec<u32> = findings
+        .iter()
+        .filter(|f| f.fixed && handles(f.problem))
+        .map(|f| f.ctx.ino)
+        .collect();
+    if wanted.is_empty() {
+        return plan;
+    }
+    let fs = &p0.fs;
+    let bs = fs.block_size();
+    if bs >= 65536 {
+        return plan;
+    }
+    let read = |pblk: u64| -> Option<Vec<u8>> {
+        let mut b = vec![0u8; bs];
+        (pblk != 0 && pblk < fs.geo.blocks_count)
+            .then_some(())
+            .and_then(|_| dev.read_at(&mut b, pblk * bs as u64).ok())
+            .map(|_| b)
+    };
+    // `lost+found` in the root directory.
+    let mut lpf = 0;
+    for pblk in dirs.blocks(rino::ROOT) {
+        if let Some(b) = read(pblk) {
+            walk(&b, |_, h, name| {
+                if h.inode != 0 && name == b"lost+found" && lpf == 0 {
+                    lpf = h.inode;
+                }
+            });
+        }
+    }
+    if lpf == 0 || dirs.blocks(lpf).is_empty() {
+        return plan;
+    }
+    plan.lpf = lpf;
+    for pblk in dirs.blocks(lpf) {
+        if let Some(b) = read(pblk) {
+            plan.blocks.push((pblk, b, false));
+        }
+    }
+    let filetype = fs.geo.incompat.has(Incompat::FILETYPE);
+    for ino in wanted {
+        if ino == lpf || plan.linked.contains(&ino) {
+            continue;
+        }
+        let Some(kind) = fs
+            .read_inode(ino)
+            .map(|raw| FileType::from_mode(RawInode::parse(&raw).mode()))
+        else {
+            continue;
+        };
+        // An inode of no valid type is cleared by e2fsck, never linked.
+        if kind == FileType::Bad {
+            continue;
+        }
+        let ft = if filetype { kind.dirent_type() } else { 0 };
+        let name = format!("#{ino}");
+        for (_, b, dirty) in plan.blocks.iter_mut() {
+            if insert(b, ino, ft, name.as_bytes()) {
+                *dirty = true;
+                plan.linked.insert(ino);
+                break;
+            }
+        }
+    }
+    plan
+}
+
+/// Write the changed blocks of `/lost+found`.
+pub fn apply(p0: &Pass0Facts, dev: &dyn Device, plan: &Plan) {
+    let bs = p0.fs.block_size() as u64;
+    for (pblk, b, dirty) in &plan.blocks {
+        if *dirty {
+            let mut b = b.clone();
+            super::dirent::set_leaf_csum(p0, dev, plan.lpf, &mut b);
+            let _ = dev.write_at(&b, pblk * bs);
+        }
+    }
+}
+
+/// Call `f(offset, header, name)` for every well-formed entry of a leaf block, stopping at the
+/// first malformed one.
+fn walk(b: &[u8], mut f: impl FnMut(usize, fdir::DirentHeader, &[u8])) {
+    let end = if fdir::has_tail(b) {
+        b.len() - fdir::TAIL_SIZE
+    } else {
+        b.len()
+    };
+    let mut off = 0usize;
+    // Entries are at least 12 bytes: this bounds the walk.
+    for _ in 0..=b.len() / 12 {
+        let Some(h) = header_at(&b[..end], off, b.len() as u32) else {
+            break;
+        };
+        let (rl, nl) = (h.rec_len as usize, usize::from(h.name_len));
+        if rl < 12 || rl % 4 != 0 || off + rl > end || 8 + nl > rl {
+            break;
+        }
+        f(off, h, &b[off + 8..off + 8 + nl]);
+        off += rl;
+    }
+}
+
+/// Put an entry for `ino` into the first gap of `b` large enough for it.
+fn insert(b: &mut [u8], ino: u32, ft: u8, name: &[u8]) -> bool {
+    let need = fdir::rec_len_for(name.len()) as usize;
+    let mut spot = None;
+    walk(b, |off, h, _| {
+        if spot.is_some() {
+            return;
+        }
+        let rl = h.rec_len as usize;
+        if h.inode == 0 && rl >= need {
+            spot = Some((off, off, rl));
+        } else if h.inode != 0 {
+            let used = fdir::rec_len_for(usize::from(h.name_len)) as usize;
+            if rl >= used + need {
+                spot = Some((off, off + used, rl - used));
+            }
+        }
+    });
+    let Some((prev, at, len)) = spot else {
+        return false;
+    };
+    if prev != at {
+        b[prev + 4..prev + 6].copy_from_slice(&((at - prev) as u16).to_le_bytes());
+    }
+    b[at..at + 4].copy_from_slice(&ino.to_le_bytes());
+    b[at + 4..at + 6].copy_from_slice(&(len as u16).to_le_bytes());
+    b[at + 6] = name.len() as u8;
+    b[at + 7] = ft;
+    b[at + 8..at + 8 + name.len()].copy_from_slice(name);
+    true
+}

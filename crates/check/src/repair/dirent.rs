@@ -1,0 +1,165 @@
+//! Fixes of single directory entries, as e2fsck's pass 2 and 3 make them: clear an entry
+//! (inode 0) that names a bad, unused or forbidden inode, set or clear its file type, point
+//! `..` at the right parent, and recompute the leaf checksum of every block touched.
+//!
+//! Each fix finds its entry from the finding (`blk` = physical block, `num2` = offset, `ino` =
+//! the inode the entry names) and does nothing unless the entry is still there as found.
+
+use super::Dirs;
+use crate::pass0::Pass0Facts;
+use crate::problem::Problem as P;
+use crate::report::Finding;
+use ffsck_format::dir::{self as fdir, header_at};
+use ffsck_format::inode::RawInode;
+use ffsck_io::Device;
+
+/// Entry fixes that remove a reference (clear the entry).
+pub fn clears(p: P) -> bool {
+    matches!(
+        p,
+        P::P2_BAD_INO
+            | P::P2_UNUSED_INODE
+            | P::P2_LINK_DOT
+            | P::P2_LINK_ROOT
+            | P::P2_DUP_DOT
+            | P::P2_DUP_DOT_DOT
+    )
+}
+
+pub fn handles(p: P) -> bool {
+    clears(p)
+        || matches!(
+            p,
+            P::P2_SET_FILETYPE
+                | P::P2_BAD_FILETYPE
+                | P::P2_CLEAR_FILETYPE
+                | P::P2_LEAF_NODE_ONLY_CSUM_INVALID
+                | P::P3_BAD_DOT_DOT
+        )
+}
+
+/// Apply the entry fixes among `fixes`, in order.
+pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding]) {
+    for f in fixes.iter().filter(|f| handles(f.problem)) {
+        let c = &f.ctx;
+        match f.problem {
+            P::P2_LEAF_NODE_ONLY_CSUM_INVALID => {
+                edit_block(p0, dev, c.dir, c.blk, |_| true);
+            }
+            P::P3_BAD_DOT_DOT => {
+                // `..` is the second entry of block 0; the right parent is `ino2`.
+                let (dir, was, want) = (c.ino, c.dir, c.ino2);
+                let Some(pblk) = dirs.block(dir, 0) else {
+                    continue;
+                };
+                if want == 0 {
+                    continue;
+                }
+                edit_block(p0, dev, dir, pblk, |buf| {
+                    let bs = buf.len() as u32;
+                    let Some(first) = header_at(buf, 0, bs) else {
+                        return false;
+                    };
+                    let off = first.rec_len as usize;
+                    match header_at(buf, off, bs) {
+                        Some(h) if h.inode == was && h.name_len == 2 => {
+                            put_u32(buf, off, want);
+                            true
+                        }
+                        _ => false,
+                    }
+                });
+            }
+            p => {
+                if c.blk == 0 {
+                    continue; // inline data: not handled here
+                }
+                let (off, ino) = (c.num2 as usize, c.ino);
+                let first_block = c.num == 0;
+                edit_block(p0, dev, c.dir, c.blk, |buf| {
+                    let bs = buf.len() as u32;
+                    let Some(h) = header_at(buf, off, bs) else {
+                        return false;
+                    };
+                    if h.inode != ino || off + 8 > buf.len() {
+                        return false;
+                    }
+                    if clears(p) {
+                        // '.' and '..' keep their place; pass 3 and the next round see to them.
+                        if first_block && is_dot_or_dotdot(buf, off) {
+                            return false;
+                        }
+                        put_u32(buf, off, 0);
+                        return true;
+                    }
+                    // A filetype finding carries the type the entry should have in `num2`.
+                    let ft = match p {
+                        P::P2_CLEAR_FILETYPE => 0,
+                        _ => u8::try_from(c.num2).unwrap_or(0),
+                    };
+                    buf[off + 7] = ft;
+                    true
+                });
+            }
+        }
+    }
+}
+
+/// Is the entry at `off` the first or second of the block?
+fn is_dot_or_dotdot(buf: &[u8], off: usize) -> bool {
+    if off == 0 {
+        return true;
+    }
+    header_at(buf, 0, buf.len() as u32).is_some_and(|h| h.rec_len as usize == off)
+}
+
+fn put_u32(buf: &mut [u8], off: usize, v: u32) {
+    if let Some(s) = buf.get_mut(off..off + 4) {
+        s.copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// Read directory block `pblk` of `dir`, let `change` edit it (returning whether it did),
+/// recompute the leaf checksum tail if the block has one, and write it back.
+pub fn edit_block(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    dir: u32,
+    pblk: u64,
+    change: impl FnOnce(&mut Vec<u8>) -> bool,
+) -> bool {
+    let fs = &p0.fs;
+    if pblk == 0 || pblk >= fs.geo.blocks_count {
+        return false;
+    }
+    let bs = fs.block_size();
+    let mut buf = vec![0u8; bs];
+    if dev.read_at(&mut buf, pblk * bs as u64).is_err() {
+        return false;
+    }
+    if !change(&mut buf) {
+        return false;
+    }
+    set_leaf_csum(p0, dev, dir, &mut buf);
+    dev.write_at(&buf, pblk * bs as u64).is_ok()
+}
+
+/// Recompute the checksum tail of a leaf block of `dir` (no-op without `metadata_csum` or a tail).
+pub fn set_leaf_csum(p0: &Pass0Facts, dev: &dyn Device, dir: u32, buf: &mut [u8]) {
+    let fs = &p0.fs;
+    if !fs.has_metadata_csum() || !fdir::has_tail(buf) {
+        return;
+    }
+    let Some(off) = fs.inode_offset(dir) else {
+        return;
+    };
+    let mut raw = vec![0u8; fs.geo.inode_size as usize];
+    if dev.read_at(&mut raw, off).is_err() {
+        return;
+    }
+    let gen = RawInode::parse(&raw).i_generation.get();
+    let seed = ffsck_format::csum::inode_seed(fs.csum_seed, dir, gen);
+    let c = fdir::leaf_checksum(buf, seed);
+    let n = buf.len();
+    buf[n - 4..].copy_from_slice(&c.to_le_bytes());
+}
