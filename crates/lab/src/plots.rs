@@ -37,6 +37,8 @@ pub struct LinePlot {
     pub x_label: String,
     pub y_label: String,
     pub series: Vec<Series>,
+    /// x is a count (threads): label whole numbers only.
+    pub x_integer: bool,
 }
 
 /// The finite points of a series, sorted by x so the line does not zigzag back.
@@ -75,7 +77,10 @@ fn axis_range(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) 
         );
     }
     let pad = span * 0.05;
-    (if from_zero && lo >= 0.0 { lo } else { lo - pad }, hi + pad)
+    // y (the `from_zero` axis) gets extra room on top so the legend box does not hide the
+    // highest line.
+    let top = if from_zero { span * 0.3 } else { pad };
+    (if from_zero && lo >= 0.0 { lo } else { lo - pad }, hi + top)
 }
 
 /// Renders the plot as an SVG document.
@@ -101,9 +106,20 @@ pub fn render_svg(plot: &LinePlot) -> Result<String> {
             .y_label_area_size(64)
             .build_cartesian_2d(x_range.0..x_range.1, y_range.0..y_range.1)
             .map_err(draw)?;
-        chart
-            .configure_mesh()
-            .x_desc(plot.x_label.as_str())
+        let mut mesh = chart.configure_mesh();
+        let whole = |x: &f64| {
+            if x.fract() == 0.0 {
+                format!("{x:.0}")
+            } else {
+                String::new()
+            }
+        };
+        if plot.x_integer {
+            // One tick per whole number when there are few, so "1.5 threads" never shows.
+            let ticks = (x_range.1 - x_range.0).clamp(1.0, 20.0) as usize + 1;
+            mesh.x_labels(ticks).x_label_formatter(&whole);
+        }
+        mesh.x_desc(plot.x_label.as_str())
             .y_desc(plot.y_label.as_str())
             .draw()
             .map_err(draw)?;
@@ -177,6 +193,7 @@ pub fn scaling_plot(scaling: &[(usize, f64)], e2fsck_wall_s: f64, what: &str) ->
         x_label: "ffsck threads".into(),
         y_label: "median wall time (s)".into(),
         series,
+        x_integer: true,
     }
 }
 
@@ -207,6 +224,7 @@ pub fn size_plot(points: &[SizePoint], title: &str, y_label: &str) -> LinePlot {
                 reference: false,
             },
         ],
+        x_integer: false,
     }
 }
 
@@ -222,7 +240,7 @@ mod tests {
         assert!(lo.is_finite() && hi.is_finite() && lo < hi);
         let (lo, hi) = axis_range([1.0, 3.0].into_iter(), true);
         assert_eq!(lo, 0.0);
-        assert!(hi > 3.0);
+        assert!(hi > 3.5);
     }
 
     #[test]
