@@ -273,6 +273,9 @@ pub fn run(args: &BenchArgs) -> Result<BenchResults> {
         let _ = std::fs::remove_file(&image);
     }
     let mut results = result?;
+    results
+        .warnings
+        .extend(crate::sweep::rss_floor_warning(&results));
     results.figures = crate::sweep::bench_figures(&results, &args.out).unwrap_or_else(|e| {
         results.warnings.push(format!("plots: {e:#}"));
         Vec::new()

@@ -41,12 +41,16 @@ pub struct LinePlot {
     pub x_integer: bool,
 }
 
-/// The finite points of a series, sorted by x so the line does not zigzag back.
+/// Largest magnitude drawn. No time or size we measure comes near it, and plotters' tick
+/// search does not finish on ranges near `f64::MAX` (found by the hostile-input test).
+const MAX_ABS_VALUE: f64 = 1e15;
+
+/// The finite, drawable points of a series, sorted by x so the line does not zigzag back.
 fn clean(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     let mut out: Vec<(f64, f64)> = points
         .iter()
         .copied()
-        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .filter(|(x, y)| x.abs() <= MAX_ABS_VALUE && y.abs() <= MAX_ABS_VALUE)
         .take(MAX_POINTS)
         .collect();
     out.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -64,8 +68,9 @@ fn axis_range(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) 
         hi = hi.max(0.0);
     }
     let span = hi - lo;
-    // A zero or overflowing span (f64::MAX - -f64::MAX) cannot be divided into ticks.
-    if !(span.is_finite() && span > 0.0) {
+    // A zero, vanishing or overflowing span cannot be divided into ticks.
+    let scale = lo.abs().max(hi.abs()).max(1e-12);
+    if !(span.is_finite() && span > scale * 1e-9) {
         let pad = if hi.is_finite() && hi != 0.0 {
             hi.abs() * 0.1
         } else {

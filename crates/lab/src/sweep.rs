@@ -145,6 +145,34 @@ pub fn age_image(
     }
 }
 
+/// The lab's own peak RSS in KiB (`VmHWM`), if /proc says.
+fn own_peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A warning when a checker's peak RSS is no more than the lab's own: Linux carries the
+/// high-water mark of the forked copy of the lab across `exec` into the child's `ru_maxrss`,
+/// so such a figure is a floor set by the lab, not the checker's real peak.
+pub fn rss_floor_warning(r: &BenchResults) -> Option<String> {
+    let own = own_peak_rss_kib()? as f64;
+    let low: Vec<&str> = r
+        .summary
+        .iter()
+        .filter(|s| s.median_max_rss_kib <= own * 1.05)
+        .map(|s| s.checker.as_str())
+        .collect();
+    (!low.is_empty()).then(|| {
+        format!(
+            "peak RSS of {} is within 5% of ffsck-lab's own ({:.1} MiB): ru_maxrss counts the \
+             forked copy of the lab before exec, so the real peak may be lower",
+            low.join(" and "),
+            own / 1024.0
+        )
+    })
+}
+
 /// One size of the sweep.
 #[derive(Debug, Clone, Serialize)]
 pub struct SizeRow {

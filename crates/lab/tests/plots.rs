@@ -143,10 +143,17 @@ fn hostile_values_are_dropped_not_drawn() {
         (2.0, 3.0),
         (f64::MAX, -f64::MAX),
         (-0.0, 1e300),
+        (5.0, 1e-300),
     ]);
     let svg = plots::render_svg(&p).unwrap();
     assert_eq!(check_xml(&svg).unwrap(), "svg");
-    assert_eq!(svg.matches("<circle").count(), 3);
+    // Non-finite and astronomically large points are dropped.
+    assert_eq!(svg.matches("<circle").count(), 2);
+    // A flat or vanishing range still renders.
+    for pts in [vec![(1.0, 1.0), (1.0, 1.0 + 1e-15)], vec![(1e-300, 1e-300)]] {
+        let svg = plots::render_svg(&plot(pts)).unwrap();
+        assert_eq!(check_xml(&svg).unwrap(), "svg");
+    }
     // Escaped, not raw, markup characters from the title.
     assert!(!svg.contains("t <&>"));
 }
