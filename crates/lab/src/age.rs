@@ -88,6 +88,19 @@ pub struct AgeReport {
     pub fragmentation: Fragmentation,
 }
 
+/// The image could not be loop-mounted (no root, no loop devices): nothing was changed, so
+/// callers such as `bench --aged` can skip aging instead of failing.
+#[derive(Debug)]
+pub struct MountUnavailable(pub String);
+
+impl std::fmt::Display for MountUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MountUnavailable {}
+
 /// A loop mount that is undone when dropped.
 struct Mount {
     dir: tempfile::TempDir,
@@ -107,11 +120,12 @@ impl Mount {
             .output()
             .context("running mount")?;
         if !out.status.success() {
-            bail!(
+            return Err(MountUnavailable(format!(
                 "cannot mount {} with `mount -o loop` (aging needs root and loop devices): {}",
                 image.display(),
                 String::from_utf8_lossy(&out.stderr).trim()
-            );
+            ))
+            .into());
         }
         Ok(Mount { dir })
     }

@@ -72,6 +72,21 @@ pub struct BenchArgs {
     /// A tmpfs such as /dev/shm makes generation faster.
     #[arg(long)]
     pub tree_dir: Option<PathBuf>,
+    /// Sweep over these inode counts (comma-separated, e.g. 100000,250000,1000000): one bench
+    /// per size in `--out/inodes-N/`, then a summary report and cost-vs-size plots in --out.
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Option<Vec<u64>>,
+    /// Age the built image with `ffsck-lab age --method M` (loop mount; needs root) after
+    /// doubling its size, then bench the aged image. Skipped with a warning when it cannot
+    /// be mounted.
+    #[arg(long, value_enum)]
+    pub aged: Option<crate::age::Method>,
+    /// With --aged: stop aging after this many seconds.
+    #[arg(long, default_value_t = 300.0)]
+    pub age_secs: f64,
+    /// Skip the read-once floor (reading the metadata once with large reads; needs e2image).
+    #[arg(long)]
+    pub no_read_once: bool,
 }
 
 /// One measured run.
@@ -152,12 +167,21 @@ pub struct BenchResults {
     /// ffsck median peak RSS / e2fsck median peak RSS.
     pub rss_ratio_ffsck_over_e2fsck: f64,
     pub scaling: Vec<ScalingRow>,
+    /// With --aged: what aging did (absent when it was skipped).
+    pub aged: Option<crate::age::AgeReport>,
+    /// Time to read the same metadata once (absent with --no-read-once or without e2image).
+    pub read_once: Option<crate::readonce::ReadOnce>,
+    /// SVG figures written beside report.md.
+    pub figures: Vec<crate::sweep::Figure>,
     pub warnings: Vec<String>,
     pub runs: Vec<RunRecord>,
 }
 
 /// CLI entry: run the bench, write results.json and report.md, print the report.
 pub fn main(args: &BenchArgs) -> Result<()> {
+    if args.sizes.is_some() {
+        return crate::sweep::main(args);
+    }
     let results = run(args)?;
     let report = render_markdown(&results);
     print!("{report}");
@@ -185,6 +209,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchResults> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
 
+    let mut warnings = Vec::new();
     let (image, built) = match &args.image {
         Some(image) => {
             if !image.is_file() {
@@ -194,9 +219,13 @@ pub fn run(args: &BenchArgs) -> Result<BenchResults> {
         }
         None => {
             let mke2fs = tools::resolve_tool(args.mke2fs.as_deref(), "mke2fs")?;
-            let image = args
-                .out
-                .join(format!("{}-{}.img", args.profile.name(), args.inodes));
+            let image = args.out.join(format!(
+                "{}-{}{}.img",
+                args.profile.name(),
+                args.inodes,
+                args.aged
+                    .map_or(String::new(), |m| format!("-aged-{m:?}").to_lowercase())
+            ));
             eprintln!(
                 "building {} ({} profile, ~{} inodes)…",
                 image.display(),
@@ -224,12 +253,33 @@ pub fn run(args: &BenchArgs) -> Result<BenchResults> {
         }
     };
 
-    let result = measure_all(args, &ffsck, &e2fsck, &image, built);
+    let aged = match (args.aged, &built) {
+        (Some(method), Some(_)) => crate::sweep::age_image(args, method, &image, &mut warnings),
+        (Some(_), None) => {
+            warnings.push("--aged applies to built images only; --image was benched as is".into());
+            Ok(None)
+        }
+        _ => Ok(None),
+    };
+    let result = aged.and_then(|aged| {
+        measure_all(args, &ffsck, &e2fsck, &image, built).map(|mut r| {
+            r.aged = aged;
+            r.warnings.splice(0..0, warnings);
+            r
+        })
+    });
     // A built image can be gigabytes: remove it even when measuring failed, unless asked not to.
     if args.image.is_none() && !args.keep {
         let _ = std::fs::remove_file(&image);
     }
-    let results = result?;
+    let mut results = result?;
+    results
+        .warnings
+        .extend(crate::sweep::rss_floor_warning(&results));
+    results.figures = crate::sweep::bench_figures(&results, &args.out).unwrap_or_else(|e| {
+        results.warnings.push(format!("plots: {e:#}"));
+        Vec::new()
+    });
 
     let json_path = args.out.join("results.json");
     let json = serde_json::to_string_pretty(&results)?;
@@ -369,6 +419,25 @@ fn measure_all(
     );
     let e2_summary = summarize("e2fsck", &timed(&runner.records, "e2fsck", None, "compare"));
 
+    let mut read_once = None;
+    let mut ro_warning = None;
+    if !args.no_read_once {
+        let mut drop = || runner.drop_caches();
+        match tools::resolve_tool(None, "e2image").and_then(|e2image| {
+            crate::readonce::measure(image, &e2image, &args.out, args.runs, args.cold, &mut drop)
+        }) {
+            Ok(r) => {
+                eprintln!(
+                    "read once: {:.3} s median for {:.0} MiB of metadata",
+                    r.median_wall_s,
+                    r.metadata_bytes as f64 / (1 << 20) as f64
+                );
+                read_once = Some(r);
+            }
+            Err(e) => ro_warning = Some(format!("read-once floor skipped: {e:#}")),
+        }
+    }
+
     let mut scaling = Vec::new();
     if args.scaling {
         for threads in 1..=cpus {
@@ -402,7 +471,7 @@ fn measure_all(
         }
     }
 
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = ro_warning.into_iter().collect();
     if tools::is_debug_build(ffsck) {
         warnings.push(format!(
             "ffsck at {} looks like a debug build; build with `cargo build --release -p ffsck` \
@@ -447,6 +516,9 @@ fn measure_all(
         rss_ratio_ffsck_over_e2fsck: ff_summary.median_max_rss_kib / e2_summary.median_max_rss_kib,
         summary: vec![ff_summary, e2_summary],
         scaling,
+        aged: None,
+        read_once,
+        figures: Vec::new(),
         warnings,
         runs: runner.records,
     })
@@ -507,6 +579,9 @@ pub fn render_markdown(r: &BenchResults) -> String {
         ));
     }
     out.push('\n');
+    if let Some(a) = &r.aged {
+        out.push_str(&crate::sweep::render_aged(a));
+    }
     if let Some(fs) = &r.fs {
         if let (Some(used), Some(total)) = (fs.used_inodes(), fs.inode_count) {
             out.push_str(&format!("- inodes in use: {used} of {total}\n"));
@@ -620,6 +695,14 @@ pub fn render_markdown(r: &BenchResults) -> String {
             &rows,
         ));
     }
+    if let (Some(ro), [ff, e2, ..]) = (&r.read_once, r.summary.as_slice()) {
+        out.push_str(&crate::readonce::render_markdown(
+            ro,
+            ff.median_wall_s,
+            e2.median_wall_s,
+        ));
+    }
+    out.push_str(&crate::sweep::render_figures(&r.figures));
     if !r.warnings.is_empty() {
         out.push_str("\n### Warnings\n\n");
         for w in &r.warnings {

@@ -11,7 +11,10 @@ pub mod imagegen;
 pub mod markdown;
 pub mod metrics;
 pub mod mkfs;
+pub mod plots;
 pub mod problem_log;
+pub mod readonce;
+pub mod sweep;
 pub mod tools;
 
 use anyhow::Result;
