@@ -177,7 +177,10 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     let p2 = pass2::run(&p0, &p1, policy, &mut f, prog);
     flush(rep, &mut f, &mut all);
     if p2.aborted {
-        return aborted(all, "A corrupted directory block was left unsalvaged: check aborted.");
+        return aborted(
+            all,
+            "A corrupted directory block was left unsalvaged: check aborted.",
+        );
     }
     rep.pass_start(3);
     prog.start(3, 1);

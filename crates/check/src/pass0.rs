@@ -64,7 +64,11 @@ pub(crate) fn read_super_at(dev: &dyn Device, offset: u64) -> Option<RawSuperblo
     RawSuperblock::parse(&buf)
 }
 
-pub(crate) fn read_descs(dev: &dyn Device, geo: &Geometry, sb_block: u64) -> Option<Vec<RawGroupDesc>> {
+pub(crate) fn read_descs(
+    dev: &dyn Device,
+    geo: &Geometry,
+    sb_block: u64,
+) -> Option<Vec<RawGroupDesc>> {
     let bs = u64::from(geo.block_size);
     let ds = geo.desc_size as usize;
     let mut out = Vec::with_capacity(geo.group_count as usize);

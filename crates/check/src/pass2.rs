@@ -85,7 +85,8 @@ struct BlockOut {
     /// The names events refer to, back to back.
     names: Vec<u8>,
     /// Facts about a block of an indexed directory, checked per directory in the merge.
-    dx: Option<htree::DxBlock>,
+    /// (Boxed: most blocks are not in an indexed directory, and a window holds many blocks.)
+    dx: Option<Box<htree::DxBlock>>,
     /// Lowest and highest name hash of the entries (indexed directories only).
     hash_range: Option<(u32, u32)>,
     /// A name could not be hashed as the kernel would (casefolded non-ASCII, SipHash).
@@ -278,7 +279,7 @@ impl std::hash::Hasher for NameHash {
 }
 
 /// Directory blocks checked per window: parallel inside a window, merged in order after it.
-const WINDOW_BLOCKS: usize = 4096;
+const WINDOW_BLOCKS: usize = 1024;
 
 /// The sequential, order-dependent half of pass 2, fed window by window in block order.
 struct Merge {
@@ -332,7 +333,7 @@ impl Merge {
                 }
                 out.extend(bo.findings);
                 if let Some(d) = bo.dx {
-                    self.dx_facts.entry(bo.dir).or_default().push(d);
+                    self.dx_facts.entry(bo.dir).or_default().push(*d);
                 }
             }
             for ev in bo.events {
@@ -489,10 +490,10 @@ fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
                     )
                 {
                     // Cleared: the block is checked as a plain one below.
-                    bo.dx = Some(htree::DxBlock {
+                    bo.dx = Some(Box::new(htree::DxBlock {
                         cleared: true,
                         ..Default::default()
-                    });
+                    }));
                 }
             }
         }
@@ -503,10 +504,20 @@ fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
         // An interior node holds one empty entry: nothing to check but the index. The root
         // block's entries ('.' and '..') are checked first.
         if db.lblk == 0 {
-            check_entries(ctx, db.ino, db.lblk, db.pblk, buf, 0, &mut bo, false, Some(dx));
+            check_entries(
+                ctx,
+                db.ino,
+                db.lblk,
+                db.pblk,
+                buf,
+                0,
+                &mut bo,
+                false,
+                Some(dx),
+            );
         }
         if bo.dx.is_none() {
-            bo.dx = Some(htree::parse_interior(
+            bo.dx = Some(Box::new(htree::parse_interior(
                 fs,
                 ctx.policy,
                 db.ino,
@@ -515,7 +526,7 @@ fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
                 dx,
                 failed_csum,
                 &mut bo.findings,
-            ));
+            )));
         }
         return bo;
     }
@@ -571,14 +582,14 @@ fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
     }
     if dx.is_some() {
         let (lo, hi) = bo.hash_range.unwrap_or((u32::MAX, 0));
-        bo.dx = Some(htree::DxBlock {
+        bo.dx = Some(Box::new(htree::DxBlock {
             lblk: db.lblk,
             kind: htree::DxKind::Leaf,
             min_hash: lo,
             max_hash: hi,
             hash_unknown: bo.hash_unknown,
             ..Default::default()
-        });
+        }));
     }
     bo
 }
