@@ -1255,6 +1255,17 @@ fn walk_indirect(
 
 /// Walk one extent node. `lo..hi` is the logical range the parent index allows.
 #[allow(clippy::too_many_arguments)]
+/// An extent index entry points at a block that is not a valid extent node.
+fn bad_extent_node(scan: &Scan, out: &mut GroupOut, ic: &mut InodeCheck, child: u64, start: u64) {
+    let ctx = ProblemCtx {
+        ino: ic.ino,
+        blk: child,
+        num: start,
+        ..Default::default()
+    };
+    report(scan, out, ic, P::P1_EXTENT_HEADER_INVALID, ctx);
+}
+
 fn walk_extent_node(
     scan: &Scan,
     ic: &mut InodeCheck,
@@ -1404,18 +1415,7 @@ fn walk_extent_node(
                 );
             }
             let Some(buf) = fs.read_block(child) else {
-                report(
-                    scan,
-                    out,
-                    ic,
-                    P::P1_EXTENT_HEADER_INVALID,
-                    ProblemCtx {
-                        ino,
-                        blk: child,
-                        num: start,
-                        ..Default::default()
-                    },
-                );
+                bad_extent_node(scan, out, ic, child, start);
                 continue;
             };
             match Node::parse(&buf) {
@@ -1488,18 +1488,7 @@ fn walk_extent_node(
                     );
                 }
                 _ => {
-                    report(
-                        scan,
-                        out,
-                        ic,
-                        P::P1_EXTENT_HEADER_INVALID,
-                        ProblemCtx {
-                            ino,
-                            blk: child,
-                            num: start,
-                            ..Default::default()
-                        },
-                    );
+                    bad_extent_node(scan, out, ic, child, start);
                 }
             }
             next_start = start.max(next_start);

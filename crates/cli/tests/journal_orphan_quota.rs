@@ -14,27 +14,7 @@ fn ext4(t: &Tools, extra: &[&str]) -> Image {
 /// Runs both checkers; asserts both exit with `code` and ffsck reports every code in `want`
 /// and none in `unwanted`.
 fn expect(t: &Tools, img: &Image, code: i32, want: &[&str], unwanted: &[&str]) -> common::Check {
-    let (e2_code, e2_out) = common::e2fsck_n(t, &img.path);
-    let c = common::check_n(&img.path, 1);
-    println!("ffsck findings:\n{}", c.describe());
-    assert_eq!(e2_code, code, "test setup: e2fsck -fn exit code:\n{e2_out}");
-    assert_eq!(
-        c.code(),
-        code,
-        "ffsck exit code:\n{}\ne2fsck said:\n{e2_out}",
-        c.describe()
-    );
-    for w in want {
-        assert!(
-            c.has(w),
-            "ffsck did not report {w}:\n{}\ne2fsck said:\n{e2_out}",
-            c.describe()
-        );
-    }
-    for u in unwanted {
-        assert!(!c.has(u), "ffsck reported {u}:\n{}", c.describe());
-    }
-    c
+    common::expect_codes(t, img, code, want, unwanted)
 }
 
 /// Byte offset of the journal superblock (logical block 0 of inode 8).

@@ -45,6 +45,17 @@ pub fn decode_rec_len(raw: u16, block_size: u32) -> u32 {
     (len & 65532) | ((len & 3) << 16)
 }
 
+/// Encode a record length for a block of `block_size` bytes (the inverse of `decode_rec_len`).
+pub fn encode_rec_len(len: u32, block_size: u32) -> u16 {
+    if block_size < 65536 || len < 65536 {
+        return len as u16;
+    }
+    if len == block_size {
+        return 65535;
+    }
+    ((len & 65532) | ((len >> 16) & 3)) as u16
+}
+
 /// Read the entry header at `off`; `None` if fewer than 8 bytes remain.
 pub fn header_at(block: &[u8], off: usize, block_size: u32) -> Option<DirentHeader> {
     let h = block.get(off..off + 8)?;
@@ -174,4 +185,25 @@ pub fn dx_csum_ok(block: &[u8], count_offset: usize, inode_seed: u32) -> Result<
         block[tail_at + 7],
     ]);
     Ok(c == stored)
+}
+
+#[cfg(test)]
+mod rec_len_tests {
+    use super::*;
+
+    #[test]
+    fn rec_len_encoding_round_trips() {
+        for bs in [1024u32, 4096, 65536] {
+            for len in [12u32, 16, 1020, 1024, 4092, 4096, 65532, 65536] {
+                if len > bs {
+                    continue;
+                }
+                assert_eq!(
+                    decode_rec_len(encode_rec_len(len, bs), bs),
+                    len,
+                    "{len} in {bs}"
+                );
+            }
+        }
+    }
 }

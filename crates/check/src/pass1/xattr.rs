@@ -192,17 +192,7 @@ fn report_ea_inode_ref(
         );
     }
     match r.problem {
-        Some((p, num)) => report(
-            scan,
-            out,
-            ic,
-            p,
-            ProblemCtx {
-                ino,
-                num,
-                ..Default::default()
-            },
-        ),
+        Some((p, num)) => report_num(scan, out, ic, p, num),
         None => false,
     }
 }
@@ -314,18 +304,7 @@ pub(super) fn check_ibody(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut) 
     let fixed = if let Some((e, r)) = ea_ref {
         report_ea_inode_ref(scan, out, ic, &e, &r)
     } else if let Some((p, num)) = problem {
-        let ino = ic.ino;
-        report(
-            scan,
-            out,
-            ic,
-            p,
-            ProblemCtx {
-                ino,
-                num,
-                ..Default::default()
-            },
-        )
+        report_num(scan, out, ic, p, num)
     } else {
         false
     };
@@ -589,4 +568,20 @@ pub(super) fn inline_data_attr_ok(scan: &Scan, ic: &InodeCheck) -> bool {
         }
     }
     found
+}
+
+/// Report `p` for the inode being checked, with `num` as its number.
+fn report_num(scan: &Scan, out: &mut GroupOut, ic: &mut InodeCheck, p: P, num: u64) -> bool {
+    let ino = ic.ino;
+    report(
+        scan,
+        out,
+        ic,
+        p,
+        ProblemCtx {
+            ino,
+            num,
+            ..Default::default()
+        },
+    )
 }

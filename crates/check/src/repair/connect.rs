@@ -154,11 +154,14 @@ fn insert(b: &mut [u8], ino: u32, ft: u8, name: &[u8]) -> bool {
     let Some((prev, at, len)) = spot else {
         return false;
     };
+    // Record lengths of 64 KiB blocks do not fit in 16 bits as they are: encode them.
+    let bs = b.len() as u32;
     if prev != at {
-        b[prev + 4..prev + 6].copy_from_slice(&((at - prev) as u16).to_le_bytes());
+        let rl = fdir::encode_rec_len((at - prev) as u32, bs);
+        b[prev + 4..prev + 6].copy_from_slice(&rl.to_le_bytes());
     }
     b[at..at + 4].copy_from_slice(&ino.to_le_bytes());
-    b[at + 4..at + 6].copy_from_slice(&(len as u16).to_le_bytes());
+    b[at + 4..at + 6].copy_from_slice(&fdir::encode_rec_len(len as u32, bs).to_le_bytes());
     b[at + 6] = name.len() as u8;
     b[at + 7] = ft;
     b[at + 8..at + 8 + name.len()].copy_from_slice(name);

@@ -466,3 +466,32 @@ pub fn assert_files_equal(a: &Path, b: &Path) {
         &format!("{} vs {}", a.display(), b.display()),
     );
 }
+
+/// Runs `e2fsck -fn` and `ffsck -fn`; asserts both exit `code`, ffsck reports every code in
+/// `want` and none in `unwanted`, and nothing is marked fixed under -n. Returns ffsck's report.
+pub fn expect_codes(t: &Tools, img: &Image, code: i32, want: &[&str], unwanted: &[&str]) -> Check {
+    let (e2_code, e2_out) = e2fsck_n(t, &img.path);
+    let c = check_n(&img.path, 1);
+    println!("ffsck findings:\n{}", c.describe());
+    assert_eq!(e2_code, code, "test setup: e2fsck -fn exit code:\n{e2_out}");
+    assert_eq!(
+        c.code(),
+        code,
+        "ffsck exit code (e2fsck: {e2_code}):\n{}\ne2fsck said:\n{e2_out}",
+        c.describe()
+    );
+    for w in want {
+        assert!(
+            c.has(w),
+            "ffsck did not report {w}:\n{}\ne2fsck said:\n{e2_out}",
+            c.describe()
+        );
+    }
+    for u in unwanted {
+        assert!(!c.has(u), "ffsck reported {u}:\n{}", c.describe());
+    }
+    for f in c.findings() {
+        assert_eq!(f["fixed"], false, "a finding was fixed under -n: {f}");
+    }
+    c
+}
