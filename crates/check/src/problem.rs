@@ -339,9 +339,12 @@ catalogue! {
     // ---- Pass 3: connectivity ----
     P3_NO_ROOT_INODE = 0x030001, Allocate, 0, "Root inode not allocated.";
     P3_UNCONNECTED_DIR = 0x030003, Connect, 0, "Unconnected directory inode {ino} (was in {dir}).";
+    P3_EXPAND_LF_DIR = 0x030002, Expand, 0, "No room in lost+found directory.";
     P3_NO_LF_DIR = 0x030004, Create, PREEN_OK, "/lost+found not found.";
     P3_BAD_DOT_DOT = 0x030005, Fix, PREEN_OK, "'..' in {str} ({ino}) is {dir}, should be {ino2}.";
     P3_LPF_NOTDIR = 0x030017, Unlink, 0, "/lost+found is not a directory (ino={ino}).";
+    P3_LPF_INLINE_DATA = 0x030018, Clear, 0, "/lost+found has inline data.";
+    P3_LPF_ENCRYPTED = 0x03001B, Clear, 0, "/lost+found is encrypted.";
     P3_LOOPED_DIR = 0x03001D, Connect, 0, "{str} ({ino}) is part of a directory loop.";
 
     // ---- Pass 4: reference counts ----

@@ -22,7 +22,7 @@ pub fn handles(p: P) -> bool {
 /// The blocks of `/lost+found` with the new entries in place, and the inodes they link.
 #[derive(Default)]
 pub struct Plan {
-    lpf: u32,
+    pub lpf: u32,
     blocks: Vec<(u64, Vec<u8>, bool)>,
     pub linked: HashSet<u32>,
 }
@@ -112,7 +112,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, plan: &Plan) {
 
 /// Call `f(offset, header, name)` for every well-formed entry of a leaf block, stopping at the
 /// first malformed one.
-fn walk(b: &[u8], mut f: impl FnMut(usize, fdir::DirentHeader, &[u8])) {
+pub(super) fn walk(b: &[u8], mut f: impl FnMut(usize, fdir::DirentHeader, &[u8])) {
     let end = if fdir::has_tail(b) {
         b.len() - fdir::TAIL_SIZE
     } else {
@@ -134,7 +134,7 @@ fn walk(b: &[u8], mut f: impl FnMut(usize, fdir::DirentHeader, &[u8])) {
 }
 
 /// Put an entry for `ino` into the first gap of `b` large enough for it.
-fn insert(b: &mut [u8], ino: u32, ft: u8, name: &[u8]) -> bool {
+pub(super) fn insert(b: &mut [u8], ino: u32, ft: u8, name: &[u8]) -> bool {
     let need = fdir::rec_len_for(name.len()) as usize;
     let mut spot = None;
     walk(b, |off, h, _| {

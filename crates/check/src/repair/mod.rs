@@ -11,6 +11,7 @@ mod clear;
 mod connect;
 mod dirent;
 mod inode;
+mod lpf;
 
 use crate::engine::{self, CheckOptions, Outcome};
 use crate::pass0::{self, Pass0Facts};
@@ -31,6 +32,7 @@ pub fn can_fix(p: P) -> bool {
         || dirent::handles(p)
         || connect::handles(p)
         || clear::handles(p)
+        || lpf::handles(p)
 }
 
 /// The blocks of every directory, by owner, in logical order.
@@ -112,6 +114,32 @@ enum Event {
     Found,
 }
 
+impl Held {
+    /// Record `n` findings inserted at index `at` of the check's findings.
+    fn insert_found(&mut self, at: usize, n: usize) {
+        let mut seen = 0;
+        let mut pos = None;
+        for (i, ev) in self.0.iter().enumerate() {
+            match ev {
+                Event::Found if seen == at => {
+                    pos = Some(i);
+                    break;
+                }
+                Event::Found => seen += 1,
+                Event::Pass(p) if *p >= 4 && seen == at => {
+                    pos = Some(i);
+                    break;
+                }
+                Event::Pass(_) => {}
+            }
+        }
+        let pos = pos.unwrap_or(self.0.len());
+        for _ in 0..n {
+            self.0.insert(pos, Event::Found);
+        }
+    }
+}
+
 impl Reporter for Held {
     fn pass_start(&mut self, pass: u8) {
         self.0.push(Event::Pass(pass));
@@ -173,8 +201,21 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         let mut held = Held::default();
         let mut out = engine::check(ov.clone(), opts, &mut held);
         let p0 = open(&ov, opts);
-        let dirs = Dirs::new(out.alloc.as_ref());
+        let mut dirs = Dirs::new(out.alloc.as_ref());
         hold_back(&mut out.findings);
+        // A usable `/lost+found` first, so this round's reconnections can use it.
+        if let (Some(p0), Some(facts), None) = (&p0, out.alloc.as_mut(), &out.fatal) {
+            if let Some((at, n)) =
+                lpf::ensure(p0, &*ov, &mut dirs, facts, &mut out.findings, opts.policy)
+            {
+                held.insert_found(at, n);
+            }
+            if let Some((at, n)) =
+                lpf::make_room(p0, &*ov, &mut dirs, facts, &mut out.findings, opts.policy)
+            {
+                held.insert_found(at, n);
+            }
+        }
         let plan = match &p0 {
             Some(p0) => connect::plan(p0, &*ov, &dirs, &out.findings),
             None => connect::Plan::default(),
