@@ -1,0 +1,105 @@
+//! Repair of `/lost+found` itself: one `ffsck -fy` creates it when it is missing, replaces a
+//! `lost+found` that is not a directory, and expands a full one, and the files that needed it
+//! are reconnected in the same run with their contents intact.
+
+mod common;
+
+use common::{Image, Tools};
+use std::ffi::OsStr;
+
+/// `ffsck -fy` exits 1; then `e2fsck -fn` and a second `ffsck -fn` find nothing.
+fn assert_one_run_repairs(t: &Tools, img: &Image, what: &str) -> String {
+    let (before, _) = common::e2fsck_n(t, &img.path);
+    assert_eq!(before, 4, "test setup ({what}): e2fsck must see the damage");
+    let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(
+        run.code(),
+        1,
+        "{what}: ffsck -fy should fix everything (exit 1)\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let (code, out) = common::e2fsck_n(t, &img.path);
+    assert_eq!(code, 0, "{what}: e2fsck -fn after ffsck -fy:\n{out}");
+    let again = common::check_n(&img.path, 1);
+    assert_eq!(again.code(), 0, "{what}: {}", again.describe());
+    run.stdout
+}
+
+/// The file `/lost+found/#INO` has the contents `tree/want` had.
+fn assert_reconnected(t: &Tools, img: &Image, ino: u64, want: &str) {
+    let out = img.aux("dumped");
+    let _ = std::fs::remove_file(&out);
+    common::debugfs_r(
+        t,
+        &img.path,
+        &format!("dump /lost+found/#{ino} {}", out.display()),
+    );
+    let got = std::fs::read(&out).unwrap_or_default();
+    let exp = std::fs::read(img.dir.path().join("tree").join(want)).unwrap();
+    assert!(got == exp, "#{ino}: contents of /{want} not kept");
+}
+
+#[test]
+fn a_missing_lost_and_found_is_created_and_used() {
+    let Some(t) = common::tools() else { return };
+    for fs_type in ["ext4", "ext2"] {
+        let img = common::mkfs(&t, fs_type, &[], "16M");
+        let ino = common::inode_of(&t, &img.path, "/a/f6");
+        common::debugfs_w(&t, &img.path, "rmdir /lost+found");
+        common::debugfs_w(&t, &img.path, "unlink /a/f6");
+        let out = assert_one_run_repairs(&t, &img, fs_type);
+        assert!(out.contains("/lost+found not found"), "{out}");
+        let st = common::debugfs_r(&t, &img.path, "stat /lost+found");
+        assert!(
+            st.contains("Type: directory") && st.contains("Mode:  0700"),
+            "{st}"
+        );
+        assert_reconnected(&t, &img, ino, "a/f6");
+    }
+}
+
+#[test]
+fn a_lost_and_found_that_is_a_file_is_replaced() {
+    let Some(t) = common::tools() else { return };
+    for fs_type in ["ext4", "ext2"] {
+        let img = common::mkfs(&t, fs_type, &[], "16M");
+        let f1 = common::inode_of(&t, &img.path, "/a/f1");
+        let f6 = common::inode_of(&t, &img.path, "/a/f6");
+        common::debugfs_w(&t, &img.path, "rmdir /lost+found");
+        common::debugfs_w(&t, &img.path, "link /a/f1 /lost+found");
+        common::debugfs_w(&t, &img.path, "sif /a/f1 links_count 2");
+        common::debugfs_w(&t, &img.path, "unlink /a/f6");
+        let out = assert_one_run_repairs(&t, &img, fs_type);
+        assert!(out.contains("is not a directory"), "{out}");
+        assert_reconnected(&t, &img, f6, "a/f6");
+        // The file that had the name keeps its other link and its contents.
+        let st = common::debugfs_r(&t, &img.path, "stat /a/f1");
+        assert!(st.contains(&format!("Inode: {f1} ")), "{st}");
+        assert!(st.contains("Links: 1"), "{st}");
+    }
+}
+
+#[test]
+fn a_full_lost_and_found_is_expanded() {
+    let Some(t) = common::tools() else { return };
+    for fs_type in ["ext4", "ext2"] {
+        let img = common::mkfs(&t, fs_type, &["-b", "1024"], "16M");
+        let ino = common::inode_of(&t, &img.path, "/a/f6");
+        // A one-block lost+found filled by four entries with long names, leaving fewer than
+        // the 12 bytes an entry `#INO` needs (ext4 blocks end in a 12-byte checksum tail).
+        common::debugfs_w(&t, &img.path, "rmdir /lost+found");
+        common::debugfs_w(&t, &img.path, "mkdir /lost+found");
+        let last = if fs_type == "ext4" { 184 } else { 192 };
+        for (i, len) in [255, 255, 255, last].into_iter().enumerate() {
+            let name = format!("{i}{}", "n".repeat(len - 1));
+            common::debugfs_w(&t, &img.path, &format!("symlink /lost+found/{name} x"));
+        }
+        common::debugfs_w(&t, &img.path, "unlink /a/f6");
+        let out = assert_one_run_repairs(&t, &img, fs_type);
+        assert!(out.contains("No room in lost+found"), "{out}");
+        let st = common::debugfs_r(&t, &img.path, "stat /lost+found");
+        assert!(st.contains("Size: 2048"), "{st}");
+        assert_reconnected(&t, &img, ino, "a/f6");
+    }
+}
