@@ -142,6 +142,7 @@ catalogue! {
     P0_CLEAR_V2_JOURNAL = 0x00002A, None, 0, "Found invalid V2 journal superblock fields (from V1 journal); clearing the fields beyond the V1 journal superblock.";
     P0_JOURNAL_RUN = 0x00002B, Fix, 0, "Run the journal anyway.";
     P0_JOURNAL_RUN_DEFAULT = 0x00002C, Fix, 0, "Recovery flag not set in the backup superblock, so running the journal anyway.";
+    P0_ORPHAN_CLEAR_INODE = 0x000020, None, NO_OK, "{str} orphaned inode {ino} ({name}).";
     P0_ORPHAN_ILLEGAL_HEAD_INODE = 0x000023, Clear, PREEN_OK, "Illegal inode {ino} in the orphaned inode list.";
     P0_ORPHAN_ILLEGAL_INODE = 0x000024, Clear, PREEN_OK, "Illegal inode {ino} in the orphaned inode list.";
     P0_NONZERO_RESERVED_GDT_BLOCKS = 0x00002E, Fix, PREEN_OK, "Resize_inode not enabled, but s_reserved_gdt_blocks is {num}; should be zero.";

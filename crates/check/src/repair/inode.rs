@@ -18,6 +18,8 @@ pub fn handles(p: P) -> bool {
             | P::P1_BAD_I_BLOCKS
             | P::P1_INODE_ONLY_CSUM_INVALID
             | P::P4_BAD_REF_COUNT
+            | P::P1_LOW_DTIME
+            | P::P1_ORPHAN_LIST_REFUGEES
     )
 }
 
@@ -43,6 +45,10 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
                 }
             }
             P::P4_BAD_REF_COUNT => i.i_links_count.set(want as u16),
+            // A dtime that is an orphan-list link: in use again, or deleted now.
+            P::P1_LOW_DTIME => i
+                .i_dtime
+                .set(if i.i_links_count.get() > 0 { 0 } else { now }),
             // The checksum is recomputed below for every edit.
             _ => {}
         });

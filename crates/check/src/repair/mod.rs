@@ -12,6 +12,7 @@ mod connect;
 mod dirent;
 mod inode;
 mod lpf;
+mod orphans;
 
 use crate::engine::{self, CheckOptions, Outcome};
 use crate::pass0::{self, Pass0Facts};
@@ -196,6 +197,15 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
     let mut rounds = 0;
     let mut preen_halt = false;
     let mut last = None;
+    // The orphan list is released before the first check, as e2fsck does when it may write.
+    if opts.policy != Policy::No {
+        if let Some(p0) = open(&ov, opts) {
+            for f in orphans::release(&p0, &*ov) {
+                rep.finding(&f);
+                findings.push(f);
+            }
+        }
+    }
     while rounds < MAX_ROUNDS {
         let seen = findings.clone();
         let mut held = Held::default();
