@@ -103,3 +103,40 @@ fn a_full_lost_and_found_is_expanded() {
         assert_reconnected(&t, &img, ino, "a/f6");
     }
 }
+
+/// The orphan list is released: a file with no links left is cleared, an empty file with
+/// links is truncated to nothing, and `s_last_orphan` is cleared; other files are untouched.
+#[test]
+fn the_orphan_list_is_released() {
+    let Some(t) = common::tools() else { return };
+    for fs_type in ["ext4", "ext2"] {
+        let img = common::mkfs(&t, fs_type, &[], "16M");
+        let f6 = common::inode_of(&t, &img.path, "/a/f6");
+        let f7 = common::inode_of(&t, &img.path, "/a/f7");
+        let f8 = common::inode_of(&t, &img.path, "/a/f8");
+        // Chain: f6 -> f7 -> f8. f6 and f7 were deleted while open; f8 was truncated to 0.
+        for f in ["/a/f6", "/a/f7"] {
+            common::debugfs_w(&t, &img.path, &format!("unlink {f}"));
+        }
+        for (ino, next) in [(f6, f7), (f7, f8)] {
+            common::debugfs_w(&t, &img.path, &format!("sif <{ino}> links_count 0"));
+            common::debugfs_w(&t, &img.path, &format!("sif <{ino}> dtime {next}"));
+        }
+        common::debugfs_w(&t, &img.path, "sif /a/f8 size 0");
+        common::debugfs_w(&t, &img.path, &format!("ssv last_orphan {f6}"));
+        let out = assert_one_run_repairs(&t, &img, fs_type);
+        assert!(out.contains(&format!("Clearing orphaned inode {f6}")), "{out}");
+        assert!(out.contains(&format!("Truncating orphaned inode {f8}")), "{out}");
+        let sb = common::debugfs_r(&t, &img.path, "stats");
+        assert!(!sb.contains("First orphan inode"), "s_last_orphan left set:\n{sb}");
+        let st = common::debugfs_r(&t, &img.path, "stat /a/f8");
+        assert!(st.contains("Size: 0") && st.contains("Blockcount: 0"), "{st}");
+        for f in ["a/f1", "a/f5", "b/x"] {
+            let out = img.aux("dumped");
+            let _ = std::fs::remove_file(&out);
+            common::debugfs_r(&t, &img.path, &format!("dump /{f} {}", out.display()));
+            let want = std::fs::read(img.dir.path().join("tree").join(f)).unwrap();
+            assert!(std::fs::read(&out).unwrap_or_default() == want, "/{f} changed");
+        }
+    }
+}
