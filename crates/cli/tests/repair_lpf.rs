@@ -125,18 +125,33 @@ fn the_orphan_list_is_released() {
         common::debugfs_w(&t, &img.path, "sif /a/f8 size 0");
         common::debugfs_w(&t, &img.path, &format!("ssv last_orphan {f6}"));
         let out = assert_one_run_repairs(&t, &img, fs_type);
-        assert!(out.contains(&format!("Clearing orphaned inode {f6}")), "{out}");
-        assert!(out.contains(&format!("Truncating orphaned inode {f8}")), "{out}");
+        assert!(
+            out.contains(&format!("Clearing orphaned inode {f6}")),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!("Truncating orphaned inode {f8}")),
+            "{out}"
+        );
         let sb = common::debugfs_r(&t, &img.path, "stats");
-        assert!(!sb.contains("First orphan inode"), "s_last_orphan left set:\n{sb}");
+        assert!(
+            !sb.contains("First orphan inode"),
+            "s_last_orphan left set:\n{sb}"
+        );
         let st = common::debugfs_r(&t, &img.path, "stat /a/f8");
-        assert!(st.contains("Size: 0") && st.contains("Blockcount: 0"), "{st}");
+        assert!(
+            st.contains("Size: 0") && st.contains("Blockcount: 0"),
+            "{st}"
+        );
         for f in ["a/f1", "a/f5", "b/x"] {
             let out = img.aux("dumped");
             let _ = std::fs::remove_file(&out);
             common::debugfs_r(&t, &img.path, &format!("dump /{f} {}", out.display()));
             let want = std::fs::read(img.dir.path().join("tree").join(f)).unwrap();
-            assert!(std::fs::read(&out).unwrap_or_default() == want, "/{f} changed");
+            assert!(
+                std::fs::read(&out).unwrap_or_default() == want,
+                "/{f} changed"
+            );
         }
     }
 }

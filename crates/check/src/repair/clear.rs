@@ -9,7 +9,10 @@ use crate::report::Finding;
 use ffsck_io::Device;
 
 pub fn handles(p: P) -> bool {
-    matches!(p, P::P4_ZERO_LEN_INODE)
+    matches!(
+        p,
+        P::P4_ZERO_LEN_INODE | P::P1_ZERO_LENGTH_DIR | P::P1_INODE_IS_GARBAGE
+    )
 }
 
 /// Clear the inodes named by the fixes among `fixes`.

@@ -4,7 +4,7 @@
 use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
 use crate::report::Finding;
-use ffsck_format::inode::{set_inode_checksum, RawInode};
+use ffsck_format::inode::{flags, set_inode_checksum, RawInode};
 use ffsck_format::RoCompat;
 use ffsck_io::Device;
 use zerocopy::IntoBytes;
@@ -20,6 +20,11 @@ pub fn handles(p: P) -> bool {
             | P::P4_BAD_REF_COUNT
             | P::P1_LOW_DTIME
             | P::P1_ORPHAN_LIST_REFUGEES
+            | P::P1_SET_IMAGIC
+            | P::P1_SET_IMMUTABLE
+            | P::P1_SET_NONZSIZE
+            | P::P1_SPECIAL_EXTENTS_IDATA
+            | P::P1_CASEFOLD_NONDIR
     )
 }
 
@@ -45,6 +50,15 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
                 }
             }
             P::P4_BAD_REF_COUNT => i.i_links_count.set(want as u16),
+            // Flags a file of its kind may not have, and a device's size, are dropped.
+            P::P1_SET_IMAGIC => clear_flags(i, flags::IMAGIC),
+            P::P1_SET_IMMUTABLE => clear_flags(i, flags::IMMUTABLE | flags::APPEND),
+            P::P1_SPECIAL_EXTENTS_IDATA => clear_flags(i, flags::EXTENTS | flags::INLINE_DATA),
+            P::P1_CASEFOLD_NONDIR => clear_flags(i, flags::CASEFOLD),
+            P::P1_SET_NONZSIZE => {
+                i.i_size_lo.set(0);
+                i.i_size_high.set(0);
+            }
             // A dtime that is an orphan-list link: in use again, or deleted now.
             P::P1_LOW_DTIME => i
                 .i_dtime
@@ -53,6 +67,10 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
             _ => {}
         });
     }
+}
+
+fn clear_flags(i: &mut RawInode, bits: u32) {
+    i.i_flags.set(i.i_flags.get() & !bits);
 }
 
 /// Read inode `ino`, change it, recompute its checksum and write it back.
