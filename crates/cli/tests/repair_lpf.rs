@@ -155,3 +155,31 @@ fn the_orphan_list_is_released() {
         }
     }
 }
+
+/// Pass-1 damage fixed by dropping what the inode may not have: a device's size, the
+/// immutable flag of a symlink, the imagic flag without the feature.
+#[test]
+fn flags_and_sizes_a_file_may_not_have_are_dropped() {
+    let Some(t) = common::tools() else { return };
+    for fs_type in ["ext4", "ext2"] {
+        let img = common::mkfs(&t, fs_type, &[], "16M");
+        common::debugfs_w(&t, &img.path, "mknod pipe p");
+        common::debugfs_w(&t, &img.path, "sif /pipe size 100");
+        common::debugfs_w(&t, &img.path, "sif /b/short flags 0x10");
+        // imagic, keeping the extents flag of an ext4 file.
+        let fl = if fs_type == "ext4" { "0x82000" } else { "0x2000" };
+        common::debugfs_w(&t, &img.path, &format!("sif /a/f2 flags {fl}"));
+        let out = assert_one_run_repairs(&t, &img, fs_type);
+        assert!(out.contains("has non-zero size"), "{out}");
+        assert!(out.contains("imagic"), "{out}");
+        let st = common::debugfs_r(&t, &img.path, "stat /pipe");
+        assert!(st.contains("Size: 0"), "{st}");
+        for f in ["a/f1", "a/f2", "b/x"] {
+            let out = img.aux("dumped");
+            let _ = std::fs::remove_file(&out);
+            common::debugfs_r(&t, &img.path, &format!("dump /{f} {}", out.display()));
+            let want = std::fs::read(img.dir.path().join("tree").join(f)).unwrap();
+            assert!(std::fs::read(&out).unwrap_or_default() == want, "/{f} changed");
+        }
+    }
+}
