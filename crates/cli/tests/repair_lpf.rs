@@ -167,7 +167,11 @@ fn flags_and_sizes_a_file_may_not_have_are_dropped() {
         common::debugfs_w(&t, &img.path, "sif /pipe size 100");
         common::debugfs_w(&t, &img.path, "sif /b/short flags 0x10");
         // imagic, keeping the extents flag of an ext4 file.
-        let fl = if fs_type == "ext4" { "0x82000" } else { "0x2000" };
+        let fl = if fs_type == "ext4" {
+            "0x82000"
+        } else {
+            "0x2000"
+        };
         common::debugfs_w(&t, &img.path, &format!("sif /a/f2 flags {fl}"));
         let out = assert_one_run_repairs(&t, &img, fs_type);
         assert!(out.contains("has non-zero size"), "{out}");
@@ -179,7 +183,10 @@ fn flags_and_sizes_a_file_may_not_have_are_dropped() {
             let _ = std::fs::remove_file(&out);
             common::debugfs_r(&t, &img.path, &format!("dump /{f} {}", out.display()));
             let want = std::fs::read(img.dir.path().join("tree").join(f)).unwrap();
-            assert!(std::fs::read(&out).unwrap_or_default() == want, "/{f} changed");
+            assert!(
+                std::fs::read(&out).unwrap_or_default() == want,
+                "/{f} changed"
+            );
         }
     }
 }

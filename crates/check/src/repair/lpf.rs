@@ -119,6 +119,13 @@ pub fn ensure(
     if policy == Policy::No || !dirs.0.contains_key(&ROOT) {
         return None;
     }
+    // Entries are only placed in plain leaf blocks: an indexed or inline root is left to
+    // e2fsck.
+    if read_inode(p0, dev, ROOT)
+        .is_none_or(|r| r.flags() & (flags::INDEX | flags::INLINE_DATA) != 0)
+    {
+        return None;
+    }
     let found = lookup(p0, dev, dirs);
     if matches!(found, Found::Usable) {
         return None;
