@@ -30,13 +30,15 @@ pub fn handles(p: P) -> bool {
 /// Blocks copied at once when an extent moves.
 const COPY_CHUNK: u64 = 256;
 
-/// Free blocks for the copies: what the check found unused, less what this round took.
+/// Free blocks for the copies: what the check found unused, less what this round took. With
+/// bigalloc, runs are made of whole free clusters.
 pub struct Alloc<'a> {
     used: &'a Bitmap,
     taken: Bitmap,
     /// Every block below this one is in use or taken.
     low: u64,
     end: u64,
+    ratio: u64,
 }
 
 impl<'a> Alloc<'a> {
@@ -47,39 +49,46 @@ impl<'a> Alloc<'a> {
             taken: Bitmap::new(end),
             low: fs.geo.first_data_block.max(1),
             end,
+            ratio: u64::from(fs.geo.cluster_ratio.max(1)),
         }
     }
     fn free(&self, b: u64) -> bool {
         !self.used.get(b) && !self.taken.get(b)
     }
-    /// The lowest run of `n` free blocks, marked taken; `None` when there is none (or, for a
-    /// block-mapped file, none that a 32-bit pointer can reach).
-    pub fn run(&mut self, n: u64, limit: u64) -> Option<u64> {
+    fn cluster_free(&self, c: u64, end: u64) -> bool {
+        let r = self.ratio;
+        (c * r..c * r + r).all(|b| b < end && self.free(b))
+    }
+    /// The lowest run of `n` free blocks starting `offset` blocks into a cluster, with the
+    /// clusters it touches marked taken; `None` when there is none below `limit`.
+    pub fn run(&mut self, n: u64, offset: u64, limit: u64) -> Option<u64> {
         if n == 0 {
             return None;
         }
         while self.low < self.end && !self.free(self.low) {
             self.low += 1;
         }
+        let r = self.ratio;
         let end = self.end.min(limit);
-        let (mut start, mut len) = (self.low, 0u64);
-        let mut b = self.low;
-        while b < end {
-            if self.free(b) {
+        let need = (offset + n).div_ceil(r);
+        let (mut start, mut len) = (0u64, 0u64);
+        let mut c = self.low.div_ceil(r);
+        while (c + 1) * r <= end {
+            if self.cluster_free(c, end) {
                 if len == 0 {
-                    start = b;
+                    start = c;
                 }
                 len += 1;
-                if len == n {
-                    for x in start..start + n {
+                if len == need {
+                    for x in start * r..(start + need) * r {
                         self.taken.set(x);
                     }
-                    return Some(start);
+                    return Some(start * r + offset);
                 }
             } else {
                 len = 0;
             }
-            b += 1;
+            c += 1;
         }
         None
     }
@@ -134,7 +143,7 @@ impl Dups {
 pub fn apply(
     p0: &Pass0Facts,
     dev: &dyn Device,
-    facts: &AllocFacts,
+    facts: Option<&AllocFacts>,
     findings: &[Finding],
     fixes: &[&Finding],
 ) {
@@ -150,12 +159,24 @@ pub fn apply(
     inos.sort_unstable();
     inos.dedup();
     let fs = &p0.fs;
-    if fs.geo.cluster_ratio > 1 {
-        // Cloning whole clusters is not supported yet: leave bigalloc file systems alone.
-        return;
-    }
     let mut dups = Dups::from_findings(p0, findings);
-    let mut alloc = Alloc::new(fs, &facts.block_used);
+    // A check that stopped early (a directory left unsalvaged) has no allocation facts: find
+    // the blocks in use with a quiet pass 1 of its own.
+    let rescan;
+    let used = match facts {
+        Some(f) => &f.block_used,
+        None => {
+            let mut scratch = crate::report::Findings::default();
+            rescan = crate::pass1::run(
+                p0,
+                crate::report::Policy::No,
+                &mut scratch,
+                &crate::engine::Progress::default(),
+            );
+            &rescan.block_used
+        }
+    };
+    let mut alloc = Alloc::new(fs, used);
     for ino in inos {
         let mut c = Cloner {
             p0,
@@ -268,7 +289,8 @@ impl Cloner<'_, '_> {
 
     /// Copy `n` blocks from `from` to a new run; the new run's first block.
     fn copy(&mut self, from: u64, n: u64, limit: u64) -> Option<u64> {
-        let to = self.alloc.run(n, limit)?;
+        let offset = from % u64::from(self.fs.geo.cluster_ratio.max(1));
+        let to = self.alloc.run(n, offset, limit)?;
         let bs = self.fs.geo.block_size as u64;
         let mut done = 0;
         while done < n {

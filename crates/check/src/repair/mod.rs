@@ -250,9 +250,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         }
         if let Some(p0) = p0 {
             blockmap::apply(&p0, &*ov, &fixes);
-            if let Some(facts) = &out.alloc {
-                clone::apply(&p0, &*ov, facts, &out.findings, &fixes);
-            }
+            clone::apply(&p0, &*ov, out.alloc.as_ref(), &out.findings, &fixes);
             inode::apply(&p0, &*ov, &fixes);
             clear::apply(&p0, &*ov, &fixes);
             if fixes.iter().any(|f| connect::handles(f.problem)) {
