@@ -119,6 +119,15 @@ impl Dups {
                 owners.entry(b).or_default().push(f.ctx.ino);
             }
         }
+        // The bad-blocks inode is an owner that pass 1B does not list: count its claims here.
+        if let Some(raw) = p0.fs.read_inode(ino::BAD) {
+            let bad = RawInode::parse(&raw);
+            crate::pass1b::for_each_claimed_block(&p0.fs, ino::BAD, &bad, &mut |b| {
+                if let Some(c) = claims.get_mut(&b) {
+                    *c += 1;
+                }
+            });
+        }
         Dups {
             claims,
             metadata: crate::pass1::metadata_map(&p0.fs, &p0.groups),
