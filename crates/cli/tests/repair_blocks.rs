@@ -29,7 +29,10 @@ fn assert_tree_kept(t: &Tools, img: &Image, skip: &[&str]) {
             continue;
         }
         let want = std::fs::read(img.dir.path().join("tree").join(p)).unwrap();
-        assert!(dump(t, img, &format!("/{p}")) == want, "/{p}: contents changed");
+        assert!(
+            dump(t, img, &format!("/{p}")) == want,
+            "/{p}: contents changed"
+        );
     }
 }
 
@@ -52,7 +55,11 @@ fn repair_once(t: &Tools, img: &Image, what: &str) -> common::Run {
         run.stderr
     );
     let (after, out) = common::e2fsck_n(t, &img.path);
-    assert_eq!(after, 0, "{what}: e2fsck -fn after the repair\n{out}\n{}", run.stdout);
+    assert_eq!(
+        after, 0,
+        "{what}: e2fsck -fn after the repair\n{out}\n{}",
+        run.stdout
+    );
     let again = ffsck(&["-fn"], img);
     assert_eq!(
         again.code(),
@@ -74,7 +81,11 @@ fn shared_blocks_are_cloned_in_block_mapped_files() {
     let f1 = dump(&t, &img, "/a/f1");
     let f2 = dump(&t, &img, "/a/f2");
     let run = repair_once(&t, &img, "ext2 shared data block");
-    assert!(run.stdout.contains("Clone multiply-claimed blocks? yes"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("Clone multiply-claimed blocks? yes"),
+        "{}",
+        run.stdout
+    );
     assert!(dump(&t, &img, "/a/f1") == f1, "/a/f1 lost its contents");
     assert!(dump(&t, &img, "/a/f2") == f2, "/a/f2 lost its contents");
     let (n1, n2) = (
@@ -95,7 +106,10 @@ fn blocks_shared_with_metadata_are_copied_to_the_file() {
         .lines()
         .find_map(|l| {
             let rest = l.trim().strip_prefix("Group  0: block bitmap at ")?;
-            rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
         })
         .expect("test setup: block bitmap of group 0");
     common::debugfs_w(&t, &img.path, &format!("sif /a/f3 block[0] {bitmap}"));
@@ -127,11 +141,18 @@ fn shared_extents_and_extent_nodes_are_cloned() {
     let f5 = dump(&t, &img, "/a/f5");
     let sparse = dump(&t, &img, "/sparse");
     let run = repair_once(&t, &img, "ext4 shared extents");
-    assert!(run.stdout.contains("Clone multiply-claimed blocks? yes"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("Clone multiply-claimed blocks? yes"),
+        "{}",
+        run.stdout
+    );
     assert!(dump(&t, &img, "/a/f1") == f1, "/a/f1 lost its contents");
     assert!(dump(&t, &img, "/a/f4") == f4, "/a/f4 lost its contents");
     assert!(dump(&t, &img, "/a/f5") == f5, "/a/f5 lost its contents");
-    assert!(dump(&t, &img, "/sparse") == sparse, "/sparse lost its contents");
+    assert!(
+        dump(&t, &img, "/sparse") == sparse,
+        "/sparse lost its contents"
+    );
 }
 
 #[test]
@@ -143,7 +164,10 @@ fn illegal_block_pointers_are_cleared() {
     let run = repair_once(&t, &img, "ext2 illegal block pointers");
     assert!(run.stdout.contains("Illegal block"), "{}", run.stdout);
     let s = common::debugfs_r(&t, &img.path, "stat /a/f4");
-    assert!(!s.contains("99999999"), "the illegal pointer is still there:\n{s}");
+    assert!(
+        !s.contains("99999999"),
+        "the illegal pointer is still there:\n{s}"
+    );
     assert_tree_kept(&t, &img, &["a/f4"]);
 }
 
@@ -168,4 +192,29 @@ fn invalid_extents_and_index_entries_are_removed_or_fixed() {
     common::debugfs_w(&t, &img.path, "sif /sparse block[4] 99999999");
     repair_once(&t, &img, "ext4 index to a bad block");
     assert_tree_kept(&t, &img, &["sparse"]);
+}
+
+#[test]
+fn an_inode_with_too_many_illegal_blocks_is_cleared() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    for i in 0..12 {
+        common::debugfs_w(
+            &t,
+            &img.path,
+            &format!("sif /a/f6 block[{i}] {}", 88_888_800 + i),
+        );
+    }
+    let run = repair_once(&t, &img, "ext2 inode with 12 illegal blocks");
+    assert!(
+        run.stdout.contains("Too many illegal blocks"),
+        "{}",
+        run.stdout
+    );
+    let ls = common::debugfs_r(&t, &img.path, "ls -l /a");
+    assert!(
+        !ls.contains(" f6"),
+        "the cleared inode's entry is still listed:\n{ls}"
+    );
+    assert_tree_kept(&t, &img, &[]);
 }

@@ -148,7 +148,8 @@ fn dir_limit(fs: &Fs) -> u64 {
 /// Zero the out-of-range pointers of a block map (and directory blocks past the limit).
 fn zero_illegal(fs: &Fs, dev: &dyn Device, iblock: &mut [u8; 60], is_dir: bool) -> bool {
     let geo = &fs.geo;
-    let toobig = |lblk: u64| is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk > dir_limit(fs);
+    let toobig =
+        |lblk: u64| is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk > dir_limit(fs);
     let mut changed = false;
     for i in 0..12 {
         let b = word(iblock, i);
@@ -176,7 +177,14 @@ fn zero_illegal(fs: &Fs, dev: &dyn Device, iblock: &mut [u8; 60], is_dir: bool) 
 }
 
 /// Zero the bad pointers inside indirect block `blk` at `level` (1: single).
-fn indirect(fs: &Fs, dev: &dyn Device, blk: u64, level: u32, base: u64, toobig: &dyn Fn(u64) -> bool) {
+fn indirect(
+    fs: &Fs,
+    dev: &dyn Device,
+    blk: u64,
+    level: u32,
+    base: u64,
+    toobig: &dyn Fn(u64) -> bool,
+) {
     let geo = &fs.geo;
     let Some(mut buf) = fs.read_block(blk) else {
         return;
@@ -258,9 +266,9 @@ impl Tree<'_> {
             } else {
                 let child = u64::from(u32::from_le_bytes([e[4], e[5], e[6], e[7]]))
                     | (u64::from(u16::from_le_bytes([e[8], e[9]])) << 32);
-                let end = entries
-                    .get(i + 1)
-                    .map_or(hi, |x| u64::from(u32::from_le_bytes([x[0], x[1], x[2], x[3]])));
+                let end = entries.get(i + 1).map_or(hi, |x| {
+                    u64::from(u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+                });
                 let Some(mut cbuf) = self
                     .fs
                     .geo

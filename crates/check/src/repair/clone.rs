@@ -219,11 +219,8 @@ impl Cloner<'_, '_> {
         };
         let inode = RawInode::parse(&raw);
         if fs.has_metadata_csum() {
-            self.seed = ffsck_format::csum::inode_seed(
-                fs.csum_seed,
-                self.ino,
-                inode.i_generation.get(),
-            );
+            self.seed =
+                ffsck_format::csum::inode_seed(fs.csum_seed, self.ino, inode.i_generation.get());
         }
         let mut iblock = inode.block_bytes();
         let mut changed = false;
@@ -279,11 +276,7 @@ impl Cloner<'_, '_> {
         // The other inodes that shared the old xattr block share the copy instead, as e2fsck
         // does: the copy is referenced as often as the original was.
         if let Some(new) = new_acl {
-            let others: Vec<u32> = self
-                .dups
-                .owners
-                .get(&acl)
-                .map_or(Vec::new(), |v| v.clone());
+            let others: Vec<u32> = self.dups.owners.get(&acl).map_or(Vec::new(), |v| v.clone());
             for o in others.into_iter().filter(|&o| o != self.ino) {
                 let Some(raw) = fs.read_inode(o) else {
                     continue;
