@@ -101,6 +101,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
                 is_dir,
                 seed,
                 resum: &resum,
+                reads: fs.geo.blocks_count,
             };
             let Ok(root) = Node::parse(&iblock) else {
                 continue;
@@ -151,6 +152,7 @@ fn zero_illegal(fs: &Fs, dev: &dyn Device, iblock: &mut [u8; 60], is_dir: bool) 
     let toobig =
         |lblk: u64| is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk > dir_limit(fs);
     let mut changed = false;
+    let mut reads = geo.blocks_count;
     for i in 0..12 {
         let b = word(iblock, i);
         if b != 0 && (!geo.is_valid_block(b) || toobig(i as u64)) {
@@ -168,7 +170,7 @@ fn zero_illegal(fs: &Fs, dev: &dyn Device, iblock: &mut [u8; 60], is_dir: bool) 
                 iblock[4 * i..4 * i + 4].fill(0);
                 changed = true;
             } else {
-                indirect(fs, dev, b, level, base, &toobig);
+                indirect(fs, dev, b, level, base, &toobig, &mut reads);
             }
         }
         base = base.saturating_add(per.saturating_pow(level));
@@ -184,8 +186,15 @@ fn indirect(
     level: u32,
     base: u64,
     toobig: &dyn Fn(u64) -> bool,
+    reads: &mut u64,
 ) {
     let geo = &fs.geo;
+    // A hostile map may point many entries at the same block: read no more blocks than the
+    // file system has.
+    if *reads == 0 {
+        return;
+    }
+    *reads -= 1;
     let Some(mut buf) = fs.read_block(blk) else {
         return;
     };
@@ -202,7 +211,7 @@ fn indirect(
             buf[4 * i..4 * i + 4].fill(0);
             dirty = true;
         } else if level > 1 {
-            indirect(fs, dev, p, level - 1, lblk, toobig);
+            indirect(fs, dev, p, level - 1, lblk, toobig, reads);
         }
     }
     if dirty {
@@ -216,6 +225,8 @@ struct Tree<'a> {
     is_dir: bool,
     seed: u32,
     resum: &'a HashSet<u64>,
+    /// Node blocks the walk may still read (bounds hostile trees that share nodes).
+    reads: u64,
 }
 
 impl Tree<'_> {
@@ -269,6 +280,11 @@ impl Tree<'_> {
                 let end = entries.get(i + 1).map_or(hi, |x| {
                     u64::from(u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
                 });
+                if self.reads == 0 {
+                    kept.push(*e);
+                    continue;
+                }
+                self.reads -= 1;
                 let Some(mut cbuf) = self
                     .fs
                     .geo
@@ -281,7 +297,7 @@ impl Tree<'_> {
                 };
                 let first = match Node::parse(&cbuf) {
                     Ok(c) if depth > 0 && c.depth() == depth - 1 => {
-                        (c.len() > 0).then(|| first_lblk(&cbuf))
+                        (!c.is_empty()).then(|| first_lblk(&cbuf))
                     }
                     _ => {
                         changed = true;

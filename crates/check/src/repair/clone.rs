@@ -195,6 +195,7 @@ pub fn apply(
             alloc: &mut alloc,
             ino,
             seed: 0,
+            reads: fs.geo.blocks_count,
         };
         c.clone_inode();
     }
@@ -209,6 +210,9 @@ struct Cloner<'a, 'b> {
     ino: u32,
     /// Checksum seed of this inode's extent blocks (0 without `metadata_csum`).
     seed: u32,
+    /// Mapping blocks this inode's walk may still read: a hostile map that points many
+    /// entries at the same block cannot make the walk longer than the file system.
+    reads: u64,
 }
 
 impl Cloner<'_, '_> {
@@ -324,7 +328,8 @@ impl Cloner<'_, '_> {
                 changed = true;
             }
         }
-        if level > 0 {
+        if level > 0 && self.reads > 0 {
+            self.reads -= 1;
             let Some(mut buf) = self.fs.read_block(cur) else {
                 return changed;
             };
@@ -353,8 +358,8 @@ impl Cloner<'_, '_> {
     /// Clone within one extent node held in `buf`; returns whether `buf` changed.
     fn extent_node(&mut self, buf: &mut [u8], budget: u16) -> bool {
         let geo = &self.fs.geo;
-        let (leaf, n) = match Node::parse(buf) {
-            Ok(node) if budget > 0 => (node.is_leaf(), node.len()),
+        let (leaf, n, depth) = match Node::parse(buf) {
+            Ok(node) if budget > 0 => (node.is_leaf(), node.len(), node.depth()),
             _ => return false,
         };
         let mut changed = false;
@@ -408,9 +413,20 @@ impl Cloner<'_, '_> {
                         changed = true;
                     }
                 }
+                if self.reads == 0 {
+                    continue;
+                }
+                self.reads -= 1;
                 let Some(mut cbuf) = self.fs.read_block(cur) else {
                     continue;
                 };
+                if Node::parse(&cbuf).map_or(true, |c| depth == 0 || c.depth() != depth - 1) {
+                    // Not a node of the next level: the check reports it; nothing to clone.
+                    if moved {
+                        write_node(self.fs, self.dev, self.seed, cur, &mut cbuf);
+                    }
+                    continue;
+                }
                 if self.extent_node(&mut cbuf, budget - 1) || moved {
                     write_node(self.fs, self.dev, self.seed, cur, &mut cbuf);
                 }
