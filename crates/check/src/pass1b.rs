@@ -174,9 +174,16 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> DupF
     facts
 }
 
-fn report(_fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut Findings) {
-    // Pass 1B: the blocks of each inode, as single blocks and ranges.
-    for (&ino, blocks) in &facts.by_inode {
+fn report(fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut Findings) {
+    use ffsck_format::ino::{BAD, RESIZE, ROOT};
+    // Only the bad-blocks inode overlaps something (its own list of bad metadata blocks):
+    // nothing to reconcile.
+    if facts.by_inode.keys().all(|&i| i == BAD) {
+        return;
+    }
+    // Pass 1B: the blocks of each inode, as single blocks and ranges. The bad-blocks inode is
+    // an owner but not listed (as e2fsck).
+    for (&ino, blocks) in facts.by_inode.iter().filter(|(&i, _)| i != BAD) {
         out.report(policy, P::P1B_DUP_BLOCK_HEADER, ProblemCtx::ino(ino));
         let mut i = 0;
         while i < blocks.len() {
@@ -215,11 +222,20 @@ fn report(_fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut
         policy,
         P::P1D_NUM_DUP_INODES,
         ProblemCtx {
-            num: facts.by_inode.len() as u64,
+            num: facts
+                .by_inode
+                .keys()
+                .filter(|&&i| i >= fs.geo.first_ino || i == ROOT)
+                .count() as u64,
             ..Default::default()
         },
     );
-    for (&ino, blocks) in &facts.by_inode {
+    // The bad-blocks and resize inodes keep their blocks: no question about them.
+    for (&ino, blocks) in facts
+        .by_inode
+        .iter()
+        .filter(|(&i, _)| i != BAD && i != RESIZE)
+    {
         let set: BTreeSet<u64> = blocks.iter().copied().collect();
         let sharers: Vec<u32> = facts
             .by_inode

@@ -7,7 +7,9 @@
 //! never claims more than it did.
 
 mod alloc;
+mod blockmap;
 mod clear;
+mod clone;
 mod connect;
 mod dirent;
 mod inode;
@@ -34,6 +36,8 @@ pub fn can_fix(p: P) -> bool {
         || connect::handles(p)
         || clear::handles(p)
         || lpf::handles(p)
+        || clone::handles(p)
+        || blockmap::handles(p)
 }
 
 /// The blocks of every directory, by owner, in logical order.
@@ -78,8 +82,16 @@ fn hold_back(findings: &mut [Finding]) {
     let structural = findings
         .iter()
         .any(|f| f.fixed && (dirent::clears(f.problem) || clear::handles(f.problem)));
+    // Cloning or dropping blocks changes the mappings later passes and the allocation
+    // rebuild were computed from: their fixes wait for the next round.
+    let remap = findings
+        .iter()
+        .any(|f| f.fixed && (clone::handles(f.problem) || blockmap::handles(f.problem)));
     for f in findings.iter_mut().filter(|f| f.fixed) {
         if structural && needs_counts(f.problem) {
+            f.fixed = false;
+        }
+        if remap && (f.problem.pass() >= 2 || alloc::handles(f.problem)) {
             f.fixed = false;
         }
         // The checker found no parent to point `..` at.
@@ -288,6 +300,8 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             break;
         }
         if let Some(p0) = p0 {
+            blockmap::apply(&p0, &*ov, &fixes);
+            clone::apply(&p0, &*ov, out.alloc.as_ref(), &out.findings, &fixes);
             inode::apply(&p0, &*ov, &fixes);
             clear::apply(&p0, &*ov, &fixes);
             if fixes.iter().any(|f| connect::handles(f.problem)) {

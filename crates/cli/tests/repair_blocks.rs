@@ -1,0 +1,221 @@
+//! Repair of block mappings (`-y`): multiply-claimed blocks are cloned so every sharer keeps
+//! its contents, illegal block pointers are zeroed, invalid extents and extent index entries are
+//! removed or fixed. Each case builds its image at run time, corrupts it with `debugfs -w`, runs
+//! `ffsck -fy` once and requires `e2fsck -fn` and a second `ffsck -fn` to find it clean.
+
+mod common;
+
+use common::{Image, Tools};
+use std::ffi::OsStr;
+
+fn ffsck(args: &[&str], img: &Image) -> common::Run {
+    let mut a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    a.push(img.path.as_os_str());
+    common::ffsck(&a)
+}
+
+/// The contents of `path` as debugfs reads them.
+fn dump(t: &Tools, img: &Image, path: &str) -> Vec<u8> {
+    let out = img.aux("dumped");
+    let _ = std::fs::remove_file(&out);
+    common::debugfs_r(t, &img.path, &format!("dump {path} {}", out.display()));
+    std::fs::read(&out).unwrap_or_default()
+}
+
+/// Every file of the tree (from its source) except `skip`, compared with the image.
+fn assert_tree_kept(t: &Tools, img: &Image, skip: &[&str]) {
+    for p in ["a/f1", "a/f2", "a/f3", "a/f4", "a/f5", "b/x", "sparse"] {
+        if skip.contains(&p) {
+            continue;
+        }
+        let want = std::fs::read(img.dir.path().join("tree").join(p)).unwrap();
+        assert!(
+            dump(t, img, &format!("/{p}")) == want,
+            "/{p}: contents changed"
+        );
+    }
+}
+
+/// e2fsck finds the damage, one `ffsck -fy` repairs it, and both checkers then find the
+/// file system clean.
+fn repair_once(t: &Tools, img: &Image, what: &str) -> common::Run {
+    let (before, out) = common::e2fsck_n(t, &img.path);
+    // (e2fsck -n aborts on an illegal indirect block: 12)
+    assert!(
+        before & 4 != 0,
+        "test setup ({what}): e2fsck must see the damage\n{out}"
+    );
+    let run = ffsck(&["-fy"], img);
+    common::assert_no_panic(&run);
+    assert_eq!(
+        run.code(),
+        1,
+        "{what}: ffsck -fy should fix everything\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let (after, out) = common::e2fsck_n(t, &img.path);
+    assert_eq!(
+        after, 0,
+        "{what}: e2fsck -fn after the repair\n{out}\n{}",
+        run.stdout
+    );
+    let again = ffsck(&["-fn"], img);
+    assert_eq!(
+        again.code(),
+        0,
+        "{what}: second ffsck -fn\n{}\n{}",
+        again.stdout,
+        run.stdout
+    );
+    run
+}
+
+#[test]
+fn shared_blocks_are_cloned_in_block_mapped_files() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    let b = common::bmap(&t, &img.path, "/a/f1", 0);
+    // /a/f2's second block becomes /a/f1's first: both files claim it.
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f2 block[1] {b}"));
+    let f1 = dump(&t, &img, "/a/f1");
+    let f2 = dump(&t, &img, "/a/f2");
+    let run = repair_once(&t, &img, "ext2 shared data block");
+    assert!(
+        run.stdout.contains("Clone multiply-claimed blocks? yes"),
+        "{}",
+        run.stdout
+    );
+    assert!(dump(&t, &img, "/a/f1") == f1, "/a/f1 lost its contents");
+    assert!(dump(&t, &img, "/a/f2") == f2, "/a/f2 lost its contents");
+    let (n1, n2) = (
+        common::bmap(&t, &img.path, "/a/f1", 0),
+        common::bmap(&t, &img.path, "/a/f2", 1),
+    );
+    assert_ne!(n1, n2, "the two files still share a block");
+    assert_tree_kept(&t, &img, &["a/f2"]);
+}
+
+#[test]
+fn blocks_shared_with_metadata_are_copied_to_the_file() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    // The block bitmap of group 0: pointed at by a file, it stays metadata.
+    let s = common::debugfs_r(&t, &img.path, "stats");
+    let bitmap: u64 = s
+        .lines()
+        .find_map(|l| {
+            let rest = l.trim().strip_prefix("Group  0: block bitmap at ")?;
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .expect("test setup: block bitmap of group 0");
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f3 block[0] {bitmap}"));
+    repair_once(&t, &img, "ext2 block shared with a bitmap");
+    assert_ne!(common::bmap(&t, &img.path, "/a/f3", 0), bitmap);
+    assert_tree_kept(&t, &img, &["a/f3"]);
+}
+
+#[test]
+fn shared_extents_and_extent_nodes_are_cloned() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    // i_block[5] is the physical start of the first extent of a depth-0 tree.
+    let b = common::bmap(&t, &img.path, "/a/f1", 0);
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f4 block[5] {b}"));
+    // /a/f5's first extent also overlaps the extent-tree node of /sparse.
+    let stat = common::debugfs_r(&t, &img.path, "stat /sparse");
+    let leaf: u64 = stat
+        .lines()
+        .skip_while(|l| !l.starts_with("EXTENTS:"))
+        .nth(1)
+        .and_then(|l| l.trim().strip_prefix("(ETB0):"))
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .expect("test setup: /sparse has an extent tree block");
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f5 block[5] {leaf}"));
+    let f1 = dump(&t, &img, "/a/f1");
+    let f4 = dump(&t, &img, "/a/f4");
+    let f5 = dump(&t, &img, "/a/f5");
+    let sparse = dump(&t, &img, "/sparse");
+    let run = repair_once(&t, &img, "ext4 shared extents");
+    assert!(
+        run.stdout.contains("Clone multiply-claimed blocks? yes"),
+        "{}",
+        run.stdout
+    );
+    assert!(dump(&t, &img, "/a/f1") == f1, "/a/f1 lost its contents");
+    assert!(dump(&t, &img, "/a/f4") == f4, "/a/f4 lost its contents");
+    assert!(dump(&t, &img, "/a/f5") == f5, "/a/f5 lost its contents");
+    assert!(
+        dump(&t, &img, "/sparse") == sparse,
+        "/sparse lost its contents"
+    );
+}
+
+#[test]
+fn illegal_block_pointers_are_cleared() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a/f4 block[1] 99999999");
+    common::debugfs_w(&t, &img.path, "sif /b/x block[IND] 88888888");
+    let run = repair_once(&t, &img, "ext2 illegal block pointers");
+    assert!(run.stdout.contains("Illegal block"), "{}", run.stdout);
+    let s = common::debugfs_r(&t, &img.path, "stat /a/f4");
+    assert!(
+        !s.contains("99999999"),
+        "the illegal pointer is still there:\n{s}"
+    );
+    assert_tree_kept(&t, &img, &["a/f4"]);
+}
+
+#[test]
+fn invalid_extents_and_index_entries_are_removed_or_fixed() {
+    let Some(t) = common::tools() else { return };
+    // A leaf extent starting past the end of the file system.
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a/f4 block[5] 99999999");
+    let run = repair_once(&t, &img, "ext4 extent past the end");
+    assert!(run.stdout.contains("invalid extent"), "{}", run.stdout);
+    assert_tree_kept(&t, &img, &["a/f4"]);
+
+    // An index entry whose logical start does not match its child's first extent.
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /sparse block[3] 7");
+    repair_once(&t, &img, "ext4 index start mismatch");
+    assert_tree_kept(&t, &img, &[]);
+
+    // An index entry pointing outside the file system: the subtree goes.
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /sparse block[4] 99999999");
+    repair_once(&t, &img, "ext4 index to a bad block");
+    assert_tree_kept(&t, &img, &["sparse"]);
+}
+
+#[test]
+fn an_inode_with_too_many_illegal_blocks_is_cleared() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    for i in 0..12 {
+        common::debugfs_w(
+            &t,
+            &img.path,
+            &format!("sif /a/f6 block[{i}] {}", 88_888_800 + i),
+        );
+    }
+    let run = repair_once(&t, &img, "ext2 inode with 12 illegal blocks");
+    assert!(
+        run.stdout.contains("Too many illegal blocks"),
+        "{}",
+        run.stdout
+    );
+    let ls = common::debugfs_r(&t, &img.path, "ls -l /a");
+    assert!(
+        !ls.lines()
+            .any(|l| l.trim_end().ends_with(" f6") && !l.trim_start().starts_with("0 ")),
+        "the cleared inode's entry is still listed:\n{ls}"
+    );
+    assert_tree_kept(&t, &img, &[]);
+}
