@@ -85,7 +85,7 @@ fn scan(
             break;
         };
         let mut at = 0usize;
-        while at + 4 <= bs - 1 {
+        while at + 4 < bs {
             let tag = u16::from_le_bytes([buf[at], buf[at + 1]]);
             let len = usize::from(u16::from_le_bytes([buf[at + 2], buf[at + 3]]));
             if b == fc_first && at == 0 && tag != fc_tag::HEAD {
@@ -312,13 +312,7 @@ impl<'a> Replayer<'a> {
         Ok((out, tree))
     }
 
-    fn walk(
-        &self,
-        node: &[u8],
-        budget: u16,
-        out: &mut Vec<Ext>,
-        tree: &mut Vec<u64>,
-    ) -> Res {
+    fn walk(&self, node: &[u8], budget: u16, out: &mut Vec<Ext>, tree: &mut Vec<u64>) -> Res {
         if budget == 0 || node.len() < 12 {
             return Err("the extent tree is too deep".into());
         }
@@ -337,7 +331,8 @@ impl<'a> Replayer<'a> {
                 } else {
                     (raw_len, false)
                 };
-                let pblk = u64::from(u16::from_le_bytes([e[6], e[7]])) << 32 | u64::from(le32(e, 8));
+                let pblk =
+                    u64::from(u16::from_le_bytes([e[6], e[7]])) << 32 | u64::from(le32(e, 8));
                 out.push(Ext {
                     lblk: le32(e, 0),
                     len: u32::from(len),
@@ -345,7 +340,8 @@ impl<'a> Replayer<'a> {
                     uninit,
                 });
             } else {
-                let child = u64::from(u16::from_le_bytes([e[8], e[9]])) << 32 | u64::from(le32(e, 4));
+                let child =
+                    u64::from(u16::from_le_bytes([e[8], e[9]])) << 32 | u64::from(le32(e, 4));
                 if !self.fs.geo.is_valid_block(child) || tree.len() > 4096 {
                     return Err(format!("an extent index names block {child}"));
                 }
@@ -363,7 +359,11 @@ impl<'a> Replayer<'a> {
     fn write_tree(&mut self, ino: u32, raw: &mut [u8], list: &[Ext], old_tree: &[u64]) -> Res {
         let bs = self.bs;
         let per_leaf = (bs - 12) / 12;
-        let leaves = if list.len() <= 4 { 0 } else { list.len().div_ceil(per_leaf) };
+        let leaves = if list.len() <= 4 {
+            0
+        } else {
+            list.len().div_ceil(per_leaf)
+        };
         if leaves > 4 {
             return Err(format!(
                 "inode {ino} would need {} extents, more than a depth-1 tree holds",
@@ -439,7 +439,11 @@ impl<'a> Replayer<'a> {
     fn alloc_block(&mut self, goal: u64) -> Option<u64> {
         let geo = &self.fs.geo;
         let n = geo.blocks_count;
-        let start = if goal >= geo.first_data_block && goal < n { goal } else { geo.first_data_block };
+        let start = if goal >= geo.first_data_block && goal < n {
+            goal
+        } else {
+            geo.first_data_block
+        };
         let span = n - geo.first_data_block;
         for i in 0..span {
             let b = geo.first_data_block + (start - geo.first_data_block + i) % span;
@@ -469,7 +473,10 @@ impl<'a> Replayer<'a> {
     fn desc_at(&self, g: u32) -> (u64, usize) {
         let geo = &self.fs.geo;
         let blk = geo.desc_block(g / geo.descs_per_block);
-        (blk, (g % geo.descs_per_block) as usize * geo.desc_size as usize)
+        (
+            blk,
+            (g % geo.descs_per_block) as usize * geo.desc_size as usize,
+        )
     }
 
     fn desc(&self, g: u32) -> Option<RawGroupDesc> {
@@ -506,7 +513,9 @@ impl<'a> Replayer<'a> {
             || add.pblk < geo.first_data_block
             || add.pblk + u64::from(add.len) > geo.blocks_count
         {
-            return Err(format!("inode {ino}: an added range is outside the file system"));
+            return Err(format!(
+                "inode {ino}: an added range is outside the file system"
+            ));
         }
         self.modify(ino, add, false)
     }
@@ -534,7 +543,9 @@ impl<'a> Replayer<'a> {
         let mut raw = self
             .read_inode(ino)
             .ok_or_else(|| format!("cannot read inode {ino}"))?;
-        let (list, tree) = self.extents(&raw).map_err(|e| format!("inode {ino}: {e}"))?;
+        let (list, tree) = self
+            .extents(&raw)
+            .map_err(|e| format!("inode {ino}: {e}"))?;
         let (lo, hi) = (u64::from(ex.lblk), ex.end());
         let mut out = Vec::with_capacity(list.len() + 2);
         for e in list {
@@ -570,7 +581,11 @@ impl<'a> Replayer<'a> {
         let mut merged: Vec<Ext> = Vec::with_capacity(out.len());
         for e in out {
             if let Some(p) = merged.last_mut() {
-                let max = if e.uninit { u32::from(INIT_MAX_LEN) - 1 } else { u32::from(INIT_MAX_LEN) };
+                let max = if e.uninit {
+                    u32::from(INIT_MAX_LEN) - 1
+                } else {
+                    u32::from(INIT_MAX_LEN)
+                };
                 if p.end() == u64::from(e.lblk)
                     && p.pblk + u64::from(p.len) == e.pblk
                     && p.uninit == e.uninit
@@ -602,7 +617,9 @@ impl<'a> Replayer<'a> {
         if isz > 128 {
             let extra = usize::from(u16::from_le_bytes([fc[128], fc[129]]));
             if extra < 4 || extra > isz - 128 || 128 + extra > fc.len() {
-                return Err(format!("inode {ino}: the logged inode's extra size {extra} is bad"));
+                return Err(format!(
+                    "inode {ino}: the logged inode's extra size {extra} is bad"
+                ));
             }
             len += extra;
         }
@@ -676,7 +693,9 @@ impl<'a> Replayer<'a> {
         if inode.mode() & mode::S_IFMT != mode::S_IFDIR {
             return Err(format!("inode {parent} is not a directory"));
         }
-        let (list, _) = self.extents(&raw).map_err(|e| format!("directory {parent}: {e}"))?;
+        let (list, _) = self
+            .extents(&raw)
+            .map_err(|e| format!("directory {parent}: {e}"))?;
         let nblocks = inode.size() / self.bs as u64;
         let mut out = Vec::new();
         for e in list {
@@ -709,7 +728,9 @@ impl<'a> Replayer<'a> {
         let gen = RawInode::parse(&raw).i_generation.get();
         let bsz = self.bs as u32;
         for b in blocks {
-            let Some(mut buf) = self.block(b) else { continue };
+            let Some(mut buf) = self.block(b) else {
+                continue;
+            };
             let mut at = 0usize;
             let mut prev: Option<usize> = None;
             while let Some(h) = dir::header_at(&buf, at, bsz) {
@@ -765,14 +786,23 @@ impl<'a> Replayer<'a> {
         let bsz = self.bs as u32;
         let need = dir::rec_len_for(name.len()) as usize;
         for b in blocks {
-            let Some(mut buf) = self.block(b) else { continue };
+            let Some(mut buf) = self.block(b) else {
+                continue;
+            };
             let mut at = 0usize;
             while let Some(h) = dir::header_at(&buf, at, bsz) {
                 let rl = h.rec_len as usize;
-                if rl < 8 || at + rl > buf.len() || h.file_type == ft::CSUM_TAIL && h.inode == 0 && rl == dir::TAIL_SIZE {
+                if rl < 8
+                    || at + rl > buf.len()
+                    || h.file_type == ft::CSUM_TAIL && h.inode == 0 && rl == dir::TAIL_SIZE
+                {
                     break;
                 }
-                let used = if h.inode == 0 { 0 } else { dir::rec_len_for(usize::from(h.name_len)) as usize };
+                let used = if h.inode == 0 {
+                    0
+                } else {
+                    dir::rec_len_for(usize::from(h.name_len)) as usize
+                };
                 if rl >= used + need {
                     let new_at = at + used;
                     if used > 0 {
@@ -783,7 +813,11 @@ impl<'a> Replayer<'a> {
                     buf[new_at..new_at + 4].copy_from_slice(&ino.to_le_bytes());
                     buf[new_at + 4..new_at + 6].copy_from_slice(&l.to_le_bytes());
                     buf[new_at + 6] = name.len() as u8;
-                    buf[new_at + 7] = if self.fs.sb.s_feature_incompat.get() & 0x2 != 0 { ftype } else { 0 };
+                    buf[new_at + 7] = if self.fs.sb.s_feature_incompat.get() & 0x2 != 0 {
+                        ftype
+                    } else {
+                        0
+                    };
                     buf[new_at + 8..new_at + 8 + name.len()].copy_from_slice(&name);
                     self.leaf_csum(parent, gen, &mut buf);
                     self.put(b, buf);
@@ -798,7 +832,9 @@ impl<'a> Replayer<'a> {
 
     /// An entry added out of hash order invalidates an htree: the directory is left linear.
     fn clear_index(&mut self, parent: u32) {
-        let Some(mut raw) = self.read_inode(parent) else { return };
+        let Some(mut raw) = self.read_inode(parent) else {
+            return;
+        };
         let f = RawInode::parse(&raw).flags();
         if f & flags::INDEX != 0 {
             raw[32..36].copy_from_slice(&(f & !flags::INDEX).to_le_bytes());
@@ -854,7 +890,9 @@ impl<'a> Replayer<'a> {
                 continue;
             }
             let bit = ((ino - 1) % geo.inodes_per_group) as usize;
-            let Some(mut map) = self.block(gd.inode_bitmap()) else { continue };
+            let Some(mut map) = self.block(gd.inode_bitmap()) else {
+                continue;
+            };
             let was = map[bit / 8] & (1 << (bit % 8)) != 0;
             if was != used {
                 map[bit / 8] ^= 1 << (bit % 8);
@@ -928,7 +966,9 @@ impl<'a> Replayer<'a> {
         let bs = self.bs as u64;
         let sblk = SUPERBLOCK_OFFSET / bs;
         let at = (SUPERBLOCK_OFFSET % bs) as usize;
-        let Some(mut d) = self.block(sblk) else { return };
+        let Some(mut d) = self.block(sblk) else {
+            return;
+        };
         let Ok(mut sb) = RawSuperblock::read_from_bytes(&d[at..at + SUPERBLOCK_SIZE]) else {
             return;
         };
@@ -944,7 +984,10 @@ impl<'a> Replayer<'a> {
 fn count_bits(map: &[u8], n: usize) -> usize {
     let n = n.min(map.len() * 8);
     let whole: usize = map[..n / 8].iter().map(|b| b.count_ones() as usize).sum();
-    whole + (n / 8 * 8..n).filter(|&i| map[i / 8] & (1 << (i % 8)) != 0).count()
+    whole
+        + (n / 8 * 8..n)
+            .filter(|&i| map[i / 8] & (1 << (i % 8)) != 0)
+            .count()
 }
 
 fn node_header(buf: &mut [u8], entries: usize, max: usize, depth: u16) {
@@ -957,7 +1000,11 @@ fn node_header(buf: &mut [u8], entries: usize, max: usize, depth: u16) {
 
 fn put_extent(buf: &mut [u8], e: &Ext) {
     buf[0..4].copy_from_slice(&e.lblk.to_le_bytes());
-    let len = if e.uninit { e.len + u32::from(INIT_MAX_LEN) } else { e.len };
+    let len = if e.uninit {
+        e.len + u32::from(INIT_MAX_LEN)
+    } else {
+        e.len
+    };
     buf[4..6].copy_from_slice(&(len as u16).to_le_bytes());
     buf[6..8].copy_from_slice(&((e.pblk >> 32) as u16).to_le_bytes());
     buf[8..12].copy_from_slice(&(e.pblk as u32).to_le_bytes());

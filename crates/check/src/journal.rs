@@ -335,13 +335,21 @@ fn reset_super(fs: &Fs, runs: &Runs, total_len: u64) {
     use zerocopy::{FromBytes, IntoBytes};
     let Some(blk) = runs.lookup(0) else { return };
     let bs = fs.block_size();
-    let Some(old) = fs.read_block(blk) else { return };
-    let Some(old_sb) = JournalSuperblock::parse(&old) else { return };
-    let mut buf = vec![0u8; bs];
-    let Ok(mut jsb) = JournalSuperblock::read_from_bytes(&buf[..core::mem::size_of::<JournalSuperblock>()]) else {
+    let Some(old) = fs.read_block(blk) else {
         return;
     };
-    jsb.s_header.h_magic.set(ffsck_format::journal::JBD2_MAGIC_NUMBER);
+    let Some(old_sb) = JournalSuperblock::parse(&old) else {
+        return;
+    };
+    let mut buf = vec![0u8; bs];
+    let Ok(mut jsb) =
+        JournalSuperblock::read_from_bytes(&buf[..core::mem::size_of::<JournalSuperblock>()])
+    else {
+        return;
+    };
+    jsb.s_header
+        .h_magic
+        .set(ffsck_format::journal::JBD2_MAGIC_NUMBER);
     let v1 = old_sb.magic_ok() && old_sb.blocktype() == blocktype::SUPERBLOCK_V1;
     jsb.s_header.h_blocktype.set(if v1 {
         blocktype::SUPERBLOCK_V1
@@ -351,11 +359,9 @@ fn reset_super(fs: &Fs, runs: &Runs, total_len: u64) {
     jsb.s_blocksize.set(fs.geo.block_size);
     jsb.s_maxlen.set(total_len.min(u64::from(u32::MAX)) as u32);
     jsb.s_first.set(1);
-    let seq = fs
-        .sb
-        .s_uuid
-        .chunks(4)
-        .fold(0u32, |a, w| a ^ u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+    let seq = fs.sb.s_uuid.chunks(4).fold(0u32, |a, w| {
+        a ^ u32::from_le_bytes([w[0], w[1], w[2], w[3]])
+    });
     jsb.s_sequence.set(seq);
     let n = jsb.as_bytes().len();
     buf[..n].copy_from_slice(jsb.as_bytes());
@@ -365,7 +371,9 @@ fn reset_super(fs: &Fs, runs: &Runs, total_len: u64) {
         let inc = sb.s_feature_incompat.get() & !Incompat::RECOVER;
         sb.s_feature_incompat.set(inc);
         sb.update_checksum();
-        let _ = fs.dev.write_at(sb.as_bytes(), ffsck_format::SUPERBLOCK_OFFSET);
+        let _ = fs
+            .dev
+            .write_at(sb.as_bytes(), ffsck_format::SUPERBLOCK_OFFSET);
     }
 }
 

@@ -129,7 +129,10 @@ fn bad_tail_crc_replays_nothing() {
     fc.write(&recs, &[true]);
     let r = fc.plan();
     assert_eq!((r.fast_commit_tags, r.fast_commit_discarded), (0, 15));
-    assert!(!r.issues.is_empty(), "a log without a valid tail is a finding");
+    assert!(
+        !r.issues.is_empty(),
+        "a log without a valid tail is a finding"
+    );
 }
 
 #[test]
@@ -162,11 +165,25 @@ fn replay_is_idempotent() {
     let tid = fc.journal.sb.s_sequence.get().wrapping_add(1);
     let mut once = BTreeMap::new();
     let mut issues = Vec::new();
-    let st = fast_commit::replay(&p0.fs, &fc.journal, fc.fc_first, tid, &mut once, &mut issues);
+    let st = fast_commit::replay(
+        &p0.fs,
+        &fc.journal,
+        fc.fc_first,
+        tid,
+        &mut once,
+        &mut issues,
+    );
     assert_eq!(st.tags, 15);
     assert!(issues.is_empty(), "{issues:?}");
     let mut twice = once.clone();
-    fast_commit::replay(&p0.fs, &fc.journal, fc.fc_first, tid, &mut twice, &mut issues);
+    fast_commit::replay(
+        &p0.fs,
+        &fc.journal,
+        fc.fc_first,
+        tid,
+        &mut twice,
+        &mut issues,
+    );
     assert!(issues.is_empty(), "{issues:?}");
     assert!(once == twice, "a second replay changed blocks");
 }
@@ -194,7 +211,11 @@ fn hostile_records_are_findings() {
         vec![head.clone(), (fc_tag::ADD_RANGE, range_out), tail(tid)],
         vec![head.clone(), (fc_tag::ADD_RANGE, bad_ino), tail(tid)],
         vec![head.clone(), (fc_tag::LINK, dentry), tail(tid)],
-        vec![head.clone(), (fc_tag::INODE, vec![14, 0, 0, 0, 1]), tail(tid)],
+        vec![
+            head.clone(),
+            (fc_tag::INODE, vec![14, 0, 0, 0, 1]),
+            tail(tid),
+        ],
         vec![head.clone(), (fc_tag::DEL_RANGE, vec![1; 3]), tail(tid)],
     ];
     for (i, recs) in cases.iter().enumerate() {

@@ -9,7 +9,11 @@ use std::path::Path;
 use std::process::Command;
 
 fn dumpe2fs_h(img: &Path) -> String {
-    let o = Command::new("dumpe2fs").arg("-h").arg(img).output().unwrap();
+    let o = Command::new("dumpe2fs")
+        .arg("-h")
+        .arg(img)
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&o.stdout)
         .lines()
         .filter(|l| {
@@ -49,8 +53,17 @@ fn reset_like_e2fsck(field: u64, bytes: &[u8]) {
     };
     let before = common::read_all(&img.path);
     let run = common::ffsck(&["-fn".as_ref(), img.path.as_os_str()]);
-    assert_ne!(run.code(), 0, "-n must report the corrupt journal:\n{}", run.stdout);
-    assert!(run.stdout.contains("journal superblock is corrupt"), "{}", run.stdout);
+    assert_ne!(
+        run.code(),
+        0,
+        "-n must report the corrupt journal:\n{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("journal superblock is corrupt"),
+        "{}",
+        run.stdout
+    );
     common::assert_same_bytes(&before, &common::read_all(&img.path), "-n");
 
     let theirs = img.aux("theirs.img");
@@ -58,7 +71,12 @@ fn reset_like_e2fsck(field: u64, bytes: &[u8]) {
     assert_eq!(e2fsck(&["-fy"], &theirs), 1);
     let run = common::ffsck(&["-fy".as_ref(), img.path.as_os_str()]);
     assert_eq!(run.code(), 1, "{}", run.stdout);
-    assert!(run.stdout.contains("journal superblock is corrupt.  Fix? yes"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("journal superblock is corrupt.  Fix? yes"),
+        "{}",
+        run.stdout
+    );
     assert_eq!(e2fsck(&["-fn"], &img.path), 0, "e2fsck -fn after ffsck -fy");
     assert_eq!(dumpe2fs_h(&img.path), dumpe2fs_h(&theirs));
     // The reset journal is usable: a second run has nothing to do.

@@ -93,9 +93,19 @@ fn tree(root: &Path) -> Tree {
                 ("dir".to_string(), 0, m.nlink(), Vec::new())
             } else if ft.is_symlink() {
                 let t = std::fs::read_link(&p).unwrap();
-                ("link".into(), m.len(), m.nlink(), t.display().to_string().into_bytes())
+                (
+                    "link".into(),
+                    m.len(),
+                    m.nlink(),
+                    t.display().to_string().into_bytes(),
+                )
             } else {
-                ("file".into(), m.len(), m.nlink(), std::fs::read(&p).unwrap())
+                (
+                    "file".into(),
+                    m.len(),
+                    m.nlink(),
+                    std::fs::read(&p).unwrap(),
+                )
             };
             out.insert(rel, entry);
         }
@@ -166,7 +176,12 @@ fn kernel_fast_commits_replay_like_e2fsck() {
     assert!(rc <= 1, "e2fsck -fy exited {rc}");
 
     let run = common::ffsck(&["-fy".as_ref(), ours.as_os_str()]);
-    assert!(run.code() <= 1, "ffsck -fy exited {}:\n{}", run.code(), run.stdout);
+    assert!(
+        run.code() <= 1,
+        "ffsck -fy exited {}:\n{}",
+        run.code(),
+        run.stdout
+    );
     assert!(
         run.stdout.contains("fast-commit records"),
         "no fast commits replayed:\n{}\nlog:\n{fc_area}",
@@ -188,5 +203,8 @@ fn kernel_fast_commits_replay_like_e2fsck() {
     let first = std::fs::read(&ours).unwrap();
     let run = common::ffsck(&["-fy".as_ref(), ours.as_os_str()]);
     assert_eq!(run.code(), 0, "a second run found work:\n{}", run.stdout);
-    assert!(std::fs::read(&ours).unwrap() == first, "a second run changed the image");
+    assert!(
+        std::fs::read(&ours).unwrap() == first,
+        "a second run changed the image"
+    );
 }
