@@ -59,6 +59,8 @@ struct Ctx<'a> {
     facts: JournalFacts,
     /// `has_journal`, as the answers so far leave it.
     has_journal: bool,
+    /// Resetting the corrupt journal superblock was accepted.
+    reset_super: bool,
 }
 
 impl Ctx<'_> {
@@ -98,6 +100,7 @@ impl Ctx<'_> {
     fn fix_corrupt_super(&mut self) -> Result<(), Fail> {
         if self.has_journal() {
             if self.ask(P::P0_JOURNAL_BAD_SUPER, ProblemCtx::default()) {
+                self.reset_super = true;
                 return Ok(());
             }
             return Err(Fail::CorruptSuper);
@@ -123,6 +126,7 @@ pub fn check(
             journal_inum: sb.s_journal_inum.get(),
         },
         has_journal: sb.compat().has(Compat::HAS_JOURNAL),
+        reset_super: false,
     };
     let has_journal = c.has_journal();
     let uuid_null = sb.s_journal_uuid.iter().all(|&b| b == 0);
@@ -165,7 +169,11 @@ pub fn check(
                     Fail::BadInode | Fail::Abort(_) => false,
                 };
                 if escalate {
-                    c.fix_corrupt_super()
+                    let r = c.fix_corrupt_super();
+                    if r.is_ok() && c.reset_super && policy != Policy::No {
+                        reset_super(fs, &runs, total_len);
+                    }
+                    r
                 } else {
                     Err(e)
                 }
@@ -314,6 +322,58 @@ fn load(c: &mut Ctx, runs: &Runs, total_len: u64) -> Result<(JournalSuperblock, 
             | JsbError::TooLong { .. }
             | JsbError::FastCommitTooBig => Fail::CorruptSuper,
         }),
+    }
+}
+
+/// Write a fresh, empty journal superblock over a corrupt one and clear `needs_recovery`, as
+/// e2fsck's "Fix" does: a valid version-1 signature is kept, anything else becomes version 2;
+/// every other field is zeroed except the block size, the length and the first log block, and
+/// the sequence starts at a number derived from the file system UUID (so old transactions left
+/// in the log do not look valid). Only a repair gets here, and `fs.dev` is then the repair's
+/// overlay (as for journal replay); the next round checks the result.
+fn reset_super(fs: &Fs, runs: &Runs, total_len: u64) {
+    use zerocopy::{FromBytes, IntoBytes};
+    let Some(blk) = runs.lookup(0) else { return };
+    let bs = fs.block_size();
+    let Some(old) = fs.read_block(blk) else {
+        return;
+    };
+    let Some(old_sb) = JournalSuperblock::parse(&old) else {
+        return;
+    };
+    let mut buf = vec![0u8; bs];
+    let Ok(mut jsb) =
+        JournalSuperblock::read_from_bytes(&buf[..core::mem::size_of::<JournalSuperblock>()])
+    else {
+        return;
+    };
+    jsb.s_header
+        .h_magic
+        .set(ffsck_format::journal::JBD2_MAGIC_NUMBER);
+    let v1 = old_sb.magic_ok() && old_sb.blocktype() == blocktype::SUPERBLOCK_V1;
+    jsb.s_header.h_blocktype.set(if v1 {
+        blocktype::SUPERBLOCK_V1
+    } else {
+        blocktype::SUPERBLOCK_V2
+    });
+    jsb.s_blocksize.set(fs.geo.block_size);
+    jsb.s_maxlen.set(total_len.min(u64::from(u32::MAX)) as u32);
+    jsb.s_first.set(1);
+    let seq = fs.sb.s_uuid.chunks(4).fold(0u32, |a, w| {
+        a ^ u32::from_le_bytes([w[0], w[1], w[2], w[3]])
+    });
+    jsb.s_sequence.set(seq);
+    let n = jsb.as_bytes().len();
+    buf[..n].copy_from_slice(jsb.as_bytes());
+    let _ = fs.dev.write_at(&buf, blk * bs as u64);
+    if fs.sb.incompat().has(Incompat::RECOVER) {
+        let mut sb = fs.sb.clone();
+        let inc = sb.s_feature_incompat.get() & !Incompat::RECOVER;
+        sb.s_feature_incompat.set(inc);
+        sb.update_checksum();
+        let _ = fs
+            .dev
+            .write_at(sb.as_bytes(), ffsck_format::SUPERBLOCK_OFFSET);
     }
 }
 

@@ -19,7 +19,7 @@
 //! The log is hostile input: every walk is bounded by the log length (a log can wrap, and a
 //! forged one can cycle), descriptor tags naming blocks outside the file system are refused,
 //! counts are checked against the block size, and every corruption is a finding, never a panic.
-//! Fast commits are detected but not replayed (a finding says so).
+//! Fast commits after the last full commit are then replayed by `fast_commit`.
 
 use crate::fs::Fs;
 use crate::journal::Journal;
@@ -60,8 +60,12 @@ pub struct Replay {
     pub wrapped: bool,
     /// A transaction whose commit block failed its checksum (e2fsck: replay was aborted).
     pub failed_commit: Option<u32>,
-    /// The fast-commit area holds commits after the last full one, which were not replayed.
+    /// The fast-commit area holds commits after the last full one, which were not replayed
+    /// (the full replay failed).
     pub fast_commit_skipped: bool,
+    /// Fast-commit records replayed, and records after the last valid tail discarded.
+    pub fast_commit_tags: u32,
+    pub fast_commit_discarded: u32,
     /// Findings about the log itself (corruption, checksum errors), for the caller to report.
     pub issues: Vec<(P, ProblemCtx)>,
 }
@@ -75,11 +79,16 @@ impl Replay {
         } else {
             "replayed"
         };
+        let fc = if self.fast_commit_tags > 0 {
+            format!("; {} fast-commit records", self.fast_commit_tags)
+        } else {
+            String::new()
+        };
         let msg = if self.transactions == 0 {
-            format!("no committed transactions; {where_}")
+            format!("no committed transactions{fc}; {where_}")
         } else {
             format!(
-                "transactions {}-{}, {} blocks, {} revoked; {where_}",
+                "transactions {}-{}, {} blocks, {} revoked{fc}; {where_}",
                 self.first_transaction,
                 self.end_transaction.wrapping_sub(1),
                 self.blocks,
@@ -164,15 +173,29 @@ pub fn plan(fs: &Fs, journal: &Journal) -> Replay {
         },
     }
     if let Ok(log) = &log {
-        r.fast_commit_skipped = scan_ok && log.fast_commits_pending(r.end_transaction);
-        if r.fast_commit_skipped {
-            r.issues.push((
-                P::P0_JOURNAL_FC_NOT_REPLAYED,
-                ProblemCtx {
-                    num: u64::from(r.end_transaction),
-                    ..Default::default()
-                },
-            ));
+        if scan_ok {
+            // Fast commits follow the last full commit: replay them on top of it.
+            let fc = crate::fast_commit::replay(
+                fs,
+                journal,
+                log.fc_first(),
+                r.end_transaction,
+                &mut writes,
+                &mut r.issues,
+            );
+            r.fast_commit_tags = fc.tags;
+            r.fast_commit_discarded = fc.discarded;
+        } else {
+            r.fast_commit_skipped = log.fast_commits_pending(r.end_transaction);
+            if r.fast_commit_skipped {
+                r.issues.push((
+                    P::P0_JOURNAL_FC_NOT_REPLAYED,
+                    ProblemCtx {
+                        num: u64::from(r.end_transaction),
+                        ..Default::default()
+                    },
+                ));
+            }
         }
     }
     if let Some(t) = r.failed_commit {
@@ -677,11 +700,15 @@ impl<'a> Log<'a> {
         }
     }
 
+    /// The first block of the fast-commit area: jbd2 leaves one block after the log.
+    fn fc_first(&self) -> u64 {
+        self.last + 1
+    }
+
     /// Does the fast-commit area start with a head for the transaction after the last full
-    /// commit? Those fast commits would be replayed by the kernel; we do not.
+    /// commit? (Asked when they cannot be replayed.)
     fn fast_commits_pending(&self, end_transaction: u32) -> bool {
-        // jbd2 leaves one block between the log and the fast-commit area.
-        let fc_first = self.last + 1;
+        let fc_first = self.fc_first();
         if self.j.sb.fast_commit_blocks() == 0 || fc_first >= self.j.total_len {
             return false;
         }

@@ -81,6 +81,7 @@ fn corpus_journals_replay_like_e2fsck() {
         "f_jnl_64bit",
         "f_jnl_32bit",
         "f_jnl_errno",
+        "j_recover_fast_commit",
     ];
     let mut compared = 0;
     for name in names {

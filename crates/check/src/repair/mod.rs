@@ -38,6 +38,8 @@ pub fn can_fix(p: P) -> bool {
         || lpf::handles(p)
         || clone::handles(p)
         || blockmap::handles(p)
+        // Reset by the journal check itself when answered yes (`journal::reset_super`).
+        || p == P::P0_JOURNAL_BAD_SUPER
 }
 
 /// The blocks of every directory, by owner, in logical order.
