@@ -8,7 +8,6 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -107,6 +106,9 @@ pub struct RunRecord {
     pub user_s: f64,
     pub sys_s: f64,
     pub max_rss_kib: u64,
+    /// Measured through the `__measure` shim: the peak RSS is the checker's own, free of the
+    /// lab's pre-exec high-water mark.
+    pub rss_shim: bool,
 }
 
 /// Medians over the timed (non-warm-up) runs of one checker.
@@ -314,13 +316,9 @@ impl Runner<'_> {
         let log_path = self.out.join(format!("{checker}.log"));
         let log =
             File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log.try_clone()?))
-            .stderr(Stdio::from(log));
-        let outcome = child::run(&mut cmd, Some(self.timeout))
-            .with_context(|| format!("running {checker}"))?;
+        let (outcome, rss_shim) =
+            child::run_measured(program, args, Some(&log), Some(self.timeout))
+                .with_context(|| format!("running {checker}"))?;
         eprintln!(
             "{checker}{}{}: {:.3} s wall, {:.0} MiB peak RSS, exit {}",
             threads
@@ -344,6 +342,7 @@ impl Runner<'_> {
             user_s: outcome.user_s,
             sys_s: outcome.sys_s,
             max_rss_kib: outcome.max_rss_kib,
+            rss_shim,
         });
         Ok(())
     }

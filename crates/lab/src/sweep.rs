@@ -156,6 +156,9 @@ fn own_peak_rss_kib() -> Option<u64> {
 /// high-water mark of the forked copy of the lab across `exec` into the child's `ru_maxrss`,
 /// so such a figure is a floor set by the lab, not the checker's real peak.
 pub fn rss_floor_warning(r: &BenchResults) -> Option<String> {
+    if r.runs.iter().all(|run| run.rss_shim) {
+        return None;
+    }
     let own = own_peak_rss_kib()? as f64;
     let low: Vec<&str> = r
         .summary
