@@ -47,3 +47,45 @@ pub fn write_script(path: &Path, body: &str) {
     std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// Runs a checker with -fn: did it report a problem? Some problems (a bad descriptor
+/// checksum) are printed as "IGNORED" with exit 0, so the answers count as well as the code.
+pub fn finds_problem(prog: &Path, image: &Path) -> bool {
+    let out = std::process::Command::new(prog)
+        .arg("-fn")
+        .arg(image)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&[out.stdout, out.stderr].concat()).into_owned();
+    out.status.code() != Some(0) || text.contains("? no") || text.contains("IGNORED")
+}
+
+/// The image differs from `before` exactly where the manifest says, as it says.
+pub fn assert_changes_match(before: &[u8], image: &Path, m: &ffsck_lab::corrupt::Manifest) {
+    let after = std::fs::read(image).unwrap();
+    assert_eq!(before.len(), after.len());
+    let mut listed = vec![false; after.len()];
+    for c in &m.changes {
+        let old = ffsck_lab::corrupt::unhex(&c.old).unwrap();
+        let new = ffsck_lab::corrupt::unhex(&c.new).unwrap();
+        let at = c.offset as usize;
+        assert_eq!(
+            &before[at..at + old.len()],
+            &old[..],
+            "{}: old bytes",
+            c.field
+        );
+        assert_eq!(
+            &after[at..at + new.len()],
+            &new[..],
+            "{}: new bytes",
+            c.field
+        );
+        listed[at..at + new.len()].fill(true);
+    }
+    for (i, (x, y)) in before.iter().zip(&after).enumerate() {
+        if x != y {
+            assert!(listed[i], "byte {i:#x} changed but is not in the manifest");
+        }
+    }
+}
