@@ -86,6 +86,27 @@ pub struct BenchArgs {
     /// Skip the read-once floor (reading the metadata once with large reads; needs e2image).
     #[arg(long)]
     pub no_read_once: bool,
+    /// Run the gilbert experiment instead: for every --fs-sizes × --block-sizes ×
+    /// --inode-sizes image, time both checkers clean and after each --corruptions type.
+    #[arg(long)]
+    pub gilbert: bool,
+    /// With --gilbert: file-system sizes in MiB.
+    #[arg(long, value_delimiter = ',', default_value = "8,32")]
+    pub fs_sizes: Vec<u64>,
+    /// With --gilbert: block sizes in bytes.
+    #[arg(long, value_delimiter = ',', default_value = "1024,4096")]
+    pub block_sizes: Vec<u32>,
+    /// With --gilbert: inode sizes in bytes.
+    #[arg(long, value_delimiter = ',', default_value = "128,256,1024")]
+    pub inode_sizes: Vec<u32>,
+    /// With --gilbert: corruption types [default: all: the `corrupt --table2` names, then
+    /// component-sb, component-gd, component-reserved-gdt, component-block-bitmap,
+    /// component-inode-bitmap, component-inode-table (group 0)].
+    #[arg(long, value_delimiter = ',')]
+    pub corruptions: Option<Vec<String>>,
+    /// With --gilbert: file system type [default: ext4].
+    #[arg(long, value_enum)]
+    pub fs_type: Option<crate::imagegen::FsType>,
 }
 
 /// One measured run.
@@ -181,6 +202,9 @@ pub struct BenchResults {
 
 /// CLI entry: run the bench, write results.json and report.md, print the report.
 pub fn main(args: &BenchArgs) -> Result<()> {
+    if args.gilbert {
+        return crate::gilbert::main(args);
+    }
     if args.sizes.is_some() {
         return crate::sweep::main(args);
     }

@@ -183,15 +183,16 @@ fn draw_line<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plot: &LinePlot)
 
 /// Renders the plot as an SVG document.
 pub fn render_svg(plot: &LinePlot) -> Result<String> {
-    render_svg_with(|root| draw_line(root, plot))
+    render_svg_with(SIZE_PX, |root| draw_line(root, plot))
 }
 
 fn render_svg_with(
+    size: (u32, u32),
     f: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<()>,
 ) -> Result<String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, SIZE_PX).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         f(&root)?;
     }
     Ok(svg)
@@ -199,12 +200,13 @@ fn render_svg_with(
 
 /// Renders a figure as PNG bytes.
 fn render_png_with(
+    size: (u32, u32),
     f: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<()>,
 ) -> Result<Vec<u8>> {
-    let (w, h) = SIZE_PX;
+    let (w, h) = size;
     let mut rgb = vec![0u8; (w * h * 3) as usize];
     {
-        let root = BitMapBackend::with_buffer(&mut rgb, SIZE_PX).into_drawing_area();
+        let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
         f(&root)?;
     }
     let img = image_rgb(w, h, rgb)?;
@@ -223,7 +225,7 @@ fn image_rgb(w: u32, h: u32, rgb: Vec<u8>) -> Result<Vec<u8>> {
 
 /// Renders the line plot as PNG bytes.
 pub fn render_png(plot: &LinePlot) -> Result<Vec<u8>> {
-    render_png_with(|root| draw_line(root, plot))
+    render_png_with(SIZE_PX, |root| draw_line(root, plot))
 }
 
 /// Renders the plot and writes it to `path` (nothing is written when drawing fails).
@@ -252,10 +254,15 @@ impl Plot<'_> {
 pub fn write_figure(plot: Plot<'_>, dir: &Path, stem: &str) -> Result<(String, String)> {
     let (svg, png) = match plot {
         Plot::Line(p) => (render_svg(p)?, render_png(p)?),
-        Plot::Bar(p) => (
-            render_svg_with(|root| draw_bars(root, p))?,
-            render_png_with(|root| draw_bars(root, p))?,
-        ),
+        Plot::Bar(p) => {
+            // About 30 pixels per category, so two bars and a label always fit.
+            let n = p.categories.len().min(MAX_CATEGORIES) as u32;
+            let size = (SIZE_PX.0, SIZE_PX.1.max(120 + 30 * n));
+            (
+                render_svg_with(size, |root| draw_bars(root, p))?,
+                render_png_with(size, |root| draw_bars(root, p))?,
+            )
+        }
     };
     let (svg_name, png_name) = (format!("{stem}.svg"), format!("{stem}.png"));
     for (name, bytes) in [(&svg_name, svg.as_bytes()), (&png_name, &png[..])] {
