@@ -8,7 +8,6 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -87,6 +86,27 @@ pub struct BenchArgs {
     /// Skip the read-once floor (reading the metadata once with large reads; needs e2image).
     #[arg(long)]
     pub no_read_once: bool,
+    /// Run the gilbert experiment instead: for every --fs-sizes × --block-sizes ×
+    /// --inode-sizes image, time both checkers clean and after each --corruptions type.
+    #[arg(long)]
+    pub gilbert: bool,
+    /// With --gilbert: file-system sizes in MiB.
+    #[arg(long, value_delimiter = ',', default_value = "8,32")]
+    pub fs_sizes: Vec<u64>,
+    /// With --gilbert: block sizes in bytes.
+    #[arg(long, value_delimiter = ',', default_value = "1024,4096")]
+    pub block_sizes: Vec<u32>,
+    /// With --gilbert: inode sizes in bytes.
+    #[arg(long, value_delimiter = ',', default_value = "128,256,1024")]
+    pub inode_sizes: Vec<u32>,
+    /// With --gilbert: corruption types [default: all: the `corrupt --table2` names, then
+    /// component-sb, component-gd, component-reserved-gdt, component-block-bitmap,
+    /// component-inode-bitmap, component-inode-table (group 0)].
+    #[arg(long, value_delimiter = ',')]
+    pub corruptions: Option<Vec<String>>,
+    /// With --gilbert: file system type [default: ext4].
+    #[arg(long, value_enum)]
+    pub fs_type: Option<crate::imagegen::FsType>,
 }
 
 /// One measured run.
@@ -107,6 +127,9 @@ pub struct RunRecord {
     pub user_s: f64,
     pub sys_s: f64,
     pub max_rss_kib: u64,
+    /// Measured through the `__measure` shim: the peak RSS is the checker's own, free of the
+    /// lab's pre-exec high-water mark.
+    pub rss_shim: bool,
 }
 
 /// Medians over the timed (non-warm-up) runs of one checker.
@@ -179,6 +202,9 @@ pub struct BenchResults {
 
 /// CLI entry: run the bench, write results.json and report.md, print the report.
 pub fn main(args: &BenchArgs) -> Result<()> {
+    if args.gilbert {
+        return crate::gilbert::main(args);
+    }
     if args.sizes.is_some() {
         return crate::sweep::main(args);
     }
@@ -314,13 +340,9 @@ impl Runner<'_> {
         let log_path = self.out.join(format!("{checker}.log"));
         let log =
             File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log.try_clone()?))
-            .stderr(Stdio::from(log));
-        let outcome = child::run(&mut cmd, Some(self.timeout))
-            .with_context(|| format!("running {checker}"))?;
+        let (outcome, rss_shim) =
+            child::run_measured(program, args, Some(&log), Some(self.timeout))
+                .with_context(|| format!("running {checker}"))?;
         eprintln!(
             "{checker}{}{}: {:.3} s wall, {:.0} MiB peak RSS, exit {}",
             threads
@@ -344,6 +366,7 @@ impl Runner<'_> {
             user_s: outcome.user_s,
             sys_s: outcome.sys_s,
             max_rss_kib: outcome.max_rss_kib,
+            rss_shim,
         });
         Ok(())
     }

@@ -4,6 +4,13 @@
 //! `std::process::Child::wait` throws the kernel's `rusage` away, so the child is reaped with
 //! `wait4` instead. Two e2fsck 1.47.0 `-fn` runs in the corpus never terminate, so every run can
 //! carry a deadline enforced by a watchdog thread.
+//!
+//! Peak RSS needs care: on Linux, `exec` folds the high-water mark of the forked copy of the
+//! parent into the child's `ru_maxrss`, so a command started straight from a lab that has grown
+//! to hundreds of MiB would report at least that much. [`run_measured`] therefore goes through
+//! a shim, `ffsck-lab __measure --report FILE -- CMD…`: a freshly exec'd, still tiny lab
+//! process that starts the command, reaps it with `wait4` and writes the command's own rusage
+//! to FILE. Only the shim inherits the lab's floor; the command inherits the shim's.
 
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -153,6 +160,180 @@ pub fn run(cmd: &mut Command, timeout: Option<Duration>) -> Result<Outcome> {
         sys_s: timeval_secs(&usage.ru_stime),
         max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
     })
+}
+
+/// Argument that makes `ffsck-lab` act as the measuring shim (checked before clap parses).
+pub const SHIM_ARG: &str = "__measure";
+
+/// Environment variable naming the `ffsck-lab` binary to use as the shim.
+pub const SHIM_ENV: &str = "FFSCK_LAB_SHIM";
+
+/// The `ffsck-lab` binary that can serve as the shim: `$FFSCK_LAB_SHIM`, the running program
+/// if it is `ffsck-lab`, or `ffsck-lab` beside it or one directory up (test binaries live in
+/// `target/<profile>/deps`).
+pub fn shim_binary() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os(SHIM_ENV) {
+        let p = std::path::PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    let exe = std::env::current_exe().ok()?;
+    if exe.file_name().is_some_and(|n| n == "ffsck-lab") {
+        return Some(exe);
+    }
+    let dir = exe.parent()?;
+    [dir.join("ffsck-lab"), dir.parent()?.join("ffsck-lab")]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+/// Like [`run`] with stdin from /dev/null and stdout and stderr both going to `log` (or
+/// /dev/null), but through the measuring shim when one is found, so the peak RSS is the
+/// command's own and not the lab's. The flag in the result says whether the shim's numbers
+/// were used; without the shim (or when the run was killed) they are [`run`]'s.
+pub fn run_measured(
+    program: &std::path::Path,
+    args: &[std::ffi::OsString],
+    log: Option<&std::fs::File>,
+    timeout: Option<Duration>,
+) -> Result<(Outcome, bool)> {
+    use std::process::Stdio;
+    let out = || -> Result<Stdio> {
+        Ok(match log {
+            Some(f) => Stdio::from(f.try_clone()?),
+            None => Stdio::null(),
+        })
+    };
+    let Some(shim) = shim_binary() else {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(out()?)
+            .stderr(out()?);
+        return Ok((run(&mut cmd, timeout)?, false));
+    };
+    let report = tempfile::Builder::new()
+        .prefix("ffsck-lab-rusage-")
+        .tempfile()
+        .context("creating the rusage report file")?;
+    let mut wrapped = Command::new(shim);
+    wrapped
+        .arg(SHIM_ARG)
+        .arg("--report")
+        .arg(report.path())
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out()?)
+        .stderr(out()?);
+    let outer = run(&mut wrapped, timeout)?;
+    let text = std::fs::read_to_string(report.path()).unwrap_or_default();
+    match parse_report(&text) {
+        Some(inner) if !outer.timed_out => Ok((inner, true)),
+        // Killed (timeout) or the shim failed before reporting: the outer numbers are all
+        // there is, and they carry the lab's floor.
+        _ => Ok((outer, false)),
+    }
+}
+
+fn parse_report(text: &str) -> Option<Outcome> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let exit = match (v.get("code")?.as_i64(), v.get("signal")?.as_i64()) {
+        (Some(c), _) => Exit::Code(i32::try_from(c).ok()?),
+        (None, Some(s)) => Exit::Signal(i32::try_from(s).ok()?),
+        _ => return None,
+    };
+    Some(Outcome {
+        exit,
+        timed_out: false,
+        wall_s: v.get("wall_s")?.as_f64()?,
+        user_s: v.get("user_s")?.as_f64()?,
+        sys_s: v.get("sys_s")?.as_f64()?,
+        max_rss_kib: v.get("max_rss_kib")?.as_u64()?,
+    })
+}
+
+/// The shim's `main`: `__measure --report FILE -- CMD [ARGS…]`. Runs CMD with the shim's own
+/// stdio, writes CMD's exit and rusage to FILE as JSON, and exits as CMD did (same code, or
+/// the same signal re-raised). Exit code 125 means the shim itself could not do its job.
+pub fn shim_main(args: &[std::ffi::OsString]) -> i32 {
+    let (report, cmd) = match args {
+        [flag, report, dashdash, cmd @ ..]
+            if flag == "--report" && dashdash == "--" && !cmd.is_empty() =>
+        {
+            (std::path::PathBuf::from(report), cmd)
+        }
+        _ => {
+            eprintln!("usage: ffsck-lab {SHIM_ARG} --report FILE -- CMD [ARGS...]");
+            return 125;
+        }
+    };
+    let mut command = Command::new(&cmd[0]);
+    command.args(&cmd[1..]);
+    // SAFETY: only prctl between fork and exec, as in `run`.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) == -1
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let start = Instant::now();
+    let child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ffsck-lab {SHIM_ARG}: cannot start {:?}: {e}", cmd[0]);
+            return 125;
+        }
+    };
+    let pid = child.id() as libc::pid_t;
+    drop(child);
+    let (status, usage) = match reap(pid) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("ffsck-lab {SHIM_ARG}: {e:#}");
+            return 125;
+        }
+    };
+    let wall = start.elapsed().as_secs_f64();
+    let (code, signal) = if libc::WIFEXITED(status) {
+        (Some(libc::WEXITSTATUS(status)), None)
+    } else if libc::WIFSIGNALED(status) {
+        (None, Some(libc::WTERMSIG(status)))
+    } else {
+        (None, Some(0))
+    };
+    let json = serde_json::json!({
+        "code": code,
+        "signal": signal,
+        "wall_s": wall,
+        "user_s": timeval_secs(&usage.ru_utime),
+        "sys_s": timeval_secs(&usage.ru_stime),
+        "max_rss_kib": u64::try_from(usage.ru_maxrss).unwrap_or(0),
+    });
+    if std::fs::write(&report, json.to_string()).is_err() {
+        return 125;
+    }
+    match (code, signal) {
+        (Some(c), _) => c,
+        (None, Some(s)) if s > 0 => {
+            // SAFETY: resetting a disposition and raising a signal on ourselves.
+            unsafe {
+                libc::signal(s, libc::SIG_DFL);
+                libc::raise(s);
+            }
+            128 + s
+        }
+        _ => 125,
+    }
 }
 
 /// Blocks until `pid` has terminated but leaves it a zombie, so its pid stays reserved.

@@ -64,6 +64,10 @@ pub struct ConformanceArgs {
     /// No per-image progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// Compare repairs instead: `ffsck -fy` and `e2fsck -fy` on separate copies, each then
+    /// judged by `e2fsck -fn` (and the root listings compared with debugfs).
+    #[arg(long)]
+    pub repair: bool,
 }
 
 /// One checker's run on one image.
@@ -212,6 +216,9 @@ struct Shared {
 
 /// CLI entry: run, print the Markdown report, optionally write JSON.
 pub fn main(args: &ConformanceArgs) -> Result<()> {
+    if args.repair {
+        return crate::repair_conformance::main(args);
+    }
     let report = run(args)?;
     print!("{}", render_markdown(&report));
     if let Some(path) = &args.json {
@@ -310,7 +317,7 @@ pub fn run(args: &ConformanceArgs) -> Result<Report> {
     })
 }
 
-fn test_name(dir: &Path) -> String {
+pub(crate) fn test_name(dir: &Path) -> String {
     dir.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| dir.display().to_string())
@@ -333,7 +340,11 @@ fn progress_line(dir: &Path, result: &Result<ImageRow>) -> String {
 }
 
 /// The corpus's test folders, sorted by name, filtered by `only` and cut at `limit`.
-fn list_tests(corpus: &Path, only: Option<&str>, limit: Option<usize>) -> Result<Vec<PathBuf>> {
+pub(crate) fn list_tests(
+    corpus: &Path,
+    only: Option<&str>,
+    limit: Option<usize>,
+) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(corpus)
         .with_context(|| format!("reading corpus directory {}", corpus.display()))?;
     let mut dirs = Vec::new();
@@ -540,7 +551,7 @@ fn run_checker(
 
 /// Length plus a 64-bit hash of the content: enough to notice any write a checker makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Digest {
+pub(crate) struct Digest {
     len: u64,
     hash: u64,
 }
@@ -575,7 +586,7 @@ fn digest_stream(
 }
 
 /// Decompresses `gz` into `dest`, returning the digest of the unpacked bytes.
-fn gunzip_to(gz: &Path, dest: &Path) -> Result<Digest> {
+pub(crate) fn gunzip_to(gz: &Path, dest: &Path) -> Result<Digest> {
     let input = File::open(gz).with_context(|| format!("opening {}", gz.display()))?;
     let decoder = flate2::read::MultiGzDecoder::new(std::io::BufReader::new(input));
     let mut out = BufWriter::new(File::create(dest)?);

@@ -20,6 +20,11 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+mod random;
+pub mod table2;
+
+pub use table2::Table2;
+
 /// What to do to a field (the verbs of xfs_db's `fuzz`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -141,6 +146,12 @@ pub struct CorruptArgs {
     /// Make one semantic inconsistency.
     #[arg(long)]
     pub semantic: Option<Semantic>,
+    /// Apply one corruption of Table II of the ffsck paper.
+    #[arg(long, value_enum)]
+    pub table2: Option<Table2>,
+    /// Apply N corruptions drawn (with --seed) from every mode above.
+    #[arg(long, value_name = "N")]
+    pub random: Option<u32>,
     /// Leave checksums stale or fix them [default: stale for --field and --component, fix for
     /// --semantic].
     #[arg(long, value_enum)]
@@ -175,6 +186,9 @@ pub struct Manifest {
     pub group: Option<u32>,
     pub csum: CsumMode,
     pub description: String,
+    /// With --random: what each draw was (`field sb.s_magic zero`, `table2 inode-links`, …).
+    #[serde(default)]
+    pub steps: Vec<String>,
     pub changes: Vec<Change>,
 }
 
@@ -202,6 +216,8 @@ enum Dirty {
     DxNode(u64, u32, usize),
     Xattr(u64),
     Jsb(u64),
+    /// An extent-tree block below the root (physical block, owning inode).
+    ExtentBlock(u64, u32),
 }
 
 /// The image, opened for reading and writing, with its geometry.
@@ -474,6 +490,22 @@ impl Image {
                             b * self.bs + tail as u64 + 4,
                             &c.to_le_bytes(),
                             format!("dx[{ino}].dt_checksum"),
+                            "checksum",
+                        )?;
+                    }
+                }
+                Dirty::ExtentBlock(b, ino) if meta => {
+                    let block = self.block(b)?;
+                    let max = usize::from(u16::from_le_bytes([block[4], block[5]]));
+                    let tail = 12 + 12 * max;
+                    if tail + 4 <= block.len() {
+                        let (_, i) = self.inode(ino)?;
+                        let seed = csum::inode_seed(fs_seed, ino, i.i_generation.get());
+                        let c = csum::ext4_crc32c(seed, &block[..tail]);
+                        self.write(
+                            b * self.bs + tail as u64,
+                            &c.to_le_bytes(),
+                            format!("extentblock[{b}].et_checksum"),
                             "checksum",
                         )?;
                     }
@@ -1206,38 +1238,58 @@ fn corrupt_semantic(img: &mut Image, s: Semantic, rng: &mut ChaCha8Rng) -> Resul
 pub fn run(args: &CorruptArgs) -> Result<Manifest> {
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let mut img = Image::open(&args.image)?;
-    let (mode, target, default_csum) = match (&args.field, args.component, args.semantic) {
-        (Some(f), None, None) => ("field", f.clone(), CsumMode::Stale),
-        (None, Some(c), None) => (
-            "component",
-            serde_json::to_value(c)?.as_str().unwrap_or("?").to_string(),
-            CsumMode::Stale,
-        ),
-        (None, None, Some(s)) => (
-            "semantic",
-            serde_json::to_value(s)?.as_str().unwrap_or("?").to_string(),
-            CsumMode::Fix,
-        ),
-        _ => bail!(
-            "give exactly one of --field (with --op), --component (with --group) or --semantic"
-        ),
-    };
-    let csum = args.csum.unwrap_or(default_csum);
-    let description = match mode {
-        "field" => {
-            let op = args
-                .op
-                .as_ref()
-                .ok_or_else(|| anyhow!("--field needs --op"))?;
-            corrupt_field(&mut img, &target, op, &mut rng)?
-        }
-        "component" => {
-            let g = args
-                .group
-                .ok_or_else(|| anyhow!("--component needs --group"))?;
-            corrupt_component(&mut img, args.component.unwrap(), g, &mut rng)?
-        }
-        _ => corrupt_semantic(&mut img, args.semantic.unwrap(), &mut rng)?,
+    let given = [
+        args.field.is_some(),
+        args.component.is_some(),
+        args.semantic.is_some(),
+        args.table2.is_some(),
+        args.random.is_some(),
+    ];
+    if given.iter().filter(|&&g| g).count() != 1 {
+        bail!(
+            "give exactly one of --field (with --op), --component (with --group), --semantic, \
+             --table2 or --random"
+        );
+    }
+    let name = |v: serde_json::Value| v.as_str().unwrap_or("?").to_string();
+    let mut steps = Vec::new();
+    let (mode, target, csum, description) = if let Some(f) = &args.field {
+        let op = args
+            .op
+            .as_ref()
+            .ok_or_else(|| anyhow!("--field needs --op"))?;
+        let d = corrupt_field(&mut img, f, op, &mut rng)?;
+        ("field", f.clone(), args.csum.unwrap_or(CsumMode::Stale), d)
+    } else if let Some(c) = args.component {
+        let g = args
+            .group
+            .ok_or_else(|| anyhow!("--component needs --group"))?;
+        let d = corrupt_component(&mut img, c, g, &mut rng)?;
+        let target = name(serde_json::to_value(c)?);
+        ("component", target, args.csum.unwrap_or(CsumMode::Stale), d)
+    } else if let Some(s) = args.semantic {
+        let d = corrupt_semantic(&mut img, s, &mut rng)?;
+        let target = name(serde_json::to_value(s)?);
+        ("semantic", target, args.csum.unwrap_or(CsumMode::Fix), d)
+    } else if let Some(t) = args.table2 {
+        let d = table2::corrupt_table2(&mut img, t, &mut rng)?;
+        ("table2", t.name(), args.csum.unwrap_or(CsumMode::Fix), d)
+    } else {
+        let n = args.random.unwrap_or(0);
+        let done = random::corrupt_random(&mut img, n, args.csum, &mut rng)?;
+        let d = done
+            .iter()
+            .map(|s| s.description.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        steps = done.into_iter().map(|s| s.name).collect();
+        // Per-step checksum handling already happened; report the override, if any.
+        (
+            "random",
+            format!("{n} draws"),
+            args.csum.unwrap_or(CsumMode::Stale),
+            d,
+        )
     };
     if csum == CsumMode::Fix {
         img.fix_checksums()?;
@@ -1252,6 +1304,7 @@ pub fn run(args: &CorruptArgs) -> Result<Manifest> {
         group: args.group,
         csum,
         description,
+        steps,
         changes: img.changes,
     };
     std::fs::write(

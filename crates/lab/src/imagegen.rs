@@ -30,7 +30,7 @@ const LARGE_DATA_BLOCKS: u64 = 2048;
 /// Inodes "spent" per `large` file when turning `--inodes` into a file count.
 const INODES_PER_LARGE_FILE: u64 = 64;
 /// Fixed timestamp (2020-01-01) given to every generated file so trees are reproducible.
-const FIXED_MTIME: u64 = 1_577_836_800;
+pub(crate) const FIXED_MTIME: u64 = 1_577_836_800;
 
 /// What the generated tree looks like.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -249,7 +249,7 @@ fn image_bytes_for(stats: &TreeStats, mkfs_inodes: u64) -> u64 {
 
 /// A UUID-shaped string derived from the seed, so the UUID (and with it every metadata
 /// checksum) and the htree hash seed are the same for the same seed.
-fn seeded_uuid(seed: u64, salt: u64) -> String {
+pub(crate) fn seeded_uuid(seed: u64, salt: u64) -> String {
     let mut rng = rng_for(seed ^ salt.rotate_left(32));
     let mut b = [0u8; 16];
     rng.fill_bytes(&mut b);

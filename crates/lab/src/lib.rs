@@ -7,6 +7,7 @@ pub mod bench;
 pub mod child;
 pub mod conformance;
 pub mod corrupt;
+pub mod gilbert;
 pub mod imagegen;
 pub mod markdown;
 pub mod metrics;
@@ -14,6 +15,7 @@ pub mod mkfs;
 pub mod plots;
 pub mod problem_log;
 pub mod readonce;
+pub mod repair_conformance;
 pub mod sweep;
 pub mod tools;
 

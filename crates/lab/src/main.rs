@@ -34,6 +34,13 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    // The measuring shim must stay tiny: handle it before clap or anything else allocates.
+    let mut argv = std::env::args_os().skip(1);
+    if argv.next().is_some_and(|a| a == ffsck_lab::child::SHIM_ARG) {
+        let rest: Vec<_> = argv.collect();
+        let code = ffsck_lab::child::shim_main(&rest);
+        return ExitCode::from(u8::try_from(code).unwrap_or(125));
+    }
     let result: Result<()> = match Cli::parse().command {
         Cmd::Conformance(args) => conformance::main(&args),
         Cmd::Bench(args) => bench::main(&args),

@@ -1,10 +1,11 @@
-//! SVG line plots for the bench reports: thread scaling (`bench --scaling`) and cost against
-//! image size (`bench --sizes`).
+//! Line and bar plots for the bench reports (thread scaling, cost against image size, growth
+//! per corruption type), each written as SVG and PNG.
 //!
-//! Drawn with `plotters`' SVG backend only (no bitmap backend, no `ttf`/font-kit, so no system
-//! fonts or C libraries): text goes out as `<text>` elements that the viewer lays out, and
-//! plotters sizes them with its built-in estimate. The figures are written as strings first so
-//! a failed draw never leaves a half-written file behind.
+//! Drawn with `plotters`' SVG and bitmap backends. Text is measured (and, for PNG, rasterised)
+//! with `ab_glyph` from DejaVu Sans Mono embedded in the binary (assets/, Bitstream Vera
+//! licence, redistributable unmodified), so neither building nor running needs system fonts,
+//! fontconfig or C libraries. Figures are rendered in memory first so a failed draw never
+//! leaves a half-written file behind.
 //!
 //! Input comes from measurements that may be NaN (a checker that never ran) or absurd; points
 //! that are not finite are dropped, and a plot with no finite point left is an error rather
@@ -13,7 +14,22 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use plotters::coord::Shift;
 use plotters::prelude::*;
+
+/// The font every figure uses, registered with plotters once.
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSansMono.ttf");
+
+fn ensure_font() -> Result<()> {
+    static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ok = *REGISTERED.get_or_init(|| {
+        plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_ok()
+    });
+    if !ok {
+        bail!("the embedded font could not be loaded");
+    }
+    Ok(())
+}
 
 /// Pixel size of every figure; wide enough for a legend beside four or five series.
 const SIZE_PX: (u32, u32) = (720, 450);
@@ -88,8 +104,9 @@ fn axis_range(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) 
     (if from_zero && lo >= 0.0 { lo } else { lo - pad }, hi + top)
 }
 
-/// Renders the plot as an SVG document.
-pub fn render_svg(plot: &LinePlot) -> Result<String> {
+/// Draws the line plot onto any plotters backend.
+fn draw_line<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plot: &LinePlot) -> Result<()> {
+    ensure_font()?;
     let series: Vec<(&Series, Vec<(f64, f64)>)> =
         plot.series.iter().map(|s| (s, clean(&s.points))).collect();
     let all = || series.iter().flat_map(|(_, p)| p.iter().copied());
@@ -99,78 +116,265 @@ pub fn render_svg(plot: &LinePlot) -> Result<String> {
     let x_range = axis_range(all().map(|p| p.0), false);
     let y_range = axis_range(all().map(|p| p.1), true);
 
+    let draw =
+        |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing `{}`: {e}", plot.title);
+    root.fill(&WHITE).map_err(draw)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(&plot.title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x_range.0..x_range.1, y_range.0..y_range.1)
+        .map_err(draw)?;
+    let mut mesh = chart.configure_mesh();
+    let whole = |x: &f64| {
+        if x.fract() == 0.0 {
+            format!("{x:.0}")
+        } else {
+            String::new()
+        }
+    };
+    if plot.x_integer {
+        // One tick per whole number when there are few, so "1.5 threads" never shows.
+        let ticks = (x_range.1 - x_range.0).clamp(1.0, 20.0) as usize + 1;
+        mesh.x_labels(ticks).x_label_formatter(&whole);
+    }
+    mesh.x_desc(plot.x_label.as_str())
+        .y_desc(plot.y_label.as_str())
+        .draw()
+        .map_err(draw)?;
+    for (i, (s, points)) in series.iter().enumerate() {
+        if points.is_empty() {
+            continue;
+        }
+        let color = Palette99::pick(i).to_rgba();
+        let style = color.stroke_width(2);
+        if s.reference {
+            chart
+                .draw_series(DashedLineSeries::new(points.iter().copied(), 8, 5, style))
+                .map_err(draw)?
+                .label(s.label.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        } else {
+            chart
+                .draw_series(LineSeries::new(points.iter().copied(), style))
+                .map_err(draw)?
+                .label(s.label.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+            chart
+                .draw_series(
+                    points
+                        .iter()
+                        .map(|&p| Circle::new(p, 4, color.filled()).into_dyn()),
+                )
+                .map_err(draw)?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(draw)?;
+    root.present().map_err(draw)?;
+    Ok(())
+}
+
+/// Renders the plot as an SVG document.
+pub fn render_svg(plot: &LinePlot) -> Result<String> {
+    render_svg_with(SIZE_PX, |root| draw_line(root, plot))
+}
+
+fn render_svg_with(
+    size: (u32, u32),
+    f: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<()>,
+) -> Result<String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, SIZE_PX).into_drawing_area();
-        let draw = |e| anyhow::anyhow!("drawing `{}`: {e}", plot.title);
-        root.fill(&WHITE).map_err(draw)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(&plot.title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x_range.0..x_range.1, y_range.0..y_range.1)
-            .map_err(draw)?;
-        let mut mesh = chart.configure_mesh();
-        let whole = |x: &f64| {
-            if x.fract() == 0.0 {
-                format!("{x:.0}")
-            } else {
-                String::new()
-            }
-        };
-        if plot.x_integer {
-            // One tick per whole number when there are few, so "1.5 threads" never shows.
-            let ticks = (x_range.1 - x_range.0).clamp(1.0, 20.0) as usize + 1;
-            mesh.x_labels(ticks).x_label_formatter(&whole);
-        }
-        mesh.x_desc(plot.x_label.as_str())
-            .y_desc(plot.y_label.as_str())
-            .draw()
-            .map_err(draw)?;
-        for (i, (s, points)) in series.iter().enumerate() {
-            if points.is_empty() {
-                continue;
-            }
-            let color = Palette99::pick(i).to_rgba();
-            let style = color.stroke_width(2);
-            if s.reference {
-                chart
-                    .draw_series(DashedLineSeries::new(points.iter().copied(), 8, 5, style))
-                    .map_err(draw)?
-                    .label(s.label.as_str())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-            } else {
-                chart
-                    .draw_series(LineSeries::new(points.iter().copied(), style))
-                    .map_err(draw)?
-                    .label(s.label.as_str())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-                chart
-                    .draw_series(
-                        points
-                            .iter()
-                            .map(|&p| Circle::new(p, 4, color.filled()).into_dyn()),
-                    )
-                    .map_err(draw)?;
-            }
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(draw)?;
-        root.present().map_err(draw)?;
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        f(&root)?;
     }
     Ok(svg)
+}
+
+/// Renders a figure as PNG bytes.
+fn render_png_with(
+    size: (u32, u32),
+    f: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<()>,
+) -> Result<Vec<u8>> {
+    let (w, h) = size;
+    let mut rgb = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
+        f(&root)?;
+    }
+    let img = image_rgb(w, h, rgb)?;
+    Ok(img)
+}
+
+/// Encodes an RGB buffer as PNG.
+fn image_rgb(w: u32, h: u32, rgb: Vec<u8>) -> Result<Vec<u8>> {
+    use image::{codecs::png::PngEncoder, ColorType, ImageEncoder};
+    let mut out = Vec::new();
+    PngEncoder::new(&mut out)
+        .write_image(&rgb, w, h, ColorType::Rgb8)
+        .context("encoding PNG")?;
+    Ok(out)
+}
+
+/// Renders the line plot as PNG bytes.
+pub fn render_png(plot: &LinePlot) -> Result<Vec<u8>> {
+    render_png_with(SIZE_PX, |root| draw_line(root, plot))
 }
 
 /// Renders the plot and writes it to `path` (nothing is written when drawing fails).
 pub fn write_svg(plot: &LinePlot, path: &Path) -> Result<()> {
     let svg = render_svg(plot)?;
     std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Any figure this module draws.
+pub enum Plot<'a> {
+    Line(&'a LinePlot),
+    Bar(&'a BarPlot),
+}
+
+impl Plot<'_> {
+    pub fn title(&self) -> &str {
+        match self {
+            Plot::Line(p) => &p.title,
+            Plot::Bar(p) => &p.title,
+        }
+    }
+}
+
+/// Writes `DIR/STEM.svg` and `DIR/STEM.png`; both are rendered before either is written.
+/// Returns the two file names.
+pub fn write_figure(plot: Plot<'_>, dir: &Path, stem: &str) -> Result<(String, String)> {
+    let (svg, png) = match plot {
+        Plot::Line(p) => (render_svg(p)?, render_png(p)?),
+        Plot::Bar(p) => {
+            // About 30 pixels per category, so two bars and a label always fit.
+            let n = p.categories.len().min(MAX_CATEGORIES) as u32;
+            let size = (SIZE_PX.0, SIZE_PX.1.max(120 + 30 * n));
+            (
+                render_svg_with(size, |root| draw_bars(root, p))?,
+                render_png_with(size, |root| draw_bars(root, p))?,
+            )
+        }
+    };
+    let (svg_name, png_name) = (format!("{stem}.svg"), format!("{stem}.png"));
+    for (name, bytes) in [(&svg_name, svg.as_bytes()), (&png_name, &png[..])] {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok((svg_name, png_name))
+}
+
+/// Horizontal grouped bars: one group per category (read top to bottom), one bar per series.
+#[derive(Debug, Clone)]
+pub struct BarPlot {
+    pub title: String,
+    /// What the bar length means.
+    pub x_label: String,
+    pub categories: Vec<String>,
+    /// (label, one value per category; NaN where there is none).
+    pub series: Vec<(String, Vec<f64>)>,
+    /// Draw a dashed vertical reference line here (e.g. 1.0 for "no growth").
+    pub reference: Option<f64>,
+}
+
+/// Most categories drawn: a bound on the figure's height.
+const MAX_CATEGORIES: usize = 64;
+
+fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plot: &BarPlot) -> Result<()> {
+    ensure_font()?;
+    let cats = &plot.categories[..plot.categories.len().min(MAX_CATEGORIES)];
+    let value = |v: f64| (v.is_finite() && v.abs() <= MAX_ABS_VALUE).then_some(v);
+    let values = plot
+        .series
+        .iter()
+        .flat_map(|(_, vs)| vs.iter().take(cats.len()).filter_map(|&v| value(v)))
+        .chain(plot.reference);
+    let mut values = values.peekable();
+    if cats.is_empty() || values.peek().is_none() {
+        bail!("plot `{}` has no finite bar to draw", plot.title);
+    }
+    let (lo, hi) = axis_range(values, true);
+    let n = cats.len() as f64;
+    let draw =
+        |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing `{}`: {e}", plot.title);
+    root.fill(&WHITE).map_err(draw)?;
+    let longest = cats.iter().map(|c| c.chars().count()).max().unwrap_or(1) as u32;
+    let mut chart = ChartBuilder::on(root)
+        .caption(&plot.title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size((longest * 8 + 16).min(260))
+        .build_cartesian_2d(lo..hi, 0.0..n)
+        .map_err(draw)?;
+    // Category k occupies y in [n-k-1, n-k): the first category is at the top.
+    let names = cats.to_vec();
+    let label = move |y: &f64| {
+        let k = (n - y - 0.5).round();
+        if (y.fract() - 0.5).abs() < 1e-6 && k >= 0.0 && (k as usize) < names.len() {
+            names[k as usize].clone()
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(cats.len() * 2 + 1)
+        .y_label_formatter(&label)
+        .x_desc(plot.x_label.as_str())
+        .label_style(("sans-serif", 12))
+        .draw()
+        .map_err(draw)?;
+    let groups = plot.series.len().max(1) as f64;
+    let bar = 0.8 / groups;
+    for (i, (name, vs)) in plot.series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let rects: Vec<_> = vs
+            .iter()
+            .take(cats.len())
+            .enumerate()
+            .filter_map(|(k, &v)| {
+                let v = value(v)?;
+                let top = n - k as f64 - 0.1 - bar * i as f64;
+                Some(Rectangle::new(
+                    [(0.0_f64.max(lo), top - bar), (v, top)],
+                    color.filled(),
+                ))
+            })
+            .collect();
+        chart
+            .draw_series(rects)
+            .map_err(draw)?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+    }
+    if let Some(r) = plot.reference {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(r, 0.0), (r, n)],
+                6,
+                4,
+                BLACK.stroke_width(1),
+            ))
+            .map_err(draw)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(draw)?;
+    root.present().map_err(draw)?;
+    Ok(())
 }
 
 /// Thread-scaling figure: ffsck's median wall per thread count, e2fsck as a flat reference.

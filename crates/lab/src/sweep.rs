@@ -16,11 +16,21 @@ use crate::tools;
 /// More sizes than this is a typo (or a hostile list), not a sweep.
 const MAX_SIZES: usize = 32;
 
-/// An SVG written beside report.md; `file` is relative to the report.
+/// A figure written beside report.md as SVG (`file`) and PNG (`png`), relative to the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Figure {
     pub title: String,
     pub file: String,
+    pub png: String,
+}
+
+impl Figure {
+    /// Writes `out/STEM.svg` and `out/STEM.png`.
+    pub fn write(plot: plots::Plot<'_>, out: &Path, stem: &str) -> Result<Figure> {
+        let title = plot.title().to_string();
+        let (file, png) = plots::write_figure(plot, out, stem)?;
+        Ok(Figure { title, file, png })
+    }
 }
 
 /// Writes the figures one bench has data for (today: thread scaling) into `out`.
@@ -45,12 +55,7 @@ pub fn bench_figures(r: &BenchResults, out: &Path) -> Result<Vec<Figure>> {
                 .map_or("image".into(), |n| n.to_string_lossy().into_owned()),
         };
         let plot = plots::scaling_plot(&points, e2, &what);
-        let file = "scaling.svg";
-        plots::write_svg(&plot, &out.join(file))?;
-        figures.push(Figure {
-            title: plot.title,
-            file: file.into(),
-        });
+        figures.push(Figure::write(plots::Plot::Line(&plot), out, "scaling")?);
     }
     Ok(figures)
 }
@@ -63,9 +68,10 @@ pub fn render_figures(figures: &[Figure]) -> String {
     let mut out = String::from("\n### Figures\n\n");
     for f in figures {
         out.push_str(&format!(
-            "- [{t}]({file})\n\n  ![{t}]({file})\n",
+            "- [{t}]({file}) ([PNG]({png}))\n\n  ![{t}]({file})\n",
             t = f.title.replace(['[', ']'], ""),
-            file = f.file
+            file = f.file,
+            png = f.png
         ));
     }
     out
@@ -156,6 +162,9 @@ fn own_peak_rss_kib() -> Option<u64> {
 /// high-water mark of the forked copy of the lab across `exec` into the child's `ru_maxrss`,
 /// so such a figure is a floor set by the lab, not the checker's real peak.
 pub fn rss_floor_warning(r: &BenchResults) -> Option<String> {
+    if r.runs.iter().all(|run| run.rss_shim) {
+        return None;
+    }
     let own = own_peak_rss_kib()? as f64;
     let low: Vec<&str> = r
         .summary
@@ -270,7 +279,7 @@ pub fn run(args: &BenchArgs) -> Result<SweepResults> {
     Ok(results)
 }
 
-/// Wall time and peak RSS against inodes, one SVG each.
+/// Wall time and peak RSS against inodes, one figure (SVG and PNG) each.
 fn size_figures(rows: &[SizeRow], profile: &str, out: &Path) -> Result<Vec<Figure>> {
     let pts = |ff: fn(&SizeRow) -> f64, e2: fn(&SizeRow) -> f64| -> Vec<SizePoint> {
         rows.iter()
@@ -283,7 +292,7 @@ fn size_figures(rows: &[SizeRow], profile: &str, out: &Path) -> Result<Vec<Figur
     };
     let specs = [
         (
-            "sizes-wall.svg",
+            "sizes-wall",
             plots::size_plot(
                 &pts(|r| r.ffsck_wall_s, |r| r.e2fsck_wall_s),
                 &format!("Wall time by size ({profile} profile)"),
@@ -291,7 +300,7 @@ fn size_figures(rows: &[SizeRow], profile: &str, out: &Path) -> Result<Vec<Figur
             ),
         ),
         (
-            "sizes-rss.svg",
+            "sizes-rss",
             plots::size_plot(
                 &pts(
                     |r| r.ffsck_max_rss_kib / 1024.0,
@@ -303,12 +312,8 @@ fn size_figures(rows: &[SizeRow], profile: &str, out: &Path) -> Result<Vec<Figur
         ),
     ];
     let mut figures = Vec::new();
-    for (file, plot) in specs {
-        plots::write_svg(&plot, &out.join(file))?;
-        figures.push(Figure {
-            title: plot.title,
-            file: file.into(),
-        });
+    for (stem, plot) in specs {
+        figures.push(Figure::write(plots::Plot::Line(&plot), out, stem)?);
     }
     Ok(figures)
 }

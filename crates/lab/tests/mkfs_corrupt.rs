@@ -90,44 +90,6 @@ fn large_profile_has_deep_extent_trees() {
     assert!(text.contains(" 2/ 2"), "no depth-2 extent tree:\n{text}");
 }
 
-/// Runs a checker with -fn: did it report a problem? Some problems (a bad descriptor
-/// checksum) are printed as "IGNORED" with exit 0, so the answers count as well as the code.
-fn finds_problem(prog: &Path, image: &Path) -> bool {
-    let out = Command::new(prog).arg("-fn").arg(image).output().unwrap();
-    let text = String::from_utf8_lossy(&[out.stdout, out.stderr].concat()).into_owned();
-    out.status.code() != Some(0) || text.contains("? no") || text.contains("IGNORED")
-}
-
-/// The image differs from `before` exactly where the manifest says, as it says.
-fn assert_changes_match(before: &[u8], image: &Path, m: &Manifest) {
-    let after = std::fs::read(image).unwrap();
-    assert_eq!(before.len(), after.len());
-    let mut listed = vec![false; after.len()];
-    for c in &m.changes {
-        let old = corrupt::unhex(&c.old).unwrap();
-        let new = corrupt::unhex(&c.new).unwrap();
-        let at = c.offset as usize;
-        assert_eq!(
-            &before[at..at + old.len()],
-            &old[..],
-            "{}: old bytes",
-            c.field
-        );
-        assert_eq!(
-            &after[at..at + new.len()],
-            &new[..],
-            "{}: new bytes",
-            c.field
-        );
-        listed[at..at + new.len()].fill(true);
-    }
-    for (i, (x, y)) in before.iter().zip(&after).enumerate() {
-        if x != y {
-            assert!(listed[i], "byte {i:#x} changed but is not in the manifest");
-        }
-    }
-}
-
 #[test]
 fn every_corrupt_mode_is_logged_exactly_and_detected() {
     if !have_tools() {
@@ -261,7 +223,7 @@ fn every_corrupt_mode_is_logged_exactly_and_detected() {
             "{extra:?}: manifest names {} not {field}",
             first.field
         );
-        assert_changes_match(&base, &image, &m);
+        common::assert_changes_match(&base, &image, &m);
         // A rerun with the same seed on a fresh copy makes the same change.
         let again = tmp.path().join("again.img");
         std::fs::write(&again, &base).unwrap();
@@ -271,12 +233,12 @@ fn every_corrupt_mode_is_logged_exactly_and_detected() {
         assert_eq!(m2.changes, m.changes, "{extra:?} is not reproducible");
 
         assert!(
-            finds_problem(&e2fsck, &image),
+            common::finds_problem(&e2fsck, &image),
             "{extra:?}: e2fsck -fn found nothing ({})",
             first.field
         );
         if let Some(ff) = &ffsck {
-            if !finds_problem(ff, &image) {
+            if !common::finds_problem(ff, &image) {
                 missed.push(format!("{extra:?}"));
             }
         }

@@ -47,6 +47,12 @@ fn tiny_size_sweep_writes_plots_and_summary() {
         assert!(report.contains(&format!("]({svg})")), "{report}");
         let text = std::fs::read_to_string(out.join(svg)).unwrap();
         assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
+        assert!(text.contains("ffsck -fn") && text.contains("e2fsck -fn"));
+        let png = std::fs::read(out.join(svg.replace(".svg", ".png"))).unwrap();
+        assert!(
+            png.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "{svg}: no PNG beside it"
+        );
     }
     assert!(out.join("sweep.json").is_file());
 }

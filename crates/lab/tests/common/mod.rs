@@ -47,3 +47,42 @@ pub fn write_script(path: &Path, body: &str) {
     std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// Runs a checker with -fn: did it report a problem? Some problems (a bad descriptor
+/// checksum) are printed as "IGNORED" with exit 0, so the answers count as well as the code.
+pub fn finds_problem(prog: &Path, image: &Path) -> bool {
+    let out = std::process::Command::new(prog)
+        .arg("-fn")
+        .arg(image)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&[out.stdout, out.stderr].concat()).into_owned();
+    out.status.code() != Some(0) || text.contains("? no") || text.contains("IGNORED")
+}
+
+/// The image differs from `before` exactly where the manifest says, as it says: replaying
+/// the changes in order on `before` (each finding its logged old bytes) gives the image.
+pub fn assert_changes_match(before: &[u8], image: &Path, m: &ffsck_lab::corrupt::Manifest) {
+    let after = std::fs::read(image).unwrap();
+    assert_eq!(before.len(), after.len());
+    let mut replay = before.to_vec();
+    for c in &m.changes {
+        let old = ffsck_lab::corrupt::unhex(&c.old).unwrap();
+        let new = ffsck_lab::corrupt::unhex(&c.new).unwrap();
+        assert_eq!(old.len(), new.len(), "{}", c.field);
+        let at = c.offset as usize;
+        assert_eq!(
+            &replay[at..at + old.len()],
+            &old[..],
+            "{}: old bytes",
+            c.field
+        );
+        replay[at..at + new.len()].copy_from_slice(&new);
+    }
+    if let Some(i) = (0..after.len()).find(|&i| replay[i] != after[i]) {
+        panic!(
+            "byte {i:#x} is {:#04x} on disk but {:#04x} after replaying the manifest",
+            after[i], replay[i]
+        );
+    }
+}

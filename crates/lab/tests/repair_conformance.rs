@@ -1,0 +1,64 @@
+//! `conformance --repair` on a few corpus images: every image gets both repairs and both
+//! judgements, the counts add up, e2fsck -fy itself leaves the images clean, and the Markdown
+//! and JSON carry the figures. Skips cleanly without the corpus.
+
+mod common;
+
+use ffsck_lab::conformance::ConformanceArgs;
+use ffsck_lab::repair_conformance;
+
+#[test]
+fn repair_comparison_on_a_corpus_subset() {
+    let Some(corpus) = common::corpus_dir() else {
+        eprintln!("skipping: ../shared/corpus/e2fsprogs not found");
+        return;
+    };
+    let Some(ffsck) = common::ffsck_binary() else {
+        eprintln!("skipping: ffsck binary not built");
+        return;
+    };
+    if common::tool("e2fsck").is_none() {
+        eprintln!("skipping: e2fsck not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("repair.json");
+    let args: ConformanceArgs = ffsck_lab::parse_args(&[
+        "--repair",
+        "--corpus",
+        corpus.to_str().unwrap(),
+        "--ffsck",
+        ffsck.to_str().unwrap(),
+        "--only",
+        "f_dup",
+        "--limit",
+        "3",
+        "--jobs",
+        "2",
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+    ])
+    .unwrap();
+    let report = repair_conformance::run(&args).unwrap();
+    let s = &report.summary;
+    assert_eq!(s.images + report.errors.len(), 3, "{:?}", report.errors);
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    // e2fsck's own repair is the reference: these images are among those it fixes.
+    assert_eq!(s.e2fsck_clean, 3);
+    assert_eq!(s.both_clean + s.only_e2fsck_clean, s.e2fsck_clean);
+    assert_eq!(s.ffsck_clean, s.both_clean + s.only_ffsck_clean);
+    assert!(s.end_state_matches <= s.both_clean);
+    for row in &report.images {
+        assert!(row.name.starts_with("f_dup"));
+        assert_eq!(row.e2fsck.clean, row.e2fsck.after_exit == Some(0));
+        assert!(!row.ffsck.fy_crashed, "ffsck -fy crashed on {}", row.name);
+    }
+    let md = repair_conformance::render_markdown(&report);
+    assert!(md.contains(&format!("**{}**/3", s.ffsck_clean)), "{md}");
+    // main() writes the same report as JSON.
+    repair_conformance::main(&args).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["summary"]["images"], 3);
+}
