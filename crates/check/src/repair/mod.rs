@@ -11,6 +11,7 @@ mod clear;
 mod connect;
 mod dirent;
 mod inode;
+mod salvage;
 
 use crate::engine::{self, CheckOptions, Outcome};
 use crate::pass0::{self, Pass0Facts};
@@ -31,6 +32,7 @@ pub fn can_fix(p: P) -> bool {
         || dirent::handles(p)
         || connect::handles(p)
         || clear::handles(p)
+        || salvage::handles(p)
 }
 
 /// The blocks of every directory, by owner, in logical order.
@@ -74,7 +76,12 @@ fn needs_counts(p: P) -> bool {
 fn hold_back(findings: &mut [Finding]) {
     let structural = findings
         .iter()
-        .any(|f| f.fixed && (dirent::clears(f.problem) || clear::handles(f.problem)));
+        .any(|f| {
+            f.fixed
+                && (dirent::clears(f.problem)
+                    || clear::handles(f.problem)
+                    || salvage::handles(f.problem))
+        });
     for f in findings.iter_mut().filter(|f| f.fixed) {
         if structural && needs_counts(f.problem) {
             f.fixed = false;
@@ -243,6 +250,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
                 connect::apply(&p0, &*ov, &plan);
             }
             dirent::apply(&p0, &*ov, &dirs, &fixes);
+            salvage::apply(&p0, &*ov, &dirs, &fixes);
             if fixes.iter().any(|f| alloc::handles(f.problem)) {
                 if let Some(facts) = &out.alloc {
                     alloc::rebuild(&p0, &*ov, facts);
