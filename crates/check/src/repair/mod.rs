@@ -10,6 +10,7 @@ mod alloc;
 mod clear;
 mod connect;
 mod dirent;
+mod dirhole;
 mod inode;
 mod salvage;
 
@@ -33,6 +34,7 @@ pub fn can_fix(p: P) -> bool {
         || connect::handles(p)
         || clear::handles(p)
         || salvage::handles(p)
+        || dirhole::handles(p)
 }
 
 /// The blocks of every directory, by owner, in logical order.
@@ -80,7 +82,8 @@ fn hold_back(findings: &mut [Finding]) {
             f.fixed
                 && (dirent::clears(f.problem)
                     || clear::handles(f.problem)
-                    || salvage::handles(f.problem))
+                    || salvage::handles(f.problem)
+                    || dirhole::handles(f.problem))
         });
     for f in findings.iter_mut().filter(|f| f.fixed) {
         if structural && needs_counts(f.problem) {
@@ -251,6 +254,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             }
             dirent::apply(&p0, &*ov, &dirs, &fixes);
             salvage::apply(&p0, &*ov, &dirs, &fixes);
+            dirhole::apply(&p0, &*ov, out.alloc.as_ref(), &fixes);
             if fixes.iter().any(|f| alloc::handles(f.problem)) {
                 if let Some(facts) = &out.alloc {
                     alloc::rebuild(&p0, &*ov, facts);

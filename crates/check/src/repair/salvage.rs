@@ -19,7 +19,7 @@ use ffsck_format::dir::{self as fdir, hash, header_at, DX_ROOT_ENTRIES_OFFSET};
 use ffsck_format::inode::{flags as iflags, RawInode};
 use ffsck_format::{ino as rino, Compat};
 use ffsck_io::Device;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 /// `s_flags` bit: the file system hashes names as unsigned `char`.
 const FLAGS_UNSIGNED_HASH: u32 = 0x2;
@@ -49,6 +49,7 @@ pub fn handles(p: P) -> bool {
             | P::P1_HTREE_HASHV
             | P::P1_HTREE_INCOMPAT
             | P::P1_HTREE_DEPTH
+            | P::P2_LINK_DIR
     ) || htree_problem(p)
 }
 
@@ -82,16 +83,31 @@ fn target(f: &Finding) -> u32 {
     }
 }
 
-/// Rebuild every directory the fixes among `fixes` name.
+/// Rebuild every directory the fixes among `fixes` name. A second link to a directory
+/// (`P2_LINK_DIR`) is dropped by the rebuild of the directory holding it.
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding]) {
-    let targets: BTreeSet<u32> = fixes
-        .iter()
-        .filter(|f| handles(f.problem))
-        .map(|f| target(f))
-        .filter(|&d| d != 0)
-        .collect();
-    for dir in targets {
-        rebuild(p0, dev, dirs, dir, false);
+    let mut targets: BTreeMap<u32, Vec<(String, u32)>> = BTreeMap::new();
+    for f in fixes.iter().filter(|f| handles(f.problem)) {
+        let dir = target(f);
+        if dir == 0 {
+            continue;
+        }
+        let drops = targets.entry(dir).or_default();
+        if f.problem == P::P2_LINK_DIR {
+            drops.push((f.ctx.name.clone().unwrap_or_default(), f.ctx.ino));
+        }
+    }
+    // A `..` pass 3 wants to point elsewhere but that has no entry to edit (`dir` 0): the
+    // rebuild writes it.
+    let mut parents: BTreeMap<u32, u32> = BTreeMap::new();
+    for f in fixes.iter().filter(|f| f.problem == P::P3_BAD_DOT_DOT) {
+        if f.ctx.dir == 0 && f.ctx.ino != 0 && f.ctx.ino2 != 0 {
+            parents.insert(f.ctx.ino, f.ctx.ino2);
+            targets.entry(f.ctx.ino).or_default();
+        }
+    }
+    for (dir, drops) in targets {
+        rebuild(p0, dev, dirs, dir, false, &drops, parents.get(&dir).copied());
     }
 }
 
@@ -105,7 +121,7 @@ pub fn optimize_all(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs) {
         .map(|(&d, _)| d)
         .collect();
     for dir in list {
-        rebuild(p0, dev, dirs, dir, true);
+        rebuild(p0, dev, dirs, dir, true, &[], None);
     }
 }
 
@@ -147,12 +163,13 @@ fn salvage_block(buf: &[u8], max: usize, bs: u32, inodes: u32, out: &mut Vec<(us
         } else {
             break;
         };
-        if h.inode != 0 && h.inode <= inodes && name_len > 0 {
+        // Empty and unreadable entries are kept too (inode 0): they still hold a place.
+        {
             let name = buf[off + 8..off + 8 + name_len].to_vec();
             out.push((
                 off,
                 Entry {
-                    ino: h.inode,
+                    ino: if h.inode <= inodes { h.inode } else { 0 },
                     ftype: h.file_type,
                     name,
                 },
@@ -176,16 +193,15 @@ fn salvage(buf_blocks: &[(u32, Vec<u8>)], bs: usize, inodes: u32) -> Salvaged {
         let mut found = Vec::new();
         salvage_block(buf, max, bs as u32, inodes, &mut found);
         for (i, (_, e)) in found.into_iter().enumerate() {
+            // The first two places of block 0 are `.` and `..`, whatever they hold now: as
+            // e2fsck does, an entry found there is overwritten, not kept.
             if *lblk == 0 && i < 2 {
-                if e.name == b"." {
-                    continue;
+                if i == 1 && e.name == b".." && e.ino != 0 {
+                    s.dotdot = Some(e.ino);
                 }
-                if e.name == b".." {
-                    s.dotdot.get_or_insert(e.ino);
-                    continue;
-                }
+                continue;
             }
-            if e.name == b"." || e.name == b".." {
+            if e.ino == 0 || e.name.is_empty() || e.name == b"." || e.name == b".." {
                 continue;
             }
             s.entries.push(e);
@@ -304,8 +320,19 @@ fn hash_version(p0: &Pass0Facts, old_root: Option<&[u8]>) -> u8 {
     old.unwrap_or(p0.fs.sb.s_def_hash_version).min(hash::TEA)
 }
 
-/// Rebuild directory `dir` in place. `optimize`: the directory was not found broken (`-D`).
-fn rebuild(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, dir: u32, optimize: bool) {
+/// Rebuild directory `dir` in place, without the entries `drops` names (name as displayed,
+/// inode), with `..` naming `parent` when given. `optimize`: the directory was not found
+/// broken (`-D`).
+#[allow(clippy::too_many_arguments)]
+fn rebuild(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    dirs: &Dirs,
+    dir: u32,
+    optimize: bool,
+    drops: &[(String, u32)],
+    parent: Option<u32>,
+) {
     let fs = &p0.fs;
     let bs = fs.block_size();
     let Some(map) = dirs.0.get(&dir) else {
@@ -346,11 +373,19 @@ fn rebuild(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, dir: u32, optimize: b
     let old_root = (flags & iflags::INDEX != 0).then(|| blocks[0].1.clone());
     let s = salvage(&blocks, bs, fs.geo.inodes_count);
     let mut entries = s.entries;
+    for (name, ino) in drops {
+        if let Some(i) = entries
+            .iter()
+            .position(|e| e.ino == *ino && String::from_utf8_lossy(&e.name) == name.as_str())
+        {
+            entries.remove(i);
+        }
+    }
     for e in &mut entries {
         clean_name(&mut e.name);
     }
     let entries = dedup(entries, !encrypted);
-    let dotdot = s.dotdot.unwrap_or(if dir == rino::ROOT { dir } else { rino::ROOT });
+    let dotdot = parent.or(s.dotdot).unwrap_or(if dir == rino::ROOT { dir } else { rino::ROOT });
 
     let csum = fs.has_metadata_csum();
     let cap = if csum { bs - fdir::TAIL_SIZE } else { bs };
