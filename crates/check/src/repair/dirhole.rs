@@ -124,11 +124,12 @@ fn fill(
     let mut buf = vec![0u8; bs];
     let csum = fs.has_metadata_csum();
     let cap = if csum { bs - fdir::TAIL_SIZE } else { bs };
+    let typed = fs.geo.incompat.has(ffsck_format::Incompat::FILETYPE);
     let put = |buf: &mut [u8], off: usize, ino: u32, rec: usize, name: &[u8]| {
         buf[off..off + 4].copy_from_slice(&ino.to_le_bytes());
         buf[off + 4..off + 6].copy_from_slice(&fdir::encode_rec_len(rec as u32, bs as u32).to_le_bytes());
         buf[off + 6] = name.len() as u8;
-        buf[off + 7] = if name.is_empty() { 0 } else { fdir::ft::DIR };
+        buf[off + 7] = if name.is_empty() || !typed { 0 } else { fdir::ft::DIR };
         buf[off + 8..off + 8 + name.len()].copy_from_slice(name);
     };
     if lblk == 0 {

@@ -177,6 +177,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
     let mut first_errors: Vec<P> = Vec::new();
     let mut rounds = 0;
     let mut preen_halt = false;
+    let mut optimized = false;
     let mut last = None;
     while rounds < MAX_ROUNDS {
         let seen = findings.clone();
@@ -241,6 +242,21 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             .flatten();
         let upto = halt_at.unwrap_or(out.findings.len());
         let fixes: Vec<&Finding> = out.findings[..upto].iter().filter(|f| f.fixed).collect();
+        // `-D`: once nothing is left to fix, rebuild every directory and check once more.
+        if fixes.is_empty()
+            && opts.optimize_dirs
+            && !optimized
+            && out.fatal.is_none()
+            && halt_at.is_none()
+            && rounds < MAX_ROUNDS
+        {
+            optimized = true;
+            if let Some(p0) = &p0 {
+                salvage::optimize_all(p0, &*ov, &dirs);
+            }
+            last = Some(out);
+            continue;
+        }
         if fixes.is_empty() || out.fatal.is_some() {
             preen_halt = halt_at.is_some();
             last = Some(out);

@@ -141,11 +141,23 @@ struct Salvaged {
 }
 
 /// Walk one block (the first `max` bytes) and keep every entry that can be read. A record whose
-/// length is bad but whose name fits is kept at its minimal length; anything else ends the
-/// block, whose rest is given up (as e2fsck's salvage does).
-fn salvage_block(buf: &[u8], max: usize, bs: u32, inodes: u32, out: &mut Vec<(usize, Entry)>) {
+/// length is bad but whose name fits is kept at its minimal length. Past anything else the walk
+/// looks for the next plausible entry on a 4-byte boundary (a live inode number, a name with
+/// no `/` or NUL, a record that fits), where e2fsck gives the rest of the block up. Each entry
+/// comes with its place in an unbroken walk from the block's start (`None` after a resync), so
+/// `.` and `..` are only looked for where they belong.
+fn salvage_block(
+    buf: &[u8],
+    max: usize,
+    bs: u32,
+    inodes: u32,
+    out: &mut Vec<(Option<usize>, Entry)>,
+) {
     let mut off = 0usize;
-    for _ in 0..=max / 12 {
+    let mut place = Some(0usize);
+    let mut resync = false;
+    // Every step advances by at least 4 bytes.
+    for _ in 0..=max / 4 {
         if off + 8 > max {
             break;
         }
@@ -156,25 +168,37 @@ fn salvage_block(buf: &[u8], max: usize, bs: u32, inodes: u32, out: &mut Vec<(us
         let min = fdir::rec_len_for(name_len) as usize;
         let rec_len = h.rec_len as usize;
         let framed = rec_len >= 12 && rec_len % 4 == 0 && off + rec_len <= max && min <= rec_len;
+        let named = name_len > 0
+            && off + 8 + name_len <= max
+            && !buf[off + 8..off + 8 + name_len]
+                .iter()
+                .any(|&c| c == 0 || c == b'/');
+        if resync && !(framed && named && h.inode != 0 && h.inode <= inodes) {
+            off += 4;
+            continue;
+        }
         let step = if framed {
             rec_len
         } else if off + min <= max && h.inode <= inodes && name_len > 0 {
             min
         } else {
-            break;
+            resync = true;
+            place = None;
+            off += 4;
+            continue;
         };
+        resync = false;
         // Empty and unreadable entries are kept too (inode 0): they still hold a place.
-        {
-            let name = buf[off + 8..off + 8 + name_len].to_vec();
-            out.push((
-                off,
-                Entry {
-                    ino: if h.inode <= inodes { h.inode } else { 0 },
-                    ftype: h.file_type,
-                    name,
-                },
-            ));
-        }
+        let name = buf[off + 8..off + 8 + name_len].to_vec();
+        out.push((
+            place,
+            Entry {
+                ino: if h.inode <= inodes { h.inode } else { 0 },
+                ftype: h.file_type,
+                name,
+            },
+        ));
+        place = place.map(|p| p + 1);
         off += step;
     }
 }
@@ -192,11 +216,11 @@ fn salvage(buf_blocks: &[(u32, Vec<u8>)], bs: usize, inodes: u32) -> Salvaged {
         };
         let mut found = Vec::new();
         salvage_block(buf, max, bs as u32, inodes, &mut found);
-        for (i, (_, e)) in found.into_iter().enumerate() {
+        for (place, e) in found {
             // The first two places of block 0 are `.` and `..`, whatever they hold now: as
             // e2fsck does, an entry found there is overwritten, not kept.
-            if *lblk == 0 && i < 2 {
-                if i == 1 && e.name == b".." && e.ino != 0 {
+            if *lblk == 0 && place.is_some_and(|p| p < 2) {
+                if place == Some(1) && e.name == b".." && e.ino != 0 {
                     s.dotdot = Some(e.ino);
                 }
                 continue;
