@@ -42,7 +42,12 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, facts: Option<&AllocFacts>, fixe
 }
 
 /// The next block neither in use nor taken by an earlier fill, from `cursor` on.
-fn free_block(p0: &Pass0Facts, facts: &AllocFacts, taken: &HashSet<u64>, cursor: &mut u64) -> Option<u64> {
+fn free_block(
+    p0: &Pass0Facts,
+    facts: &AllocFacts,
+    taken: &HashSet<u64>,
+    cursor: &mut u64,
+) -> Option<u64> {
     let end = p0.fs.geo.blocks_count.min(facts.block_used.len());
     while *cursor < end {
         let b = *cursor;
@@ -127,9 +132,14 @@ fn fill(
     let typed = fs.geo.incompat.has(ffsck_format::Incompat::FILETYPE);
     let put = |buf: &mut [u8], off: usize, ino: u32, rec: usize, name: &[u8]| {
         buf[off..off + 4].copy_from_slice(&ino.to_le_bytes());
-        buf[off + 4..off + 6].copy_from_slice(&fdir::encode_rec_len(rec as u32, bs as u32).to_le_bytes());
+        buf[off + 4..off + 6]
+            .copy_from_slice(&fdir::encode_rec_len(rec as u32, bs as u32).to_le_bytes());
         buf[off + 6] = name.len() as u8;
-        buf[off + 7] = if name.is_empty() || !typed { 0 } else { fdir::ft::DIR };
+        buf[off + 7] = if name.is_empty() || !typed {
+            0
+        } else {
+            fdir::ft::DIR
+        };
         buf[off + 8..off + 8 + name.len()].copy_from_slice(name);
     };
     if lblk == 0 {

@@ -76,15 +76,13 @@ fn needs_counts(p: P) -> bool {
 /// Hold back the fixes that must wait for the next round, then place the reconnections
 /// (answered no when `/lost+found` is missing or full).
 fn hold_back(findings: &mut [Finding]) {
-    let structural = findings
-        .iter()
-        .any(|f| {
-            f.fixed
-                && (dirent::clears(f.problem)
-                    || clear::handles(f.problem)
-                    || salvage::handles(f.problem)
-                    || dirhole::handles(f.problem))
-        });
+    let structural = findings.iter().any(|f| {
+        f.fixed
+            && (dirent::clears(f.problem)
+                || clear::handles(f.problem)
+                || salvage::handles(f.problem)
+                || dirhole::handles(f.problem))
+    });
     for f in findings.iter_mut().filter(|f| f.fixed) {
         if structural && needs_counts(f.problem) {
             f.fixed = false;

@@ -107,7 +107,15 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding])
         }
     }
     for (dir, drops) in targets {
-        rebuild(p0, dev, dirs, dir, false, &drops, parents.get(&dir).copied());
+        rebuild(
+            p0,
+            dev,
+            dirs,
+            dir,
+            false,
+            &drops,
+            parents.get(&dir).copied(),
+        );
     }
 }
 
@@ -409,7 +417,9 @@ fn rebuild(
         clean_name(&mut e.name);
     }
     let entries = dedup(entries, !encrypted);
-    let dotdot = parent.or(s.dotdot).unwrap_or(if dir == rino::ROOT { dir } else { rino::ROOT });
+    let dotdot = parent
+        .or(s.dotdot)
+        .unwrap_or(if dir == rino::ROOT { dir } else { rino::ROOT });
 
     let csum = fs.has_metadata_csum();
     let cap = if csum { bs - fdir::TAIL_SIZE } else { bs };
@@ -616,7 +626,15 @@ fn build_htree(
     let mut out = vec![vec![0u8; bs]; n];
     // Root: `.`, `..` spanning the block, then the info and table.
     put_entry(&mut out[0], 0, 12, bs as u32, dir, fdir::ft::DIR, b".");
-    put_entry(&mut out[0], 12, bs - 12, bs as u32, dotdot, fdir::ft::DIR, b"..");
+    put_entry(
+        &mut out[0],
+        12,
+        bs - 12,
+        bs as u32,
+        dotdot,
+        fdir::ft::DIR,
+        b"..",
+    );
     let info = fdir::DX_ROOT_INFO_OFFSET;
     out[0][info + 4] = version;
     out[0][info + 5] = 8;
