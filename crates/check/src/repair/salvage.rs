@@ -97,11 +97,12 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding])
             drops.push((f.ctx.name.clone().unwrap_or_default(), f.ctx.ino));
         }
     }
-    // A `..` pass 3 wants to point elsewhere but that has no entry to edit (`dir` 0): the
-    // rebuild writes it.
+    // A `..` pass 3 wants to point elsewhere but that has no entry to edit (`dir` 0, or an
+    // inline directory's parent word): the rebuild writes it.
     let mut parents: BTreeMap<u32, u32> = BTreeMap::new();
     for f in fixes.iter().filter(|f| f.problem == P::P3_BAD_DOT_DOT) {
-        if f.ctx.dir == 0 && f.ctx.ino != 0 && f.ctx.ino2 != 0 {
+        let inline = inode_flags(p0, dev, f.ctx.ino) & iflags::INLINE_DATA != 0;
+        if (f.ctx.dir == 0 || inline) && f.ctx.ino != 0 && f.ctx.ino2 != 0 {
             parents.insert(f.ctx.ino, f.ctx.ino2);
             targets.entry(f.ctx.ino).or_default();
         }
@@ -367,9 +368,6 @@ fn rebuild(
 ) {
     let fs = &p0.fs;
     let bs = fs.block_size();
-    let Some(map) = dirs.0.get(&dir) else {
-        return;
-    };
     let Some(off) = fs.inode_offset(dir) else {
         return;
     };
@@ -379,9 +377,16 @@ fn rebuild(
     }
     let ino = RawInode::parse(&raw);
     let flags = ino.flags();
-    if flags & iflags::INLINE_DATA != 0 || bs >= 65536 {
+    if bs >= 65536 {
         return;
     }
+    if flags & iflags::INLINE_DATA != 0 {
+        rebuild_inline(p0, dev, dir, off, raw, drops, parent);
+        return;
+    }
+    let Some(map) = dirs.0.get(&dir) else {
+        return;
+    };
     let encrypted = flags & iflags::ENCRYPT != 0;
     let casefold = flags & iflags::CASEFOLD != 0;
     // Only the blocks inside i_size, in logical order (the map holds no holes).
@@ -660,4 +665,152 @@ fn build_htree(
         fill_leaf(&mut out[first_leaf + i], 0, cap, bs as u32, list);
     }
     (first_leaf + leaves.len() == n).then_some((out, first_leaf))
+}
+
+/// The flags of inode `ino` as the overlay has it (0 when unreadable).
+fn inode_flags(p0: &Pass0Facts, dev: &dyn Device, ino: u32) -> u32 {
+    let fs = &p0.fs;
+    let Some(off) = fs.inode_offset(ino) else {
+        return 0;
+    };
+    let mut raw = vec![0u8; fs.geo.inode_size as usize];
+    if dev.read_at(&mut raw, off).is_err() {
+        return 0;
+    }
+    RawInode::parse(&raw).flags()
+}
+
+/// Offset of `i_block` in the inode.
+const I_BLOCK: usize = 0x28;
+
+/// Where the value of `system.data` lies in the raw inode, and its entry (for the hash).
+fn inline_value(raw: &[u8]) -> Option<(usize, usize, usize)> {
+    let inode = RawInode::parse(raw);
+    let start = 128 + usize::from(inode.extra_isize());
+    let magic = raw.get(start..start + 4)?;
+    if u32::from_le_bytes([magic[0], magic[1], magic[2], magic[3]])
+        != ffsck_format::xattr::IBODY_MAGIC
+    {
+        return None;
+    }
+    let area = &raw[start..];
+    let entries = ffsck_format::xattr::parse_entries(area, 4, 4).ok()?;
+    let e = entries
+        .into_iter()
+        .find(|e| e.raw.e_name_index == 7 && e.name == b"data" && e.raw.e_value_inum.get() == 0)?;
+    let at = start + 4 + usize::from(e.raw.e_value_offs.get());
+    let len = e.raw.e_value_size.get() as usize;
+    (at + len <= raw.len()).then_some((at, len, start + e.offset))
+}
+
+/// The hash of an attribute entry: its name, then its value word by word.
+fn xattr_hash(name: &[u8], value: &[u8]) -> u32 {
+    let mut h: u32 = 0;
+    for &c in name {
+        h = (h << 5) ^ (h >> 27) ^ u32::from(c);
+    }
+    for w in value.chunks(4) {
+        let mut b = [0u8; 4];
+        b[..w.len()].copy_from_slice(w);
+        h = (h << 16) ^ (h >> 16) ^ u32::from_le_bytes(b);
+    }
+    h
+}
+
+/// Rebuild an inline directory: entries in `i_block` after the parent word, then in the
+/// `system.data` value, both areas kept at their sizes.
+fn rebuild_inline(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    dir: u32,
+    off: u64,
+    mut raw: Vec<u8>,
+    drops: &[(String, u32)],
+    parent: Option<u32>,
+) {
+    let fs = &p0.fs;
+    let bs = fs.geo.block_size;
+    let inodes = fs.geo.inodes_count;
+    if raw.len() < I_BLOCK + 60 {
+        return;
+    }
+    let size = RawInode::parse(&raw).size() as usize;
+    let a = (I_BLOCK + 4, I_BLOCK + 60);
+    let b = if size > 60 {
+        inline_value(&raw).map(|(at, len, _)| (at, at + len))
+    } else {
+        None
+    };
+    let mut found = Vec::new();
+    for (s0, e0) in std::iter::once(a).chain(b) {
+        let mut f = Vec::new();
+        salvage_block(&raw[s0..e0], e0 - s0, bs, inodes, &mut f);
+        found.extend(f.into_iter().map(|(_, e)| e));
+    }
+    let mut entries: Vec<Entry> = found
+        .into_iter()
+        .filter(|e| e.ino != 0 && !e.name.is_empty() && e.name != b"." && e.name != b"..")
+        .collect();
+    for (name, ino) in drops {
+        if let Some(i) = entries
+            .iter()
+            .position(|e| e.ino == *ino && String::from_utf8_lossy(&e.name) == name.as_str())
+        {
+            entries.remove(i);
+        }
+    }
+    for e in &mut entries {
+        clean_name(&mut e.name);
+    }
+    let entries = dedup(entries, true);
+    // Fill the first area, then the second; each ends with an entry taking the rest.
+    let mut areas: Vec<((usize, usize), Vec<&Entry>)> = vec![(a, Vec::new())];
+    if let Some(b) = b {
+        areas.push((b, Vec::new()));
+    }
+    let mut k = 0;
+    let mut used = 0;
+    for e in &entries {
+        let need = fdir::rec_len_for(e.name.len()) as usize;
+        while k < areas.len() && used + need > areas[k].0 .1 - areas[k].0 .0 {
+            k += 1;
+            used = 0;
+        }
+        if k == areas.len() {
+            return; // does not fit: leave it
+        }
+        areas[k].1.push(e);
+        used += need;
+    }
+    for ((s0, e0), list) in &areas {
+        let len = e0 - s0;
+        if len < 8 {
+            if list.is_empty() {
+                continue;
+            }
+            return;
+        }
+        let mut buf = vec![0u8; len];
+        fill_leaf(&mut buf, 0, len, bs, list);
+        raw[*s0..*e0].copy_from_slice(&buf);
+    }
+    if let Some((at, len, entry)) = b.and_then(|_| inline_value(&raw)) {
+        let old = u32::from_le_bytes([
+            raw[entry + 12],
+            raw[entry + 13],
+            raw[entry + 14],
+            raw[entry + 15],
+        ]);
+        if old != 0 {
+            let h = xattr_hash(b"data", &raw[at..at + len]);
+            raw[entry + 12..entry + 16].copy_from_slice(&h.to_le_bytes());
+        }
+    }
+    if let Some(p) = parent {
+        raw[I_BLOCK..I_BLOCK + 4].copy_from_slice(&p.to_le_bytes());
+    }
+    if fs.has_metadata_csum() {
+        ffsck_format::inode::set_inode_checksum(&mut raw, fs.csum_seed, dir);
+    }
+    let _ = dev.write_at(&raw, off);
 }
