@@ -176,7 +176,8 @@ fn salvage_block(
         let name_len = usize::from(h.name_len);
         let min = fdir::rec_len_for(name_len) as usize;
         let rec_len = h.rec_len as usize;
-        let framed = rec_len >= 12 && rec_len % 4 == 0 && off + rec_len <= max && min <= rec_len;
+        let framed =
+            rec_len >= 12 && rec_len.is_multiple_of(4) && off + rec_len <= max && min <= rec_len;
         let named = name_len > 0
             && off + 8 + name_len <= max
             && !buf[off + 8..off + 8 + name_len]
@@ -307,7 +308,7 @@ fn put_tail(buf: &mut [u8]) {
 
 /// Pack `entries` into leaf blocks of `cap` usable bytes; `first` leading bytes of the first
 /// block are taken (by `.` and `..`). Returns each block's entries.
-fn pack<'a>(entries: &'a [Entry], cap: usize, first: usize) -> Vec<Vec<&'a Entry>> {
+fn pack(entries: &[Entry], cap: usize, first: usize) -> Vec<Vec<&Entry>> {
     let mut blocks: Vec<Vec<&Entry>> = vec![Vec::new()];
     let mut used = first;
     for e in entries {
