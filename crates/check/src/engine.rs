@@ -15,6 +15,9 @@ pub struct CheckOptions {
     pub threads: usize,
     /// Shared progress counters the caller may poll from another thread.
     pub progress: Arc<Progress>,
+    /// `-D`: once the repair is done, rebuild every multi-block directory (indexed where the
+    /// file system has `dir_index`), as e2fsck's pass 3A does for all directories.
+    pub optimize_dirs: bool,
 }
 
 /// Progress of the running pass, readable from another thread (for `-C` and the ETA bar).

@@ -673,9 +673,17 @@ fn check_entries(
             } else if name != b"." {
                 bo.findings
                     .report(ctx.policy, P::P2_1ST_NOT_DOT, pctx(name, ino));
+            } else if buf[off + 9] != 0 {
+                bo.findings
+                    .report(ctx.policy, P::P2_DOT_NULL_TERM, pctx(name, ino));
             } else if ino != dir {
                 bo.findings
                     .report(ctx.policy, P::P2_BAD_INODE_DOT, pctx(name, ino));
+            }
+            // A '.' record with room for another entry after it.
+            if rec_len > 24 && ino != 0 && name == b"." {
+                bo.findings
+                    .report(ctx.policy, P::P2_SPLIT_DOT, pctx(name, ino));
             }
         } else if dot_state == 1 {
             if ino == 0 {
@@ -685,6 +693,10 @@ fn check_entries(
                 bo.findings
                     .report(ctx.policy, P::P2_2ND_NOT_DOT_DOT, pctx(name, ino));
             } else {
+                if buf[off + 10] != 0 {
+                    bo.findings
+                        .report(ctx.policy, P::P2_DOT_DOT_NULL_TERM, pctx(name, ino));
+                }
                 bo.events.push(Event::DotDot { dir, target: ino });
             }
         } else if ino == dir && ino != 0 {

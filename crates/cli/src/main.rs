@@ -27,6 +27,9 @@ struct Args {
     /// Preen: fix only what is safe without a human.
     #[arg(short = 'p', short_alias = 'a')]
     preen: bool,
+    /// Optimize directories: rebuild (and index) every directory (with -y or -p).
+    #[arg(short = 'D')]
+    optimize: bool,
     /// Check even if the file system seems clean.
     #[arg(short = 'f')]
     force: bool,
@@ -195,6 +198,7 @@ fn real_main() -> Result<i32> {
         },
         threads: plan.threads,
         progress: prog.clone(),
+        optimize_dirs: args.optimize,
     };
     let ticker = args.progress_fd.map(|fd| {
         // The bar's ETA follows the run-time model (its sample costs a few reads).

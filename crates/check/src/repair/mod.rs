@@ -12,9 +12,11 @@ mod clear;
 mod clone;
 mod connect;
 mod dirent;
+mod dirhole;
 mod inode;
 mod lpf;
 mod orphans;
+mod salvage;
 
 use crate::engine::{self, CheckOptions, Outcome};
 use crate::pass0::{self, Pass0Facts};
@@ -38,6 +40,8 @@ pub fn can_fix(p: P) -> bool {
         || lpf::handles(p)
         || clone::handles(p)
         || blockmap::handles(p)
+        || salvage::handles(p)
+        || dirhole::handles(p)
         // Reset by the journal check itself when answered yes (`journal::reset_super`).
         || p == P::P0_JOURNAL_BAD_SUPER
 }
@@ -81,9 +85,13 @@ fn needs_counts(p: P) -> bool {
 /// Hold back the fixes that must wait for the next round, then place the reconnections
 /// (answered no when `/lost+found` is missing or full).
 fn hold_back(findings: &mut [Finding]) {
-    let structural = findings
-        .iter()
-        .any(|f| f.fixed && (dirent::clears(f.problem) || clear::handles(f.problem)));
+    let structural = findings.iter().any(|f| {
+        f.fixed
+            && (dirent::clears(f.problem)
+                || clear::handles(f.problem)
+                || salvage::handles(f.problem)
+                || dirhole::handles(f.problem))
+    });
     // Cloning or dropping blocks changes the mappings later passes and the allocation
     // rebuild were computed from: their fixes wait for the next round.
     let remap = findings
@@ -210,6 +218,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
     let mut first_errors: Vec<P> = Vec::new();
     let mut rounds = 0;
     let mut preen_halt = false;
+    let mut optimized = false;
     let mut last = None;
     // The orphan list is released before the first check, as e2fsck does when it may write.
     if opts.policy != Policy::No {
@@ -296,6 +305,21 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             .flatten();
         let upto = halt_at.unwrap_or(out.findings.len());
         let fixes: Vec<&Finding> = out.findings[..upto].iter().filter(|f| f.fixed).collect();
+        // `-D`: once nothing is left to fix, rebuild every directory and check once more.
+        if fixes.is_empty()
+            && opts.optimize_dirs
+            && !optimized
+            && out.fatal.is_none()
+            && halt_at.is_none()
+            && rounds < MAX_ROUNDS
+        {
+            optimized = true;
+            if let Some(p0) = &p0 {
+                salvage::optimize_all(p0, &*ov, &dirs);
+            }
+            last = Some(out);
+            continue;
+        }
         if fixes.is_empty() || out.fatal.is_some() {
             preen_halt = halt_at.is_some();
             last = Some(out);
@@ -310,6 +334,8 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
                 connect::apply(&p0, &*ov, &plan);
             }
             dirent::apply(&p0, &*ov, &dirs, &fixes);
+            salvage::apply(&p0, &*ov, &dirs, &fixes);
+            dirhole::apply(&p0, &*ov, out.alloc.as_ref(), &fixes);
             if fixes.iter().any(|f| alloc::handles(f.problem)) {
                 if let Some(facts) = &out.alloc {
                     alloc::rebuild(&p0, &*ov, facts);

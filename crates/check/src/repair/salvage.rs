@@ -1,0 +1,817 @@
+//! Directory salvage and rebuild, as e2fsck's pass 2 salvage and pass 3A ("Optimizing
+//! directories") do it: read every live entry a directory still has (tolerating corrupt record
+//! lengths, entries running past the block and garbage blocks), make the names unique, and
+//! write the directory again into the blocks it already owns, with `.` and `..` first and a
+//! checksum tail in every leaf. Indexed directories get a fresh htree (sorted by name hash, one
+//! or two index levels) when it fits in their blocks; otherwise, and for plain directories, the
+//! result is linear and the index flag is cleared.
+//!
+//! The rebuild never allocates or frees blocks and never changes the mapping, so the allocation
+//! facts stay right; entries it keeps are re-checked by the next round (bad inode numbers, file
+//! types, link counts and a `..` it had to invent are fixed there).
+
+use super::{dirent, inode, Dirs};
+use crate::htree::{self, DxDir};
+use crate::pass0::Pass0Facts;
+use crate::problem::Problem as P;
+use crate::report::Finding;
+use ffsck_format::dir::{self as fdir, hash, header_at, DX_ROOT_ENTRIES_OFFSET};
+use ffsck_format::inode::{flags as iflags, RawInode};
+use ffsck_format::{ino as rino, Compat};
+use ffsck_io::Device;
+use std::collections::{BTreeMap, HashSet};
+
+/// `s_flags` bit: the file system hashes names as unsigned `char`.
+const FLAGS_UNSIGNED_HASH: u32 = 0x2;
+
+/// Problems fixed by rebuilding the directory they name.
+pub fn handles(p: P) -> bool {
+    matches!(
+        p,
+        P::P2_DIR_CORRUPTED
+            | P::P2_FILENAME_LONG
+            | P::P2_MISSING_DOT
+            | P::P2_MISSING_DOT_DOT
+            | P::P2_1ST_NOT_DOT
+            | P::P2_2ND_NOT_DOT_DOT
+            | P::P2_BAD_INODE_DOT
+            | P::P2_DOT_NULL_TERM
+            | P::P2_DOT_DOT_NULL_TERM
+            | P::P2_SPLIT_DOT
+            | P::P2_FINAL_RECLEN
+            | P::P2_NULL_NAME
+            | P::P2_BAD_NAME
+            | P::P2_DUPLICATE_DIRENT
+            | P::P2_NON_UNIQUE_FILE
+            | P::P2_NON_UNIQUE_FILE_NO_RENAME
+            | P::P2_LEAF_NODE_MISSING_CSUM
+            | P::P1_HTREE_BADROOT
+            | P::P1_HTREE_HASHV
+            | P::P1_HTREE_INCOMPAT
+            | P::P1_HTREE_DEPTH
+            | P::P2_LINK_DIR
+    ) || htree_problem(p)
+}
+
+/// Problems of a directory's index: the index is rebuilt (or dropped).
+fn htree_problem(p: P) -> bool {
+    matches!(
+        p,
+        P::P2_HTREE_NOTREF
+            | P::P2_HTREE_DUPREF
+            | P::P2_HTREE_MIN_HASH
+            | P::P2_HTREE_MAX_HASH
+            | P::P2_HTREE_CLEAR
+            | P::P2_HTREE_BADBLK
+            | P::P2_HTREE_BAD_ROOT
+            | P::P2_HTREE_BAD_LIMIT
+            | P::P2_HTREE_BAD_COUNT
+            | P::P2_HTREE_HASH_ORDER
+            | P::P2_HTREE_BAD_DEPTH
+            | P::P2_HTREE_ROOT_CSUM_INVALID
+            | P::P2_HTREE_NODE_CSUM_INVALID
+    )
+}
+
+/// The directory a finding asks to rebuild.
+fn target(f: &Finding) -> u32 {
+    match f.problem {
+        P::P1_HTREE_BADROOT | P::P1_HTREE_HASHV | P::P1_HTREE_INCOMPAT | P::P1_HTREE_DEPTH => {
+            f.ctx.ino
+        }
+        _ => f.ctx.dir,
+    }
+}
+
+/// Rebuild every directory the fixes among `fixes` name. A second link to a directory
+/// (`P2_LINK_DIR`) is dropped by the rebuild of the directory holding it.
+pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding]) {
+    let mut targets: BTreeMap<u32, Vec<(String, u32)>> = BTreeMap::new();
+    for f in fixes.iter().filter(|f| handles(f.problem)) {
+        let dir = target(f);
+        if dir == 0 {
+            continue;
+        }
+        let drops = targets.entry(dir).or_default();
+        if f.problem == P::P2_LINK_DIR {
+            drops.push((f.ctx.name.clone().unwrap_or_default(), f.ctx.ino));
+        }
+    }
+    // A `..` pass 3 wants to point elsewhere but that has no entry to edit (`dir` 0, or an
+    // inline directory's parent word): the rebuild writes it.
+    let mut parents: BTreeMap<u32, u32> = BTreeMap::new();
+    for f in fixes.iter().filter(|f| f.problem == P::P3_BAD_DOT_DOT) {
+        let inline = inode_flags(p0, dev, f.ctx.ino) & iflags::INLINE_DATA != 0;
+        if (f.ctx.dir == 0 || inline) && f.ctx.ino != 0 && f.ctx.ino2 != 0 {
+            parents.insert(f.ctx.ino, f.ctx.ino2);
+            targets.entry(f.ctx.ino).or_default();
+        }
+    }
+    for (dir, drops) in targets {
+        rebuild(
+            p0,
+            dev,
+            dirs,
+            dir,
+            false,
+            &drops,
+            parents.get(&dir).copied(),
+        );
+    }
+}
+
+/// Rebuild every directory with more than one block (`-D`), as an htree where the file system
+/// has `dir_index`.
+pub fn optimize_all(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs) {
+    let list: Vec<u32> = dirs
+        .0
+        .iter()
+        .filter(|(_, b)| b.len() > 1)
+        .map(|(&d, _)| d)
+        .collect();
+    for dir in list {
+        rebuild(p0, dev, dirs, dir, true, &[], None);
+    }
+}
+
+/// One live entry kept for the rebuilt directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    ino: u32,
+    ftype: u8,
+    name: Vec<u8>,
+}
+
+/// What the blocks of a directory still hold.
+struct Salvaged {
+    /// The inode `..` named, if a `..` entry was found in its place.
+    dotdot: Option<u32>,
+    entries: Vec<Entry>,
+}
+
+/// Walk one block (the first `max` bytes) and keep every entry that can be read. A record whose
+/// length is bad but whose name fits is kept at its minimal length. Past anything else the walk
+/// looks for the next plausible entry on a 4-byte boundary (a live inode number, a name with
+/// no `/` or NUL, a record that fits), where e2fsck gives the rest of the block up. Each entry
+/// comes with its place in an unbroken walk from the block's start (`None` after a resync), so
+/// `.` and `..` are only looked for where they belong.
+fn salvage_block(
+    buf: &[u8],
+    max: usize,
+    bs: u32,
+    inodes: u32,
+    out: &mut Vec<(Option<usize>, Entry)>,
+) {
+    let mut off = 0usize;
+    let mut place = Some(0usize);
+    let mut resync = false;
+    // Every step advances by at least 4 bytes.
+    for _ in 0..=max / 4 {
+        if off + 8 > max {
+            break;
+        }
+        let Some(h) = header_at(buf, off, bs) else {
+            break;
+        };
+        let name_len = usize::from(h.name_len);
+        let min = fdir::rec_len_for(name_len) as usize;
+        let rec_len = h.rec_len as usize;
+        let framed =
+            rec_len >= 12 && rec_len.is_multiple_of(4) && off + rec_len <= max && min <= rec_len;
+        let named = name_len > 0
+            && off + 8 + name_len <= max
+            && !buf[off + 8..off + 8 + name_len]
+                .iter()
+                .any(|&c| c == 0 || c == b'/');
+        if resync && !(framed && named && h.inode != 0 && h.inode <= inodes) {
+            off += 4;
+            continue;
+        }
+        let step = if framed {
+            rec_len
+        } else if off + min <= max && h.inode <= inodes && name_len > 0 {
+            min
+        } else {
+            resync = true;
+            place = None;
+            off += 4;
+            continue;
+        };
+        resync = false;
+        // Empty and unreadable entries are kept too (inode 0): they still hold a place.
+        let name = buf[off + 8..off + 8 + name_len].to_vec();
+        out.push((
+            place,
+            Entry {
+                ino: if h.inode <= inodes { h.inode } else { 0 },
+                ftype: h.file_type,
+                name,
+            },
+        ));
+        place = place.map(|p| p + 1);
+        off += step;
+    }
+}
+
+fn salvage(buf_blocks: &[(u32, Vec<u8>)], bs: usize, inodes: u32) -> Salvaged {
+    let mut s = Salvaged {
+        dotdot: None,
+        entries: Vec::new(),
+    };
+    for (lblk, buf) in buf_blocks {
+        let max = if fdir::has_tail(buf) {
+            bs - fdir::TAIL_SIZE
+        } else {
+            bs
+        };
+        let mut found = Vec::new();
+        salvage_block(buf, max, bs as u32, inodes, &mut found);
+        for (place, e) in found {
+            // The first two places of block 0 are `.` and `..`, whatever they hold now: as
+            // e2fsck does, an entry found there is overwritten, not kept.
+            if *lblk == 0 && place.is_some_and(|p| p < 2) {
+                if place == Some(1) && e.name == b".." && e.ino != 0 {
+                    s.dotdot = Some(e.ino);
+                }
+                continue;
+            }
+            if e.ino == 0 || e.name.is_empty() || e.name == b"." || e.name == b".." {
+                continue;
+            }
+            s.entries.push(e);
+        }
+    }
+    s
+}
+
+/// Names must not hold `/` or NUL: replace them with `.`, as e2fsck does.
+fn clean_name(name: &mut [u8]) {
+    for c in name.iter_mut() {
+        if *c == b'/' || *c == 0 {
+            *c = b'.';
+        }
+    }
+}
+
+/// Make names unique: an exact duplicate (same name, same inode) is dropped, a different inode
+/// under the same name is renamed `NAME~N` (or dropped when `rename` is false, for encrypted
+/// directories).
+fn dedup(entries: Vec<Entry>, rename: bool) -> Vec<Entry> {
+    let mut seen: HashSet<Vec<u8>> = HashSet::new();
+    let mut pairs: HashSet<(Vec<u8>, u32)> = HashSet::new();
+    let mut out = Vec::with_capacity(entries.len());
+    let mut clashes = Vec::new();
+    for e in entries {
+        if !pairs.insert((e.name.clone(), e.ino)) {
+            continue;
+        }
+        if seen.insert(e.name.clone()) {
+            out.push(e);
+        } else if rename {
+            clashes.push(e);
+        }
+    }
+    for mut e in clashes {
+        for n in 0..10_000u32 {
+            let suffix = format!("~{n}");
+            let keep = e.name.len().min(fdir::NAME_MAX - suffix.len());
+            let mut name = e.name[..keep].to_vec();
+            name.extend_from_slice(suffix.as_bytes());
+            if seen.insert(name.clone()) {
+                e.name = name;
+                out.push(e);
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Put an entry at `off` with record length `rec`.
+fn put_entry(buf: &mut [u8], off: usize, rec: usize, bs: u32, ino: u32, ftype: u8, name: &[u8]) {
+    buf[off..off + 4].copy_from_slice(&ino.to_le_bytes());
+    let raw = fdir::encode_rec_len(rec as u32, bs);
+    buf[off + 4..off + 6].copy_from_slice(&raw.to_le_bytes());
+    buf[off + 6] = name.len() as u8;
+    buf[off + 7] = ftype;
+    buf[off + 8..off + 8 + name.len()].copy_from_slice(name);
+}
+
+/// Put the checksum tail's header (its checksum is set when the block is written).
+fn put_tail(buf: &mut [u8]) {
+    let n = buf.len();
+    let t = &mut buf[n - fdir::TAIL_SIZE..];
+    t.fill(0);
+    t[4..6].copy_from_slice(&(fdir::TAIL_SIZE as u16).to_le_bytes());
+    t[7] = fdir::ft::CSUM_TAIL;
+}
+
+/// Pack `entries` into leaf blocks of `cap` usable bytes; `first` leading bytes of the first
+/// block are taken (by `.` and `..`). Returns each block's entries.
+fn pack(entries: &[Entry], cap: usize, first: usize) -> Vec<Vec<&Entry>> {
+    let mut blocks: Vec<Vec<&Entry>> = vec![Vec::new()];
+    let mut used = first;
+    for e in entries {
+        let need = fdir::rec_len_for(e.name.len()) as usize;
+        if used + need > cap {
+            blocks.push(Vec::new());
+            used = 0;
+        }
+        used += need;
+        if let Some(b) = blocks.last_mut() {
+            b.push(e);
+        }
+    }
+    blocks
+}
+
+/// Write the entries of one leaf block (after `start` bytes already used), the last one taking
+/// the rest of the usable space; an empty block holds one empty entry.
+fn fill_leaf(buf: &mut [u8], start: usize, cap: usize, bs: u32, entries: &[&Entry]) {
+    let mut off = start;
+    if entries.is_empty() && start == 0 {
+        put_entry(buf, 0, cap, bs, 0, 0, b"");
+        return;
+    }
+    for (i, e) in entries.iter().enumerate() {
+        let rec = if i + 1 == entries.len() {
+            cap - off
+        } else {
+            fdir::rec_len_for(e.name.len()) as usize
+        };
+        put_entry(buf, off, rec, bs, e.ino, e.ftype, &e.name);
+        off += rec;
+    }
+}
+
+/// The hash version a new index uses: the old root's when it is valid, else the default.
+fn hash_version(p0: &Pass0Facts, old_root: Option<&[u8]>) -> u8 {
+    let old = old_root
+        .and_then(|b| b.get(fdir::DX_ROOT_INFO_OFFSET..fdir::DX_ROOT_INFO_OFFSET + 8))
+        .filter(|i| i[0..4] == [0; 4] && i[5] == 8)
+        .map(|i| i[4])
+        .filter(|&v| v <= hash::TEA);
+    old.unwrap_or(p0.fs.sb.s_def_hash_version).min(hash::TEA)
+}
+
+/// Rebuild directory `dir` in place, without the entries `drops` names (name as displayed,
+/// inode), with `..` naming `parent` when given. `optimize`: the directory was not found
+/// broken (`-D`).
+#[allow(clippy::too_many_arguments)]
+fn rebuild(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    dirs: &Dirs,
+    dir: u32,
+    optimize: bool,
+    drops: &[(String, u32)],
+    parent: Option<u32>,
+) {
+    let fs = &p0.fs;
+    let bs = fs.block_size();
+    let Some(off) = fs.inode_offset(dir) else {
+        return;
+    };
+    let mut raw = vec![0u8; fs.geo.inode_size as usize];
+    if dev.read_at(&mut raw, off).is_err() {
+        return;
+    }
+    let ino = RawInode::parse(&raw);
+    let flags = ino.flags();
+    if bs >= 65536 {
+        return;
+    }
+    if flags & iflags::INLINE_DATA != 0 {
+        rebuild_inline(p0, dev, dir, off, raw, drops, parent);
+        return;
+    }
+    let Some(map) = dirs.0.get(&dir) else {
+        return;
+    };
+    let encrypted = flags & iflags::ENCRYPT != 0;
+    let casefold = flags & iflags::CASEFOLD != 0;
+    // Only the blocks inside i_size, in logical order (the map holds no holes).
+    let size = ino.size();
+    let nblocks = size.div_ceil(bs as u64);
+    let mut blocks: Vec<(u32, Vec<u8>)> = Vec::new();
+    for &(lblk, pblk) in map.iter().filter(|b| u64::from(b.0) < nblocks.max(1)) {
+        if pblk == 0 || pblk >= fs.geo.blocks_count {
+            return;
+        }
+        let mut b = vec![0u8; bs];
+        if dev.read_at(&mut b, pblk * bs as u64).is_err() {
+            return;
+        }
+        blocks.push((lblk, b));
+    }
+    // A hole in the middle stays a hole: the rebuild needs every block from 0 on.
+    if blocks.is_empty() || blocks.iter().enumerate().any(|(i, b)| b.0 as usize != i) {
+        return;
+    }
+    let old_root = (flags & iflags::INDEX != 0).then(|| blocks[0].1.clone());
+    let s = salvage(&blocks, bs, fs.geo.inodes_count);
+    let mut entries = s.entries;
+    for (name, ino) in drops {
+        if let Some(i) = entries
+            .iter()
+            .position(|e| e.ino == *ino && String::from_utf8_lossy(&e.name) == name.as_str())
+        {
+            entries.remove(i);
+        }
+    }
+    for e in &mut entries {
+        clean_name(&mut e.name);
+    }
+    let entries = dedup(entries, !encrypted);
+    let dotdot = parent
+        .or(s.dotdot)
+        .unwrap_or(if dir == rino::ROOT { dir } else { rino::ROOT });
+
+    let csum = fs.has_metadata_csum();
+    let cap = if csum { bs - fdir::TAIL_SIZE } else { bs };
+    let n = blocks.len();
+    let want_index = fs.geo.compat.has(Compat::DIR_INDEX)
+        && (flags & iflags::INDEX != 0 || optimize)
+        && !encrypted
+        && !casefold;
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    let mut indexed = false;
+    // Blocks before this one are index blocks (root and interior nodes).
+    let mut first_leaf = 0;
+    if want_index {
+        if let Some((b, f)) = build_htree(p0, &entries, dir, dotdot, old_root.as_deref(), n, cap) {
+            out = b;
+            first_leaf = f;
+            indexed = true;
+        }
+    }
+    if !indexed {
+        let packed = pack(&entries, cap, 24);
+        if packed.len() > n {
+            return;
+        }
+        for i in 0..n {
+            let mut buf = vec![0u8; bs];
+            let list = packed.get(i).map_or(&[][..], |v| &v[..]);
+            if i == 0 {
+                put_entry(&mut buf, 0, 12, bs as u32, dir, fdir::ft::DIR, b".");
+                let rest = if list.is_empty() { cap - 12 } else { 12 };
+                put_entry(&mut buf, 12, rest, bs as u32, dotdot, fdir::ft::DIR, b"..");
+                if !list.is_empty() {
+                    fill_leaf(&mut buf, 24, cap, bs as u32, list);
+                }
+            } else {
+                fill_leaf(&mut buf, 0, cap, bs as u32, list);
+            }
+            out.push(buf);
+        }
+    }
+    let ftype_ok = fs.geo.incompat.has(ffsck_format::Incompat::FILETYPE);
+    for (i, mut buf) in out.into_iter().enumerate() {
+        if !ftype_ok {
+            clear_types(&mut buf, bs);
+        }
+        if csum && i >= first_leaf {
+            put_tail(&mut buf);
+            dirent::set_leaf_csum(p0, dev, dir, &mut buf);
+        } else if csum {
+            set_dx_csum(p0, dev, dir, &mut buf, i == 0);
+        }
+        let pblk = map[i].1;
+        let _ = dev.write_at(&buf, pblk * bs as u64);
+    }
+    let was_indexed = flags & iflags::INDEX != 0;
+    if was_indexed != indexed {
+        inode::edit(p0, dev, dir, |i| {
+            let f = i.i_flags.get();
+            i.i_flags.set(if indexed {
+                f | iflags::INDEX
+            } else {
+                f & !iflags::INDEX
+            });
+        });
+    }
+}
+
+/// Without the `filetype` feature entries carry no type.
+fn clear_types(buf: &mut [u8], bs: usize) {
+    let mut off = 0;
+    for _ in 0..=bs / 12 {
+        let Some(h) = header_at(buf, off, bs as u32) else {
+            break;
+        };
+        if h.rec_len < 8 || off + h.rec_len as usize > bs {
+            break;
+        }
+        if h.file_type != fdir::ft::CSUM_TAIL {
+            buf[off + 7] = 0;
+        }
+        off += h.rec_len as usize;
+    }
+}
+
+/// Set the dx tail checksum of a root (`root`) or interior node.
+fn set_dx_csum(p0: &Pass0Facts, dev: &dyn Device, dir: u32, buf: &mut [u8], root: bool) {
+    let fs = &p0.fs;
+    let Some(off) = fs.inode_offset(dir) else {
+        return;
+    };
+    let mut raw = vec![0u8; fs.geo.inode_size as usize];
+    if dev.read_at(&mut raw, off).is_err() {
+        return;
+    }
+    let gen = RawInode::parse(&raw).i_generation.get();
+    let seed = ffsck_format::csum::inode_seed(fs.csum_seed, dir, gen);
+    let co = if root {
+        DX_ROOT_ENTRIES_OFFSET
+    } else {
+        fdir::DX_NODE_ENTRIES_OFFSET
+    };
+    let limit = usize::from(u16::from_le_bytes([buf[co], buf[co + 1]]));
+    let count = usize::from(u16::from_le_bytes([buf[co + 2], buf[co + 3]]));
+    let tail = co + limit * 8;
+    if tail + fdir::DX_TAIL_SIZE > buf.len() {
+        return;
+    }
+    buf[tail..tail + 4].fill(0);
+    let c = ffsck_format::csum::ext4_crc32c(seed, &buf[..co + count * 8]);
+    let c = ffsck_format::csum::ext4_crc32c(c, &buf[tail..tail + 4]);
+    let c = ffsck_format::csum::ext4_crc32c(c, &[0u8; 4]);
+    buf[tail + 4..tail + 8].copy_from_slice(&c.to_le_bytes());
+}
+
+/// Write a dx entry table at `co`: limit, count, then (hash, block) pairs.
+fn put_table(buf: &mut [u8], co: usize, limit: usize, refs: &[(u32, u32)]) {
+    buf[co..co + 2].copy_from_slice(&(limit as u16).to_le_bytes());
+    buf[co + 2..co + 4].copy_from_slice(&(refs.len() as u16).to_le_bytes());
+    for (i, &(h, b)) in refs.iter().enumerate() {
+        let p = co + i * 8;
+        if i > 0 {
+            buf[p..p + 4].copy_from_slice(&h.to_le_bytes());
+        }
+        buf[p + 4..p + 8].copy_from_slice(&b.to_le_bytes());
+    }
+}
+
+/// Build an htree of `entries` in all `n` blocks: root, interior nodes (two levels only when
+/// one root cannot hold every leaf), then leaves in hash order, the blocks the entries do not
+/// need first as empty leaves under hash 0 (lookups go to the last of equal hashes). Returns
+/// the blocks and the first leaf's index; `None` when a name cannot be hashed or the tree does
+/// not fit.
+fn build_htree(
+    p0: &Pass0Facts,
+    entries: &[Entry],
+    dir: u32,
+    dotdot: u32,
+    old_root: Option<&[u8]>,
+    n: usize,
+    cap: usize,
+) -> Option<(Vec<Vec<u8>>, usize)> {
+    let fs = &p0.fs;
+    let bs = fs.block_size();
+    let csum = fs.has_metadata_csum();
+    let version = hash_version(p0, old_root);
+    let unsigned = fs.sb.s_flags.get() & FLAGS_UNSIGNED_HASH != 0;
+    let dx = DxDir {
+        numblocks: n as u32,
+        hash_version: if unsigned { version + 3 } else { version },
+        casefold: false,
+    };
+    let mut hashed: Vec<(u32, &Entry)> = Vec::with_capacity(entries.len());
+    for e in entries {
+        hashed.push((htree::name_hash(fs, &dx, &e.name)?, e));
+    }
+    hashed.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    // Leaves: a new leaf whose first hash continues the previous leaf's is marked (bit 0).
+    let mut leaves: Vec<(u32, Vec<&Entry>)> = vec![(0, Vec::new())];
+    let mut used = 0;
+    let mut last_hash = None;
+    for &(h, e) in &hashed {
+        let need = fdir::rec_len_for(e.name.len()) as usize;
+        if used + need > cap {
+            let start = if last_hash == Some(h) { h | 1 } else { h };
+            leaves.push((start, Vec::new()));
+            used = 0;
+        }
+        used += need;
+        last_hash = Some(h);
+        leaves.last_mut()?.1.push(e);
+    }
+    if leaves.len() < 2 && old_root.is_none() {
+        return None; // one block needs no index
+    }
+    let dx_tail = if csum { fdir::DX_TAIL_SIZE } else { 0 };
+    let root_limit = (bs - DX_ROOT_ENTRIES_OFFSET - dx_tail) / 8;
+    let node_limit = (bs - fdir::DX_NODE_ENTRIES_OFFSET - dx_tail) / 8;
+    // Spare blocks become empty leaves in front; the first real leaf then starts at hash 0.
+    let mut nodes = 0;
+    for _ in 0..3 {
+        let spare = n.checked_sub(1 + nodes + leaves.len())?;
+        let total = leaves.len() + spare;
+        let want = if total <= root_limit {
+            0
+        } else {
+            total.div_ceil(node_limit)
+        };
+        if want == nodes {
+            break;
+        }
+        nodes = want;
+    }
+    let spare = n.checked_sub(1 + nodes + leaves.len())?;
+    if let Some(l) = leaves.first_mut() {
+        l.0 = 0;
+    }
+    let mut padded: Vec<(u32, Vec<&Entry>)> = (0..spare).map(|_| (0, Vec::new())).collect();
+    padded.extend(leaves);
+    let leaves = padded;
+    if nodes > root_limit || 1 + nodes + leaves.len() > n {
+        return None;
+    }
+    let first_leaf = 1 + nodes;
+    let mut out = vec![vec![0u8; bs]; n];
+    // Root: `.`, `..` spanning the block, then the info and table.
+    put_entry(&mut out[0], 0, 12, bs as u32, dir, fdir::ft::DIR, b".");
+    put_entry(
+        &mut out[0],
+        12,
+        bs - 12,
+        bs as u32,
+        dotdot,
+        fdir::ft::DIR,
+        b"..",
+    );
+    let info = fdir::DX_ROOT_INFO_OFFSET;
+    out[0][info + 4] = version;
+    out[0][info + 5] = 8;
+    out[0][info + 6] = u8::from(nodes > 0);
+    let leaf_refs: Vec<(u32, u32)> = leaves
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.0, (first_leaf + i) as u32))
+        .collect();
+    if nodes == 0 {
+        put_table(&mut out[0], DX_ROOT_ENTRIES_OFFSET, root_limit, &leaf_refs);
+    } else {
+        let mut root_refs = Vec::new();
+        for (k, chunk) in leaf_refs.chunks(node_limit).enumerate() {
+            let b = &mut out[1 + k];
+            put_entry(b, 0, bs, bs as u32, 0, 0, b"");
+            put_table(b, fdir::DX_NODE_ENTRIES_OFFSET, node_limit, chunk);
+            root_refs.push((chunk[0].0, (1 + k) as u32));
+        }
+        put_table(&mut out[0], DX_ROOT_ENTRIES_OFFSET, root_limit, &root_refs);
+    }
+    for (i, (_, list)) in leaves.iter().enumerate() {
+        fill_leaf(&mut out[first_leaf + i], 0, cap, bs as u32, list);
+    }
+    (first_leaf + leaves.len() == n).then_some((out, first_leaf))
+}
+
+/// The flags of inode `ino` as the overlay has it (0 when unreadable).
+fn inode_flags(p0: &Pass0Facts, dev: &dyn Device, ino: u32) -> u32 {
+    let fs = &p0.fs;
+    let Some(off) = fs.inode_offset(ino) else {
+        return 0;
+    };
+    let mut raw = vec![0u8; fs.geo.inode_size as usize];
+    if dev.read_at(&mut raw, off).is_err() {
+        return 0;
+    }
+    RawInode::parse(&raw).flags()
+}
+
+/// Offset of `i_block` in the inode.
+const I_BLOCK: usize = 0x28;
+
+/// Where the value of `system.data` lies in the raw inode, and its entry (for the hash).
+fn inline_value(raw: &[u8]) -> Option<(usize, usize, usize)> {
+    let inode = RawInode::parse(raw);
+    let start = 128 + usize::from(inode.extra_isize());
+    let magic = raw.get(start..start + 4)?;
+    if u32::from_le_bytes([magic[0], magic[1], magic[2], magic[3]])
+        != ffsck_format::xattr::IBODY_MAGIC
+    {
+        return None;
+    }
+    let area = &raw[start..];
+    let entries = ffsck_format::xattr::parse_entries(area, 4, 4).ok()?;
+    let e = entries
+        .into_iter()
+        .find(|e| e.raw.e_name_index == 7 && e.name == b"data" && e.raw.e_value_inum.get() == 0)?;
+    let at = start + 4 + usize::from(e.raw.e_value_offs.get());
+    let len = e.raw.e_value_size.get() as usize;
+    (at + len <= raw.len()).then_some((at, len, start + e.offset))
+}
+
+/// The hash of an attribute entry: its name, then its value word by word.
+fn xattr_hash(name: &[u8], value: &[u8]) -> u32 {
+    let mut h: u32 = 0;
+    for &c in name {
+        h = (h << 5) ^ (h >> 27) ^ u32::from(c);
+    }
+    for w in value.chunks(4) {
+        let mut b = [0u8; 4];
+        b[..w.len()].copy_from_slice(w);
+        h = (h << 16) ^ (h >> 16) ^ u32::from_le_bytes(b);
+    }
+    h
+}
+
+/// Rebuild an inline directory: entries in `i_block` after the parent word, then in the
+/// `system.data` value, both areas kept at their sizes.
+fn rebuild_inline(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    dir: u32,
+    off: u64,
+    mut raw: Vec<u8>,
+    drops: &[(String, u32)],
+    parent: Option<u32>,
+) {
+    let fs = &p0.fs;
+    let bs = fs.geo.block_size;
+    let inodes = fs.geo.inodes_count;
+    if raw.len() < I_BLOCK + 60 {
+        return;
+    }
+    let size = RawInode::parse(&raw).size() as usize;
+    let a = (I_BLOCK + 4, I_BLOCK + 60);
+    let b = if size > 60 {
+        inline_value(&raw).map(|(at, len, _)| (at, at + len))
+    } else {
+        None
+    };
+    let mut found = Vec::new();
+    for (s0, e0) in std::iter::once(a).chain(b) {
+        let mut f = Vec::new();
+        salvage_block(&raw[s0..e0], e0 - s0, bs, inodes, &mut f);
+        found.extend(f.into_iter().map(|(_, e)| e));
+    }
+    let mut entries: Vec<Entry> = found
+        .into_iter()
+        .filter(|e| e.ino != 0 && !e.name.is_empty() && e.name != b"." && e.name != b"..")
+        .collect();
+    for (name, ino) in drops {
+        if let Some(i) = entries
+            .iter()
+            .position(|e| e.ino == *ino && String::from_utf8_lossy(&e.name) == name.as_str())
+        {
+            entries.remove(i);
+        }
+    }
+    for e in &mut entries {
+        clean_name(&mut e.name);
+    }
+    let entries = dedup(entries, true);
+    // Fill the first area, then the second; each ends with an entry taking the rest.
+    let mut areas: Vec<((usize, usize), Vec<&Entry>)> = vec![(a, Vec::new())];
+    if let Some(b) = b {
+        areas.push((b, Vec::new()));
+    }
+    let mut k = 0;
+    let mut used = 0;
+    for e in &entries {
+        let need = fdir::rec_len_for(e.name.len()) as usize;
+        while k < areas.len() && used + need > areas[k].0 .1 - areas[k].0 .0 {
+            k += 1;
+            used = 0;
+        }
+        if k == areas.len() {
+            return; // does not fit: leave it
+        }
+        areas[k].1.push(e);
+        used += need;
+    }
+    for ((s0, e0), list) in &areas {
+        let len = e0 - s0;
+        if len < 8 {
+            if list.is_empty() {
+                continue;
+            }
+            return;
+        }
+        let mut buf = vec![0u8; len];
+        fill_leaf(&mut buf, 0, len, bs, list);
+        raw[*s0..*e0].copy_from_slice(&buf);
+    }
+    if let Some((at, len, entry)) = b.and_then(|_| inline_value(&raw)) {
+        let old = u32::from_le_bytes([
+            raw[entry + 12],
+            raw[entry + 13],
+            raw[entry + 14],
+            raw[entry + 15],
+        ]);
+        if old != 0 {
+            let h = xattr_hash(b"data", &raw[at..at + len]);
+            raw[entry + 12..entry + 16].copy_from_slice(&h.to_le_bytes());
+        }
+    }
+    if let Some(p) = parent {
+        raw[I_BLOCK..I_BLOCK + 4].copy_from_slice(&p.to_le_bytes());
+    }
+    if fs.has_metadata_csum() {
+        ffsck_format::inode::set_inode_checksum(&mut raw, fs.csum_seed, dir);
+    }
+    let _ = dev.write_at(&raw, off);
+}
