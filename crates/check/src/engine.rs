@@ -15,6 +15,27 @@ pub struct CheckOptions {
     pub threads: usize,
     /// Shared progress counters the caller may poll from another thread.
     pub progress: Arc<Progress>,
+    /// Scheduling and memory settings (none of them changes the findings).
+    pub tuning: Tuning,
+}
+
+/// How the engine schedules the passes and bounds its memory. The findings and their order
+/// are the same whatever these say.
+#[derive(Clone, Debug)]
+pub struct Tuning {
+    /// Check directory blocks while pass 1 still scans later groups (pFSCK-style pipeline).
+    pub pipeline: bool,
+    /// Bytes of early pass-2 outputs a pipelined check holds before deferring the rest.
+    pub pipeline_budget: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            pipeline: true,
+            pipeline_budget: 32 << 20,
+        }
+    }
 }
 
 /// Progress of the running pass, readable from another thread (for `-C` and the ETA bar).
@@ -166,7 +187,12 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     rep.pass_start(1);
     let prog = &opts.progress;
     prog.start(1, u64::from(p0.fs.geo.group_count));
-    let p1 = pass1::run(&p0, policy, &mut f, prog);
+    let mut early = opts
+        .tuning
+        .pipeline
+        .then(|| pass2::Early::new(&p0.fs, policy, opts.tuning.pipeline_budget));
+    let stage = early.as_mut().map(|e| e as &mut dyn pass1::Stage);
+    let p1 = pass1::run_with(&p0, policy, &mut f, prog, stage);
     flush(rep, &mut f, &mut all);
     if !p1.dup_blocks.is_empty() {
         pass1b::run(&p0.fs, &p1, policy, &mut f);
@@ -174,7 +200,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     }
     rep.pass_start(2);
     prog.start(2, p1.dir_blocks.len() as u64);
-    let p2 = pass2::run(&p0, &p1, policy, &mut f, prog);
+    let p2 = pass2::run_with(&p0, &p1, policy, &mut f, prog, early);
     flush(rep, &mut f, &mut all);
     if p2.aborted {
         return aborted(

@@ -246,6 +246,18 @@ pub fn run(
     out: &mut Findings,
     progress: &crate::engine::Progress,
 ) -> Pass1Facts {
+    run_with(p0, policy, out, progress, None)
+}
+
+/// Pass 1, handing the directory blocks of each finished batch of groups to `stage` while the
+/// next batch is scanned (the pipelined check), or scanning all groups at once (`None`).
+pub fn run_with(
+    p0: &Pass0Facts,
+    policy: Policy,
+    out: &mut Findings,
+    progress: &crate::engine::Progress,
+    stage: Option<&mut dyn Stage>,
+) -> Pass1Facts {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let n_inodes = geo.inodes_count as usize;
@@ -273,41 +285,63 @@ pub fn run(
         shared_blocks: geo.ro_compat.has(RoCompat::SHARED_BLOCKS),
         journal_inum: p0.journal.journal_inum,
     };
-    let outs: Vec<GroupOut> = (0..geo.group_count as usize)
-        .into_par_iter()
-        .map(|g| {
-            let o = scan_group(&scan, g as u32, p0.groups[g]);
-            progress.advance(1);
-            o
-        })
-        .collect();
-
-    let mut dir_blocks = Vec::new();
-    let mut dirs = Vec::new();
-    let mut dup_blocks = Vec::new();
-    let mut summaries = Vec::with_capacity(outs.len());
-    let mut counts = Counts::default();
-    let mut links_many = Vec::new();
-    let mut kinds_other = Vec::new();
-    // The first orphan-list refugee raises the latch question once, ahead of it, as
-    // e2fsck's latch does; with the findings merged in inode order this is deterministic.
-    let mut refugee_latched = false;
-    for o in outs {
-        for f in o.findings.0 {
-            if f.problem == P::P1_LOW_DTIME && !refugee_latched {
-                refugee_latched = true;
-                out.report(policy, P::P1_ORPHAN_LIST_REFUGEES, ProblemCtx::default());
+    let scan_groups = |r: std::ops::Range<usize>| -> Vec<GroupOut> {
+        r.into_par_iter()
+            .map(|g| {
+                let o = scan_group(&scan, g as u32, p0.groups[g]);
+                progress.advance(1);
+                o
+            })
+            .collect()
+    };
+    let mut acc = Acc::default();
+    let group_count = geo.group_count as usize;
+    match stage {
+        None => {
+            for o in scan_groups(0..group_count) {
+                acc.absorb(o, policy, out);
             }
-            out.0.push(f);
         }
-        dir_blocks.extend(o.dir_blocks);
-        dirs.extend(o.dirs);
-        dup_blocks.extend(o.dup_blocks);
-        summaries.push(o.summary);
-        counts.add(&o.counts);
-        links_many.extend(o.links_many);
-        kinds_other.extend(o.kinds_other);
+        Some(stage) => {
+            // Pipelined: while the workers scan batch k+1, others check the directory blocks
+            // batch k found (rayon's join lets idle threads take whichever side has work).
+            let batch = pipeline_batch(group_count, rayon::current_num_threads());
+            let mut start = 0usize;
+            let mut pending = Some(scan_groups(0..batch.min(group_count)));
+            while let Some(outs) = pending.take() {
+                let end = (start + batch).min(group_count);
+                let first_new = acc.dir_blocks.len();
+                for o in outs {
+                    acc.absorb(o, policy, out);
+                }
+                let blocks = acc.dir_blocks[first_new..].to_vec();
+                let partial = Partial {
+                    kind_dir: &scan.kind_dir,
+                    kind_reg: &scan.kind_reg,
+                    inode_used: &scan.inode_used,
+                    other: &acc.kinds_other,
+                    dirs: &acc.dirs,
+                    frontier: (end as u64 * u64::from(geo.inodes_per_group))
+                        .min(u64::from(geo.inodes_count)) as u32,
+                };
+                let next = (end < group_count).then(|| end..(end + batch).min(group_count));
+                let (scanned, ()) =
+                    rayon::join(|| next.map(&scan_groups), || stage.batch(&partial, blocks));
+                pending = scanned;
+                start = end;
+            }
+        }
     }
+    let Acc {
+        mut dir_blocks,
+        dirs,
+        mut dup_blocks,
+        summaries,
+        counts,
+        links_many,
+        kinds_other,
+        ..
+    } = acc;
     // Xattr block reference counts, in block order.
     let refs = scan.ea_refs.into_inner().unwrap_or_default();
     let ea_inode_refs = scan.ea_inode_refs.into_inner().unwrap_or_default();
@@ -331,7 +365,7 @@ pub fn run(
     // first block before any other, so parents and htree roots are known early; holes
     // (block 0) then come first among the rest.
     let first_blocks_first = geo.compat.has(Compat::DIR_INDEX);
-    dir_blocks.sort_unstable_by_key(|d| (first_blocks_first && d.lblk != 0, d.pblk, d.ino, d.lblk));
+    dir_blocks.sort_unstable_by_key(|d| dir_block_order(first_blocks_first, d));
     let block_used = scan.claimed.into_bitmap();
     let inode_used = scan.inode_used.into_bitmap();
     let links = InodeCounts::from_parts(scan.links_one.into_bitmap(), links_many);
@@ -356,6 +390,115 @@ pub fn run(
     }
 }
 
+/// The order pass 2 reads directory blocks in. With dir_index, e2fsck checks every
+/// directory's first block before any other, so parents and htree roots are known early;
+/// holes (block 0) then come first among the rest.
+pub fn dir_block_order(first_blocks_first: bool, d: &DirBlock) -> (bool, u64, u32, u32) {
+    (first_blocks_first && d.lblk != 0, d.pblk, d.ino, d.lblk)
+}
+
+/// Groups per pipelined batch: a few per worker, so a batch keeps every thread busy, and
+/// enough batches that directory checking starts early.
+fn pipeline_batch(groups: usize, threads: usize) -> usize {
+    (groups / 16).max(threads.max(1) * 2).max(1)
+}
+
+/// Receives the directory blocks of each finished batch of groups during a pipelined pass 1.
+pub trait Stage: Send {
+    /// `blocks` were found by the groups of the batch just finished; `facts` are final for
+    /// every inode up to `facts.frontier` and unknown beyond it.
+    fn batch(&mut self, facts: &Partial<'_>, blocks: Vec<DirBlock>);
+}
+
+/// Pass-1 facts while the scan runs: final for inodes `1..=frontier`.
+pub struct Partial<'a> {
+    kind_dir: &'a AtomicBitmap,
+    kind_reg: &'a AtomicBitmap,
+    inode_used: &'a AtomicBitmap,
+    other: &'a [(u32, u8)],
+    dirs: &'a [DirFacts],
+    /// Highest inode number whose group has been scanned.
+    pub frontier: u32,
+}
+
+/// Read access to the per-inode facts pass 2 uses, final (`Pass1Facts`) or partial.
+pub trait Facts: Sync {
+    /// The kind byte of inode `idx + 1`.
+    fn kind(&self, idx: u32) -> u8;
+    /// Whether inode `idx + 1` is in use.
+    fn used(&self, idx: u32) -> bool;
+    /// Directories found so far, ascending by inode.
+    fn dir_list(&self) -> &[DirFacts];
+}
+
+impl Facts for Pass1Facts {
+    fn kind(&self, idx: u32) -> u8 {
+        self.kinds.get(u64::from(idx))
+    }
+    fn used(&self, idx: u32) -> bool {
+        self.inode_used.get(u64::from(idx))
+    }
+    fn dir_list(&self) -> &[DirFacts] {
+        &self.dirs
+    }
+}
+
+impl Facts for Partial<'_> {
+    fn kind(&self, idx: u32) -> u8 {
+        let i = u64::from(idx);
+        if self.kind_reg.get(i) {
+            return ft::REG;
+        }
+        if self.kind_dir.get(i) {
+            return ft::DIR;
+        }
+        match self.other.binary_search_by_key(&idx, |&(i, _)| i) {
+            Ok(at) => self.other[at].1,
+            Err(_) => 0,
+        }
+    }
+    fn used(&self, idx: u32) -> bool {
+        self.inode_used.get(u64::from(idx))
+    }
+    fn dir_list(&self) -> &[DirFacts] {
+        self.dirs
+    }
+}
+
+/// The group outputs merged so far, in group order.
+#[derive(Default)]
+struct Acc {
+    dir_blocks: Vec<DirBlock>,
+    dirs: Vec<DirFacts>,
+    dup_blocks: Vec<u64>,
+    summaries: Vec<ClaimSummary>,
+    counts: Counts,
+    links_many: Vec<(u32, u16)>,
+    kinds_other: Vec<(u32, u8)>,
+    /// The first orphan-list refugee raises the latch question once, ahead of it, as
+    /// e2fsck's latch does; with the findings merged in inode order this is deterministic.
+    refugee_latched: bool,
+}
+
+impl Acc {
+    fn absorb(&mut self, o: GroupOut, policy: Policy, out: &mut Findings) {
+        for f in o.findings.0 {
+            if f.problem == P::P1_LOW_DTIME && !self.refugee_latched {
+                self.refugee_latched = true;
+                out.report(policy, P::P1_ORPHAN_LIST_REFUGEES, ProblemCtx::default());
+            }
+            out.0.push(f);
+        }
+        self.dir_blocks.extend(o.dir_blocks);
+        self.dirs.extend(o.dirs);
+        self.dup_blocks.extend(o.dup_blocks);
+        self.summaries.push(o.summary);
+        self.counts.add(&o.counts);
+        self.links_many.extend(o.links_many);
+        self.kinds_other.extend(o.kinds_other);
+    }
+}
+
 fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
     let fs = scan.fs;
     let geo = &fs.geo;
@@ -374,6 +517,10 @@ fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
     let per_chunk = (ITABLE_CHUNK_BYTES / isz).max(1);
     let start = fs.groups[g as usize].inode_table();
     let first_ino = g * geo.inodes_per_group + 1;
+    // The whole used table is read in chunks: let the kernel read it ahead of them.
+    if let Some(off) = start.checked_mul(bs as u64) {
+        fs.dev.will_need(off, (n * isz) as u64);
+    }
     let mut table = scan
         .buffers
         .lock()

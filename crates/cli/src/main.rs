@@ -71,6 +71,9 @@ struct Args {
     /// Use only idle cores (by the load average) and run under SCHED_IDLE.
     #[arg(long)]
     nice: bool,
+    /// Run pass 2 only after pass 1 (no pipelining); the findings are the same either way.
+    #[arg(long = "no-pipeline")]
+    no_pipeline: bool,
     /// The device or image to check.
     device: PathBuf,
 }
@@ -195,6 +198,10 @@ fn real_main() -> Result<i32> {
         },
         threads: plan.threads,
         progress: prog.clone(),
+        tuning: ffsck_check::engine::Tuning {
+            pipeline: !args.no_pipeline,
+            ..Default::default()
+        },
     };
     let ticker = args.progress_fd.map(|fd| {
         // The bar's ETA follows the run-time model (its sample costs a few reads).
