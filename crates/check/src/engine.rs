@@ -32,7 +32,7 @@ pub struct Tuning {
 impl Default for Tuning {
     fn default() -> Self {
         Tuning {
-            pipeline: true,
+            pipeline: false,
             pipeline_budget: 32 << 20,
         }
     }

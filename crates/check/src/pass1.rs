@@ -517,10 +517,6 @@ fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
     let per_chunk = (ITABLE_CHUNK_BYTES / isz).max(1);
     let start = fs.groups[g as usize].inode_table();
     let first_ino = g * geo.inodes_per_group + 1;
-    // The whole used table is read in chunks: let the kernel read it ahead of them.
-    if let Some(off) = start.checked_mul(bs as u64) {
-        fs.dev.will_need(off, (n * isz) as u64);
-    }
     let mut table = scan
         .buffers
         .lock()

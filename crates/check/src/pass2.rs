@@ -223,16 +223,8 @@ pub fn run_with(
         outs.into_iter().flatten().collect()
     };
     let mut windows = p1.dir_blocks.chunks(WINDOW_BLOCKS);
-    // Read-ahead hints one window ahead of the checks.
-    let hint = |w: Option<&[DirBlock]>| {
-        if let Some(w) = w {
-            hint_blocks(fs, w.iter().map(|d| d.pblk));
-        }
-    };
-    hint(windows.clone().next());
     let mut pending = windows.next().map(|w| check_window(w, with_early(w)));
     while let Some(cur) = pending.take() {
-        hint(windows.clone().nth(1));
         let next = windows.next().map(|w| (w, with_early(w)));
         let (checked, ()) = rayon::join(
             || next.map(|(w, pre)| check_window(w, pre)),
@@ -354,7 +346,6 @@ impl crate::pass1::Stage for Early<'_> {
         // Ascending disk order within the batch.
         blocks.sort_unstable();
         let fs = self.fs;
-        hint_blocks(fs, blocks.iter().map(|d| d.pblk));
         let new_roots = htree::read_roots_of(fs, &blocks, facts);
         self.dx_dirs.extend(new_roots);
         let ctx = Ctx {
@@ -395,30 +386,6 @@ impl crate::pass1::Stage for Early<'_> {
         self.deferred += (blocks.len() - outs.len()) as u64;
         self.bytes += outs.iter().map(|(_, bo)| out_bytes(bo)).sum::<usize>();
         self.outs.extend(outs);
-    }
-}
-
-/// Tell the device which blocks will be read soon (ascending runs, small gaps bridged), so
-/// the kernel reads them ahead with many requests in flight instead of one per worker.
-fn hint_blocks(fs: &Fs, blocks: impl Iterator<Item = u64>) {
-    /// Blocks of gap worth reading through rather than starting another hint.
-    const GAP: u64 = 16;
-    let bs = u64::from(fs.geo.block_size);
-    let send = |(s, e): (u64, u64)| fs.dev.will_need(s * bs, (e - s) * bs);
-    let mut run: Option<(u64, u64)> = None;
-    for b in blocks.filter(|&b| b != 0 && b < fs.geo.blocks_count) {
-        run = match run {
-            Some((s, e)) if b >= s && b <= e + GAP => Some((s, e.max(b + 1))),
-            other => {
-                if let Some(r) = other {
-                    send(r);
-                }
-                Some((b, b + 1))
-            }
-        };
-    }
-    if let Some(r) = run {
-        send(r);
     }
 }
 

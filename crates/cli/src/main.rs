@@ -71,9 +71,11 @@ struct Args {
     /// Use only idle cores (by the load average) and run under SCHED_IDLE.
     #[arg(long)]
     nice: bool,
-    /// Run pass 2 only after pass 1 (no pipelining); the findings are the same either way.
-    #[arg(long = "no-pipeline")]
-    no_pipeline: bool,
+    /// Check directory blocks while pass 1 still scans later groups (pipelined passes 1-2).
+    /// The findings are the same either way; off by default, as it measured no faster on
+    /// 2 cores and holds the early pass-2 outputs (up to 32 MiB) until pass 1 ends.
+    #[arg(long)]
+    pipeline: bool,
     /// The device or image to check.
     device: PathBuf,
 }
@@ -199,7 +201,7 @@ fn real_main() -> Result<i32> {
         threads: plan.threads,
         progress: prog.clone(),
         tuning: ffsck_check::engine::Tuning {
-            pipeline: !args.no_pipeline,
+            pipeline: args.pipeline,
             ..Default::default()
         },
     };

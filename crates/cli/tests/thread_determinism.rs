@@ -1,6 +1,6 @@
 //! Determinism: a check of an image with many corruptions gives identical findings (same
 //! order, same messages), summary and exit code at --threads 1, 2 and 4, pipelined (pass 2
-//! checking directory blocks while pass 1 scans) or not (`--no-pipeline`).
+//! checking directory blocks while pass 1 scans, `--pipeline`) or not (the default).
 
 mod common;
 
@@ -8,8 +8,8 @@ use common::{Image, Tools};
 
 fn compare_thread_counts(img: &Image) {
     // The reference: one thread, pass 2 strictly after pass 1.
-    let base = common::check_n_with(&img.path, 1, &["--no-pipeline"]);
-    println!("--threads 1 --no-pipeline:\n{}", base.describe());
+    let base = common::check_n(&img.path, 1);
+    println!("--threads 1:\n{}", base.describe());
     assert_eq!(
         base.code(),
         4,
@@ -22,11 +22,11 @@ fn compare_thread_counts(img: &Image) {
         base.describe()
     );
     let runs: [(usize, &[&str]); 5] = [
-        (1, &[]),
+        (1, &["--pipeline"]),
+        (2, &["--pipeline"]),
+        (4, &["--pipeline"]),
         (2, &[]),
         (4, &[]),
-        (2, &["--no-pipeline"]),
-        (4, &["--no-pipeline"]),
     ];
     for (n, extra) in runs {
         let c = common::check_n_with(&img.path, n, extra);
@@ -34,7 +34,7 @@ fn compare_thread_counts(img: &Image) {
         assert_eq!(c.code(), base.code(), "exit code at --threads {n}");
         if c.json["findings"] != base.json["findings"] {
             panic!(
-                "findings differ between --threads 1 --no-pipeline and --threads {n}:\n--- 1:\n{}--- {n}:\n{}",
+                "findings differ between --threads 1 and --threads {n}:\n--- 1:\n{}--- {n}:\n{}",
                 base.describe(),
                 c.describe()
             );

@@ -62,17 +62,6 @@ impl Device for FileDevice {
     fn size(&self) -> u64 {
         self.size
     }
-    #[allow(unsafe_code)]
-    fn will_need(&self, offset: u64, len: u64) {
-        use std::os::fd::AsRawFd;
-        let (Ok(off), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
-            return;
-        };
-        // SAFETY: the descriptor is open for the life of `self.file`; the call only hints.
-        unsafe {
-            libc::posix_fadvise(self.file.as_raw_fd(), off, len, libc::POSIX_FADV_WILLNEED);
-        }
-    }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         if offset
             .checked_add(buf.len() as u64)

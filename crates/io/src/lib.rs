@@ -5,8 +5,7 @@
 //! Everything above this crate reads through `Device`, so tests can swap in memory images and
 //! a repair stages its writes in an `Overlay` before `RedoLog` commits them.
 
-// One audited exception: `FileDevice::will_need` calls posix_fadvise (a hint, no memory).
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod file;
 pub mod logfile;
@@ -54,11 +53,6 @@ pub trait Device: Send + Sync {
     fn flush(&self) -> Result<()>;
     /// Bytes read so far (for benchmarks and the read-once accounting).
     fn bytes_read(&self) -> u64;
-    /// Hint that `len` bytes at `offset` will be read soon, so the kernel can start reading
-    /// them ahead (`posix_fadvise(WILLNEED)` on a file). Only a hint: the default ignores it.
-    fn will_need(&self, offset: u64, len: u64) {
-        let _ = (offset, len);
-    }
 }
 
 /// Shared read accounting for backends.

@@ -94,9 +94,6 @@ impl Device for Overlay {
     fn size(&self) -> u64 {
         self.base.size()
     }
-    fn will_need(&self, offset: u64, len: u64) {
-        self.base.will_need(offset, len);
-    }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let end = self.end_of(offset, buf.len())?;

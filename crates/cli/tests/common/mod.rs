@@ -402,7 +402,7 @@ pub fn check_n(img: &Path, threads: usize) -> Check {
     check_n_with(img, threads, &[])
 }
 
-/// `check_n` with extra options (e.g. `--no-pipeline`) before the image.
+/// `check_n` with extra options (e.g. `--pipeline`) before the image.
 pub fn check_n_with(img: &Path, threads: usize, extra: &[&str]) -> Check {
     let json_path = img.with_extension(format!("t{threads}{}.json", extra.join("")));
     let _ = std::fs::remove_file(&json_path);
