@@ -82,14 +82,14 @@ pub struct DxBlock {
 /// Read the root of every indexed directory (in parallel) before the block phase, so leaf
 /// blocks can be hashed without waiting for their root.
 pub fn read_roots(fs: &Fs, p1: &Pass1Facts) -> HashMap<u32, DxDir> {
-    read_roots_of(fs, &p1.dir_blocks, p1)
+    read_roots_of(fs, p1.dir_block_iter(), p1)
 }
 
 /// `read_roots` for the directories owning `blocks` (every block of each of them), with the
 /// kinds of `facts`: a pipelined pass 2 reads the roots of each batch pass 1 finishes.
 pub fn read_roots_of<F: crate::pass1::Facts + ?Sized>(
     fs: &Fs,
-    blocks: &[crate::pass1::DirBlock],
+    blocks: impl IntoIterator<Item = crate::pass1::DirBlock>,
     facts: &F,
 ) -> HashMap<u32, DxDir> {
     // (highest mapped block + 1, listed blocks including holes, root block)

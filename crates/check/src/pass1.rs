@@ -148,13 +148,52 @@ pub struct Pass1Facts {
     pub dup_blocks: Vec<u64>,
     /// Blocks of file-system metadata (superblocks, descriptors, bitmaps, inode tables).
     pub metadata: Bitmap,
+    /// The directory blocks in pass-2 order (empty when spilled: see `dir_block_iter`).
     pub dir_blocks: Vec<DirBlock>,
+    /// The directory-block list, when a memory limit sent it to a scratch file.
+    pub dir_spill: Option<crate::spill::DirBlockSpill>,
     pub dirs: Vec<DirFacts>,
     pub summaries: Vec<ClaimSummary>,
     pub bucket_shift: u32,
     pub counts: Counts,
     /// References to each value inode from xattr entries (absent: none).
     pub ea_inode_refs: BTreeMap<u32, u32>,
+}
+
+impl Pass1Facts {
+    /// How many directory blocks pass 2 checks.
+    pub fn dir_block_count(&self) -> u64 {
+        self.dir_blocks.len() as u64 + self.dir_spill.as_ref().map_or(0, |s| s.len())
+    }
+
+    /// Every directory block in pass-2 order, from memory or the scratch file.
+    pub fn dir_block_iter(&self) -> Box<dyn Iterator<Item = DirBlock> + '_> {
+        match &self.dir_spill {
+            Some(s) => Box::new(s.iter()),
+            None => Box::new(self.dir_blocks.iter().copied()),
+        }
+    }
+
+    /// The directory blocks in pass-2 order, `n` at a time.
+    pub fn dir_block_windows(
+        &self,
+        n: usize,
+    ) -> Box<dyn Iterator<Item = std::borrow::Cow<'_, [DirBlock]>> + '_> {
+        match &self.dir_spill {
+            Some(s) => {
+                let mut it = s.iter();
+                Box::new(std::iter::from_fn(move || {
+                    let w: Vec<DirBlock> = it.by_ref().take(n).collect();
+                    (!w.is_empty()).then_some(std::borrow::Cow::Owned(w))
+                }))
+            }
+            None => Box::new(
+                self.dir_blocks
+                    .chunks(n.max(1))
+                    .map(std::borrow::Cow::Borrowed),
+            ),
+        }
+    }
 }
 
 /// What the scan of one group hands back to the merge.
@@ -246,7 +285,7 @@ pub fn run(
     out: &mut Findings,
     progress: &crate::engine::Progress,
 ) -> Pass1Facts {
-    run_with(p0, policy, out, progress, None)
+    run_with(p0, policy, out, progress, None, &Default::default())
 }
 
 /// Pass 1, handing the directory blocks of each finished batch of groups to `stage` while the
@@ -257,6 +296,7 @@ pub fn run_with(
     out: &mut Findings,
     progress: &crate::engine::Progress,
     stage: Option<&mut dyn Stage>,
+    limits: &crate::spill::Limits,
 ) -> Pass1Facts {
     let fs = &p0.fs;
     let geo = &fs.geo;
@@ -296,10 +336,43 @@ pub fn run_with(
     };
     let mut acc = Acc::default();
     let group_count = geo.group_count as usize;
+    let first_blocks_first = geo.compat.has(Compat::DIR_INDEX);
+    // Under a memory limit the directory-block list goes to a scratch file in sorted runs
+    // whenever it outgrows its share (and groups are scanned in batches, so the group
+    // outputs waiting to be merged stay small too).
+    let mut spill: Option<crate::spill::DirBlockSpill> = None;
+    let mut maybe_spill = |acc: &mut Acc| {
+        let Some(limit) = limits.dir_blocks_bytes else {
+            return;
+        };
+        if acc.dir_blocks.len() * std::mem::size_of::<DirBlock>() < limit {
+            return;
+        }
+        if spill.is_none() {
+            spill = crate::spill::DirBlockSpill::create(
+                limits.scratch_dir.as_deref(),
+                first_blocks_first,
+            )
+            .ok();
+        }
+        if let Some(s) = spill.as_mut() {
+            // On a write error the blocks simply stay in memory.
+            let _ = s.push_run(&mut acc.dir_blocks);
+        }
+    };
     match stage {
-        None => {
+        None if limits.dir_blocks_bytes.is_none() => {
             for o in scan_groups(0..group_count) {
                 acc.absorb(o, policy, out);
+            }
+        }
+        None => {
+            let batch = pipeline_batch(group_count, rayon::current_num_threads());
+            for start in (0..group_count).step_by(batch) {
+                for o in scan_groups(start..(start + batch).min(group_count)) {
+                    acc.absorb(o, policy, out);
+                    maybe_spill(&mut acc);
+                }
             }
         }
         Some(stage) => {
@@ -364,7 +437,17 @@ pub fn run_with(
     // Pass 2 reads blocks in this order. With dir_index, e2fsck checks every directory's
     // first block before any other, so parents and htree roots are known early; holes
     // (block 0) then come first among the rest.
-    let first_blocks_first = geo.compat.has(Compat::DIR_INDEX);
+    let dir_spill = match spill {
+        Some(mut s) => match s.push_run(&mut dir_blocks) {
+            Ok(()) => Some(s),
+            Err(_) => {
+                // Could not spill the rest: take the runs back into memory.
+                dir_blocks.extend(s.iter());
+                None
+            }
+        },
+        None => None,
+    };
     dir_blocks.sort_unstable_by_key(|d| dir_block_order(first_blocks_first, d));
     let block_used = scan.claimed.into_bitmap();
     let inode_used = scan.inode_used.into_bitmap();
@@ -382,6 +465,7 @@ pub fn run_with(
         dup_blocks,
         metadata,
         dir_blocks,
+        dir_spill,
         dirs,
         summaries,
         bucket_shift: scan.bucket_shift,

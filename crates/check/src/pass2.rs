@@ -222,12 +222,15 @@ pub fn run_with(
             .collect();
         outs.into_iter().flatten().collect()
     };
-    let mut windows = p1.dir_blocks.chunks(WINDOW_BLOCKS);
-    let mut pending = windows.next().map(|w| check_window(w, with_early(w)));
+    let mut windows = p1.dir_block_windows(WINDOW_BLOCKS);
+    let mut pending = windows.next().map(|w| check_window(&w, with_early(&w)));
     while let Some(cur) = pending.take() {
-        let next = windows.next().map(|w| (w, with_early(w)));
+        let next = windows.next().map(|w| {
+            let pre = with_early(&w);
+            (w, pre)
+        });
         let (checked, ()) = rayon::join(
-            || next.map(|(w, pre)| check_window(w, pre)),
+            || next.map(|(w, pre)| check_window(&w, pre)),
             || m.merge(fs, policy, cur, out),
         );
         if m.aborted {
@@ -274,7 +277,7 @@ pub fn run_with(
         // e2fsck rebuilds these in pass 3A; even under -n it first reads every name and
         // reports duplicates across the whole directory. Reported here, at the end of pass 2.
         let mut blocks: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-        for db in &p1.dir_blocks {
+        for db in p1.dir_block_iter() {
             if db.pblk != 0 && rehash.contains(&db.ino) {
                 blocks.entry(db.ino).or_default().push(db.pblk);
             }
@@ -346,7 +349,7 @@ impl crate::pass1::Stage for Early<'_> {
         // Ascending disk order within the batch.
         blocks.sort_unstable();
         let fs = self.fs;
-        let new_roots = htree::read_roots_of(fs, &blocks, facts);
+        let new_roots = htree::read_roots_of(fs, blocks.iter().copied(), facts);
         self.dx_dirs.extend(new_roots);
         let ctx = Ctx {
             refs: &self.refs,

@@ -76,8 +76,32 @@ struct Args {
     /// 2 cores and holds the early pass-2 outputs (up to 32 MiB) until pass 1 ends.
     #[arg(long)]
     pipeline: bool,
+    /// Bound the memory of the tables that grow with the file system (e.g. 64M, 1G): past
+    /// it they spill to a scratch file. Slower, same findings.
+    #[arg(long = "max-memory", value_name = "SIZE", value_parser = parse_size)]
+    max_memory: Option<u64>,
+    /// Directory for --max-memory's scratch files (default: $TMPDIR).
+    #[arg(long = "scratch-dir", value_name = "DIR")]
+    scratch_dir: Option<PathBuf>,
     /// The device or image to check.
     device: PathBuf,
+}
+
+/// A size with an optional K, M, G or T suffix (powers of 1024).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 10),
+        Some('M') => (&t[..t.len() - 1], 20),
+        Some('G') => (&t[..t.len() - 1], 30),
+        Some('T') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("not a size: {s} (e.g. 64M)"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("size too large: {s}"))
 }
 
 fn main() {
@@ -202,6 +226,8 @@ fn real_main() -> Result<i32> {
         progress: prog.clone(),
         tuning: ffsck_check::engine::Tuning {
             pipeline: args.pipeline,
+            max_memory: args.max_memory,
+            scratch_dir: args.scratch_dir.clone(),
             ..Default::default()
         },
     };

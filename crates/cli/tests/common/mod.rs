@@ -404,7 +404,13 @@ pub fn check_n(img: &Path, threads: usize) -> Check {
 
 /// `check_n` with extra options (e.g. `--pipeline`) before the image.
 pub fn check_n_with(img: &Path, threads: usize, extra: &[&str]) -> Check {
-    let json_path = img.with_extension(format!("t{threads}{}.json", extra.join("")));
+    let tag: String = extra
+        .join("")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(40)
+        .collect();
+    let json_path = img.with_extension(format!("t{threads}{tag}.json"));
     let _ = std::fs::remove_file(&json_path);
     let threads_s = threads.to_string();
     let mut args: Vec<&std::ffi::OsStr> = vec![
