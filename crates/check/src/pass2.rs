@@ -246,7 +246,6 @@ pub fn run_with(
             .collect();
         m.merge(fs, policy, inline_outs, out);
     }
-    drop(ctx);
     let refs = refs.finish();
     let entries = refs.total();
     let Merge {
@@ -410,7 +409,7 @@ fn names_beyond(buf: &[u8], bs: u32, frontier: u32) -> bool {
         }
         if off + rec_len > buf.len()
             || rec_len < 12
-            || rec_len % 4 != 0
+            || !rec_len.is_multiple_of(4)
             || fdir::rec_len_for(usize::from(h.name_len)) as usize > rec_len
         {
             return false;
