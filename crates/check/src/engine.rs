@@ -18,6 +18,34 @@ pub struct CheckOptions {
     /// `-D`: once the repair is done, rebuild every multi-block directory (indexed where the
     /// file system has `dir_index`), as e2fsck's pass 3A does for all directories.
     pub optimize_dirs: bool,
+    /// Scheduling and memory settings (none of them changes the findings).
+    pub tuning: Tuning,
+}
+
+/// How the engine schedules the passes and bounds its memory. The findings and their order
+/// are the same whatever these say.
+#[derive(Clone, Debug)]
+pub struct Tuning {
+    /// Check directory blocks while pass 1 still scans later groups (pFSCK-style pipeline).
+    pub pipeline: bool,
+    /// Bytes of early pass-2 outputs a pipelined check holds before deferring the rest.
+    pub pipeline_budget: usize,
+    /// `--max-memory`: past a share of this, tables that grow with the file system spill to
+    /// a scratch file (slower, same findings). Turns the pipeline off.
+    pub max_memory: Option<u64>,
+    /// Where scratch files go (default `$TMPDIR`).
+    pub scratch_dir: Option<std::path::PathBuf>,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            pipeline: false,
+            pipeline_budget: 32 << 20,
+            max_memory: None,
+            scratch_dir: None,
+        }
+    }
 }
 
 /// Progress of the running pass, readable from another thread (for `-C` and the ETA bar).
@@ -72,7 +100,7 @@ pub struct AllocFacts {
     /// Directories per group.
     pub dirs_per_group: Vec<u32>,
     /// Every directory block (owner, logical and physical block), for repairs that edit
-    /// directories.
+    /// directories. (Empty after a read-only check that spilled it under `--max-memory`.)
     pub dir_blocks: Vec<crate::pass1::DirBlock>,
 }
 
@@ -169,16 +197,33 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     rep.pass_start(1);
     let prog = &opts.progress;
     prog.start(1, u64::from(p0.fs.geo.group_count));
-    let p1 = pass1::run(&p0, policy, &mut f, prog);
+    let tuning = &opts.tuning;
+    let limits = crate::spill::Limits {
+        // The directory-block list may take a quarter of the limit.
+        dir_blocks_bytes: tuning
+            .max_memory
+            .map(|m| usize::try_from(m / 4).unwrap_or(usize::MAX)),
+        scratch_dir: tuning.scratch_dir.clone(),
+    };
+    let mut early = (tuning.pipeline && tuning.max_memory.is_none())
+        .then(|| pass2::Early::new(&p0.fs, policy, tuning.pipeline_budget));
+    let stage = early.as_mut().map(|e| e as &mut dyn pass1::Stage);
+    let mut p1 = pass1::run_with(&p0, policy, &mut f, prog, stage, &limits);
     flush(rep, &mut f, &mut all);
     if !p1.dup_blocks.is_empty() {
         pass1b::run(&p0.fs, &p1, policy, &mut f);
         flush(rep, &mut f, &mut all);
     }
     rep.pass_start(2);
-    prog.start(2, p1.dir_blocks.len() as u64);
-    let p2 = pass2::run(&p0, &p1, policy, &mut f, prog);
+    prog.start(2, p1.dir_block_count());
+    let p2 = pass2::run_with(&p0, &p1, policy, &mut f, prog, early);
     flush(rep, &mut f, &mut all);
+    if p1.dir_spill.as_ref().is_some_and(|s| s.failed()) {
+        return aborted(
+            all,
+            "The scratch file of --max-memory could not be read back: check aborted.",
+        );
+    }
     if p2.aborted {
         return aborted(
             all,
@@ -218,6 +263,12 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         counts: c,
     };
     let code = exit_code(&all);
+    // A repair edits directories by this list; a read-only check that spilled it does not
+    // need it back in memory.
+    let dir_blocks = match p1.dir_spill.take() {
+        Some(s) if policy != Policy::No => s.iter().collect(),
+        _ => std::mem::take(&mut p1.dir_blocks),
+    };
     let mut dirs_per_group = vec![0u32; geo.group_count as usize];
     for d in &p1.dirs {
         if let Some(n) = dirs_per_group.get_mut(geo.group_of_inode(d.ino) as usize) {
@@ -233,7 +284,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
             block_used: p1.block_used,
             inode_used: p1.inode_used,
             dirs_per_group,
-            dir_blocks: p1.dir_blocks,
+            dir_blocks,
         }),
     }
 }

@@ -82,10 +82,20 @@ pub struct DxBlock {
 /// Read the root of every indexed directory (in parallel) before the block phase, so leaf
 /// blocks can be hashed without waiting for their root.
 pub fn read_roots(fs: &Fs, p1: &Pass1Facts) -> HashMap<u32, DxDir> {
+    read_roots_of(fs, p1.dir_block_iter(), p1)
+}
+
+/// `read_roots` for the directories owning `blocks` (every block of each of them), with the
+/// kinds of `facts`: a pipelined pass 2 reads the roots of each batch pass 1 finishes.
+pub fn read_roots_of<F: crate::pass1::Facts + ?Sized>(
+    fs: &Fs,
+    blocks: impl IntoIterator<Item = crate::pass1::DirBlock>,
+    facts: &F,
+) -> HashMap<u32, DxDir> {
     // (highest mapped block + 1, listed blocks including holes, root block)
     let mut dirs: HashMap<u32, (u32, u32, u64)> = HashMap::new();
-    for db in &p1.dir_blocks {
-        let k = p1.kinds[(db.ino - 1) as usize];
+    for db in blocks {
+        let k = facts.kind(db.ino - 1);
         if k & kind::HTREE == 0 || k & kind::INLINE != 0 {
             continue;
         }

@@ -28,6 +28,7 @@ pub mod quota;
 pub mod recovery;
 pub mod repair;
 pub mod report;
+pub mod spill;
 
 pub use engine::{check, CheckOptions, Outcome, Progress, Summary};
 pub use pass0::SuperHint;

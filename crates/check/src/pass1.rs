@@ -148,13 +148,52 @@ pub struct Pass1Facts {
     pub dup_blocks: Vec<u64>,
     /// Blocks of file-system metadata (superblocks, descriptors, bitmaps, inode tables).
     pub metadata: Bitmap,
+    /// The directory blocks in pass-2 order (empty when spilled: see `dir_block_iter`).
     pub dir_blocks: Vec<DirBlock>,
+    /// The directory-block list, when a memory limit sent it to a scratch file.
+    pub dir_spill: Option<crate::spill::DirBlockSpill>,
     pub dirs: Vec<DirFacts>,
     pub summaries: Vec<ClaimSummary>,
     pub bucket_shift: u32,
     pub counts: Counts,
     /// References to each value inode from xattr entries (absent: none).
     pub ea_inode_refs: BTreeMap<u32, u32>,
+}
+
+impl Pass1Facts {
+    /// How many directory blocks pass 2 checks.
+    pub fn dir_block_count(&self) -> u64 {
+        self.dir_blocks.len() as u64 + self.dir_spill.as_ref().map_or(0, |s| s.len())
+    }
+
+    /// Every directory block in pass-2 order, from memory or the scratch file.
+    pub fn dir_block_iter(&self) -> Box<dyn Iterator<Item = DirBlock> + '_> {
+        match &self.dir_spill {
+            Some(s) => Box::new(s.iter()),
+            None => Box::new(self.dir_blocks.iter().copied()),
+        }
+    }
+
+    /// The directory blocks in pass-2 order, `n` at a time.
+    pub fn dir_block_windows(
+        &self,
+        n: usize,
+    ) -> Box<dyn Iterator<Item = std::borrow::Cow<'_, [DirBlock]>> + '_> {
+        match &self.dir_spill {
+            Some(s) => {
+                let mut it = s.iter();
+                Box::new(std::iter::from_fn(move || {
+                    let w: Vec<DirBlock> = it.by_ref().take(n).collect();
+                    (!w.is_empty()).then_some(std::borrow::Cow::Owned(w))
+                }))
+            }
+            None => Box::new(
+                self.dir_blocks
+                    .chunks(n.max(1))
+                    .map(std::borrow::Cow::Borrowed),
+            ),
+        }
+    }
 }
 
 /// What the scan of one group hands back to the merge.
@@ -246,6 +285,19 @@ pub fn run(
     out: &mut Findings,
     progress: &crate::engine::Progress,
 ) -> Pass1Facts {
+    run_with(p0, policy, out, progress, None, &Default::default())
+}
+
+/// Pass 1, handing the directory blocks of each finished batch of groups to `stage` while the
+/// next batch is scanned (the pipelined check), or scanning all groups at once (`None`).
+pub fn run_with(
+    p0: &Pass0Facts,
+    policy: Policy,
+    out: &mut Findings,
+    progress: &crate::engine::Progress,
+    stage: Option<&mut dyn Stage>,
+    limits: &crate::spill::Limits,
+) -> Pass1Facts {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let n_inodes = geo.inodes_count as usize;
@@ -273,41 +325,96 @@ pub fn run(
         shared_blocks: geo.ro_compat.has(RoCompat::SHARED_BLOCKS),
         journal_inum: p0.journal.journal_inum,
     };
-    let outs: Vec<GroupOut> = (0..geo.group_count as usize)
-        .into_par_iter()
-        .map(|g| {
-            let o = scan_group(&scan, g as u32, p0.groups[g]);
-            progress.advance(1);
-            o
-        })
-        .collect();
-
-    let mut dir_blocks = Vec::new();
-    let mut dirs = Vec::new();
-    let mut dup_blocks = Vec::new();
-    let mut summaries = Vec::with_capacity(outs.len());
-    let mut counts = Counts::default();
-    let mut links_many = Vec::new();
-    let mut kinds_other = Vec::new();
-    // The first orphan-list refugee raises the latch question once, ahead of it, as
-    // e2fsck's latch does; with the findings merged in inode order this is deterministic.
-    let mut refugee_latched = false;
-    for o in outs {
-        for f in o.findings.0 {
-            if f.problem == P::P1_LOW_DTIME && !refugee_latched {
-                refugee_latched = true;
-                out.report(policy, P::P1_ORPHAN_LIST_REFUGEES, ProblemCtx::default());
-            }
-            out.0.push(f);
+    let scan_groups = |r: std::ops::Range<usize>| -> Vec<GroupOut> {
+        r.into_par_iter()
+            .map(|g| {
+                let o = scan_group(&scan, g as u32, p0.groups[g]);
+                progress.advance(1);
+                o
+            })
+            .collect()
+    };
+    let mut acc = Acc::default();
+    let group_count = geo.group_count as usize;
+    let first_blocks_first = geo.compat.has(Compat::DIR_INDEX);
+    // Under a memory limit the directory-block list goes to a scratch file in sorted runs
+    // whenever it outgrows its share (and groups are scanned in batches, so the group
+    // outputs waiting to be merged stay small too).
+    let mut spill: Option<crate::spill::DirBlockSpill> = None;
+    let mut maybe_spill = |acc: &mut Acc| {
+        let Some(limit) = limits.dir_blocks_bytes else {
+            return;
+        };
+        if acc.dir_blocks.len() * std::mem::size_of::<DirBlock>() < limit {
+            return;
         }
-        dir_blocks.extend(o.dir_blocks);
-        dirs.extend(o.dirs);
-        dup_blocks.extend(o.dup_blocks);
-        summaries.push(o.summary);
-        counts.add(&o.counts);
-        links_many.extend(o.links_many);
-        kinds_other.extend(o.kinds_other);
+        if spill.is_none() {
+            spill = crate::spill::DirBlockSpill::create(
+                limits.scratch_dir.as_deref(),
+                first_blocks_first,
+            )
+            .ok();
+        }
+        if let Some(s) = spill.as_mut() {
+            // On a write error the blocks simply stay in memory.
+            let _ = s.push_run(&mut acc.dir_blocks);
+        }
+    };
+    match stage {
+        None if limits.dir_blocks_bytes.is_none() => {
+            for o in scan_groups(0..group_count) {
+                acc.absorb(o, policy, out);
+            }
+        }
+        None => {
+            let batch = pipeline_batch(group_count, rayon::current_num_threads());
+            for start in (0..group_count).step_by(batch) {
+                for o in scan_groups(start..(start + batch).min(group_count)) {
+                    acc.absorb(o, policy, out);
+                    maybe_spill(&mut acc);
+                }
+            }
+        }
+        Some(stage) => {
+            // Pipelined: while the workers scan batch k+1, others check the directory blocks
+            // batch k found (rayon's join lets idle threads take whichever side has work).
+            let batch = pipeline_batch(group_count, rayon::current_num_threads());
+            let mut start = 0usize;
+            let mut pending = Some(scan_groups(0..batch.min(group_count)));
+            while let Some(outs) = pending.take() {
+                let end = (start + batch).min(group_count);
+                let first_new = acc.dir_blocks.len();
+                for o in outs {
+                    acc.absorb(o, policy, out);
+                }
+                let blocks = acc.dir_blocks[first_new..].to_vec();
+                let partial = Partial {
+                    kind_dir: &scan.kind_dir,
+                    kind_reg: &scan.kind_reg,
+                    inode_used: &scan.inode_used,
+                    other: &acc.kinds_other,
+                    dirs: &acc.dirs,
+                    frontier: (end as u64 * u64::from(geo.inodes_per_group))
+                        .min(u64::from(geo.inodes_count)) as u32,
+                };
+                let next = (end < group_count).then(|| end..(end + batch).min(group_count));
+                let (scanned, ()) =
+                    rayon::join(|| next.map(&scan_groups), || stage.batch(&partial, blocks));
+                pending = scanned;
+                start = end;
+            }
+        }
     }
+    let Acc {
+        mut dir_blocks,
+        dirs,
+        mut dup_blocks,
+        summaries,
+        counts,
+        links_many,
+        kinds_other,
+        ..
+    } = acc;
     // Xattr block reference counts, in block order.
     let refs = scan.ea_refs.into_inner().unwrap_or_default();
     let ea_inode_refs = scan.ea_inode_refs.into_inner().unwrap_or_default();
@@ -330,8 +437,18 @@ pub fn run(
     // Pass 2 reads blocks in this order. With dir_index, e2fsck checks every directory's
     // first block before any other, so parents and htree roots are known early; holes
     // (block 0) then come first among the rest.
-    let first_blocks_first = geo.compat.has(Compat::DIR_INDEX);
-    dir_blocks.sort_unstable_by_key(|d| (first_blocks_first && d.lblk != 0, d.pblk, d.ino, d.lblk));
+    let dir_spill = match spill {
+        Some(mut s) => match s.push_run(&mut dir_blocks) {
+            Ok(()) => Some(s),
+            Err(_) => {
+                // Could not spill the rest: take the runs back into memory.
+                dir_blocks.extend(s.iter());
+                None
+            }
+        },
+        None => None,
+    };
+    dir_blocks.sort_unstable_by_key(|d| dir_block_order(first_blocks_first, d));
     let block_used = scan.claimed.into_bitmap();
     let inode_used = scan.inode_used.into_bitmap();
     let links = InodeCounts::from_parts(scan.links_one.into_bitmap(), links_many);
@@ -348,11 +465,121 @@ pub fn run(
         dup_blocks,
         metadata,
         dir_blocks,
+        dir_spill,
         dirs,
         summaries,
         bucket_shift: scan.bucket_shift,
         counts,
         ea_inode_refs,
+    }
+}
+
+/// The order pass 2 reads directory blocks in. With dir_index, e2fsck checks every
+/// directory's first block before any other, so parents and htree roots are known early;
+/// holes (block 0) then come first among the rest.
+pub fn dir_block_order(first_blocks_first: bool, d: &DirBlock) -> (bool, u64, u32, u32) {
+    (first_blocks_first && d.lblk != 0, d.pblk, d.ino, d.lblk)
+}
+
+/// Groups per pipelined batch: a few per worker, so a batch keeps every thread busy, and
+/// enough batches that directory checking starts early.
+fn pipeline_batch(groups: usize, threads: usize) -> usize {
+    (groups / 16).max(threads.max(1) * 2).max(1)
+}
+
+/// Receives the directory blocks of each finished batch of groups during a pipelined pass 1.
+pub trait Stage: Send {
+    /// `blocks` were found by the groups of the batch just finished; `facts` are final for
+    /// every inode up to `facts.frontier` and unknown beyond it.
+    fn batch(&mut self, facts: &Partial<'_>, blocks: Vec<DirBlock>);
+}
+
+/// Pass-1 facts while the scan runs: final for inodes `1..=frontier`.
+pub struct Partial<'a> {
+    kind_dir: &'a AtomicBitmap,
+    kind_reg: &'a AtomicBitmap,
+    inode_used: &'a AtomicBitmap,
+    other: &'a [(u32, u8)],
+    dirs: &'a [DirFacts],
+    /// Highest inode number whose group has been scanned.
+    pub frontier: u32,
+}
+
+/// Read access to the per-inode facts pass 2 uses, final (`Pass1Facts`) or partial.
+pub trait Facts: Sync {
+    /// The kind byte of inode `idx + 1`.
+    fn kind(&self, idx: u32) -> u8;
+    /// Whether inode `idx + 1` is in use.
+    fn used(&self, idx: u32) -> bool;
+    /// Directories found so far, ascending by inode.
+    fn dir_list(&self) -> &[DirFacts];
+}
+
+impl Facts for Pass1Facts {
+    fn kind(&self, idx: u32) -> u8 {
+        self.kinds.get(u64::from(idx))
+    }
+    fn used(&self, idx: u32) -> bool {
+        self.inode_used.get(u64::from(idx))
+    }
+    fn dir_list(&self) -> &[DirFacts] {
+        &self.dirs
+    }
+}
+
+impl Facts for Partial<'_> {
+    fn kind(&self, idx: u32) -> u8 {
+        let i = u64::from(idx);
+        if self.kind_reg.get(i) {
+            return ft::REG;
+        }
+        if self.kind_dir.get(i) {
+            return ft::DIR;
+        }
+        match self.other.binary_search_by_key(&idx, |&(i, _)| i) {
+            Ok(at) => self.other[at].1,
+            Err(_) => 0,
+        }
+    }
+    fn used(&self, idx: u32) -> bool {
+        self.inode_used.get(u64::from(idx))
+    }
+    fn dir_list(&self) -> &[DirFacts] {
+        self.dirs
+    }
+}
+
+/// The group outputs merged so far, in group order.
+#[derive(Default)]
+struct Acc {
+    dir_blocks: Vec<DirBlock>,
+    dirs: Vec<DirFacts>,
+    dup_blocks: Vec<u64>,
+    summaries: Vec<ClaimSummary>,
+    counts: Counts,
+    links_many: Vec<(u32, u16)>,
+    kinds_other: Vec<(u32, u8)>,
+    /// The first orphan-list refugee raises the latch question once, ahead of it, as
+    /// e2fsck's latch does; with the findings merged in inode order this is deterministic.
+    refugee_latched: bool,
+}
+
+impl Acc {
+    fn absorb(&mut self, o: GroupOut, policy: Policy, out: &mut Findings) {
+        for f in o.findings.0 {
+            if f.problem == P::P1_LOW_DTIME && !self.refugee_latched {
+                self.refugee_latched = true;
+                out.report(policy, P::P1_ORPHAN_LIST_REFUGEES, ProblemCtx::default());
+            }
+            out.0.push(f);
+        }
+        self.dir_blocks.extend(o.dir_blocks);
+        self.dirs.extend(o.dirs);
+        self.dup_blocks.extend(o.dup_blocks);
+        self.summaries.push(o.summary);
+        self.counts.add(&o.counts);
+        self.links_many.extend(o.links_many);
+        self.kinds_other.extend(o.kinds_other);
     }
 }
 

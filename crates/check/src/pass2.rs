@@ -15,7 +15,7 @@ use crate::fs::Fs;
 use crate::htree;
 use crate::icount::{InodeCounts, SharedCounter};
 use crate::pass0::Pass0Facts;
-use crate::pass1::{kind, DirBlock, Pass1Facts};
+use crate::pass1::{kind, DirBlock, Facts, Pass1Facts};
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::{self as fdir, ft, header_at, DxRootInfo, DX_ROOT_INFO_OFFSET};
@@ -107,13 +107,13 @@ impl BlockOut {
     }
 }
 
-struct Ctx<'a> {
+struct Ctx<'a, F: Facts + ?Sized> {
     /// References per inode (index `ino - 1`), counted by all workers at once.
-    refs: SharedCounter,
+    refs: &'a SharedCounter,
     /// Indexed directories: what their root says, read before the block phase.
-    dx_dirs: HashMap<u32, htree::DxDir>,
+    dx_dirs: &'a HashMap<u32, htree::DxDir>,
     fs: &'a Fs,
-    p1: &'a Pass1Facts,
+    p1: &'a F,
     policy: Policy,
     filetype: bool,
 }
@@ -125,11 +125,38 @@ pub fn run(
     out: &mut Findings,
     progress: &crate::engine::Progress,
 ) -> Pass2Facts {
+    run_with(p0, p1, policy, out, progress, None)
+}
+
+/// Pass 2, taking the blocks a pipelined check already checked during pass 1 from `early`
+/// (their outputs are merged in the same order as if checked now).
+pub fn run_with(
+    p0: &Pass0Facts,
+    p1: &Pass1Facts,
+    policy: Policy,
+    out: &mut Findings,
+    progress: &crate::engine::Progress,
+    early: Option<Early>,
+) -> Pass2Facts {
     let fs = &p0.fs;
     let n = fs.geo.inodes_count as usize;
+    let (refs, dx_dirs, early_outs) = match early {
+        Some(e) => {
+            let mut outs = e.outs;
+            let first = fs.geo.compat.has(ffsck_format::Compat::DIR_INDEX);
+            outs.sort_unstable_by_key(|(d, _)| crate::pass1::dir_block_order(first, d));
+            (e.refs, e.dx_dirs, outs)
+        }
+        None => (
+            SharedCounter::new(n as u64),
+            htree::read_roots(fs, p1),
+            Vec::new(),
+        ),
+    };
+    let mut early_outs = early_outs.into_iter().peekable();
     let ctx = Ctx {
-        refs: SharedCounter::new(n as u64),
-        dx_dirs: htree::read_roots(fs, p1),
+        refs: &refs,
+        dx_dirs: &dx_dirs,
         fs,
         p1,
         policy,
@@ -166,26 +193,46 @@ pub fn run(
     // windows, however many directory blocks there are: while the workers check window k+1,
     // the calling thread merges window k in block order.
     let threads = rayon::current_num_threads().max(1);
-    let check_window = |w: &[DirBlock]| -> Vec<BlockOut> {
+    // Each window comes with the outputs of its blocks checked early (in block order, so a
+    // cursor over the early outputs pairs them with their blocks).
+    let mut with_early = |w: &[DirBlock]| -> Vec<Option<BlockOut>> {
+        w.iter()
+            .map(|db| early_outs.next_if(|(e, _)| e == db).map(|(_, bo)| bo))
+            .collect()
+    };
+    let check_window = |w: &[DirBlock], mut pre: Vec<Option<BlockOut>>| -> Vec<BlockOut> {
         let chunk = (w.len() / (threads * 4)).max(16);
         let outs: Vec<Vec<BlockOut>> = w
             .par_chunks(chunk)
-            .map(|c| {
+            .zip(pre.par_chunks_mut(chunk))
+            .map(|(c, pre)| {
                 // One block buffer per chunk, not one allocation per block.
                 let mut buf = Vec::new();
-                let r: Vec<BlockOut> = c.iter().map(|db| check_block(&ctx, db, &mut buf)).collect();
+                let r: Vec<BlockOut> = c
+                    .iter()
+                    .zip(pre.iter_mut())
+                    .map(|(db, pre)| {
+                        pre.take()
+                            .unwrap_or_else(|| check_block(&ctx, db, &mut buf))
+                    })
+                    .collect();
                 progress.advance(c.len() as u64);
                 r
             })
             .collect();
         outs.into_iter().flatten().collect()
     };
-    let mut windows = p1.dir_blocks.chunks(WINDOW_BLOCKS);
-    let mut pending = windows.next().map(check_window);
+    let mut windows = p1.dir_block_windows(WINDOW_BLOCKS);
+    let mut pending = windows.next().map(|w| check_window(&w, with_early(&w)));
     while let Some(cur) = pending.take() {
-        let next = windows.next();
-        let (checked, ()) =
-            rayon::join(|| next.map(check_window), || m.merge(fs, policy, cur, out));
+        let next = windows.next().map(|w| {
+            let pre = with_early(&w);
+            (w, pre)
+        });
+        let (checked, ()) = rayon::join(
+            || next.map(|(w, pre)| check_window(&w, pre)),
+            || m.merge(fs, policy, cur, out),
+        );
         if m.aborted {
             break;
         }
@@ -199,7 +246,7 @@ pub fn run(
             .collect();
         m.merge(fs, policy, inline_outs, out);
     }
-    let refs = ctx.refs.finish();
+    let refs = refs.finish();
     let entries = refs.total();
     let Merge {
         dirs,
@@ -221,7 +268,7 @@ pub fn run(
         if rehash.contains(dir) {
             continue;
         }
-        if let Some(dx) = ctx.dx_dirs.get(dir) {
+        if let Some(dx) = dx_dirs.get(dir) {
             htree::verify_dir(policy, *dir, dx, blocks, out);
         }
     }
@@ -229,7 +276,7 @@ pub fn run(
         // e2fsck rebuilds these in pass 3A; even under -n it first reads every name and
         // reports duplicates across the whole directory. Reported here, at the end of pass 2.
         let mut blocks: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-        for db in &p1.dir_blocks {
+        for db in p1.dir_block_iter() {
             if db.pblk != 0 && rehash.contains(&db.ino) {
                 blocks.entry(db.ino).or_default().push(db.pblk);
             }
@@ -240,6 +287,136 @@ pub fn run(
         }
     }
     facts
+}
+
+/// Pass 2 run as a stage of pass 1 (the pipelined check): the directory blocks of each batch
+/// of groups pass 1 finishes are checked while it scans the next batch.
+///
+/// A block is checked early only when every inode its entries name lies in a group already
+/// scanned, so every pass-1 fact it reads is final; any other block is deferred (left for
+/// `run_with`, which checks it with the final facts). Only the per-block half of pass 2 runs
+/// early: its outputs wait, and everything order-dependent (parents, `..`, first references
+/// to flagged inodes, the findings' order) is still decided by the merge in block order.
+pub struct Early<'a> {
+    fs: &'a Fs,
+    policy: Policy,
+    refs: SharedCounter,
+    dx_dirs: HashMap<u32, htree::DxDir>,
+    outs: Vec<(DirBlock, BlockOut)>,
+    /// Approximate heap bytes held by `outs`; past `budget` the rest is deferred.
+    bytes: usize,
+    budget: usize,
+    /// Blocks checked early / deferred (for tests and tuning).
+    pub checked: u64,
+    pub deferred: u64,
+}
+
+impl<'a> Early<'a> {
+    /// `budget`: bytes of early outputs to hold at most before deferring the rest.
+    pub fn new(fs: &'a Fs, policy: Policy, budget: usize) -> Self {
+        Early {
+            fs,
+            policy,
+            refs: SharedCounter::new(u64::from(fs.geo.inodes_count)),
+            dx_dirs: HashMap::new(),
+            outs: Vec::new(),
+            bytes: 0,
+            budget,
+            checked: 0,
+            deferred: 0,
+        }
+    }
+}
+
+/// Approximate bytes one kept block output costs.
+fn out_bytes(bo: &BlockOut) -> usize {
+    std::mem::size_of::<(DirBlock, BlockOut)>()
+        + bo.events.capacity() * std::mem::size_of::<Event>()
+        + bo.names.capacity()
+        + bo.findings.0.capacity() * std::mem::size_of::<crate::report::Finding>()
+        + bo.dx
+            .as_ref()
+            .map_or(0, |_| std::mem::size_of::<htree::DxBlock>())
+}
+
+impl crate::pass1::Stage for Early<'_> {
+    fn batch(&mut self, facts: &crate::pass1::Partial<'_>, mut blocks: Vec<DirBlock>) {
+        if self.bytes >= self.budget {
+            self.deferred += blocks.len() as u64;
+            return;
+        }
+        // Ascending disk order within the batch.
+        blocks.sort_unstable();
+        let fs = self.fs;
+        let new_roots = htree::read_roots_of(fs, blocks.iter().copied(), facts);
+        self.dx_dirs.extend(new_roots);
+        let ctx = Ctx {
+            refs: &self.refs,
+            dx_dirs: &self.dx_dirs,
+            fs,
+            p1: facts,
+            policy: self.policy,
+            filetype: fs.geo.incompat.has(Incompat::FILETYPE),
+        };
+        let frontier = facts.frontier;
+        let threads = rayon::current_num_threads().max(1);
+        let chunk = (blocks.len() / (threads * 4)).max(16);
+        let outs: Vec<(DirBlock, BlockOut)> = blocks
+            .par_chunks(chunk)
+            .flat_map_iter(|c| {
+                let mut buf = Vec::new();
+                let mut r = Vec::with_capacity(c.len());
+                for db in c {
+                    if db.pblk != 0 {
+                        buf.resize(fs.block_size(), 0);
+                        if fs.read_blocks_into(db.pblk, &mut buf).is_err()
+                            || names_beyond(&buf, fs.geo.block_size, frontier)
+                        {
+                            continue;
+                        }
+                    }
+                    let mut bo = check_block_read(&ctx, db, &mut buf, false);
+                    bo.events.shrink_to_fit();
+                    bo.names.shrink_to_fit();
+                    bo.findings.0.shrink_to_fit();
+                    r.push((*db, bo));
+                }
+                r
+            })
+            .collect();
+        self.checked += outs.len() as u64;
+        self.deferred += (blocks.len() - outs.len()) as u64;
+        self.bytes += outs.iter().map(|(_, bo)| out_bytes(bo)).sum::<usize>();
+        self.outs.extend(outs);
+    }
+}
+
+/// Whether an entry of directory block `buf` may name an inode beyond `frontier` (not yet
+/// scanned). Walks the entries as `check_entries` does, never stopping earlier than it, so
+/// every inode it would look up is seen.
+fn names_beyond(buf: &[u8], bs: u32, frontier: u32) -> bool {
+    let mut off = 0usize;
+    for _ in 0..=buf.len() / 12 {
+        if off >= buf.len() {
+            return false;
+        }
+        let Some(h) = header_at(buf, off, bs) else {
+            return false;
+        };
+        let rec_len = h.rec_len as usize;
+        if h.inode > frontier {
+            return true;
+        }
+        if off + rec_len > buf.len()
+            || rec_len < 12
+            || !rec_len.is_multiple_of(4)
+            || fdir::rec_len_for(usize::from(h.name_len)) as usize > rec_len
+        {
+            return false;
+        }
+        off += rec_len;
+    }
+    false
 }
 
 /// A cheap hasher for the names of one block (the duplicate-name check). SipHash's defence
@@ -435,7 +612,18 @@ fn display_name(raw: &[u8]) -> String {
     String::from_utf8_lossy(raw).into_owned()
 }
 
-fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
+fn check_block<F: Facts + ?Sized>(ctx: &Ctx<F>, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
+    check_block_read(ctx, db, buf, true)
+}
+
+/// Check one directory block; with `read` false, `buf` already holds it (a pipelined check
+/// read it to see whether its entries' inodes are scanned yet).
+fn check_block_read<F: Facts + ?Sized>(
+    ctx: &Ctx<F>,
+    db: &DirBlock,
+    buf: &mut Vec<u8>,
+    read: bool,
+) -> BlockOut {
     let mut bo = BlockOut {
         dir: db.ino,
         ..Default::default()
@@ -458,14 +646,16 @@ fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
         }
         return bo;
     }
-    buf.resize(fs.block_size(), 0);
-    if fs.read_blocks_into(db.pblk, buf).is_err() {
-        return bo;
+    if read {
+        buf.resize(fs.block_size(), 0);
+        if fs.read_blocks_into(db.pblk, buf).is_err() {
+            return bo;
+        }
     }
     let buf = &buf[..];
     let bs = fs.block_size();
     let csum = fs.has_metadata_csum();
-    let dx = if ctx.p1.kinds[(db.ino - 1) as usize] & kind::HTREE != 0 {
+    let dx = if ctx.p1.kind(db.ino - 1) & kind::HTREE != 0 {
         ctx.dx_dirs.get(&db.ino).filter(|d| db.lblk < d.numblocks)
     } else {
         None
@@ -534,7 +724,7 @@ fn check_block(ctx: &Ctx, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
     let mut failed_csum = false;
     let mut max = bs;
     // An htree root keeps a dx tail, not a leaf tail: its `..` entry spans the whole block.
-    let htree_root = ctx.p1.kinds[(db.ino - 1) as usize] & kind::HTREE != 0 && db.lblk == 0;
+    let htree_root = ctx.p1.kind(db.ino - 1) & kind::HTREE != 0 && db.lblk == 0;
     if csum && !htree_root {
         if fdir::has_tail(buf) {
             let seed = ctx.inode_seed(db.ino);
@@ -612,8 +802,8 @@ pub fn read_inode(fs: &Fs, ino: u32) -> Option<Vec<u8>> {
 /// Walk the entries in `buf` (physical block `pblk`, 0 for inline data; findings name it so a
 /// repair can find the entry). `dot_state` starts at 0 for a directory's first block (and for
 /// inline directories, where `..` is implicit, at 2).
-fn check_entries(
-    ctx: &Ctx,
+fn check_entries<F: Facts + ?Sized>(
+    ctx: &Ctx<F>,
     dir: u32,
     lblk: u32,
     pblk: u64,
@@ -741,8 +931,8 @@ fn check_entries(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn check_entry(
-    ctx: &Ctx,
+fn check_entry<F: Facts + ?Sized>(
+    ctx: &Ctx<F>,
     dir: u32,
     name: &[u8],
     file_type: u8,
@@ -780,7 +970,7 @@ fn check_entry(
             return false;
         }
     }
-    let k = ctx.p1.kinds[(ino - 1) as usize];
+    let k = ctx.p1.kind(ino - 1);
     if k & kind::BAD != 0 {
         let name = bo.keep_name(name);
         bo.events.push(Event::BadInode { dir, ino, name });
@@ -811,11 +1001,11 @@ fn check_entry(
             );
         }
     }
-    if !ctx.p1.inode_used.get(u64::from(ino - 1)) {
+    if !ctx.p1.used(ino - 1) {
         out.report(policy, P::P2_UNUSED_INODE, pctx.clone());
     }
     // File type of the entry against the inode's type.
-    let should = if ctx.p1.inode_used.get(u64::from(ino - 1)) && k & kind::BAD == 0 {
+    let should = if ctx.p1.used(ino - 1) && k & kind::BAD == 0 {
         k & kind::TYPE_MASK
     } else {
         ft::UNKNOWN
@@ -824,9 +1014,7 @@ fn check_entry(
         if file_type != 0 {
             out.report(policy, P::P2_CLEAR_FILETYPE, pctx.clone());
         }
-    } else if file_type != should
-        && (should != ft::UNKNOWN || ctx.p1.inode_used.get(u64::from(ino - 1)))
-    {
+    } else if file_type != should && (should != ft::UNKNOWN || ctx.p1.used(ino - 1)) {
         let p = if file_type == 0 {
             P::P2_SET_FILETYPE
         } else {
@@ -842,7 +1030,7 @@ fn check_entry(
             },
         );
     }
-    let dir_encrypted = ctx.p1.kinds[(dir - 1) as usize] & kind::ENCRYPT != 0;
+    let dir_encrypted = ctx.p1.kind(dir - 1) & kind::ENCRYPT != 0;
     if dir_encrypted {
         // Names are ciphertext: only their length can be checked, and what they name must
         // be encrypted too.
@@ -867,8 +1055,7 @@ fn check_entry(
     } else if dot_state > 1 && name.iter().any(|&c| c == b'/' || c == 0) {
         out.report(policy, P::P2_BAD_NAME, pctx.clone());
     }
-    if dot_state > 1 && k & kind::TYPE_MASK == ft::DIR && ctx.p1.inode_used.get(u64::from(ino - 1))
-    {
+    if dot_state > 1 && k & kind::TYPE_MASK == ft::DIR && ctx.p1.used(ino - 1) {
         let name = bo.keep_name(name);
         bo.events.push(Event::Subdir {
             dir,
@@ -880,11 +1067,11 @@ fn check_entry(
     true
 }
 
-impl Ctx<'_> {
+impl<F: Facts + ?Sized> Ctx<'_, F> {
     /// The checksum seed of directory `ino`'s blocks, from the generation pass 1 kept (or,
     /// for an inode pass 1 did not list as a directory, from the inode on disk).
     fn inode_seed(&self, ino: u32) -> Option<u32> {
-        let dirs = &self.p1.dirs;
+        let dirs = self.p1.dir_list();
         match dirs.binary_search_by_key(&ino, |d| d.ino) {
             Ok(i) => Some(ffsck_format::csum::inode_seed(
                 self.fs.csum_seed,
@@ -905,7 +1092,7 @@ impl Ctx<'_> {
 
 /// An inline directory: `..` in the first 4 bytes of `i_block`, entries after it and in the
 /// `system.data` attribute.
-fn check_inline_dir(ctx: &Ctx, dir: u32) -> BlockOut {
+fn check_inline_dir<F: Facts + ?Sized>(ctx: &Ctx<F>, dir: u32) -> BlockOut {
     let mut bo = BlockOut::default();
     let Some(raw) = read_inode(ctx.fs, dir) else {
         return bo;

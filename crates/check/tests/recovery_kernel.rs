@@ -201,6 +201,7 @@ fn check_variant(
         threads: 2,
         progress: Default::default(),
         optimize_dirs: false,
+        tuning: Default::default(),
     };
     let mut rep = Collect::default();
     let outcome = ffsck_check::check(dev, &opts, &mut rep);

@@ -399,17 +399,30 @@ pub fn finding_codes(json: &Value) -> Vec<String> {
 
 /// `ffsck -fn --threads N --json ... IMAGE`, checking that the JSON agrees with the exit code.
 pub fn check_n(img: &Path, threads: usize) -> Check {
-    let json_path = img.with_extension(format!("t{threads}.json"));
+    check_n_with(img, threads, &[])
+}
+
+/// `check_n` with extra options (e.g. `--pipeline`) before the image.
+pub fn check_n_with(img: &Path, threads: usize, extra: &[&str]) -> Check {
+    let tag: String = extra
+        .join("")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(40)
+        .collect();
+    let json_path = img.with_extension(format!("t{threads}{tag}.json"));
     let _ = std::fs::remove_file(&json_path);
     let threads_s = threads.to_string();
-    let run = ffsck(&[
+    let mut args: Vec<&std::ffi::OsStr> = vec![
         "-fn".as_ref(),
         "--threads".as_ref(),
         threads_s.as_ref(),
         "--json".as_ref(),
         json_path.as_os_str(),
-        img.as_os_str(),
-    ]);
+    ];
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    args.push(img.as_os_str());
+    let run = ffsck(&args);
     let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| {
         panic!(
             "no JSON report ({e})\nstdout:\n{}\nstderr:\n{}",
