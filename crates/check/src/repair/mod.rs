@@ -266,53 +266,60 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             }
             _ => connect::Plan::default(),
         };
-        // Replay what the check reported with the decisions made, skipping what an earlier
-        // round already reported (and pass headers after the first round).
-        let mut decided = out.findings.iter();
-        for ev in held.0 {
-            match ev {
-                Event::Pass(p) if rounds == 0 => rep.pass_start(p),
-                Event::Pass(_) => {}
-                Event::Found => {
-                    if let Some(f) = decided.next() {
-                        if !seen
-                            .iter()
-                            .any(|s| s.problem == f.problem && s.ctx == f.ctx)
-                        {
-                            rep.finding(f);
-                        }
-                    }
-                }
-            }
-        }
         out.exit_code = engine::exit_code(&out.findings) | (out.exit_code & exit::ERROR);
         if rounds == 0 {
             // What was wrong to begin with: fixed or not, these were the file system's own.
             first_errors = out.findings.iter().map(|f| f.problem).collect();
         }
         rounds += 1;
-        for f in &out.findings {
-            if !seen
-                .iter()
-                .any(|s| s.problem == f.problem && s.ctx == f.ctx)
-            {
-                findings.push(f.clone());
-            }
-        }
         // Preen stops at the first problem it may not fix, keeping the fixes before it.
         let halt_at = (opts.policy == Policy::Preen)
             .then(|| out.findings.iter().position(Finding::leaves_error))
             .flatten();
         let upto = halt_at.unwrap_or(out.findings.len());
         let fixes: Vec<&Finding> = out.findings[..upto].iter().filter(|f| f.fixed).collect();
-        // `-D`: once nothing is left to fix, rebuild every directory and check once more.
-        if fixes.is_empty()
+        let optimize_next = fixes.is_empty()
             && opts.optimize_dirs
             && !optimized
             && out.fatal.is_none()
             && halt_at.is_none()
-            && rounds < MAX_ROUNDS
-        {
+            && rounds < MAX_ROUNDS;
+        let final_round = (fixes.is_empty() && !optimize_next)
+            || out.fatal.is_some()
+            || halt_at.is_some()
+            || rounds == MAX_ROUNDS;
+        // Replay what the check reported with the decisions made, skipping what an earlier
+        // round already reported (and pass headers after the first round). A fix held back
+        // for a later round is not reported yet, unless no later round comes: the round
+        // that makes it reports it as fixed.
+        let report_now = |f: &Finding| {
+            let deferred = !f.fixed && opts.policy.answer(f.problem);
+            let shown = seen
+                .iter()
+                .any(|s| s.problem == f.problem && s.ctx == f.ctx);
+            !shown && (!deferred || final_round)
+        };
+        let mut decided = out.findings.iter();
+        for ev in held.0 {
+            match ev {
+                Event::Pass(p) if rounds == 1 => rep.pass_start(p),
+                Event::Pass(_) => {}
+                Event::Found => {
+                    if let Some(f) = decided.next() {
+                        if report_now(f) {
+                            rep.finding(f);
+                        }
+                    }
+                }
+            }
+        }
+        for f in &out.findings {
+            if report_now(f) {
+                findings.push(f.clone());
+            }
+        }
+        // `-D`: once nothing is left to fix, rebuild every directory and check once more.
+        if optimize_next {
             optimized = true;
             if let Some(p0) = &p0 {
                 salvage::optimize_all(p0, &*ov, &dirs);
