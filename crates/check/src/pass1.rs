@@ -978,10 +978,12 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
     if fl & iflags::EXTENTS != 0 && !scan.extent_fs {
         // e2fsck first offers to turn the feature on when the tree looks valid, then to clear
         // the flag; declined, it leaves the mapping unchecked.
-        if Node::parse(&inode.block_bytes()).is_ok() {
-            report(scan, out, ic, P::P1_EXTENT_FEATURE, ProblemCtx::ino(ino));
+        // Turned on, the next round checks the tree as an extent tree.
+        let feature_on = Node::parse(&inode.block_bytes()).is_ok()
+            && report(scan, out, ic, P::P1_EXTENT_FEATURE, ProblemCtx::ino(ino));
+        if !feature_on {
+            report(scan, out, ic, P::P1_EXTENTS_SET, ProblemCtx::ino(ino));
         }
-        report(scan, out, ic, P::P1_EXTENTS_SET, ProblemCtx::ino(ino));
         *kind_slot = k;
         return;
     }

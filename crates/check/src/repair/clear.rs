@@ -11,7 +11,18 @@ use ffsck_io::Device;
 pub fn handles(p: P) -> bool {
     matches!(
         p,
-        P::P4_ZERO_LEN_INODE | P::P1_ZERO_LENGTH_DIR | P::P1_INODE_IS_GARBAGE
+        P::P4_ZERO_LEN_INODE
+            | P::P1_ZERO_LENGTH_DIR
+            | P::P1_INODE_IS_GARBAGE
+            // e2fsck clears these inodes; the next round clears their entries.
+            | P::P1_EXTENTS_SET
+            | P::P1_MISSING_EXTENT_HEADER
+            | P::P2_BAD_MODE
+            | P::P2_BAD_CHAR_DEV
+            | P::P2_BAD_BLOCK_DEV
+            | P::P2_BAD_FIFO
+            | P::P2_BAD_SOCKET
+            | P::P2_INVALID_SYMLINK
     )
 }
 

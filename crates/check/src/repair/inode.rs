@@ -25,6 +25,14 @@ pub fn handles(p: P) -> bool {
             | P::P1_SET_NONZSIZE
             | P::P1_SPECIAL_EXTENTS_IDATA
             | P::P1_CASEFOLD_NONDIR
+            | P::P1_HTREE_SET
+            | P::P1_HTREE_NODIR
+            | P::P1_FAST_SYMLINK_EXTENT_FL
+            | P::P2_FADDR_ZERO
+            | P::P2_FILE_ACL_ZERO
+            | P::P2_I_FILE_ACL_HI_ZERO
+            | P::P2_BLOCKS_HI_ZERO
+            | P::P2_DIR_SIZE_HIGH_ZERO
     )
 }
 
@@ -55,6 +63,16 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
             P::P1_SET_IMMUTABLE => clear_flags(i, flags::IMMUTABLE | flags::APPEND),
             P::P1_SPECIAL_EXTENTS_IDATA => clear_flags(i, flags::EXTENTS | flags::INLINE_DATA),
             P::P1_CASEFOLD_NONDIR => clear_flags(i, flags::CASEFOLD),
+            P::P1_HTREE_SET | P::P1_HTREE_NODIR => clear_flags(i, flags::INDEX),
+            P::P1_FAST_SYMLINK_EXTENT_FL => clear_flags(i, flags::EXTENTS),
+            P::P2_FADDR_ZERO => i.i_obso_faddr.set(0),
+            P::P2_FILE_ACL_ZERO => {
+                i.i_file_acl_lo.set(0);
+                i.l_i_file_acl_high.set(0);
+            }
+            P::P2_I_FILE_ACL_HI_ZERO => i.l_i_file_acl_high.set(0),
+            P::P2_BLOCKS_HI_ZERO => i.l_i_blocks_high.set(0),
+            P::P2_DIR_SIZE_HIGH_ZERO => i.i_size_high.set(0),
             P::P1_SET_NONZSIZE => {
                 i.i_size_lo.set(0);
                 i.i_size_high.set(0);

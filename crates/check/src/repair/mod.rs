@@ -13,6 +13,7 @@ mod clone;
 mod connect;
 mod dirent;
 mod dirhole;
+mod features;
 mod inode;
 mod lpf;
 mod orphans;
@@ -42,6 +43,7 @@ pub fn can_fix(p: P) -> bool {
         || blockmap::handles(p)
         || salvage::handles(p)
         || dirhole::handles(p)
+        || features::handles(p)
         // Reset by the journal check itself when answered yes (`journal::reset_super`).
         || p == P::P0_JOURNAL_BAD_SUPER
 }
@@ -94,9 +96,12 @@ fn hold_back(findings: &mut [Finding]) {
     });
     // Cloning or dropping blocks changes the mappings later passes and the allocation
     // rebuild were computed from: their fixes wait for the next round.
-    let remap = findings
-        .iter()
-        .any(|f| f.fixed && (clone::handles(f.problem) || blockmap::handles(f.problem)));
+    let remap = findings.iter().any(|f| {
+        f.fixed
+            && (clone::handles(f.problem)
+                || blockmap::handles(f.problem)
+                || features::handles(f.problem))
+    });
     for f in findings.iter_mut().filter(|f| f.fixed) {
         if structural && needs_counts(f.problem) {
             f.fixed = false;
@@ -348,6 +353,8 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
                     alloc::rebuild(&p0, &*ov, facts);
                 }
             }
+            // Last: the superblock as the fixes above left it.
+            features::apply(&*ov, &fixes);
         }
         if halt_at.is_some() {
             preen_halt = true;
