@@ -463,7 +463,13 @@ fn external(
 ) -> Result<JournalFacts, JournalAbort> {
     let fs = c.fs;
     let Some(dev) = ext else {
-        c.ask(P::P0_CANT_FIND_JOURNAL, ProblemCtx::default());
+        // e2fsck looks the device up by UUID, then by the device number `s_journal_dev`;
+        // it reports "can't find" only when neither names a device, and otherwise fails
+        // opening it without a problem code. We look nothing up: with no device number
+        // there is nothing e2fsck could find either.
+        if fs.sb.s_journal_dev.get() == 0 {
+            c.ask(P::P0_CANT_FIND_JOURNAL, ProblemCtx::default());
+        }
         let why = if c.recover() {
             "the journal is on an external device and needs recovery; give the journal device \
              with -j"
