@@ -7,7 +7,7 @@ use ffsck_io::overlay::Overlay;
 use ffsck_io::Device;
 use std::sync::Arc;
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct CheckOptions {
     pub policy: Policy,
     pub superblock: SuperHint,
@@ -20,6 +20,38 @@ pub struct CheckOptions {
     pub optimize_dirs: bool,
     /// Scheduling and memory settings (none of them changes the findings).
     pub tuning: Tuning,
+    /// The external journal device (`-j`). A repair passes an overlay over it, so the
+    /// journal's reset after replay is staged there and written only after the file system's
+    /// changes are committed.
+    pub journal_dev: Option<Arc<dyn Device>>,
+}
+
+impl Default for CheckOptions {
+    /// A read-only check (`-n`) with default superblock, threads and no external journal.
+    fn default() -> Self {
+        CheckOptions {
+            policy: Policy::No,
+            superblock: SuperHint::default(),
+            threads: 0,
+            progress: Arc::default(),
+            journal_dev: None,
+            optimize_dirs: false,
+            tuning: Tuning::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for CheckOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckOptions")
+            .field("policy", &self.policy)
+            .field("superblock", &self.superblock)
+            .field("threads", &self.threads)
+            .field("journal_dev", &self.journal_dev.as_ref().map(|d| d.size()))
+            .field("optimize_dirs", &self.optimize_dirs)
+            .field("tuning", &self.tuning)
+            .finish()
+    }
 }
 
 /// How the engine schedules the passes and bounds its memory. The findings and their order
@@ -141,8 +173,14 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     // A journal that needs recovery is replayed first, as e2fsck does, and the check runs on
     // the recovered file system. The replay goes to an overlay: nothing is written here (under
     // -n never; a repair commits the overlay's extents through the redo log).
-    let p0 = pass0::run(dev.clone(), opts.superblock, policy, &mut f)
-        .and_then(|p| recover_first(&dev, p, opts, &mut f));
+    let p0 = pass0::run_with(
+        dev.clone(),
+        opts.superblock,
+        policy,
+        opts.journal_dev.as_ref(),
+        &mut f,
+    )
+    .and_then(|p| recover_first(&dev, p, opts, &mut f));
     let p0 = match p0 {
         Ok(p) => p,
         Err(e) => {
@@ -348,8 +386,23 @@ fn recover_first(
             return Ok(p0);
         }
     }
+    // The external journal's reset goes to its own overlay: a private one for a read-only
+    // check, the caller's (`CheckOptions::journal_dev`, an overlay in a repair) otherwise.
+    let jdev: Option<Arc<dyn Device>> = match (&opts.journal_dev, &journal.ext) {
+        (Some(d), Some(_)) if opts.policy == Policy::No => {
+            Some(Arc::new(Overlay::new(d.clone())) as Arc<dyn Device>)
+        }
+        (d, _) => d.clone(),
+    };
+    if let Some(d) = jdev.as_ref().filter(|_| journal.ext.is_some()) {
+        for r in &plan.journal_records {
+            if d.write_at(&r.data, r.offset).is_err() {
+                return Ok(p0);
+            }
+        }
+    }
     f.0.clear();
     plan.report(opts.policy, opts.policy == Policy::No, f);
     drop(p0);
-    pass0::run(overlay, opts.superblock, opts.policy, f)
+    pass0::run_with(overlay, opts.superblock, opts.policy, jdev.as_ref(), f)
 }

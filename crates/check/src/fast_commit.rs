@@ -76,12 +76,7 @@ fn scan(
     let mut crc = 0u32;
     let bs = fs.block_size();
     'blocks: for b in fc_first..j.total_len {
-        let Some(buf) = j
-            .runs
-            .lookup(b)
-            .filter(|&p| fs.geo.is_valid_block(p))
-            .and_then(|p| fs.read_block(p))
-        else {
+        let Some(buf) = j.read_block(fs, b) else {
             break;
         };
         let mut at = 0usize;

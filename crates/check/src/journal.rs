@@ -17,6 +17,8 @@ use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::inode::{flags, mode, RawInode};
 use ffsck_format::journal::{blocktype, JournalSuperblock, JsbError, MIN_JOURNAL_BLOCKS};
 use ffsck_format::{Compat, Incompat};
+use ffsck_io::Device;
+use std::sync::Arc;
 
 /// A journal located and verified well enough to read its log.
 #[derive(Clone)]
@@ -26,6 +28,47 @@ pub struct Journal {
     pub runs: Runs,
     /// Blocks of the journal the superblock describes (`s_maxlen`, at most the inode's size).
     pub total_len: u64,
+    /// An external journal device (`-j`): journal block N is block N of this device, and
+    /// `runs` is unused.
+    pub ext: Option<Arc<dyn Device>>,
+}
+
+impl Journal {
+    /// Read journal block `b` (journal-relative): through the inode's runs, or straight from
+    /// the external journal device. `None` when unmapped, outside the file system or unreadable.
+    pub fn read_block(&self, fs: &Fs, b: u64) -> Option<Vec<u8>> {
+        if b >= self.total_len {
+            return None;
+        }
+        match &self.ext {
+            Some(dev) => {
+                let bs = fs.block_size();
+                let mut buf = vec![0u8; bs];
+                dev.read_at(&mut buf, b.checked_mul(bs as u64)?).ok()?;
+                Some(buf)
+            }
+            None => {
+                let pblk = self.runs.lookup(b).filter(|&p| fs.geo.is_valid_block(p))?;
+                fs.read_block(pblk)
+            }
+        }
+    }
+
+    /// Byte offset of the journal superblock: on the file system device for an internal
+    /// journal, on `ext` for an external one.
+    pub fn sb_offset(&self, fs: &Fs) -> Option<u64> {
+        let bs = u64::from(fs.geo.block_size);
+        match &self.ext {
+            Some(_) => Some(ext_jsb_block(fs.geo.block_size) * bs),
+            None => self.runs.lookup(0).map(|p| p * bs),
+        }
+    }
+}
+
+/// Block of an external journal device that holds the jbd2 superblock: the first block after
+/// the ext4 superblock at byte 1024.
+fn ext_jsb_block(block_size: u32) -> u64 {
+    ffsck_format::SUPERBLOCK_OFFSET / u64::from(block_size.max(1)) + 1
 }
 
 /// What the journal check established.
@@ -114,6 +157,7 @@ pub fn check(
     fs: &Fs,
     policy: Policy,
     backup_sb: bool,
+    ext: Option<&Arc<dyn Device>>,
     out: &mut Findings,
 ) -> Result<JournalFacts, JournalAbort> {
     let sb = &fs.sb;
@@ -139,6 +183,9 @@ pub fn check(
         return Ok(c.facts);
     }
 
+    if !uuid_null {
+        return external(&mut c, ext, backup_sb);
+    }
     let result = match locate(fs) {
         Err(Fail::BadInode) => c.fix_bad_inode(),
         Err(e) => Err(e),
@@ -150,6 +197,7 @@ pub fn check(
                         total_len: u64::from(jsb.s_maxlen.get()).min(total_len),
                         sb: jsb,
                         runs,
+                        ext: None,
                     });
                 }
                 Ok(())
@@ -197,13 +245,6 @@ pub fn check(
 /// Returns the block runs and the journal length in blocks (from the inode size).
 fn locate(fs: &Fs) -> Result<(Runs, u64), Fail> {
     let sb = &fs.sb;
-    if sb.s_journal_uuid.iter().any(|&b| b != 0) {
-        // An external journal lives on another device, which a single-image check cannot
-        // open; e2fsck cannot go on without it either.
-        return Err(Fail::Abort(
-            "the journal is on an external device, which cannot be opened".into(),
-        ));
-    }
     let inum = sb.s_journal_inum.get();
     let geo = &fs.geo;
     if inum == 0 || u64::from(inum) > u64::from(geo.group_count) * u64::from(geo.inodes_per_group) {
@@ -409,4 +450,106 @@ fn check_flags(c: &mut Ctx, jsb: &JournalSuperblock, backup_sb: bool) {
             c.ask(P::P0_JOURNAL_RESET_JOURNAL, ProblemCtx::default());
         }
     }
+}
+
+/// The file system names an external journal (`s_journal_uuid`): check the device given with
+/// `-j` as e2fsck does. Its ext4 superblock (at byte 1024) must carry `journal_dev`, the file
+/// system's journal UUID and the file system's block size; the jbd2 superblock follows in the
+/// next block. Any of these wrong is fatal (e2fsck cannot go on either).
+fn external(
+    c: &mut Ctx,
+    ext: Option<&Arc<dyn Device>>,
+    backup_sb: bool,
+) -> Result<JournalFacts, JournalAbort> {
+    let fs = c.fs;
+    let Some(dev) = ext else {
+        // e2fsck looks the device up by UUID, then by the device number `s_journal_dev`;
+        // it reports "can't find" only when neither names a device, and otherwise fails
+        // opening it without a problem code. We look nothing up: with no device number
+        // there is nothing e2fsck could find either.
+        if fs.sb.s_journal_dev.get() == 0 {
+            c.ask(P::P0_CANT_FIND_JOURNAL, ProblemCtx::default());
+        }
+        let why = if c.recover() {
+            "the journal is on an external device and needs recovery; give the journal device \
+             with -j"
+        } else {
+            "the journal is on an external device; give the journal device with -j"
+        };
+        return Err(JournalAbort(why.into()));
+    };
+    let bad_super = |c: &mut Ctx, why: String| {
+        c.ask(
+            P::P0_EXT_JOURNAL_BAD_SUPER,
+            ProblemCtx {
+                str: Some(why.clone()),
+                ..Default::default()
+            },
+        );
+        Err(JournalAbort(format!(
+            "the external journal has a bad superblock ({why})"
+        )))
+    };
+    let mut raw = vec![0u8; ffsck_format::SUPERBLOCK_SIZE];
+    if dev
+        .read_at(&mut raw, ffsck_format::SUPERBLOCK_OFFSET)
+        .is_err()
+    {
+        return bad_super(c, "the device is too short to hold a superblock".into());
+    }
+    let Ok(esb) = <ffsck_format::RawSuperblock as zerocopy::FromBytes>::read_from_bytes(&raw[..])
+    else {
+        return bad_super(c, "unreadable superblock".into());
+    };
+    if esb.s_magic.get() != ffsck_format::EXT2_MAGIC || !esb.incompat().has(Incompat::JOURNAL_DEV) {
+        return bad_super(c, "not an external journal device (journal_dev)".into());
+    }
+    if esb.s_uuid != fs.sb.s_journal_uuid {
+        c.ask(P::P0_JOURNAL_BAD_UUID, ProblemCtx::default());
+        return Err(JournalAbort(
+            "the external journal's UUID is not the file system's journal UUID".into(),
+        ));
+    }
+    let log = esb.s_log_block_size.get();
+    let bs = fs.geo.block_size;
+    if log > 6 || 1024u32 << log != bs {
+        return bad_super(
+            c,
+            format!("its block size (log {log}) is not the file system's ({bs})"),
+        );
+    }
+    let bs64 = u64::from(bs);
+    let jsb_blk = ext_jsb_block(bs);
+    let mut buf = vec![0u8; fs.block_size()];
+    if dev.read_at(&mut buf, jsb_blk * bs64).is_err() {
+        return bad_super(c, "the journal superblock cannot be read".into());
+    }
+    let Some(jsb) = JournalSuperblock::parse(&buf) else {
+        return bad_super(c, "the journal superblock is short".into());
+    };
+    let dev_blocks = dev.size() / bs64;
+    let total_len = match jsb.verify(bs, dev_blocks) {
+        Ok(n) => n,
+        Err(e) => return bad_super(c, format!("{e:?}")),
+    };
+    if u64::from(jsb.s_first.get()) <= jsb_blk {
+        return bad_super(
+            c,
+            format!(
+                "the first log block ({}) overlaps the superblocks",
+                jsb.s_first.get()
+            ),
+        );
+    }
+    check_flags(c, &jsb, backup_sb);
+    if c.facts.journal_inum == 0 && !c.has_journal() {
+        return Ok(c.facts.clone());
+    }
+    c.facts.journal = Some(Journal {
+        sb: jsb,
+        runs: Runs::default(),
+        total_len,
+        ext: Some(dev.clone()),
+    });
+    Ok(c.facts.clone())
 }

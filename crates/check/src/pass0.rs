@@ -174,6 +174,17 @@ pub fn run(
     policy: Policy,
     out: &mut Findings,
 ) -> Result<Pass0Facts, OpenFailure> {
+    run_with(dev, hint, policy, None, out)
+}
+
+/// `run`, with the external journal device given by `-j` (if any).
+pub fn run_with(
+    dev: Arc<dyn Device>,
+    hint: SuperHint,
+    policy: Policy,
+    journal_dev: Option<&Arc<dyn Device>>,
+    out: &mut Findings,
+) -> Result<Pass0Facts, OpenFailure> {
     // An external journal device carries an ext2 superblock but no file system: refuse it
     // before judging its geometry (which would otherwise send us to the backups).
     // Likewise a primary superblock with incompat features we do not know is refused as it
@@ -279,7 +290,7 @@ pub fn run(
         csum_seed,
     };
     // The journal comes first: e2fsck checks it before the superblock fields.
-    let journal = crate::journal::check(&fs, policy, sb_block != 0, out)
+    let journal = crate::journal::check(&fs, policy, sb_block != 0, journal_dev, out)
         .map_err(|a| OpenFailure::Journal(a.0))?;
     let states = check_groups(&fs, policy, out);
     check_super_fields(&fs, policy, out);

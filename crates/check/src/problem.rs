@@ -130,6 +130,9 @@ catalogue! {
     P0_FREE_INODE_COUNT = 0x00003F, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, "Setting free inodes count to {num} (was {num2}).";
     P0_FREE_BLOCK_COUNT = 0x000040, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, "Setting free blocks count to {num} (was {num2}).";
     P0_JOURNAL_BAD_INODE = 0x00000F, Clear, PREEN_OK, "Superblock has an invalid journal (inode {ino}).";
+    P0_CANT_FIND_JOURNAL = 0x000011, None, 0, "Can't find the external journal.";
+    P0_EXT_JOURNAL_BAD_SUPER = 0x000012, None, 0, "The external journal has a bad superblock: {str}.";
+    P0_JOURNAL_BAD_UUID = 0x000013, None, 0, "The external journal does not support this file system (UUID mismatch).";
     P0_JOURNAL_UNSUPP_SUPER = 0x000014, Abort, 0, "The journal superblock is of an unknown type ({num}).";
     P0_JOURNAL_BAD_SUPER = 0x000015, Fix, 0, "The journal superblock is corrupt.";
     P0_JOURNAL_HAS_JOURNAL = 0x000016, Clear, PREEN_OK, "Superblock has_journal flag is clear, but a journal is present.";

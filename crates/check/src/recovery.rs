@@ -66,6 +66,9 @@ pub struct Replay {
     /// Fast-commit records replayed, and records after the last valid tail discarded.
     pub fast_commit_tags: u32,
     pub fast_commit_discarded: u32,
+    /// Writes to the external journal device (its reset superblock), empty for an internal
+    /// journal. A repair applies them only after the file system's writes are committed.
+    pub journal_records: Vec<Record>,
     /// Findings about the log itself (corruption, checksum errors), for the caller to report.
     pub issues: Vec<(P, ProblemCtx)>,
 }
@@ -250,7 +253,15 @@ fn finish_superblocks(fs: &Fs, journal: &Journal, r: &mut Replay, scan_failed: b
         let c = jsb.compute_checksum();
         jsb.s_checksum.set(c);
     }
-    if let Some(pblk) = journal.runs.lookup(0) {
+    if journal.ext.is_some() {
+        // The external journal's superblock goes to its own device, not the file system's.
+        if let Some(off) = journal.sb_offset(fs) {
+            r.journal_records.push(Record {
+                offset: off,
+                data: jsb.as_bytes().to_vec(),
+            });
+        }
+    } else if let Some(pblk) = journal.runs.lookup(0) {
         let off = pblk * u64::from(fs.geo.block_size);
         put_bytes(fs, &mut r.records, off, jsb.as_bytes());
     }
@@ -406,6 +417,12 @@ impl<'a> Log<'a> {
     fn read(&self, b: u64) -> Result<Vec<u8>, String> {
         if b >= self.j.total_len {
             return Err(format!("log block {b} is past the end of the journal"));
+        }
+        if self.j.ext.is_some() {
+            return self
+                .j
+                .read_block(self.fs, b)
+                .ok_or_else(|| format!("cannot read log block {b} of the external journal"));
         }
         let pblk = self
             .j

@@ -200,8 +200,7 @@ fn check_variant(
         superblock: Default::default(),
         threads: 2,
         progress: Default::default(),
-        optimize_dirs: false,
-        tuning: Default::default(),
+        ..Default::default()
     };
     let mut rep = Collect::default();
     let outcome = ffsck_check::check(dev, &opts, &mut rep);

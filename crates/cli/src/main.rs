@@ -45,6 +45,9 @@ struct Args {
     /// Block size to use with -b.
     #[arg(short = 'B')]
     blocksize: Option<u32>,
+    /// The external journal device of the file system (as e2fsck's -j); read-only under -n.
+    #[arg(short = 'j', value_name = "EXTERNAL_JOURNAL")]
+    journal: Option<PathBuf>,
     /// Write progress lines ("pass current max device") to this file descriptor; 0 draws a bar.
     #[arg(short = 'C')]
     progress_fd: Option<i32>,
@@ -189,6 +192,28 @@ fn real_main() -> Result<i32> {
         eprintln!("ffsck: {dev_name} is empty (0 bytes): no file system to check.");
         return Ok(exit::ERROR);
     }
+    // The external journal: read-only under -n; in a repair, an overlay stages its reset,
+    // written only after the file system's changes are committed.
+    let journal_overlay = match &args.journal {
+        None => None,
+        Some(path) => {
+            let opened = if policy == Policy::No {
+                FileDevice::open_read_only(path)
+            } else {
+                FileDevice::open_read_write(path)
+            };
+            match opened {
+                Ok(d) => Some(Arc::new(ffsck_io::overlay::Overlay::new(Arc::new(d)))),
+                Err(e) => {
+                    eprintln!(
+                        "ffsck: {e}\nffsck: cannot open the external journal {}.",
+                        path.display()
+                    );
+                    return Ok(exit::ERROR);
+                }
+            }
+        }
+    };
 
     let mut plan = resources::plan(args.threads, args.nice);
     if plan.nice {
@@ -234,6 +259,9 @@ fn real_main() -> Result<i32> {
             scratch_dir: args.scratch_dir.clone(),
             ..Default::default()
         },
+        journal_dev: journal_overlay
+            .as_ref()
+            .map(|o| o.clone() as Arc<dyn Device>),
     };
     let ticker = args.progress_fd.map(|fd| {
         // The bar's ETA follows the run-time model (its sample costs a few reads).
@@ -252,7 +280,14 @@ fn real_main() -> Result<i32> {
             .clone()
             .unwrap_or_else(|| repair::default_log_path(&args.device));
         let undo = args.undo_file.as_deref();
-        match repair::run(dev.clone(), &opts, &mut term, &log, undo) {
+        match repair::run(
+            dev.clone(),
+            &opts,
+            journal_overlay.as_deref(),
+            &mut term,
+            &log,
+            undo,
+        ) {
             Ok(o) => o,
             Err(e) => {
                 if let Some(t) = ticker {

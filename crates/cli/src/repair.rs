@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use ffsck_check::repair::RepairOutcome;
 use ffsck_check::{exit, CheckOptions, Outcome, Reporter};
 use ffsck_io::logfile::Record;
+use ffsck_io::overlay::Overlay;
 use ffsck_io::redo::{DeviceId, Recovery, RedoLog};
 use ffsck_io::undo::{self, UndoLog};
 use ffsck_io::{Device, FileDevice};
@@ -42,6 +43,7 @@ fn device_id(dev: &dyn Device) -> DeviceId {
 pub fn run(
     dev: Arc<dyn Device>,
     opts: &CheckOptions,
+    journal: Option<&Overlay>,
     rep: &mut dyn Reporter,
     log_path: &Path,
     undo_path: Option<&Path>,
@@ -112,12 +114,32 @@ pub fn run(
         })
         .context("committing the repair")?;
     }
+    if new_problems.is_empty() {
+        if let Some(j) = journal {
+            // The external journal's reset (after replay), only once the file system holds
+            // the replayed blocks: a crash before this point leaves the journal to replay again.
+            commit_journal(j).context("resetting the external journal")?;
+        }
+    }
     drop(redo);
     std::fs::remove_file(log_path)
         .with_context(|| format!("cannot remove the retired log {}", log_path.display()))?;
     last.findings = findings;
     last.exit_code = exit_code;
     Ok(last)
+}
+
+/// Write what the repair staged on the external journal's overlay to the journal device.
+fn commit_journal(j: &Overlay) -> Result<()> {
+    let extents = j.extents()?;
+    if extents.is_empty() {
+        return Ok(());
+    }
+    for e in &extents {
+        j.base().write_at(&e.data, e.offset)?;
+    }
+    j.base().flush()?;
+    Ok(())
 }
 
 /// `--apply-undo`: restore the blocks an undo file saved.

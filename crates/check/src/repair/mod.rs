@@ -409,5 +409,12 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
 /// The superblock and descriptors as the overlay has them now.
 fn open(ov: &Arc<Overlay>, opts: &CheckOptions) -> Option<Pass0Facts> {
     let mut scratch = Findings::default();
-    pass0::run(ov.clone(), opts.superblock, Policy::No, &mut scratch).ok()
+    pass0::run_with(
+        ov.clone(),
+        opts.superblock,
+        Policy::No,
+        opts.journal_dev.as_ref(),
+        &mut scratch,
+    )
+    .ok()
 }
