@@ -190,3 +190,43 @@ fn flags_and_sizes_a_file_may_not_have_are_dropped() {
         }
     }
 }
+
+/// An orphan that still has links and a size is truncated to its size: blocks mapped past it
+/// go (an extent straddling the end is shortened; indirect blocks past it are dropped),
+/// `i_blocks` follows, and the data below the size is kept.
+#[test]
+fn an_orphan_with_a_size_is_truncated_to_it() {
+    let Some(t) = common::tools() else { return };
+    for fs_type in ["ext4", "ext2"] {
+        let img = common::mkfs(&t, fs_type, &["-b", "1024"], "16M");
+        let mut rng = common::Rng::new(7);
+        let data = rng.bytes(600 * 1024);
+        let src = img.aux("big-src");
+        std::fs::write(&src, &data).unwrap();
+        common::debugfs_w(&t, &img.path, &format!("write {} big", src.display()));
+        let big = common::inode_of(&t, &img.path, "/big");
+        let size = 100_000u64;
+        common::debugfs_w(&t, &img.path, &format!("sif /big size {size}"));
+        common::debugfs_w(&t, &img.path, &format!("ssv last_orphan {big}"));
+        let out = assert_one_run_repairs(&t, &img, fs_type);
+        assert!(
+            out.contains(&format!("Truncating orphaned inode {big}")),
+            "{out}"
+        );
+        // 98 data blocks of 1 KiB; a block map also keeps its single indirect block.
+        let blocks = if fs_type == "ext4" { 98 } else { 99 };
+        let st = common::debugfs_r(&t, &img.path, "stat /big");
+        assert!(
+            st.contains(&format!("Size: {size}"))
+                && st.contains(&format!("Blockcount: {}", blocks * 2)),
+            "{st}"
+        );
+        let dumped = img.aux("dumped");
+        let _ = std::fs::remove_file(&dumped);
+        common::debugfs_r(&t, &img.path, &format!("dump /big {}", dumped.display()));
+        assert!(
+            std::fs::read(&dumped).unwrap_or_default() == data[..size as usize],
+            "/big: data below the size not kept"
+        );
+    }
+}

@@ -15,6 +15,7 @@ mod dirent;
 mod inode;
 mod lpf;
 mod orphans;
+mod truncate;
 
 use crate::engine::{self, CheckOptions, Outcome};
 use crate::pass0::{self, Pass0Facts};

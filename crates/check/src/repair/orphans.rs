@@ -1,8 +1,10 @@
 //! Release the orphan inode list before the first check of a repair, as e2fsck does when it
 //! may write: `s_last_orphan` is cleared, and each inode on the chain (linked through `i_dtime`)
 //! is cleared when it has no links left (deletion time now) or, when it still has links and a
-//! size of zero, truncated to nothing (dtime zeroed either way). Blocks and bitmap bits the
-//! released inodes held are freed by the allocation rebuild of the rounds that follow.
+//! size of zero, truncated to nothing, or otherwise truncated to its `i_size` (`truncate.rs`);
+//! dtime is zeroed either way. A cleared inode's extended-attribute block loses one reference.
+//! Blocks and bitmap bits the released inodes held are freed by the allocation rebuild of the
+//! rounds that follow.
 //!
 //! The walk is bounded by the inode count and stops at a repeated inode or at an inode number
 //! outside the file system (reported, as e2fsck does; what is left of the chain is then found
@@ -88,17 +90,20 @@ pub fn release(p0: &Pass0Facts, dev: &dyn Device) -> Vec<Finding> {
             out.push(found(P::P0_ORPHAN_ILLEGAL_INODE, ProblemCtx::ino(next)));
             break;
         }
-        // Only an empty file is truncated here: its blocks all go. A file with a size keeps
-        // its blocks (pass 1 checks them against the size).
+        // An empty file loses all its blocks here; a file with a size is truncated to it.
         let bs = fs.block_size() as u64;
         let fast_symlink =
             inode.file_type() == FileType::Symlink && inode.size() < 60 && inode.file_acl() == 0;
         let truncate = links > 0
-            && inode.size() == 0
             && inode.flags() & flags::INLINE_DATA == 0
             && !fast_symlink
             && matches!(inode.file_type(), FileType::Regular | FileType::Directory);
         let ea_sectors = if inode.file_acl() != 0 { bs / 512 } else { 0 };
+        let to_size = truncate && inode.size() > 0;
+        let truncate = truncate && inode.size() == 0;
+        if links == 0 && inode.file_acl() != 0 {
+            super::truncate::drop_xattr_ref(fs, dev, inode.file_acl());
+        }
         edit(p0, dev, ino, |i| {
             if links == 0 {
                 i.i_dtime.set(now.max(1));
@@ -118,6 +123,9 @@ pub fn release(p0: &Pass0Facts, dev: &dyn Device) -> Vec<Finding> {
                 i.l_i_blocks_high.set(0);
             }
         });
+        if to_size {
+            super::truncate::to_size(p0, dev, ino);
+        }
         ino = next;
     }
     out
