@@ -28,16 +28,21 @@ enum State {
     Cleared,
 }
 
+/// The tail checksum of orphan-file block `buf` at physical block `blk` of inode `ino`.
+pub fn block_csum(fs: &Fs, ino: u32, generation: u32, blk: u64, buf: &[u8]) -> u32 {
+    let mut c = ext4_crc32c(fs.csum_seed, &ino.to_le_bytes());
+    c = ext4_crc32c(c, &generation.to_le_bytes());
+    c = ext4_crc32c(c, &blk.to_le_bytes());
+    ext4_crc32c(c, &buf[..buf.len().saturating_sub(TAIL_BYTES)])
+}
+
 /// The content a clean orphan-file block at physical block `blk` must have.
 fn clean_block(fs: &Fs, ino: u32, generation: u32, blk: u64) -> Vec<u8> {
     let bs = fs.block_size();
     let mut buf = vec![0u8; bs];
     buf[bs - TAIL_BYTES..bs - 4].copy_from_slice(&ORPHAN_BLOCK_MAGIC.to_le_bytes());
     if fs.has_metadata_csum() {
-        let mut c = ext4_crc32c(fs.csum_seed, &ino.to_le_bytes());
-        c = ext4_crc32c(c, &generation.to_le_bytes());
-        c = ext4_crc32c(c, &blk.to_le_bytes());
-        c = ext4_crc32c(c, &buf[..bs - TAIL_BYTES]);
+        let c = block_csum(fs, ino, generation, blk, &buf);
         buf[bs - 4..].copy_from_slice(&c.to_le_bytes());
     }
     buf

@@ -190,3 +190,102 @@ fn flags_and_sizes_a_file_may_not_have_are_dropped() {
         }
     }
 }
+
+/// An orphan that still has links and a size is truncated to its size: blocks mapped past it
+/// go (an extent straddling the end is shortened; indirect blocks past it are dropped),
+/// `i_blocks` follows, and the data below the size is kept.
+#[test]
+fn an_orphan_with_a_size_is_truncated_to_it() {
+    let Some(t) = common::tools() else { return };
+    for fs_type in ["ext4", "ext2"] {
+        let img = common::mkfs(&t, fs_type, &["-b", "1024"], "16M");
+        let mut rng = common::Rng::new(7);
+        let data = rng.bytes(600 * 1024);
+        let src = img.aux("big-src");
+        std::fs::write(&src, &data).unwrap();
+        common::debugfs_w(&t, &img.path, &format!("write {} big", src.display()));
+        let big = common::inode_of(&t, &img.path, "/big");
+        let size = 100_000u64;
+        common::debugfs_w(&t, &img.path, &format!("sif /big size {size}"));
+        common::debugfs_w(&t, &img.path, &format!("ssv last_orphan {big}"));
+        let out = assert_one_run_repairs(&t, &img, fs_type);
+        assert!(
+            out.contains(&format!("Truncating orphaned inode {big}")),
+            "{out}"
+        );
+        // 98 data blocks of 1 KiB; a block map also keeps its single indirect block.
+        let blocks = if fs_type == "ext4" { 98 } else { 99 };
+        let st = common::debugfs_r(&t, &img.path, "stat /big");
+        assert!(
+            st.contains(&format!("Size: {size}"))
+                && st.contains(&format!("Blockcount: {}", blocks * 2)),
+            "{st}"
+        );
+        let dumped = img.aux("dumped");
+        let _ = std::fs::remove_file(&dumped);
+        common::debugfs_r(&t, &img.path, &format!("dump /big {}", dumped.display()));
+        assert!(
+            std::fs::read(&dumped).unwrap_or_default() == data[..size as usize],
+            "/big: data below the size not kept"
+        );
+    }
+}
+
+/// The orphan file (`orphan_file`): the inodes its blocks list are released as the orphan
+/// list's are (a file with no links is cleared, a file with links truncated to its size), the
+/// slots are zeroed and `orphan_present` is cleared.
+#[test]
+fn the_orphan_file_is_processed() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(
+        &t,
+        "ext4",
+        &["-b", "1024", "-O", "orphan_file,^metadata_csum"],
+        "16M",
+    );
+    let mut rng = common::Rng::new(11);
+    let data = rng.bytes(300 * 1024);
+    let src = img.aux("big-src");
+    std::fs::write(&src, &data).unwrap();
+    common::debugfs_w(&t, &img.path, &format!("write {} big", src.display()));
+    let big = common::inode_of(&t, &img.path, "/big");
+    let f6 = common::inode_of(&t, &img.path, "/a/f6");
+    common::debugfs_w(&t, &img.path, "unlink /a/f6");
+    common::debugfs_w(&t, &img.path, &format!("sif <{f6}> links_count 0"));
+    common::debugfs_w(&t, &img.path, "sif /big size 5000");
+    common::debugfs_w(&t, &img.path, "feature orphan_present");
+    let oino = common::read_u32(&img.path, 1024 + 0x280);
+    assert!(oino != 0, "test setup: no orphan file");
+    let blk = common::bmap(&t, &img.path, &format!("<{oino}>"), 0);
+    common::patch(&img.path, blk * 1024, &(f6 as u32).to_le_bytes());
+    common::patch(&img.path, blk * 1024 + 4, &(big as u32).to_le_bytes());
+    let out = assert_one_run_repairs(&t, &img, "orphan_file");
+    assert!(
+        out.contains(&format!("Clearing orphaned inode {f6}")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("Truncating orphaned inode {big}")),
+        "{out}"
+    );
+    assert_eq!(
+        common::read_u32(&img.path, blk * 1024),
+        0,
+        "slot not zeroed"
+    );
+    let feats = common::debugfs_r(&t, &img.path, "features");
+    assert!(!feats.contains("orphan_present"), "{feats}");
+    let st = common::debugfs_r(&t, &img.path, "stat /big");
+    assert!(
+        st.contains("Size: 5000") && st.contains("Blockcount: 10"),
+        "{st}"
+    );
+    let dumped = img.aux("dumped");
+    common::debugfs_r(&t, &img.path, &format!("dump /big {}", dumped.display()));
+    assert!(
+        std::fs::read(&dumped).unwrap_or_default() == data[..5000],
+        "/big: data below the size not kept"
+    );
+    let st = common::debugfs_r(&t, &img.path, &format!("stat <{f6}>"));
+    assert!(st.contains("Links: 0"), "{st}");
+}

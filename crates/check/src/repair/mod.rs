@@ -18,6 +18,7 @@ mod inode;
 mod lpf;
 mod orphans;
 mod salvage;
+mod truncate;
 
 use crate::engine::{self, CheckOptions, Outcome};
 use crate::pass0::{self, Pass0Facts};
@@ -228,7 +229,8 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
     // The orphan list is released before the first check, as e2fsck does when it may write.
     if opts.policy != Policy::No {
         if let Some(p0) = open(&ov, opts) {
-            for f in orphans::release(&p0, &*ov) {
+            let (p0, replayed) = orphans::recover(p0, ov.clone(), opts);
+            for f in replayed.into_iter().chain(orphans::release(&p0, &*ov)) {
                 rep.finding(&f);
                 findings.push(f);
             }

@@ -1,20 +1,26 @@
 //! Release the orphan inode list before the first check of a repair, as e2fsck does when it
 //! may write: `s_last_orphan` is cleared, and each inode on the chain (linked through `i_dtime`)
 //! is cleared when it has no links left (deletion time now) or, when it still has links and a
-//! size of zero, truncated to nothing (dtime zeroed either way). Blocks and bitmap bits the
-//! released inodes held are freed by the allocation rebuild of the rounds that follow.
+//! size of zero, truncated to nothing, or otherwise truncated to its `i_size` (`truncate.rs`);
+//! dtime is zeroed either way. A cleared inode's extended-attribute block loses one reference.
+//! Blocks and bitmap bits the released inodes held are freed by the allocation rebuild of the
+//! rounds that follow.
 //!
 //! The walk is bounded by the inode count and stops at a repeated inode or at an inode number
 //! outside the file system (reported, as e2fsck does; what is left of the chain is then found
 //! by pass 1 as orphan-list refugees).
 
 use super::inode::edit;
+use crate::filemap::{self, Visit};
 use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
-use crate::report::{Finding, ProblemCtx};
+use crate::report::{Finding, Findings, Policy, ProblemCtx};
+use crate::CheckOptions;
 use ffsck_format::inode::{flags, FileType, RawInode};
+use ffsck_format::{Compat, Incompat, RoCompat};
 use ffsck_io::Device;
 use std::collections::HashSet;
+use std::sync::Arc;
 use zerocopy::IntoBytes;
 
 /// `s_state` bit: the file system was marked as having errors.
@@ -28,44 +34,188 @@ fn found(problem: P, ctx: ProblemCtx) -> Finding {
     }
 }
 
-/// Release the orphan list of the file system in `dev`; returns what was reported.
+/// A journal that needs recovery is replayed (into `ov`) before the orphans are released, as
+/// e2fsck does; returns the file system opened again and the replay's findings. The first
+/// check then finds nothing left to replay.
+pub fn recover(
+    p0: Pass0Facts,
+    ov: Arc<dyn Device>,
+    opts: &CheckOptions,
+) -> (Pass0Facts, Vec<Finding>) {
+    let needs = p0.fs.sb.incompat().has(Incompat::RECOVER);
+    let Some(journal) = p0.journal.journal.as_ref().filter(|_| needs) else {
+        return (p0, Vec::new());
+    };
+    let plan = crate::recovery::plan(&p0.fs, journal);
+    for r in &plan.records {
+        if ov.write_at(&r.data, r.offset).is_err() {
+            return (p0, Vec::new());
+        }
+    }
+    // An external journal's reset is staged on the repair's overlay of that device, as the
+    // check's own replay does; it is written only after the file system is committed.
+    if let (Some(d), Some(_)) = (&opts.journal_dev, &journal.ext) {
+        for r in &plan.journal_records {
+            if d.write_at(&r.data, r.offset).is_err() {
+                return (p0, Vec::new());
+            }
+        }
+    }
+    let mut f = Findings::default();
+    plan.report(opts.policy, false, &mut f);
+    let mut scratch = Findings::default();
+    match crate::pass0::run(ov, opts.superblock, Policy::No, &mut scratch) {
+        Ok(p) => (p, f.0),
+        // Opening again failed: the first check reports why.
+        Err(_) => (p0, f.0),
+    }
+}
+
+/// Release the orphan list (and the orphan file) of the file system in `dev`; returns what
+/// was reported.
 pub fn release(p0: &Pass0Facts, dev: &dyn Device) -> Vec<Finding> {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let mut out = Vec::new();
     let head = fs.sb.s_last_orphan.get();
-    if head == 0 || fs.sb_block != 0 {
-        return out;
-    }
-    // Whatever happens next, the list head is not used again.
-    let mut sb = fs.sb.clone();
-    sb.s_last_orphan.set(0);
-    sb.update_checksum();
-    let _ = dev.write_at(sb.as_bytes(), 1024);
-    // A file system with errors gets a full check; its orphan list cannot be trusted.
-    if fs.sb.s_state.get() & ERROR_FS != 0 {
-        return out;
-    }
-    let legal = |i: u32| i >= geo.first_ino && i <= geo.inodes_count;
-    if !legal(head) {
-        out.push(found(
-            P::P0_ORPHAN_ILLEGAL_HEAD_INODE,
-            ProblemCtx::ino(head),
-        ));
+    let has_file = fs.sb.compat().has(Compat::ORPHAN_FILE);
+    if (head == 0 && !has_file) || fs.sb_block != 0 {
         return out;
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_secs() as u32);
     let mut seen = HashSet::new();
-    let mut ino = head;
-    for _ in 0..geo.inodes_count {
-        if ino == 0 || !seen.insert(ino) {
-            break;
+    let present = fs.sb.ro_compat().has(RoCompat::ORPHAN_PRESENT);
+    if head != 0 || present {
+        // Whatever happens next, the list head is not used again, and the orphan file is
+        // emptied below.
+        let mut sb = fs.sb.clone();
+        sb.s_last_orphan.set(0);
+        sb.s_feature_ro_compat
+            .set(sb.s_feature_ro_compat.get() & !RoCompat::ORPHAN_PRESENT);
+        sb.update_checksum();
+        let _ = dev.write_at(sb.as_bytes(), 1024);
+    }
+    // A file system with errors gets a full check; its orphans cannot be trusted.
+    if fs.sb.s_state.get() & ERROR_FS != 0 {
+        return out;
+    }
+    let legal = |i: u32| i >= geo.first_ino && i <= geo.inodes_count;
+    if head != 0 && !legal(head) {
+        out.push(found(
+            P::P0_ORPHAN_ILLEGAL_HEAD_INODE,
+            ProblemCtx::ino(head),
+        ));
+    } else {
+        let mut ino = head;
+        for _ in 0..geo.inodes_count {
+            if ino == 0 || !seen.insert(ino) {
+                break;
+            }
+            let Some(next) = release_one(p0, dev, ino, now, &mut out, &legal) else {
+                break;
+            };
+            ino = next;
         }
-        let Some(raw) = fs.read_inode(ino) else {
-            break;
+    }
+    if has_file {
+        release_file(p0, dev, now, &mut seen, &mut out, &legal);
+    }
+    out
+}
+
+/// Release the inodes listed in the orphan file's blocks and zero their slots (keeping each
+/// block's tail checksum right). Blocks that are not clean orphan blocks (bad magic or
+/// checksum) are left to the orphan-file check after pass 5.
+fn release_file(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    now: u32,
+    seen: &mut HashSet<u32>,
+    out: &mut Vec<Finding>,
+    legal: &dyn Fn(u32) -> bool,
+) {
+    let fs = &p0.fs;
+    let oino = fs.sb.s_orphan_file_inum.get();
+    if oino == 0 || oino > fs.geo.inodes_count {
+        return;
+    }
+    let Some(raw) = fs.read_inode(oino) else {
+        return;
+    };
+    let inode = RawInode::parse(&raw);
+    let bs = fs.block_size() as u64;
+    let blocks = inode.size() / bs;
+    let generation = inode.i_generation.get();
+    let extents = inode.flags() & flags::EXTENTS != 0;
+    let mut pblks = Vec::new();
+    filemap::walk(fs, &inode.block_bytes(), extents, false, &mut |v| {
+        if let Visit::Data { lblk, pblk } = v {
+            if lblk >= blocks || lblk > fs.geo.blocks_count {
+                return false;
+            }
+            if pblk != 0 {
+                pblks.push(pblk);
+            }
+        }
+        true
+    });
+    for pblk in pblks {
+        let Some(mut buf) = fs.read_block(pblk) else {
+            continue;
         };
+        let n = buf.len();
+        let magic = u32::from_le_bytes([buf[n - 8], buf[n - 7], buf[n - 6], buf[n - 5]]);
+        if magic != crate::orphan::ORPHAN_BLOCK_MAGIC
+            || (fs.has_metadata_csum()
+                && crate::orphan::block_csum(fs, oino, generation, pblk, &buf)
+                    != u32::from_le_bytes([buf[n - 4], buf[n - 3], buf[n - 2], buf[n - 1]]))
+        {
+            continue;
+        }
+        let mut dirty = false;
+        for slot in 0..(n - 8) / 4 {
+            let ino = u32::from_le_bytes([
+                buf[4 * slot],
+                buf[4 * slot + 1],
+                buf[4 * slot + 2],
+                buf[4 * slot + 3],
+            ]);
+            if ino == 0 {
+                continue;
+            }
+            buf[4 * slot..4 * slot + 4].fill(0);
+            dirty = true;
+            if !legal(ino) || !seen.insert(ino) {
+                continue;
+            }
+            // The orphan file's inodes are not chained: dtime is no link here.
+            release_one(p0, dev, ino, now, out, &|_| true);
+        }
+        if dirty {
+            if fs.has_metadata_csum() {
+                let c = crate::orphan::block_csum(fs, oino, generation, pblk, &buf);
+                buf[n - 4..].copy_from_slice(&c.to_le_bytes());
+            }
+            let _ = dev.write_at(&buf, pblk * bs);
+        }
+    }
+}
+
+/// Release one orphan inode: report it, then clear it (no links) or truncate it. Returns the
+/// next inode of the chain (its dtime), or `None` when the chain must stop here.
+fn release_one(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    ino: u32,
+    now: u32,
+    out: &mut Vec<Finding>,
+    legal: &dyn Fn(u32) -> bool,
+) -> Option<u32> {
+    let fs = &p0.fs;
+    {
+        let raw = fs.read_inode(ino)?;
         let inode = RawInode::parse(&raw);
         let links = inode.links_count();
         out.push(found(
@@ -86,19 +236,22 @@ pub fn release(p0: &Pass0Facts, dev: &dyn Device) -> Vec<Finding> {
         let next = inode.dtime();
         if next != 0 && !legal(next) {
             out.push(found(P::P0_ORPHAN_ILLEGAL_INODE, ProblemCtx::ino(next)));
-            break;
+            return None;
         }
-        // Only an empty file is truncated here: its blocks all go. A file with a size keeps
-        // its blocks (pass 1 checks them against the size).
+        // An empty file loses all its blocks here; a file with a size is truncated to it.
         let bs = fs.block_size() as u64;
         let fast_symlink =
             inode.file_type() == FileType::Symlink && inode.size() < 60 && inode.file_acl() == 0;
         let truncate = links > 0
-            && inode.size() == 0
             && inode.flags() & flags::INLINE_DATA == 0
             && !fast_symlink
             && matches!(inode.file_type(), FileType::Regular | FileType::Directory);
         let ea_sectors = if inode.file_acl() != 0 { bs / 512 } else { 0 };
+        let to_size = truncate && inode.size() > 0;
+        let truncate = truncate && inode.size() == 0;
+        if links == 0 && inode.file_acl() != 0 {
+            super::truncate::drop_xattr_ref(fs, dev, inode.file_acl());
+        }
         edit(p0, dev, ino, |i| {
             if links == 0 {
                 i.i_dtime.set(now.max(1));
@@ -118,7 +271,9 @@ pub fn release(p0: &Pass0Facts, dev: &dyn Device) -> Vec<Finding> {
                 i.l_i_blocks_high.set(0);
             }
         });
-        ino = next;
+        if to_size {
+            super::truncate::to_size(p0, dev, ino);
+        }
+        Some(next)
     }
-    out
 }
