@@ -132,7 +132,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
     }
 }
 
-fn word(buf: &[u8], i: usize) -> u64 {
+pub(super) fn word(buf: &[u8], i: usize) -> u64 {
     u64::from(u32::from_le_bytes([
         buf[4 * i],
         buf[4 * i + 1],
@@ -170,7 +170,10 @@ fn zero_illegal(fs: &Fs, dev: &dyn Device, iblock: &mut [u8; 60], is_dir: bool) 
                 iblock[4 * i..4 * i + 4].fill(0);
                 changed = true;
             } else {
-                indirect(fs, dev, b, level, base, &toobig, &mut reads);
+                let bad = |lblk: u64, p: u64, level: u32| {
+                    !geo.is_valid_block(p) || (level == 1 && toobig(lblk))
+                };
+                prune_indirect(fs, dev, b, level, base, &bad, &mut reads);
             }
         }
         base = base.saturating_add(per.saturating_pow(level));
@@ -178,14 +181,17 @@ fn zero_illegal(fs: &Fs, dev: &dyn Device, iblock: &mut [u8; 60], is_dir: bool) 
     changed
 }
 
-/// Zero the bad pointers inside indirect block `blk` at `level` (1: single).
-fn indirect(
+/// Zero the pointers inside indirect block `blk` at `level` (1: single) that `drop` names
+/// (given the first logical block the pointer maps, the pointer and the level of the block
+/// holding it), and walk into the valid ones kept. Shared by the pointer fixes and the
+/// orphan truncation.
+pub(super) fn prune_indirect(
     fs: &Fs,
     dev: &dyn Device,
     blk: u64,
     level: u32,
     base: u64,
-    toobig: &dyn Fn(u64) -> bool,
+    drop: &dyn Fn(u64, u64, u32) -> bool,
     reads: &mut u64,
 ) {
     let geo = &fs.geo;
@@ -207,11 +213,11 @@ fn indirect(
             continue;
         }
         let lblk = base.saturating_add(i as u64 * span);
-        if !geo.is_valid_block(p) || (level == 1 && toobig(lblk)) {
+        if drop(lblk, p, level) {
             buf[4 * i..4 * i + 4].fill(0);
             dirty = true;
-        } else if level > 1 {
-            indirect(fs, dev, p, level - 1, lblk, toobig, reads);
+        } else if level > 1 && geo.is_valid_block(p) {
+            prune_indirect(fs, dev, p, level - 1, lblk, drop, reads);
         }
     }
     if dirty {

@@ -8,6 +8,7 @@
 //! Every walk is bounded: the mapping blocks read are capped by the file-system size, and
 //! depths by the format (3 indirect levels, 5 extent levels).
 
+use super::blockmap::{prune_indirect, word};
 use super::clone::write_node;
 use super::inode::edit;
 use crate::filemap::{self, Visit};
@@ -17,15 +18,6 @@ use ffsck_format::extent::{Node, INIT_MAX_LEN, MAX_DEPTH};
 use ffsck_format::inode::{flags as iflags, RawInode};
 use ffsck_format::xattr::{block_checksum, XATTR_MAGIC};
 use ffsck_io::Device;
-
-fn word(buf: &[u8], i: usize) -> u64 {
-    u64::from(u32::from_le_bytes([
-        buf[4 * i],
-        buf[4 * i + 1],
-        buf[4 * i + 2],
-        buf[4 * i + 3],
-    ]))
-}
 
 /// Truncate inode `ino` to its `i_size` (which must be non-zero) and fix its `i_blocks`.
 pub fn to_size(p0: &Pass0Facts, dev: &dyn Device, ino: u32) {
@@ -78,7 +70,15 @@ pub fn to_size(p0: &Pass0Facts, dev: &dyn Device, ino: u32) {
             if base >= keep {
                 iblock[4 * i..4 * i + 4].fill(0);
             } else if b != 0 && fs.geo.is_valid_block(b) {
-                indirect(fs, dev, b, level, base, keep, &mut reads);
+                prune_indirect(
+                    fs,
+                    dev,
+                    b,
+                    level,
+                    base,
+                    &|lblk, _, _| lblk >= keep,
+                    &mut reads,
+                );
             }
             base = base.saturating_add(per.saturating_pow(level));
         }
@@ -105,45 +105,6 @@ pub fn to_size(p0: &Pass0Facts, dev: &dyn Device, ino: u32) {
         n.i_blocks_lo.set(units as u32);
         n.l_i_blocks_high.set((units >> 32) as u16);
     });
-}
-
-/// Zero the pointers of indirect block `blk` (at `level`, first logical block `base`) that
-/// map logical blocks at or past `keep`.
-fn indirect(
-    fs: &Fs,
-    dev: &dyn Device,
-    blk: u64,
-    level: u32,
-    base: u64,
-    keep: u64,
-    reads: &mut u64,
-) {
-    if *reads == 0 {
-        return;
-    }
-    *reads -= 1;
-    let Some(mut buf) = fs.read_block(blk) else {
-        return;
-    };
-    let per = buf.len() / 4;
-    let span = (per as u64).saturating_pow(level - 1);
-    let mut dirty = false;
-    for i in 0..per {
-        let p = word(&buf, i);
-        if p == 0 {
-            continue;
-        }
-        let lblk = base.saturating_add(i as u64 * span);
-        if lblk >= keep {
-            buf[4 * i..4 * i + 4].fill(0);
-            dirty = true;
-        } else if level > 1 && fs.geo.is_valid_block(p) {
-            indirect(fs, dev, p, level - 1, lblk, keep, reads);
-        }
-    }
-    if dirty {
-        let _ = dev.write_at(&buf, blk * u64::from(fs.geo.block_size));
-    }
 }
 
 struct Ext<'a> {
