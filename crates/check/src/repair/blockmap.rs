@@ -225,6 +225,19 @@ pub(super) fn prune_indirect(
     }
 }
 
+/// Replace the entries of the extent node in `buf` with `kept` (taken from the node itself,
+/// so they fit), zero the unused slots up to its capacity and set `eh_entries`.
+pub(super) fn set_entries(buf: &mut [u8], kept: &[[u8; 12]]) {
+    let max = usize::from(u16::from_le_bytes([buf[4], buf[5]]));
+    let end = (12 + 12 * max).min(buf.len());
+    let slots = (buf.len().saturating_sub(12) / 12).min(kept.len());
+    for (i, e) in kept[..slots].iter().enumerate() {
+        buf[12 + 12 * i..24 + 12 * i].copy_from_slice(e);
+    }
+    buf[(12 + 12 * slots).min(end)..end].fill(0);
+    buf[2..4].copy_from_slice(&(slots as u16).to_le_bytes());
+}
+
 struct Tree<'a> {
     fs: &'a Fs,
     dev: &'a dyn Device,
@@ -336,13 +349,7 @@ impl Tree<'_> {
             }
         }
         if changed {
-            let max = usize::from(u16::from_le_bytes([buf[4], buf[5]]));
-            for (i, e) in kept.iter().enumerate() {
-                buf[12 + 12 * i..24 + 12 * i].copy_from_slice(e);
-            }
-            let end = (12 + 12 * max).min(buf.len());
-            buf[(12 + 12 * kept.len()).min(end)..end].fill(0);
-            buf[2..4].copy_from_slice(&(kept.len() as u16).to_le_bytes());
+            set_entries(buf, &kept);
         }
         changed
     }

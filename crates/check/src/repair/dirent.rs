@@ -10,7 +10,6 @@ use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
 use crate::report::Finding;
 use ffsck_format::dir::{self as fdir, header_at};
-use ffsck_format::inode::RawInode;
 use ffsck_io::Device;
 
 /// Entry fixes that remove a reference (clear the entry).
@@ -150,14 +149,10 @@ pub fn set_leaf_csum(p0: &Pass0Facts, dev: &dyn Device, dir: u32, buf: &mut [u8]
     if !fs.has_metadata_csum() || !fdir::has_tail(buf) {
         return;
     }
-    let Some(off) = fs.inode_offset(dir) else {
+    let Some(inode) = super::inode::read_inode(p0, dev, dir) else {
         return;
     };
-    let mut raw = vec![0u8; fs.geo.inode_size as usize];
-    if dev.read_at(&mut raw, off).is_err() {
-        return;
-    }
-    let gen = RawInode::parse(&raw).i_generation.get();
+    let gen = inode.i_generation.get();
     let seed = ffsck_format::csum::inode_seed(fs.csum_seed, dir, gen);
     let c = fdir::leaf_checksum(buf, seed);
     let n = buf.len();

@@ -13,7 +13,7 @@ use crate::problem::Problem as P;
 use crate::report::Finding;
 use ffsck_format::dir as fdir;
 use ffsck_format::ino as rino;
-use ffsck_format::inode::{flags as iflags, RawInode};
+use ffsck_format::inode::flags as iflags;
 use ffsck_io::Device;
 use std::collections::HashSet;
 
@@ -70,14 +70,9 @@ fn fill(
 ) {
     let fs = &p0.fs;
     let bs = fs.block_size();
-    let Some(off) = fs.inode_offset(dir) else {
+    let Some(ino) = super::inode::read_inode(p0, dev, dir) else {
         return;
     };
-    let mut raw = vec![0u8; fs.geo.inode_size as usize];
-    if dev.read_at(&mut raw, off).is_err() {
-        return;
-    }
-    let ino = RawInode::parse(&raw);
     let flags = ino.flags();
     if flags & iflags::INLINE_DATA != 0 || bs >= 65536 {
         return;

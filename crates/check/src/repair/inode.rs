@@ -91,6 +91,19 @@ fn clear_flags(i: &mut RawInode, bits: u32) {
     i.i_flags.set(i.i_flags.get() & !bits);
 }
 
+/// The on-disk bytes of inode `ino` as `dev` has them now, with their offset.
+pub(super) fn read_raw(p0: &Pass0Facts, dev: &dyn Device, ino: u32) -> Option<(u64, Vec<u8>)> {
+    let off = p0.fs.inode_offset(ino)?;
+    let mut raw = vec![0u8; p0.fs.geo.inode_size as usize];
+    dev.read_at(&mut raw, off).ok()?;
+    Some((off, raw))
+}
+
+/// Inode `ino` as `dev` has it now.
+pub(super) fn read_inode(p0: &Pass0Facts, dev: &dyn Device, ino: u32) -> Option<RawInode> {
+    read_raw(p0, dev, ino).map(|(_, raw)| RawInode::parse(&raw))
+}
+
 /// Read inode `ino`, change it, recompute its checksum and write it back.
 pub(super) fn edit(
     p0: &Pass0Facts,
@@ -99,13 +112,9 @@ pub(super) fn edit(
     change: impl FnOnce(&mut RawInode),
 ) {
     let fs = &p0.fs;
-    let Some(off) = fs.inode_offset(ino) else {
+    let Some((off, mut raw)) = read_raw(p0, dev, ino) else {
         return;
     };
-    let mut raw = vec![0u8; fs.geo.inode_size as usize];
-    if dev.read_at(&mut raw, off).is_err() {
-        return;
-    }
     let mut inode = RawInode::parse(&raw);
     change(&mut inode);
     let n = raw.len().min(inode.as_bytes().len());

@@ -10,6 +10,7 @@
 
 use super::connect::{insert, walk};
 use super::inode::edit;
+use super::inode::read_inode;
 use super::Dirs;
 use crate::engine::AllocFacts;
 use crate::pass0::Pass0Facts;
@@ -58,13 +59,6 @@ fn read_block(p0: &Pass0Facts, dev: &dyn Device, pblk: u64) -> Option<Vec<u8>> {
     }
     let mut b = vec![0u8; bs];
     dev.read_at(&mut b, pblk * bs as u64).ok().map(|_| b)
-}
-
-fn read_inode(p0: &Pass0Facts, dev: &dyn Device, ino: u32) -> Option<RawInode> {
-    let off = p0.fs.inode_offset(ino)?;
-    let mut raw = vec![0u8; p0.fs.geo.inode_size as usize];
-    dev.read_at(&mut raw, off).ok()?;
-    Some(RawInode::parse(&raw))
 }
 
 fn lookup(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs) -> Found {

@@ -369,13 +369,9 @@ fn rebuild(
 ) {
     let fs = &p0.fs;
     let bs = fs.block_size();
-    let Some(off) = fs.inode_offset(dir) else {
+    let Some((off, raw)) = super::inode::read_raw(p0, dev, dir) else {
         return;
     };
-    let mut raw = vec![0u8; fs.geo.inode_size as usize];
-    if dev.read_at(&mut raw, off).is_err() {
-        return;
-    }
     let ino = RawInode::parse(&raw);
     let flags = ino.flags();
     if bs >= 65536 {
@@ -513,14 +509,10 @@ fn clear_types(buf: &mut [u8], bs: usize) {
 /// Set the dx tail checksum of a root (`root`) or interior node.
 fn set_dx_csum(p0: &Pass0Facts, dev: &dyn Device, dir: u32, buf: &mut [u8], root: bool) {
     let fs = &p0.fs;
-    let Some(off) = fs.inode_offset(dir) else {
+    let Some(inode) = super::inode::read_inode(p0, dev, dir) else {
         return;
     };
-    let mut raw = vec![0u8; fs.geo.inode_size as usize];
-    if dev.read_at(&mut raw, off).is_err() {
-        return;
-    }
-    let gen = RawInode::parse(&raw).i_generation.get();
+    let gen = inode.i_generation.get();
     let seed = ffsck_format::csum::inode_seed(fs.csum_seed, dir, gen);
     let co = if root {
         DX_ROOT_ENTRIES_OFFSET
@@ -670,15 +662,7 @@ fn build_htree(
 
 /// The flags of inode `ino` as the overlay has it (0 when unreadable).
 fn inode_flags(p0: &Pass0Facts, dev: &dyn Device, ino: u32) -> u32 {
-    let fs = &p0.fs;
-    let Some(off) = fs.inode_offset(ino) else {
-        return 0;
-    };
-    let mut raw = vec![0u8; fs.geo.inode_size as usize];
-    if dev.read_at(&mut raw, off).is_err() {
-        return 0;
-    }
-    RawInode::parse(&raw).flags()
+    super::inode::read_inode(p0, dev, ino).map_or(0, |i| i.flags())
 }
 
 /// Offset of `i_block` in the inode.

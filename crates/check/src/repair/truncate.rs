@@ -8,7 +8,7 @@
 //! Every walk is bounded: the mapping blocks read are capped by the file-system size, and
 //! depths by the format (3 indirect levels, 5 extent levels).
 
-use super::blockmap::{prune_indirect, word};
+use super::blockmap::{prune_indirect, set_entries, word};
 use super::clone::write_node;
 use super::inode::edit;
 use crate::filemap::{self, Visit};
@@ -176,13 +176,7 @@ impl Ext<'_> {
             }
         }
         if changed {
-            let max = usize::from(u16::from_le_bytes([buf[4], buf[5]]));
-            for (i, e) in kept.iter().enumerate() {
-                buf[12 + 12 * i..24 + 12 * i].copy_from_slice(e);
-            }
-            let end = (12 + 12 * max).min(buf.len());
-            buf[(12 + 12 * kept.len()).min(end)..end].fill(0);
-            buf[2..4].copy_from_slice(&(kept.len() as u16).to_le_bytes());
+            set_entries(buf, &kept);
         }
         changed
     }
