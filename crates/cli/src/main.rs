@@ -1,6 +1,7 @@
 //! `ffsck`: the command line. Parses e2fsck-compatible flags, opens the device safely, runs the
 //! engine and renders its findings (terminal, preen, JSON, e2fsck problem log, `-C` progress).
 
+mod interrupt;
 mod output;
 mod progress;
 mod repair;
@@ -112,6 +113,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 fn main() {
     tune_allocator();
+    interrupt::install();
     let code = match real_main() {
         Ok(c) => c,
         Err(e) => {

@@ -53,6 +53,11 @@ pub fn run(
             .with_context(|| format!("cannot create {} for the repair log", dir.display()))?;
     }
     let existed = log_path.exists();
+    if !existed {
+        // A log this run creates is removed again if the run is cancelled before its commit;
+        // one left by an earlier run holds that run's repair and stays until it is replayed.
+        crate::interrupt::set_log(Some(log_path.to_path_buf()));
+    }
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -61,8 +66,20 @@ pub fn run(
         .open(log_path)
         .with_context(|| format!("cannot open the repair log {}", log_path.display()))?;
     let id = device_id(&*dev);
-    let (mut redo, recovery) = RedoLog::open(file, &*dev, id)
-        .with_context(|| format!("repair log {}", log_path.display()))?;
+    // Finishing an interrupted repair writes the device: a signal waits for it.
+    crate::interrupt::begin_commit();
+    let opened = RedoLog::open(file, &*dev, id);
+    let mut cancelled = crate::interrupt::end_commit(false);
+    let (mut redo, recovery) =
+        opened.with_context(|| format!("repair log {}", log_path.display()))?;
+    if cancelled {
+        drop(redo);
+        let _ = std::fs::remove_file(log_path);
+        println!(
+            "ffsck: interrupted after finishing the last repair's log; nothing else was done."
+        );
+        std::process::exit(exit::CANCELED);
+    }
     if let Recovery::Replayed { records, bytes, .. } = recovery {
         println!(
             "ffsck: finished an interrupted repair from {} ({records} records, {bytes} bytes).",
@@ -82,7 +99,12 @@ pub fn run(
         mut exit_code,
         new_problems,
         ..
-    } = ffsck_check::repair::repair(dev.clone(), opts, rep);
+    } = {
+        // Until the commit, a signal removes the (now empty) log and stops the run.
+        crate::interrupt::set_log(Some(log_path.to_path_buf()));
+        ffsck_check::repair::repair(dev.clone(), opts, rep)
+    };
+    crate::interrupt::begin_commit();
 
     if !new_problems.is_empty() {
         let names: Vec<&str> = new_problems.iter().map(|p| p.info().name).collect();
@@ -122,8 +144,14 @@ pub fn run(
         }
     }
     drop(redo);
-    std::fs::remove_file(log_path)
-        .with_context(|| format!("cannot remove the retired log {}", log_path.display()))?;
+    let retired = std::fs::remove_file(log_path)
+        .with_context(|| format!("cannot remove the retired log {}", log_path.display()));
+    cancelled = crate::interrupt::end_commit(true);
+    retired?;
+    if cancelled {
+        println!("\nffsck: interrupted; the repair was finished first, as the signal came during its commit.");
+        exit_code |= exit::CANCELED;
+    }
     last.findings = findings;
     last.exit_code = exit_code;
     Ok(last)
