@@ -17,6 +17,8 @@ pub fn handles(p: P) -> bool {
             | P::P0_FREE_BLOCK_COUNT
             | P::P0_GDT_CSUM
             | P::P0_GDT_CSUM_LATCH
+            | P::P0_GDT_UNINIT
+            | P::P0_GDT_ITABLE_UNUSED
             | P::P5_INODE_BMAP_PADDING
             | P::P5_BLOCK_BMAP_PADDING
             | P::P5_BLOCK_BITMAP_HEADER
@@ -128,8 +130,14 @@ pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
         free_inodes += (ipg as u64).saturating_sub(u64::from(used_i));
 
         let mut flags = gd.flags();
+        if !group_csum {
+            // Without uninit_bg or metadata_csum a group cannot be marked uninitialised.
+            flags &= !(BG_BLOCK_UNINIT | BG_INODE_UNINIT);
+            gd.set_itable_unused(0);
+        }
+        // A descriptor that failed its checksum (or claims more unused inodes than it has
+        // free) cannot vouch for its flags, as e2fsck.
         if group_csum && !p0.groups[g as usize].csum_ok {
-            // A descriptor that failed its checksum cannot vouch for its flags (as e2fsck).
             flags &= !(BG_BLOCK_UNINIT | BG_INODE_UNINIT);
             gd.set_itable_unused(0);
         }
