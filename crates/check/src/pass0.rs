@@ -391,6 +391,9 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
         {
             out.report(policy, P::P0_GDT_UNINIT, ProblemCtx::group(g32));
         }
+        if g32 + 1 == geo.group_count && gd.flags() & BG_BLOCK_UNINIT != 0 {
+            out.report(policy, P::P0_BB_UNINIT_LAST, ProblemCtx::group(g32));
+        }
         if fs.has_group_csum()
             && (gd.itable_unused() > gd.free_inodes_count()
                 || gd.itable_unused() > geo.inodes_per_group)

@@ -1546,6 +1546,10 @@ fn walk_extent_node(
             } else {
                 None
             };
+            if problem.is_none() && is_dir && unwritten {
+                // A directory block is never unwritten: its contents would read as zeroes.
+                report(scan, out, ic, P::P1_UNINIT_DBLOCK, ctx.clone());
+            }
             if let Some(p) = problem {
                 report(scan, out, ic, p, ctx);
                 // Unfixed, e2fsck still accounts the part of the extent that is in range.

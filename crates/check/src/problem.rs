@@ -242,6 +242,7 @@ catalogue! {
     P1_INLINE_DATA_SET = 0x010070, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL flag on a file system without inline data support.";
     P1_CRITICAL_METADATA_COLLISION = 0x010071, Clear, 0, "Inode {ino} block {blk} conflicts with critical metadata, skipping block checks.";
     P1_COLLAPSE_DBLOCK = 0x010072, Fix, 0, "Directory inode {ino} block {blk} should be at block {blk2}.";
+    P1_UNINIT_DBLOCK = 0x010073, Fix, PREEN_OK, "Directory inode {ino} has extent marked uninitialized at block {num}.";
     P1_MISALIGNED_CLUSTER = 0x010074, Clear, 0, "Inode {ino} logical block {num} (physical block {blk}) violates cluster allocation rules.";
     P1_INLINE_DATA_NO_ATTR = 0x010075, Truncate, 0, "Inode {ino} has INLINE_DATA_FL flag but extended attribute not found.";
     P1_SPECIAL_EXTENTS_IDATA = 0x010076, Clear, PREEN_OK, "Special (device/socket/fifo) file (inode {ino}) has extents or inline-data flag set.";

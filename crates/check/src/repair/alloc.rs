@@ -19,6 +19,7 @@ pub fn handles(p: P) -> bool {
             | P::P0_GDT_CSUM_LATCH
             | P::P0_GDT_UNINIT
             | P::P0_GDT_ITABLE_UNUSED
+            | P::P0_BB_UNINIT_LAST
             | P::P5_INODE_BMAP_PADDING
             | P::P5_BLOCK_BMAP_PADDING
             | P::P5_BLOCK_BITMAP_HEADER
@@ -134,6 +135,10 @@ pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
             // Without uninit_bg or metadata_csum a group cannot be marked uninitialised.
             flags &= !(BG_BLOCK_UNINIT | BG_INODE_UNINIT);
             gd.set_itable_unused(0);
+        }
+        if g + 1 == geo.group_count {
+            // The last group may be shorter: its bitmap is always written out.
+            flags &= !BG_BLOCK_UNINIT;
         }
         // A descriptor that failed its checksum (or claims more unused inodes than it has
         // free) cannot vouch for its flags, as e2fsck.

@@ -47,6 +47,7 @@ fn extent(p: P) -> bool {
             | P::P1_EXTENT_INDEX_START_INVALID
             | P::P1_EXTENT_ONLY_CSUM_INVALID
             | P::P1_TOOBIG_DIR
+            | P::P1_UNINIT_DBLOCK
     )
 }
 
@@ -292,7 +293,13 @@ impl Tree<'_> {
                     continue;
                 }
                 next_start = lblk + len;
-                kept.push(*e);
+                let mut e = *e;
+                if self.is_dir && raw_len > INIT_MAX_LEN {
+                    // A directory's blocks are always written: drop the unwritten mark.
+                    e[4..6].copy_from_slice(&(len as u16).to_le_bytes());
+                    changed = true;
+                }
+                kept.push(e);
             } else {
                 let child = u64::from(u32::from_le_bytes([e[4], e[5], e[6], e[7]]))
                     | (u64::from(u16::from_le_bytes([e[8], e[9]])) << 32);
