@@ -1279,7 +1279,10 @@ pub fn run(args: &CorruptArgs) -> Result<Manifest> {
 /// Runs one corruption of an ext2/3/4 image.
 fn run_ext(args: &CorruptArgs) -> Result<Manifest> {
     if crate::xfs::is_xfs(&args.image) {
-        bail!("{} is an XFS image: use --xfs-blocktrash TYPE", args.image.display());
+        bail!(
+            "{} is an XFS image: use --xfs-blocktrash TYPE",
+            args.image.display()
+        );
     }
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let mut img = Image::open(&args.image)?;

@@ -347,7 +347,15 @@ pub fn build_spec(
         };
         crate::xfs::mkfs(&xspec, tree.path(), image, mke2fs)?
     } else {
-        run_mke2fs(fs_type, mkfs_inodes, image_bytes, seed, tree.path(), image, mke2fs)?
+        run_mke2fs(
+            fs_type,
+            mkfs_inodes,
+            image_bytes,
+            seed,
+            tree.path(),
+            image,
+            mke2fs,
+        )?
     };
     let mkfs_s = started.elapsed().as_secs_f64();
     // Deleting the tree here rather than at drop makes a failure visible.
@@ -381,7 +389,6 @@ fn run_mke2fs(
     image: &Path,
     mke2fs: &Path,
 ) -> Result<Vec<String>> {
-
     // A stale image from an earlier run would make mke2fs keep its size; start clean.
     match std::fs::remove_file(image) {
         Ok(()) => {}

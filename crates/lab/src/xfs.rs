@@ -134,7 +134,14 @@ pub fn geometry(image: &Path) -> Result<Geometry> {
     let text = run_db(image, false, &["sb 0", "p blocksize agblocks agcount"])?;
     let field = |name: &str| -> Result<u64> {
         text.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().strip_prefix('=')?.trim().parse().ok())
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .trim()
+                    .strip_prefix('=')?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
             .ok_or_else(|| anyhow!("xfs_db printed no {name} for {}", image.display()))
     };
     let g = Geometry {
@@ -326,7 +333,7 @@ fn parse_trashed(text: &str) -> Vec<Trashed> {
 }
 
 /// Copies `src` to `dst` leaving all-zero MiB chunks as holes.
-fn sparse_copy(src: &Path, dst: &Path) -> Result<()> {
+pub fn sparse_copy(src: &Path, dst: &Path) -> Result<()> {
     let mut from = File::open(src).with_context(|| format!("opening {}", src.display()))?;
     let mut to = File::create(dst).with_context(|| format!("creating {}", dst.display()))?;
     let len = from.metadata()?.len();
