@@ -90,7 +90,7 @@ pub struct BenchArgs {
     /// --inode-sizes image, time both checkers clean and after each --corruptions type.
     #[arg(long)]
     pub gilbert: bool,
-    /// With --gilbert: file-system sizes in MiB [default: 8,32; xfs: 300,600].
+    /// With --gilbert: file-system sizes in MiB [default: 8,32; xfs: 600,1200].
     #[arg(long, value_delimiter = ',')]
     pub fs_sizes: Option<Vec<u64>>,
     /// With --gilbert: block sizes in bytes [default: 1024,4096].

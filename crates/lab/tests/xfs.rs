@@ -8,10 +8,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ffsck_lab::bench::BenchArgs;
 use ffsck_lab::corrupt::{self, CorruptArgs, Manifest};
 use ffsck_lab::imagegen::FsType;
-use ffsck_lab::{age, gilbert, mkfs, xfs};
+use ffsck_lab::{gilbert, mkfs, xfs};
 
 fn have_xfs() -> bool {
     if !xfs::available() {
@@ -165,29 +164,24 @@ fn gilbert_bench_on_xfs_writes_the_xfs_repair_series() {
     if !have_xfs() {
         return;
     }
-    std::env::set_var(ffsck_lab::child::SHIM_ENV, env!("CARGO_BIN_EXE_ffsck-lab"));
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("g");
-    let args: BenchArgs = ffsck_lab::parse_args(&[
-        "--gilbert",
-        "--fs-type",
-        "xfs",
-        "--fs-sizes",
-        "300",
-        "--block-sizes",
-        "4096",
-        "--inode-sizes",
-        "512",
-        "--corruptions",
-        "xfs-agf,xfs-inode",
-        "--runs",
-        "3",
-        "--keep",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .unwrap();
-    let r = gilbert::run(&args).unwrap();
+    let r = common::run_gilbert(
+        &out,
+        &[
+            "--fs-type",
+            "xfs",
+            "--fs-sizes",
+            "300",
+            "--block-sizes",
+            "4096",
+            "--inode-sizes",
+            "512",
+            "--corruptions",
+            "xfs-agf,xfs-inode",
+            "--keep",
+        ],
+    );
     let names: Vec<&str> = r.checkers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["xfs_repair -n", "xfs_repair"]);
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
@@ -230,24 +224,14 @@ fn gilbert_bench_on_xfs_writes_the_xfs_repair_series() {
     let svg = std::fs::read_to_string(out.join(&r.figures[0].file)).unwrap();
     assert!(svg.contains("xfs_repair -n") && svg.contains("xfs-inode"));
     // ext corruption names and too-small XFS images are refused clearly.
-    for (flag, value, needle) in [
-        ("--corruptions", "inode-links", "unknown corruption"),
-        ("--fs-sizes", "32", "--fs-sizes"),
-        ("--inode-sizes", "256", "--inode-sizes"),
-    ] {
-        let args: BenchArgs = ffsck_lab::parse_args(&[
-            "--gilbert",
-            "--fs-type",
-            "xfs",
-            flag,
-            value,
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .unwrap();
-        let err = gilbert::run(&args).unwrap_err();
-        assert!(format!("{err:#}").contains(needle), "{err:#}");
-    }
+    common::assert_gilbert_refuses(
+        &["--fs-type", "xfs", "--out", out.to_str().unwrap()],
+        &[
+            ("--corruptions", "inode-links", "unknown corruption"),
+            ("--fs-sizes", "32", "--fs-sizes"),
+            ("--inode-sizes", "256", "--inode-sizes"),
+        ],
+    );
 }
 
 #[test]
@@ -257,24 +241,8 @@ fn age_works_on_xfs_where_mounting_is_allowed() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let (image, _) = build(tmp.path(), "age.img", "3");
-    let args: age::AgeArgs = ffsck_lab::parse_args(&[
-        "--method",
-        "ffsck",
-        "--image",
-        image.to_str().unwrap(),
-        "--seed",
-        "4",
-        "--secs",
-        "20",
-    ])
-    .unwrap();
-    let report = match age::run(&args) {
-        Ok(r) => r,
-        Err(e) if format!("{e:#}").contains("cannot mount") => {
-            eprintln!("skipping: {e:#}");
-            return;
-        }
-        Err(e) => panic!("{e:#}"),
+    let Some(report) = common::age_or_skip("ffsck", &image) else {
+        return;
     };
     assert!(
         report.ops > 0 && report.util_after > report.util_before,
