@@ -338,6 +338,10 @@ pub fn build_spec(
         .unwrap_or_else(|| image_bytes_for(&stats, mkfs_inodes));
     let started = Instant::now();
     let args = if fs_type == FsType::Xfs {
+        // mkfs.xfs -p writes the holes of `large` files as data: twice the blocks.
+        if profile == Profile::Large && spec.image_bytes.is_none() {
+            image_bytes = image_bytes.saturating_mul(2);
+        }
         image_bytes = image_bytes.max(crate::xfs::MIN_BYTES);
         let xspec = crate::xfs::MkfsSpec {
             bytes: image_bytes,
