@@ -244,6 +244,13 @@ pub fn run(args: &BenchArgs) -> Result<BenchResults> {
             if !image.is_file() {
                 bail!("--image {} is not a file", image.display());
             }
+            if crate::xfs::is_xfs(image) {
+                bail!(
+                    "{} is an XFS image: ffsck and e2fsck check ext2/3/4 only; time xfs_repair \
+                     with `bench --gilbert --fs-type xfs`",
+                    image.display()
+                );
+            }
             (image.clone(), None)
         }
         None => {

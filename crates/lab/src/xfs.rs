@@ -4,7 +4,7 @@
 //! are logged as a manifest, and `xfs_db -r` answers geometry and fragmentation questions.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -332,23 +332,22 @@ fn parse_trashed(text: &str) -> Vec<Trashed> {
         .collect()
 }
 
-/// Copies `src` to `dst` leaving all-zero MiB chunks as holes.
+/// Copies `src` to `dst`, only its data regions: the holes stay holes.
 pub fn sparse_copy(src: &Path, dst: &Path) -> Result<()> {
-    let mut from = File::open(src).with_context(|| format!("opening {}", src.display()))?;
-    let mut to = File::create(dst).with_context(|| format!("creating {}", dst.display()))?;
-    let len = from.metadata()?.len();
+    let from = File::open(src).with_context(|| format!("opening {}", src.display()))?;
+    let to = File::create(dst).with_context(|| format!("creating {}", dst.display()))?;
     let mut buf = vec![0u8; 1 << 20];
-    let mut at = 0u64;
-    while at < len {
-        let n = (len - at).min(buf.len() as u64) as usize;
-        from.read_exact(&mut buf[..n])?;
-        if buf[..n].iter().any(|&b| b != 0) {
-            to.seek(SeekFrom::Start(at))?;
-            to.write_all(&buf[..n])?;
+    for (start, length) in crate::readonce::data_regions(src)? {
+        let end = start + length;
+        let mut at = start;
+        while at < end {
+            let n = (end - at).min(buf.len() as u64) as usize;
+            from.read_exact_at(&mut buf[..n], at)?;
+            to.write_all_at(&buf[..n], at)?;
+            at += n as u64;
         }
-        at += n as u64;
     }
-    to.set_len(len)?;
+    to.set_len(from.metadata()?.len())?;
     Ok(())
 }
 
