@@ -430,10 +430,11 @@ fn diff_blocks(
         if ag >= geo.ag_count || agbno >= geo.ag_blocks {
             bail!("xfs_db named block {ag}/{agbno} outside the file system");
         }
-        let start = (ag * geo.ag_blocks + agbno) * bs;
-        if start + bs > len {
-            bail!("block {ag}/{agbno} lies beyond the end of the image");
-        }
+        let start = (ag.checked_mul(geo.ag_blocks))
+            .and_then(|b| b.checked_add(agbno))
+            .and_then(|b| b.checked_mul(bs))
+            .filter(|&start| start.saturating_add(bs) <= len)
+            .ok_or_else(|| anyhow!("block {ag}/{agbno} lies beyond the end of the image"))?;
         old_f.read_exact_at(&mut old, start)?;
         new_f.read_exact_at(&mut new, start)?;
         let mut i = 0;
