@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Make sure the tools the demo and tests need are present: a Rust toolchain and e2fsprogs
-# (mke2fs, debugfs, e2fsck), installing e2fsprogs from Debian's packages when missing.
+# (mke2fs, debugfs, e2fsck), installing e2fsprogs from Debian's packages when missing; and,
+# best effort, xfsprogs (mkfs.xfs, xfs_repair, xfs_db) for the XFS experiments, whose tests
+# skip without it.
 set -euo pipefail
 export PATH="$HOME/.cargo/bin:/usr/sbin:/sbin:$PATH"
 if ! command -v cargo >/dev/null 2>&1; then
@@ -13,5 +15,13 @@ if ! command -v mke2fs >/dev/null 2>&1 || ! command -v debugfs >/dev/null 2>&1 |
   else
     echo "e2fsprogs (mke2fs, debugfs, e2fsck) is required; install it with your package manager" >&2
     exit 1
+  fi
+fi
+if ! command -v mkfs.xfs >/dev/null 2>&1 || ! command -v xfs_repair >/dev/null 2>&1 || ! command -v xfs_db >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xfsprogs >/dev/null; } ||
+      echo "xfsprogs could not be installed: the XFS experiments and tests will be skipped" >&2
+  else
+    echo "xfsprogs not installed: the XFS experiments and tests will be skipped" >&2
   fi
 fi

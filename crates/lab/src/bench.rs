@@ -90,21 +90,24 @@ pub struct BenchArgs {
     /// --inode-sizes image, time both checkers clean and after each --corruptions type.
     #[arg(long)]
     pub gilbert: bool,
-    /// With --gilbert: file-system sizes in MiB.
-    #[arg(long, value_delimiter = ',', default_value = "8,32")]
-    pub fs_sizes: Vec<u64>,
-    /// With --gilbert: block sizes in bytes.
-    #[arg(long, value_delimiter = ',', default_value = "1024,4096")]
-    pub block_sizes: Vec<u32>,
-    /// With --gilbert: inode sizes in bytes.
-    #[arg(long, value_delimiter = ',', default_value = "128,256,1024")]
-    pub inode_sizes: Vec<u32>,
+    /// With --gilbert: file-system sizes in MiB [default: 8,32; xfs: 600,1200].
+    #[arg(long, value_delimiter = ',')]
+    pub fs_sizes: Option<Vec<u64>>,
+    /// With --gilbert: block sizes in bytes [default: 1024,4096].
+    #[arg(long, value_delimiter = ',')]
+    pub block_sizes: Option<Vec<u32>>,
+    /// With --gilbert: inode sizes in bytes [default: 128,256,1024; xfs: 512,1024].
+    #[arg(long, value_delimiter = ',')]
+    pub inode_sizes: Option<Vec<u32>>,
     /// With --gilbert: corruption types [default: all: the `corrupt --table2` names, then
     /// component-sb, component-gd, component-reserved-gdt, component-block-bitmap,
-    /// component-inode-bitmap, component-inode-table (group 0)].
+    /// component-inode-bitmap, component-inode-table (group 0); on xfs: xfs-sb, xfs-agf,
+    /// xfs-agfl, xfs-agi, xfs-inode, xfs-dir, xfs-btbno, xfs-btcnt, xfs-btino, xfs-btfino,
+    /// xfs-btrefcnt (`corrupt --xfs-blocktrash`)].
     #[arg(long, value_delimiter = ',')]
     pub corruptions: Option<Vec<String>>,
-    /// With --gilbert: file system type [default: ext4].
+    /// With --gilbert: file system type [default: ext4]; `xfs` checks with xfs_repair -n and
+    /// xfs_repair instead of ffsck and e2fsck.
     #[arg(long, value_enum)]
     pub fs_type: Option<crate::imagegen::FsType>,
 }
@@ -240,6 +243,13 @@ pub fn run(args: &BenchArgs) -> Result<BenchResults> {
         Some(image) => {
             if !image.is_file() {
                 bail!("--image {} is not a file", image.display());
+            }
+            if crate::xfs::is_xfs(image) {
+                bail!(
+                    "{} is an XFS image: ffsck and e2fsck check ext2/3/4 only; time xfs_repair \
+                     with `bench --gilbert --fs-type xfs`",
+                    image.display()
+                );
             }
             (image.clone(), None)
         }

@@ -1,6 +1,7 @@
 //! `ffsck-lab corrupt`: reproducible, logged damage to an image, addressed by field name
 //! (`inode[12].i_links_count`), by component and group (corruptFS-style one-byte flips), or by
-//! meaning (a multiply-claimed block, an orphan, a directory loop, …).
+//! meaning (a multiply-claimed block, an orphan, a directory loop, …). On XFS images,
+//! `--xfs-blocktrash TYPE` has `xfs_db blocktrash` damage one kind of metadata block instead.
 //!
 //! Every byte written is listed in the manifest with its offset, old and new bytes and the
 //! field it belongs to, checksum fix-ups included, so a test can verify that the image changed
@@ -156,6 +157,16 @@ pub struct CorruptArgs {
     /// --semantic].
     #[arg(long, value_enum)]
     pub csum: Option<CsumMode>,
+    /// XFS images: trash blocks of this metadata type with `xfs_db blocktrash -t TYPE`
+    /// (seeded by --seed, which must fit in 32 bits).
+    #[arg(long, value_enum, conflicts_with_all = ["field", "component", "semantic", "table2", "random"])]
+    pub xfs_blocktrash: Option<crate::xfs::BlockType>,
+    /// With --xfs-blocktrash: how many blocks to trash (blocktrash -n).
+    #[arg(long, default_value_t = 1, requires = "xfs_blocktrash")]
+    pub xfs_count: u32,
+    /// With --xfs-blocktrash: what happens to the chosen bits (blocktrash -0/-1/-2/-3).
+    #[arg(long, value_enum, default_value_t = crate::xfs::TrashMode::Randomize, requires = "xfs_blocktrash")]
+    pub xfs_mode: crate::xfs::TrashMode,
     /// Where to write the manifest (JSON).
     #[arg(long)]
     pub manifest: PathBuf,
@@ -192,7 +203,7 @@ pub struct Manifest {
     pub changes: Vec<Change>,
 }
 
-fn hex(b: &[u8]) -> String {
+pub(crate) fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
@@ -1234,8 +1245,45 @@ fn corrupt_semantic(img: &mut Image, s: Semantic, rng: &mut ChaCha8Rng) -> Resul
     }
 }
 
+/// Runs `xfs_db blocktrash` on an XFS image and logs the bytes it changed.
+fn run_xfs(args: &CorruptArgs, kind: crate::xfs::BlockType) -> Result<Manifest> {
+    let t = crate::xfs::blocktrash(&args.image, kind, args.seed, args.xfs_count, args.xfs_mode)?;
+    Ok(Manifest {
+        image: args.image.clone(),
+        seed: args.seed,
+        mode: "xfs-blocktrash".into(),
+        target: kind.name(),
+        op: None,
+        group: None,
+        csum: CsumMode::Stale,
+        description: t.description,
+        steps: Vec::new(),
+        changes: t.changes,
+    })
+}
+
 /// Runs one corruption and writes the manifest.
 pub fn run(args: &CorruptArgs) -> Result<Manifest> {
+    let manifest = match args.xfs_blocktrash {
+        Some(kind) => run_xfs(args, kind)?,
+        None => run_ext(args)?,
+    };
+    std::fs::write(
+        &args.manifest,
+        serde_json::to_string_pretty(&manifest)? + "\n",
+    )
+    .with_context(|| format!("writing {}", args.manifest.display()))?;
+    Ok(manifest)
+}
+
+/// Runs one corruption of an ext2/3/4 image.
+fn run_ext(args: &CorruptArgs) -> Result<Manifest> {
+    if crate::xfs::is_xfs(&args.image) {
+        bail!(
+            "{} is an XFS image: use --xfs-blocktrash TYPE",
+            args.image.display()
+        );
+    }
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let mut img = Image::open(&args.image)?;
     let given = [
@@ -1295,7 +1343,7 @@ pub fn run(args: &CorruptArgs) -> Result<Manifest> {
         img.fix_checksums()?;
     }
     img.file.sync_all().context("syncing the image")?;
-    let manifest = Manifest {
+    Ok(Manifest {
         image: args.image.clone(),
         seed: args.seed,
         mode: mode.into(),
@@ -1306,13 +1354,7 @@ pub fn run(args: &CorruptArgs) -> Result<Manifest> {
         description,
         steps,
         changes: img.changes,
-    };
-    std::fs::write(
-        &args.manifest,
-        serde_json::to_string_pretty(&manifest)? + "\n",
-    )
-    .with_context(|| format!("writing {}", args.manifest.display()))?;
-    Ok(manifest)
+    })
 }
 
 /// CLI entry.

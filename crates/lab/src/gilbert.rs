@@ -6,6 +6,11 @@
 //! manifest before the next one. The result is the runtime and peak-memory growth each
 //! corruption type causes, per checker.
 //!
+//! With `--fs-type xfs` the same trees are packed with `mkfs.xfs -p`, the corruptions are
+//! `xfs_db blocktrash -t TYPE` per metadata type (`xfs-agf`, `xfs-inode`, …) and the checkers are
+//! `xfs_repair -n` and `xfs_repair` (the repair runs on a scratch copy, so every run starts from
+//! the same damage): the seed's e2fsck vs xfs_repair comparison.
+//!
 //! Runs alternate between the checkers and are summarised by medians; peak RSS comes through
 //! the `__measure` shim so it is the checker's own. Output: results.json, report.md and two
 //! bar figures (runtime and memory growth per corruption type), each as SVG and PNG.
@@ -33,6 +38,7 @@ use crate::metrics::median;
 use crate::plots::{self, BarPlot};
 use crate::sweep::Figure;
 use crate::tools;
+use crate::xfs::{self, BlockType};
 
 /// Bounds on the sweep, so a typo cannot start a week-long run.
 const MAX_SIZES: usize = 16;
@@ -48,8 +54,31 @@ const MAX_SMALL_FILE: usize = 8 * 1024;
 const BIG_FILE_BLOCKS: u64 = 64;
 const SPARSE_FILE_EXTENTS: u64 = 16;
 
-/// Every corruption type of the experiment, by name: the Table II set, then the components.
-pub fn all_corruptions() -> Vec<String> {
+/// blocktrash types found in every generated XFS image (the others need reflinked, attributed
+/// or many-extent files, or damage the log, which a clean unmount leaves unread).
+const XFS_TYPES: &[BlockType] = &[
+    BlockType::Sb,
+    BlockType::Agf,
+    BlockType::Agfl,
+    BlockType::Agi,
+    BlockType::Inode,
+    BlockType::Dir,
+    BlockType::Btbno,
+    BlockType::Btcnt,
+    BlockType::Btino,
+    BlockType::Btfino,
+    BlockType::Btrefcnt,
+];
+
+/// Every corruption type of the experiment, by name: on ext, the Table II set, then the
+/// components; on XFS, `xfs-TYPE` per blocktrash type.
+pub fn all_corruptions(fs_type: FsType) -> Vec<String> {
+    if fs_type == FsType::Xfs {
+        return XFS_TYPES
+            .iter()
+            .map(|t| format!("xfs-{}", t.name()))
+            .collect();
+    }
     let mut out: Vec<String> = Table2::ALL.iter().map(|t| t.name()).collect();
     for c in Component::value_variants() {
         if let Some(v) = c.to_possible_value() {
@@ -59,8 +88,20 @@ pub fn all_corruptions() -> Vec<String> {
     out
 }
 
-/// The `ffsck-lab corrupt` arguments of one corruption type.
-fn corrupt_argv(name: &str) -> Result<Vec<String>> {
+/// The `ffsck-lab corrupt` arguments of one corruption type on `fs_type`.
+fn corrupt_argv(name: &str, fs_type: FsType) -> Result<Vec<String>> {
+    let unknown = || {
+        anyhow::anyhow!(
+            "unknown corruption `{name}` for {} (known: {})",
+            fs_type.name(),
+            all_corruptions(fs_type).join(", ")
+        )
+    };
+    if fs_type == FsType::Xfs {
+        let t = name.strip_prefix("xfs-").ok_or_else(unknown)?;
+        BlockType::from_str(t, false).map_err(|_| unknown())?;
+        return Ok(vec!["--xfs-blocktrash".into(), t.into()]);
+    }
     if let Some(c) = name.strip_prefix("component-") {
         Component::from_str(c, false).map_err(|e| anyhow::anyhow!("{e}"))?;
         return Ok(vec![
@@ -70,12 +111,7 @@ fn corrupt_argv(name: &str) -> Result<Vec<String>> {
             "0".into(),
         ]);
     }
-    Table2::from_str(name, false).map_err(|_| {
-        anyhow::anyhow!(
-            "unknown corruption `{name}` (known: {})",
-            all_corruptions().join(", ")
-        )
-    })?;
+    Table2::from_str(name, false).map_err(|_| unknown())?;
     Ok(vec!["--table2".into(), name.into()])
 }
 
@@ -108,6 +144,17 @@ pub struct Measure {
     pub rss_own: bool,
 }
 
+/// One checker's medians on one damaged image and their growth over the clean image.
+#[derive(Debug, Clone, Serialize)]
+pub struct Series {
+    /// The checker's name, e.g. `e2fsck -fn` or `xfs_repair -n`.
+    pub checker: String,
+    pub measure: Measure,
+    /// After / before (NaN when not measured).
+    pub time_growth: f64,
+    pub rss_growth: f64,
+}
+
 /// One corruption type on one image shape.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
@@ -118,13 +165,22 @@ pub struct Row {
     /// Bytes changed, checksum fix-ups included.
     pub changes: usize,
     pub description: String,
-    pub ffsck: Option<Measure>,
-    pub e2fsck: Option<Measure>,
-    /// After / before, per checker (NaN when not measured).
-    pub ffsck_time_growth: f64,
-    pub e2fsck_time_growth: f64,
-    pub ffsck_rss_growth: f64,
-    pub e2fsck_rss_growth: f64,
+    /// One entry per checker, in the order of [`GilbertResults::checkers`].
+    pub checkers: Vec<Series>,
+}
+
+impl Row {
+    /// The series of the checker named `checker`.
+    pub fn series(&self, checker: &str) -> Option<&Series> {
+        self.checkers.iter().find(|s| s.checker == checker)
+    }
+}
+
+/// One checker's medians on a clean image.
+#[derive(Debug, Clone, Serialize)]
+pub struct Clean {
+    pub checker: String,
+    pub measure: Measure,
 }
 
 /// The clean image of one shape.
@@ -133,8 +189,15 @@ pub struct Baseline {
     pub config: Config,
     pub image_bytes: u64,
     pub files: u64,
-    pub ffsck: Measure,
-    pub e2fsck: Measure,
+    pub checkers: Vec<Clean>,
+}
+
+/// Median growth of one checker over all shapes for one corruption type.
+#[derive(Debug, Clone, Serialize)]
+pub struct Growth {
+    pub checker: String,
+    pub time_growth: f64,
+    pub rss_growth: f64,
 }
 
 /// Median growth of one corruption type over all shapes.
@@ -142,10 +205,18 @@ pub struct Baseline {
 pub struct TypeSummary {
     pub corruption: String,
     pub configs: usize,
-    pub ffsck_time_growth: f64,
-    pub e2fsck_time_growth: f64,
-    pub ffsck_rss_growth: f64,
-    pub e2fsck_rss_growth: f64,
+    pub checkers: Vec<Growth>,
+}
+
+/// A checker as run: its name, binary, version and arguments before the image.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckerInfo {
+    pub name: String,
+    pub path: PathBuf,
+    pub version: String,
+    pub args: Vec<String>,
+    /// Runs on a scratch copy of the image, because it repairs.
+    pub on_copy: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -157,10 +228,8 @@ pub struct GilbertResults {
     pub corruptions: Vec<String>,
     pub runs: usize,
     pub seed: u64,
-    pub ffsck_path: PathBuf,
+    pub checkers: Vec<CheckerInfo>,
     pub ffsck_threads: Option<usize>,
-    pub e2fsck_path: PathBuf,
-    pub e2fsck_version: String,
     pub baselines: Vec<Baseline>,
     pub rows: Vec<Row>,
     pub by_type: Vec<TypeSummary>,
@@ -168,35 +237,72 @@ pub struct GilbertResults {
     pub warnings: Vec<String>,
 }
 
-fn validate(args: &BenchArgs) -> Result<(Vec<Config>, Vec<String>)> {
+/// The image shapes asked for, with the file system's defaults filled in.
+struct Shapes {
+    fs_sizes: Vec<u64>,
+    block_sizes: Vec<u32>,
+    inode_sizes: Vec<u32>,
+}
+
+impl Shapes {
+    fn new(args: &BenchArgs, fs_type: FsType) -> Self {
+        // XFS needs 300 MiB and (v5) inodes of at least 512 bytes; at 300 MiB its 64 MiB log
+        // leaves too little room for the tree with 1 KiB inodes.
+        let (sizes, inodes): (&[u64], &[u32]) = match fs_type {
+            FsType::Xfs => (&[600, 1200], &[512, 1024]),
+            _ => (&[8, 32], &[128, 256, 1024]),
+        };
+        Shapes {
+            fs_sizes: args.fs_sizes.clone().unwrap_or_else(|| sizes.to_vec()),
+            block_sizes: args.block_sizes.clone().unwrap_or(vec![1024, 4096]),
+            inode_sizes: args.inode_sizes.clone().unwrap_or_else(|| inodes.to_vec()),
+        }
+    }
+}
+
+fn validate(
+    args: &BenchArgs,
+    fs_type: FsType,
+    shapes: &Shapes,
+) -> Result<(Vec<Config>, Vec<String>)> {
     if args.runs < 3 {
         bail!("--runs must be at least 3 (got {})", args.runs);
     }
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         bail!("--timeout must be a positive number of seconds");
     }
-    if args.fs_sizes.is_empty() || args.fs_sizes.len() > MAX_SIZES {
+    if shapes.fs_sizes.is_empty() || shapes.fs_sizes.len() > MAX_SIZES {
         bail!("--fs-sizes takes 1 to {MAX_SIZES} sizes");
     }
-    for &m in &args.fs_sizes {
-        if !(4..=MAX_FS_MIB).contains(&m) {
-            bail!("--fs-sizes: {m} MiB is outside 4..={MAX_FS_MIB}");
+    let (min_mib, min_inode) = match fs_type {
+        FsType::Xfs => (xfs::MIN_BYTES >> 20, 512),
+        _ => (4, 128),
+    };
+    for &m in &shapes.fs_sizes {
+        if !(min_mib..=MAX_FS_MIB).contains(&m) {
+            bail!(
+                "--fs-sizes: {m} MiB is outside {min_mib}..={MAX_FS_MIB} for {}",
+                fs_type.name()
+            );
         }
     }
-    for &b in &args.block_sizes {
+    for &b in &shapes.block_sizes {
         if ![1024, 2048, 4096, 8192, 16384, 32768, 65536].contains(&b) {
             bail!("--block-sizes: {b} is not a power of two in 1024..=65536");
         }
     }
-    for &i in &args.inode_sizes {
-        if !i.is_power_of_two() || !(128..=4096).contains(&i) {
-            bail!("--inode-sizes: {i} is not a power of two in 128..=4096");
+    for &i in &shapes.inode_sizes {
+        if !i.is_power_of_two() || !(min_inode..=4096).contains(&i) {
+            bail!(
+                "--inode-sizes: {i} is not a power of two in {min_inode}..=4096 for {}",
+                fs_type.name()
+            );
         }
     }
     let mut configs = Vec::new();
-    for &fs_mib in &args.fs_sizes {
-        for &block_size in &args.block_sizes {
-            for &inode_size in &args.inode_sizes {
+    for &fs_mib in &shapes.fs_sizes {
+        for &block_size in &shapes.block_sizes {
+            for &inode_size in &shapes.inode_sizes {
                 configs.push(Config {
                     fs_mib,
                     block_size,
@@ -213,10 +319,10 @@ fn validate(args: &BenchArgs) -> Result<(Vec<Config>, Vec<String>)> {
     }
     let corruptions = match &args.corruptions {
         Some(list) if !list.is_empty() => list.clone(),
-        _ => all_corruptions(),
+        _ => all_corruptions(fs_type),
     };
     for c in &corruptions {
-        corrupt_argv(c)?;
+        corrupt_argv(c, fs_type)?;
     }
     Ok((configs, corruptions))
 }
@@ -252,7 +358,8 @@ fn write_tree(root: &Path, c: &Config, seed: u64) -> Result<u64> {
     Ok(n + 2)
 }
 
-/// Builds the image of one shape with `mke2fs -d`, reproducibly from the seed.
+/// Builds the image of one shape with `mke2fs -d` (`mkfs.xfs -p` for XFS, then `mke2fs` is
+/// mkfs.xfs), reproducibly from the seed.
 pub fn build_image(
     c: &Config,
     fs_type: FsType,
@@ -266,6 +373,18 @@ pub fn build_image(
         .tempdir_in(tree_parent)
         .with_context(|| format!("creating a tree dir in {}", tree_parent.display()))?;
     let files = write_tree(tree.path(), c, seed)?;
+    if fs_type == FsType::Xfs {
+        let spec = xfs::MkfsSpec {
+            bytes: c.fs_mib << 20,
+            block_size: c.block_size,
+            inode_size: c.inode_size,
+            seed,
+        };
+        xfs::mkfs(&spec, tree.path(), image, mke2fs)
+            .with_context(|| format!("mkfs.xfs for {}", c.label()))?;
+        tree.close().context("deleting the generated tree")?;
+        return Ok(files);
+    }
     let _ = std::fs::remove_file(image);
     let log_path = image.with_extension("mke2fs.log");
     let log = File::create(&log_path)?;
@@ -303,10 +422,37 @@ pub fn build_image(
     Ok(files)
 }
 
+/// The checkers of the experiment for `fs_type`: ffsck and e2fsck on ext, xfs_repair -n and
+/// xfs_repair on XFS.
+fn checker_list(args: &BenchArgs, fs_type: FsType) -> Result<Vec<CheckerInfo>> {
+    let info = |name: &str, path: PathBuf, args: Vec<String>, on_copy: bool| CheckerInfo {
+        name: name.into(),
+        version: tools::version_line(&path),
+        path,
+        args,
+        on_copy,
+    };
+    if fs_type == FsType::Xfs {
+        let repair = xfs::tool("xfs_repair")?;
+        return Ok(vec![
+            info("xfs_repair -n", repair.clone(), vec!["-n".into()], false),
+            info("xfs_repair", repair, Vec::new(), true),
+        ]);
+    }
+    let ffsck = tools::resolve_ffsck(args.ffsck.as_deref())?;
+    let e2fsck = tools::resolve_tool(args.e2fsck.as_deref(), "e2fsck")?;
+    let mut ffsck_args = vec!["-fn".to_string()];
+    if let Some(t) = args.threads {
+        ffsck_args.extend(["--threads".into(), t.to_string()]);
+    }
+    Ok(vec![
+        info("ffsck -fn", ffsck, ffsck_args, false),
+        info("e2fsck -fn", e2fsck, vec!["-fn".into()], false),
+    ])
+}
+
 struct Checkers<'a> {
-    ffsck: &'a Path,
-    e2fsck: &'a Path,
-    threads: Option<usize>,
+    list: &'a [CheckerInfo],
     runs: usize,
     timeout: Duration,
     log_dir: &'a Path,
@@ -335,21 +481,28 @@ impl Samples {
 }
 
 impl Checkers<'_> {
-    fn once(&self, which: &str, image: &Path, s: Option<&mut Samples>) -> Result<()> {
-        let (prog, mut argv): (&Path, Vec<OsString>) = if which == "ffsck" {
-            let mut a: Vec<OsString> = vec!["-fn".into()];
-            if let Some(t) = self.threads {
-                a.extend(["--threads".into(), t.to_string().into()]);
-            }
-            (self.ffsck, a)
+    /// One run of checker `k`; a repairing checker gets a fresh scratch copy of the image.
+    fn once(&self, k: usize, image: &Path, s: Option<&mut Samples>) -> Result<()> {
+        let c = &self.list[k];
+        let scratch = self.log_dir.join("gilbert.scratch.img");
+        let target = if c.on_copy {
+            xfs::sparse_copy(image, &scratch)?;
+            &scratch
         } else {
-            (self.e2fsck, vec!["-fn".into()])
+            image
         };
-        argv.push(image.into());
-        let log_path = self.log_dir.join(format!("{which}.log"));
+        let mut argv: Vec<OsString> = c.args.iter().map(OsString::from).collect();
+        argv.push(target.into());
+        let log_path = self
+            .log_dir
+            .join(format!("{}.log", c.name.replace(' ', "")));
         let log = File::create(&log_path)?;
-        let (o, own) = child::run_measured(prog, &argv, Some(&log), Some(self.timeout))
-            .with_context(|| format!("running {which}"))?;
+        let ran = child::run_measured(&c.path, &argv, Some(&log), Some(self.timeout))
+            .with_context(|| format!("running {}", c.name));
+        if c.on_copy {
+            let _ = std::fs::remove_file(&scratch);
+        }
+        let (o, own) = ran?;
         if let Some(s) = s {
             if s.walls.is_empty() {
                 s.own = true;
@@ -362,18 +515,21 @@ impl Checkers<'_> {
         Ok(())
     }
 
-    /// `runs` alternating runs of each checker, optionally after one warm-up each.
-    fn measure(&self, image: &Path, warmup: bool) -> Result<(Measure, Measure)> {
+    /// `runs` alternating runs of each checker, optionally after one warm-up each; one
+    /// summary per checker.
+    fn measure(&self, image: &Path, warmup: bool) -> Result<Vec<Measure>> {
         if warmup {
-            self.once("ffsck", image, None)?;
-            self.once("e2fsck", image, None)?;
+            for k in 0..self.list.len() {
+                self.once(k, image, None)?;
+            }
         }
-        let (mut ff, mut e2) = (Samples::default(), Samples::default());
+        let mut samples: Vec<Samples> = self.list.iter().map(|_| Samples::default()).collect();
         for _ in 0..self.runs {
-            self.once("ffsck", image, Some(&mut ff))?;
-            self.once("e2fsck", image, Some(&mut e2))?;
+            for (k, s) in samples.iter_mut().enumerate() {
+                self.once(k, image, Some(s))?;
+            }
         }
-        Ok((ff.summary(), e2.summary()))
+        Ok(samples.into_iter().map(Samples::summary).collect())
     }
 }
 
@@ -389,28 +545,90 @@ fn undo(image: &Path, m: &corrupt::Manifest) -> Result<()> {
     Ok(())
 }
 
-fn ratio(after: Option<&Measure>, before: &Measure, f: fn(&Measure) -> f64) -> f64 {
-    after.map_or(f64::NAN, |a| f(a) / f(before))
+/// Each checker's damaged-image medians with their growth over its clean ones.
+fn series(after: Vec<Measure>, clean: &[Clean]) -> Vec<Series> {
+    after
+        .into_iter()
+        .zip(clean)
+        .map(|(m, c)| Series {
+            checker: c.checker.clone(),
+            time_growth: m.median_wall_s / c.measure.median_wall_s,
+            rss_growth: m.median_max_rss_kib / c.measure.median_max_rss_kib,
+            measure: m,
+        })
+        .collect()
+}
+
+/// Median growth per checker of each corruption type over the shapes it was applied to.
+fn summarize(corruptions: &[String], rows: &[Row], checkers: &[CheckerInfo]) -> Vec<TypeSummary> {
+    corruptions
+        .iter()
+        .map(|name| {
+            let mine: Vec<&Row> = rows
+                .iter()
+                .filter(|r| &r.corruption == name && r.error.is_none())
+                .collect();
+            let med = |k: usize, f: fn(&Series) -> f64| {
+                let v: Vec<f64> = mine
+                    .iter()
+                    .filter_map(|r| r.checkers.get(k).map(f))
+                    .filter(|x| x.is_finite())
+                    .collect();
+                median(&v).unwrap_or(f64::NAN)
+            };
+            TypeSummary {
+                corruption: name.clone(),
+                configs: mine.len(),
+                checkers: checkers
+                    .iter()
+                    .enumerate()
+                    .map(|(k, c)| Growth {
+                        checker: c.name.clone(),
+                        time_growth: med(k, |s| s.time_growth),
+                        rss_growth: med(k, |s| s.rss_growth),
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 /// Runs the whole experiment and writes results.json, report.md and the figures into --out.
 pub fn run(args: &BenchArgs) -> Result<GilbertResults> {
-    let (configs, corruptions) = validate(args)?;
-    let ffsck = tools::resolve_ffsck(args.ffsck.as_deref())?;
-    let e2fsck = tools::resolve_tool(args.e2fsck.as_deref(), "e2fsck")?;
-    let mke2fs = tools::resolve_tool(args.mke2fs.as_deref(), "mke2fs")?;
+    let fs_type = args.fs_type.unwrap_or(FsType::Ext4);
+    let shapes = Shapes::new(args, fs_type);
+    let (configs, corruptions) = validate(args, fs_type, &shapes)?;
+    let mut warnings = Vec::new();
+    // XFS inodes are at most half a block: leave out the shapes mkfs.xfs cannot make.
+    let (configs, dropped): (Vec<Config>, Vec<Config>) = configs
+        .into_iter()
+        .partition(|c| fs_type != FsType::Xfs || 2 * c.inode_size <= c.block_size);
+    if !dropped.is_empty() {
+        let labels: Vec<String> = dropped.iter().map(Config::label).collect();
+        if configs.is_empty() {
+            bail!(
+                "mkfs.xfs can make none of the shapes: {}",
+                labels.join("; ")
+            );
+        }
+        warnings.push(format!(
+            "left out (XFS inodes are at most half a block): {}",
+            labels.join("; ")
+        ));
+    }
+    let list = checker_list(args, fs_type)?;
+    let mkfs = match fs_type {
+        FsType::Xfs => xfs::tool("mkfs.xfs")?,
+        _ => tools::resolve_tool(args.mke2fs.as_deref(), "mke2fs")?,
+    };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let fs_type = args.fs_type.unwrap_or(FsType::Ext4);
     let checkers = Checkers {
-        ffsck: &ffsck,
-        e2fsck: &e2fsck,
-        threads: args.threads,
+        list: &list,
         runs: args.runs,
         timeout: Duration::from_secs_f64(args.timeout),
         log_dir: &args.out,
     };
-    let mut warnings = Vec::new();
     let mut baselines = Vec::new();
     let mut rows = Vec::new();
     let image = args.out.join("gilbert.img");
@@ -418,18 +636,27 @@ pub fn run(args: &BenchArgs) -> Result<GilbertResults> {
     for (k, c) in configs.iter().enumerate() {
         eprintln!("[{}/{}] {}", k + 1, configs.len(), c.label());
         let tree_parent = args.tree_dir.as_deref().unwrap_or(&args.out);
-        let files = build_image(c, fs_type, args.seed, tree_parent, &image, &mke2fs)?;
+        let files = build_image(c, fs_type, args.seed, tree_parent, &image, &mkfs)?;
         let image_bytes = std::fs::metadata(&image)?.len();
         let pristine = std::fs::read(&image)
             .ok()
             .filter(|_| image_bytes <= 64 << 20);
-        let (ff0, e20) = checkers.measure(&image, true)?;
-        for (who, m) in [("ffsck", &ff0), ("e2fsck", &e20)] {
-            if m.outcomes.iter().any(|o| o != "0") {
+        let clean: Vec<Clean> = checkers
+            .measure(&image, true)?
+            .into_iter()
+            .zip(&list)
+            .map(|(measure, info)| Clean {
+                checker: info.name.clone(),
+                measure,
+            })
+            .collect();
+        for b in &clean {
+            if b.measure.outcomes.iter().any(|o| o != "0") {
                 warnings.push(format!(
-                    "{}: {who} did not find the clean image clean ({})",
+                    "{}: {} did not find the clean image clean ({})",
                     c.label(),
-                    m.outcomes.join(", ")
+                    b.checker,
+                    b.measure.outcomes.join(", ")
                 ));
             }
         }
@@ -442,7 +669,7 @@ pub fn run(args: &BenchArgs) -> Result<GilbertResults> {
                 "--manifest".into(),
                 manifest.to_string_lossy().into_owned(),
             ];
-            argv.extend(corrupt_argv(name)?);
+            argv.extend(corrupt_argv(name, fs_type)?);
             let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
             let cargs: CorruptArgs = crate::parse_args(&argv)?;
             let applied = corrupt::run(&cargs);
@@ -452,12 +679,7 @@ pub fn run(args: &BenchArgs) -> Result<GilbertResults> {
                 error: None,
                 changes: 0,
                 description: String::new(),
-                ffsck: None,
-                e2fsck: None,
-                ffsck_time_growth: f64::NAN,
-                e2fsck_time_growth: f64::NAN,
-                ffsck_rss_growth: f64::NAN,
-                e2fsck_rss_growth: f64::NAN,
+                checkers: Vec::new(),
             };
             match applied {
                 Err(e) => row.error = Some(format!("{e:#}")),
@@ -469,19 +691,21 @@ pub fn run(args: &BenchArgs) -> Result<GilbertResults> {
                             bail!("undoing `{name}` did not restore the image");
                         }
                     }
-                    let (ff, e2) = measured?;
-                    eprintln!(
-                        "  {name}: ffsck {:.3} s → {:.3} s, e2fsck {:.3} s → {:.3} s",
-                        ff0.median_wall_s, ff.median_wall_s, e20.median_wall_s, e2.median_wall_s
-                    );
+                    row.checkers = series(measured?, &clean);
+                    let line: Vec<String> = row
+                        .checkers
+                        .iter()
+                        .zip(&clean)
+                        .map(|(s, b)| {
+                            format!(
+                                "{} {:.3} s → {:.3} s",
+                                s.checker, b.measure.median_wall_s, s.measure.median_wall_s
+                            )
+                        })
+                        .collect();
+                    eprintln!("  {name}: {}", line.join(", "));
                     row.changes = m.changes.len();
                     row.description = m.description;
-                    row.ffsck_time_growth = ratio(Some(&ff), &ff0, |m| m.median_wall_s);
-                    row.e2fsck_time_growth = ratio(Some(&e2), &e20, |m| m.median_wall_s);
-                    row.ffsck_rss_growth = ratio(Some(&ff), &ff0, |m| m.median_max_rss_kib);
-                    row.e2fsck_rss_growth = ratio(Some(&e2), &e20, |m| m.median_max_rss_kib);
-                    row.ffsck = Some(ff);
-                    row.e2fsck = Some(e2);
                 }
             }
             rows.push(row);
@@ -490,8 +714,7 @@ pub fn run(args: &BenchArgs) -> Result<GilbertResults> {
             config: *c,
             image_bytes,
             files,
-            ffsck: ff0,
-            e2fsck: e20,
+            checkers: clean,
         });
     }
     if !args.keep {
@@ -499,31 +722,7 @@ pub fn run(args: &BenchArgs) -> Result<GilbertResults> {
     }
     let _ = std::fs::remove_file(&manifest);
 
-    let by_type: Vec<TypeSummary> = corruptions
-        .iter()
-        .map(|name| {
-            let mine: Vec<&Row> = rows
-                .iter()
-                .filter(|r| &r.corruption == name && r.error.is_none())
-                .collect();
-            let med = |f: fn(&Row) -> f64| {
-                let v: Vec<f64> = mine
-                    .iter()
-                    .map(|r| f(r))
-                    .filter(|x| x.is_finite())
-                    .collect();
-                median(&v).unwrap_or(f64::NAN)
-            };
-            TypeSummary {
-                corruption: name.clone(),
-                configs: mine.len(),
-                ffsck_time_growth: med(|r| r.ffsck_time_growth),
-                e2fsck_time_growth: med(|r| r.e2fsck_time_growth),
-                ffsck_rss_growth: med(|r| r.ffsck_rss_growth),
-                e2fsck_rss_growth: med(|r| r.e2fsck_rss_growth),
-            }
-        })
-        .collect();
+    let by_type = summarize(&corruptions, &rows, &list);
     let skipped = rows.iter().filter(|r| r.error.is_some()).count();
     if skipped > 0 {
         warnings.push(format!(
@@ -532,8 +731,12 @@ pub fn run(args: &BenchArgs) -> Result<GilbertResults> {
     }
     if rows
         .iter()
-        .filter_map(|r| r.ffsck.as_ref())
-        .chain(baselines.iter().map(|b| &b.ffsck))
+        .flat_map(|r| r.checkers.iter().map(|s| &s.measure))
+        .chain(
+            baselines
+                .iter()
+                .flat_map(|b| b.checkers.iter().map(|c| &c.measure)),
+        )
         .any(|m| !m.rss_own)
     {
         warnings.push(
@@ -544,16 +747,14 @@ pub fn run(args: &BenchArgs) -> Result<GilbertResults> {
     }
     let mut results = GilbertResults {
         fs_type,
-        fs_sizes_mib: args.fs_sizes.clone(),
-        block_sizes: args.block_sizes.clone(),
-        inode_sizes: args.inode_sizes.clone(),
+        fs_sizes_mib: shapes.fs_sizes,
+        block_sizes: shapes.block_sizes,
+        inode_sizes: shapes.inode_sizes,
         corruptions,
         runs: args.runs,
         seed: args.seed,
-        ffsck_path: ffsck.clone(),
+        checkers: list,
         ffsck_threads: args.threads,
-        e2fsck_version: tools::version_line(&e2fsck),
-        e2fsck_path: e2fsck,
         baselines,
         rows,
         by_type,
@@ -574,31 +775,39 @@ pub fn run(args: &BenchArgs) -> Result<GilbertResults> {
 /// Runtime and memory growth per corruption type (median over shapes), one bar per checker.
 pub fn figures(r: &GilbertResults, out: &Path) -> Result<Vec<Figure>> {
     let cats: Vec<String> = r.by_type.iter().map(|t| t.corruption.clone()).collect();
-    let col = |f: fn(&TypeSummary) -> f64| r.by_type.iter().map(f).collect::<Vec<f64>>();
+    let per_checker = |f: fn(&Growth) -> f64| -> Vec<(String, Vec<f64>)> {
+        let values = |k: usize| -> Vec<f64> {
+            r.by_type
+                .iter()
+                .map(|t| t.checkers.get(k).map_or(f64::NAN, f))
+                .collect()
+        };
+        (r.checkers.iter().enumerate())
+            .map(|(k, c)| (c.name.clone(), values(k)))
+            .collect()
+    };
     let shapes = r.baselines.len();
     let specs = [
         (
             "gilbert-time",
             format!("Runtime growth after corruption ({shapes} image shapes)"),
             "median wall after / before",
-            col(|t| t.ffsck_time_growth),
-            col(|t| t.e2fsck_time_growth),
+            per_checker(|g| g.time_growth),
         ),
         (
             "gilbert-memory",
             format!("Peak memory growth after corruption ({shapes} image shapes)"),
             "median peak RSS after / before",
-            col(|t| t.ffsck_rss_growth),
-            col(|t| t.e2fsck_rss_growth),
+            per_checker(|g| g.rss_growth),
         ),
     ];
     let mut figures = Vec::new();
-    for (stem, title, x_label, ff, e2) in specs {
+    for (stem, title, x_label, series) in specs {
         let plot = BarPlot {
             title,
             x_label: x_label.into(),
             categories: cats.clone(),
-            series: vec![("ffsck -fn".into(), ff), ("e2fsck -fn".into(), e2)],
+            series,
             reference: Some(1.0),
         };
         figures.push(Figure::write(plots::Plot::Bar(&plot), out, stem)?);
@@ -622,13 +831,29 @@ fn mib(m: &Measure) -> String {
     format!("{:.1}", m.median_max_rss_kib / 1024.0)
 }
 
+/// One column header per checker: `NAME suffix`.
+fn headers(r: &GilbertResults, suffix: &str) -> Vec<String> {
+    r.checkers
+        .iter()
+        .map(|c| format!("{} {suffix}", c.name))
+        .collect()
+}
+
 /// The report: set-up, per-type summary, clean baselines, every row, figures, warnings.
 pub fn render_markdown(r: &GilbertResults) -> String {
     let mut out = String::from("## Gilbert experiment: checker cost after metadata corruption\n\n");
+    let checkers: Vec<String> = r
+        .checkers
+        .iter()
+        .map(|c| {
+            let copy = if c.on_copy { ", on a scratch copy" } else { "" };
+            format!("{}: `{}` ({}{copy})", c.name, c.path.display(), c.version)
+        })
+        .collect();
     out.push_str(&format!(
         "- {} images ({}; sizes {:?} MiB × block sizes {:?} × inode sizes {:?}), seed {}\n\
          - {} corruption types, each applied alone to the clean image and undone after\n\
-         - ffsck: `{}` (threads: {}); e2fsck: `{}` ({})\n\
+         - {}{}\n\
          - {} alternating runs per checker and state; medians; peak RSS via the `__measure` shim\n\n",
         r.baselines.len(),
         r.fs_type.name(),
@@ -637,114 +862,95 @@ pub fn render_markdown(r: &GilbertResults) -> String {
         r.inode_sizes,
         r.seed,
         r.corruptions.len(),
-        r.ffsck_path.display(),
-        r.ffsck_threads
-            .map_or("ffsck default".to_string(), |t| t.to_string()),
-        r.e2fsck_path.display(),
-        r.e2fsck_version,
+        checkers.join("; "),
+        match (r.fs_type, r.ffsck_threads) {
+            (FsType::Xfs, _) => String::new(),
+            (_, t) => format!(
+                "; ffsck threads: {}",
+                t.map_or("ffsck default".to_string(), |t| t.to_string())
+            ),
+        },
         r.runs
     ));
+    let n = r.checkers.len();
+    let table = |fixed: &[&str], cols: Vec<String>, right: Vec<bool>, rows: &[Vec<String>]| {
+        let mut header: Vec<&str> = fixed.to_vec();
+        header.extend(cols.iter().map(String::as_str));
+        markdown::table(&header, &right, rows)
+    };
     out.push_str("### Growth per corruption type (median over image shapes)\n\n");
     let rows: Vec<Vec<String>> = r
         .by_type
         .iter()
         .map(|t| {
-            vec![
-                t.corruption.clone(),
-                t.configs.to_string(),
-                growth(t.e2fsck_time_growth),
-                growth(t.ffsck_time_growth),
-                growth(t.e2fsck_rss_growth),
-                growth(t.ffsck_rss_growth),
-            ]
+            let mut v = vec![t.corruption.clone(), t.configs.to_string()];
+            v.extend(t.checkers.iter().map(|g| growth(g.time_growth)));
+            v.extend(t.checkers.iter().map(|g| growth(g.rss_growth)));
+            v
         })
         .collect();
-    out.push_str(&markdown::table(
-        &[
-            "corruption",
-            "images",
-            "e2fsck time",
-            "ffsck time",
-            "e2fsck RSS",
-            "ffsck RSS",
-        ],
-        &[false, true, true, true, true, true],
-        &rows,
-    ));
+    let right = [vec![false], vec![true; 1 + 2 * n]].concat();
+    let cols = [headers(r, "time"), headers(r, "RSS")].concat();
+    out.push_str(&table(&["corruption", "images"], cols, right, &rows));
     out.push_str("\n### Clean images\n\n");
     let rows: Vec<Vec<String>> = r
         .baselines
         .iter()
         .map(|b| {
-            vec![
+            let mut v = vec![
                 b.config.fs_mib.to_string(),
                 b.config.block_size.to_string(),
                 b.config.inode_size.to_string(),
                 b.files.to_string(),
-                secs(&b.e2fsck),
-                secs(&b.ffsck),
-                mib(&b.e2fsck),
-                mib(&b.ffsck),
-            ]
+            ];
+            v.extend(b.checkers.iter().map(|c| secs(&c.measure)));
+            v.extend(b.checkers.iter().map(|c| mib(&c.measure)));
+            v
         })
         .collect();
-    out.push_str(&markdown::table(
-        &[
-            "MiB",
-            "block",
-            "inode",
-            "files",
-            "e2fsck (s)",
-            "ffsck (s)",
-            "e2fsck RSS (MiB)",
-            "ffsck RSS (MiB)",
-        ],
-        &[true; 8],
-        &rows,
-    ));
+    let cols = [headers(r, "(s)"), headers(r, "RSS (MiB)")].concat();
+    let fixed = ["MiB", "block", "inode", "files"];
+    out.push_str(&table(&fixed, cols, vec![true; 4 + 2 * n], &rows));
     out.push_str("\n### Every image and corruption\n\n");
     let rows: Vec<Vec<String>> = r
         .rows
         .iter()
         .map(|row| {
             let c = &row.config;
-            let shape = format!("{}M/{}/{}", c.fs_mib, c.block_size, c.inode_size);
-            match (&row.ffsck, &row.e2fsck, &row.error) {
-                (Some(ff), Some(e2), _) => vec![
-                    shape,
-                    row.corruption.clone(),
-                    secs(e2),
-                    growth(row.e2fsck_time_growth),
-                    secs(ff),
-                    growth(row.ffsck_time_growth),
-                    mib(e2),
-                    mib(ff),
-                    format!("{} / {}", e2.outcomes.join(","), ff.outcomes.join(",")),
-                ],
-                (_, _, err) => {
-                    let mut v = vec![shape, row.corruption.clone()];
-                    v.extend(std::iter::repeat_n("–".to_string(), 6));
-                    v.push(format!("not applied: {}", err.as_deref().unwrap_or("?")));
-                    v
-                }
+            let mut v = vec![
+                format!("{}M/{}/{}", c.fs_mib, c.block_size, c.inode_size),
+                row.corruption.clone(),
+            ];
+            if row.checkers.len() != n {
+                v.extend(std::iter::repeat_n("–".to_string(), 3 * n));
+                v.push(format!(
+                    "not applied: {}",
+                    row.error.as_deref().unwrap_or("?")
+                ));
+                return v;
             }
+            for s in &row.checkers {
+                v.extend([secs(&s.measure), growth(s.time_growth)]);
+            }
+            v.extend(row.checkers.iter().map(|s| mib(&s.measure)));
+            let exits: Vec<String> = row
+                .checkers
+                .iter()
+                .map(|s| s.measure.outcomes.join(","))
+                .collect();
+            v.push(exits.join(" / "));
+            v
         })
         .collect();
-    out.push_str(&markdown::table(
-        &[
-            "image",
-            "corruption",
-            "e2fsck (s)",
-            "× clean",
-            "ffsck (s)",
-            "× clean",
-            "e2fsck RSS (MiB)",
-            "ffsck RSS (MiB)",
-            "exit e2fsck / ffsck",
-        ],
-        &[false, false, true, true, true, true, true, true, false],
-        &rows,
-    ));
+    let mut cols = Vec::new();
+    for h in headers(r, "(s)") {
+        cols.extend([h, "× clean".to_string()]);
+    }
+    cols.extend(headers(r, "RSS (MiB)"));
+    let names: Vec<&str> = r.checkers.iter().map(|c| c.name.as_str()).collect();
+    cols.push(format!("exit {}", names.join(" / ")));
+    let right = [vec![false, false], vec![true; 3 * n], vec![false]].concat();
+    out.push_str(&table(&["image", "corruption"], cols, right, &rows));
     out.push_str(&crate::sweep::render_figures(&r.figures));
     if !r.warnings.is_empty() {
         out.push_str("\n### Warnings\n\n");

@@ -1,6 +1,7 @@
 //! Builds reproducible benchmark images: a seeded directory tree of small random files is
 //! generated on the host, then packed with `mke2fs -d`, which lays files out the way a freshly
-//! populated file system would be, without needing root, loop devices or mounts.
+//! populated file system would be, without needing root, loop devices or mounts. XFS images
+//! get the same tree through `mkfs.xfs -p` (see [`crate::xfs`]).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,8 @@ const BLOCK_BYTES: u64 = 4096;
 const MAX_FILE_BYTES: u64 = 8 * 1024;
 /// Leaf directories per intermediate directory, so no directory becomes huge by accident.
 const LEAVES_PER_GROUP: u64 = 100;
+/// mkfs.xfs's default inode size (v5).
+const XFS_INODE_BYTES: u32 = 512;
 /// ext4's default inode size.
 const INODE_BYTES: u64 = 256;
 /// Data blocks of each `large` file; every other block is a hole, so each data block is its
@@ -46,12 +49,14 @@ pub enum Profile {
     Ext3,
 }
 
-/// File system type for `mke2fs -t`.
+/// File system type: `mke2fs -t`, or XFS through mkfs.xfs.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FsType {
     Ext4,
     Ext3,
+    /// XFS (v5) built with `mkfs.xfs -p PROTOFILE`; at least 300 MiB.
+    Xfs,
 }
 
 impl FsType {
@@ -59,6 +64,7 @@ impl FsType {
         match self {
             FsType::Ext4 => "ext4",
             FsType::Ext3 => "ext3",
+            FsType::Xfs => "xfs",
         }
     }
 }
@@ -116,7 +122,8 @@ pub struct BuiltImage {
     /// Inode count passed to `mke2fs -N`.
     pub mkfs_inodes: u64,
     pub image_bytes: u64,
-    /// The mke2fs arguments, with the tree and image paths replaced by `TREE` and `IMAGE`.
+    /// The mke2fs (or mkfs.xfs) arguments, with the tree (or proto file) and image paths
+    /// replaced by `TREE` (`PROTO`) and `IMAGE`.
     pub mke2fs_args: Vec<String>,
     pub generate_s: f64,
     pub mkfs_s: f64,
@@ -266,7 +273,8 @@ pub(crate) fn seeded_uuid(seed: u64, salt: u64) -> String {
     )
 }
 
-/// Generates the tree under `tree_parent`, runs mke2fs, and deletes the tree again.
+/// Generates the tree under `tree_parent`, runs mke2fs (mkfs.xfs for XFS), and deletes the
+/// tree again.
 pub fn build(
     profile: Profile,
     inodes: u64,
@@ -325,10 +333,66 @@ pub fn build_spec(
     if profile == Profile::Large {
         mkfs_inodes = mkfs_inodes.max(inodes);
     }
-    let image_bytes = spec
+    let mut image_bytes = spec
         .image_bytes
         .unwrap_or_else(|| image_bytes_for(&stats, mkfs_inodes));
+    let started = Instant::now();
+    let args = if fs_type == FsType::Xfs {
+        // mkfs.xfs -p writes the holes of `large` files as data: twice the blocks.
+        if profile == Profile::Large && spec.image_bytes.is_none() {
+            image_bytes = image_bytes.saturating_mul(2);
+        }
+        image_bytes = image_bytes.max(crate::xfs::MIN_BYTES);
+        let xspec = crate::xfs::MkfsSpec {
+            bytes: image_bytes,
+            block_size: BLOCK_BYTES as u32,
+            inode_size: XFS_INODE_BYTES,
+            seed,
+        };
+        crate::xfs::mkfs(&xspec, tree.path(), image, mke2fs)?
+    } else {
+        run_mke2fs(
+            fs_type,
+            mkfs_inodes,
+            image_bytes,
+            seed,
+            tree.path(),
+            image,
+            mke2fs,
+        )?
+    };
+    let mkfs_s = started.elapsed().as_secs_f64();
+    // Deleting the tree here rather than at drop makes a failure visible.
+    tree.close().context("deleting the generated tree")?;
 
+    Ok(BuiltImage {
+        profile,
+        fs_type,
+        requested_inodes: inodes,
+        seed,
+        files: stats.files,
+        dirs: stats.dirs,
+        file_bytes: stats.file_bytes,
+        tree_digest: format!("{:08x}", stats.digest),
+        mkfs_inodes,
+        image_bytes,
+        mke2fs_args: args,
+        generate_s,
+        mkfs_s,
+    })
+}
+
+/// The `mke2fs -d` run of [`build_spec`], with the inode times pinned afterwards; returns the
+/// arguments.
+fn run_mke2fs(
+    fs_type: FsType,
+    mkfs_inodes: u64,
+    image_bytes: u64,
+    seed: u64,
+    tree: &Path,
+    image: &Path,
+    mke2fs: &Path,
+) -> Result<Vec<String>> {
     // A stale image from an earlier run would make mke2fs keep its size; start clean.
     match std::fs::remove_file(image) {
         Ok(()) => {}
@@ -359,7 +423,7 @@ pub fn build_spec(
     let mut cmd = Command::new(mke2fs);
     for a in &args {
         match a.as_str() {
-            "TREE" => cmd.arg(tree.path()),
+            "TREE" => cmd.arg(tree),
             "IMAGE" => cmd.arg(image),
             _ => cmd.arg(a),
         };
@@ -370,9 +434,7 @@ pub fn build_spec(
         .stdin(Stdio::null())
         .stdout(Stdio::from(log.try_clone()?))
         .stderr(Stdio::from(log));
-    let started = Instant::now();
     let outcome = child::run(&mut cmd, None).context("running mke2fs")?;
-    let mkfs_s = started.elapsed().as_secs_f64();
     if outcome.code() != Some(0) {
         let text = std::fs::read_to_string(&log_path).unwrap_or_default();
         bail!(
@@ -384,24 +446,7 @@ pub fn build_spec(
     let _ = std::fs::remove_file(&log_path);
     crate::corrupt::normalize_times(image, FIXED_MTIME as u32)
         .context("normalizing inode times")?;
-    // Deleting the tree here rather than at drop makes a failure visible.
-    tree.close().context("deleting the generated tree")?;
-
-    Ok(BuiltImage {
-        profile,
-        fs_type,
-        requested_inodes: inodes,
-        seed,
-        files: stats.files,
-        dirs: stats.dirs,
-        file_bytes: stats.file_bytes,
-        tree_digest: format!("{:08x}", stats.digest),
-        mkfs_inodes,
-        image_bytes,
-        mke2fs_args: args,
-        generate_s,
-        mkfs_s,
-    })
+    Ok(args)
 }
 
 /// Key facts from `dumpe2fs -h`, so the report shows what was really checked.

@@ -25,9 +25,11 @@ enum Cmd {
     Conformance(conformance::ConformanceArgs),
     /// Time ffsck -fn against e2fsck -fn on a generated (or given) image.
     Bench(bench::BenchArgs),
-    /// Build a reproducible image (and IMG.recipe.json) from a seeded tree with mke2fs -d.
+    /// Build a reproducible image (and IMG.recipe.json) from a seeded tree with mke2fs -d
+    /// (mkfs.xfs -p with --fs-type xfs).
     Mkfs(mkfs::MkfsArgs),
-    /// Damage an image reproducibly (by field, component or meaning) and log every byte.
+    /// Damage an image reproducibly (by field, component or meaning; xfs_db blocktrash on XFS)
+    /// and log every byte.
     Corrupt(corrupt::CorruptArgs),
     /// Age an image through a loop mount (root) and report its fragmentation.
     Age(age::AgeArgs),

@@ -1,6 +1,7 @@
 //! `ffsck-lab mkfs`: builds one reproducible image with [`imagegen`] and writes
 //! `IMG.recipe.json` beside it (profile, seed, sizes, mke2fs arguments, tool versions), so any
-//! image in a report can be rebuilt bit for bit from its recipe.
+//! image in a report can be rebuilt bit for bit from its recipe. `--fs-type xfs` packs the same
+//! tree with `mkfs.xfs -p` instead (same layout per seed; XFS inode times are mkfs's clock).
 
 use std::path::{Path, PathBuf};
 
@@ -34,7 +35,7 @@ pub struct MkfsArgs {
     /// the image].
     #[arg(long)]
     pub tree_dir: Option<PathBuf>,
-    /// mke2fs binary [default: from PATH or /sbin].
+    /// mke2fs binary, or mkfs.xfs with `--fs-type xfs` [default: from PATH or /sbin].
     #[arg(long)]
     pub mke2fs: Option<PathBuf>,
 }
@@ -45,6 +46,7 @@ pub struct Recipe {
     pub tool: String,
     pub image: PathBuf,
     pub built: BuiltImage,
+    /// Version of the mkfs program (mke2fs, or mkfs.xfs for XFS).
     pub mke2fs_version: String,
     pub ffsck_lab_version: String,
 }
@@ -112,7 +114,10 @@ fn pick_tree_dir(args: &MkfsArgs) -> PathBuf {
 
 /// Builds the image and writes its recipe; returns the recipe.
 pub fn run(args: &MkfsArgs) -> Result<Recipe> {
-    let mke2fs = tools::resolve_tool(args.mke2fs.as_deref(), "mke2fs")?;
+    let mke2fs = match (args.fs_type, &args.mke2fs) {
+        (Some(FsType::Xfs), None) => crate::xfs::tool("mkfs.xfs")?,
+        _ => tools::resolve_tool(args.mke2fs.as_deref(), "mke2fs")?,
+    };
     if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;

@@ -6,7 +6,6 @@ mod common;
 
 use std::process::Command;
 
-use ffsck_lab::age::{self, AgeArgs};
 use ffsck_lab::mkfs::{self, MkfsArgs};
 
 #[test]
@@ -32,24 +31,8 @@ fn every_method_ages_a_small_image() {
     for method in ["roundhouse", "holepunch", "ffsck", "git-replay"] {
         let image = tmp.path().join(format!("{method}.img"));
         std::fs::copy(&base, &image).unwrap();
-        let args: AgeArgs = ffsck_lab::parse_args(&[
-            "--method",
-            method,
-            "--image",
-            image.to_str().unwrap(),
-            "--seed",
-            "4",
-            "--secs",
-            "20",
-        ])
-        .unwrap();
-        let report = match age::run(&args) {
-            Ok(r) => r,
-            Err(e) if format!("{e:#}").contains("cannot mount") => {
-                eprintln!("skipping: {e:#}");
-                return;
-            }
-            Err(e) => panic!("{method}: {e:#}"),
+        let Some(report) = common::age_or_skip(method, &image) else {
+            return;
         };
         assert!(report.ops > 0, "{method}: no operations");
         assert!(

@@ -6,7 +6,6 @@ mod common;
 
 use std::path::Path;
 
-use ffsck_lab::bench::BenchArgs;
 use ffsck_lab::corrupt::{self, CorruptArgs, Manifest, Table2};
 use ffsck_lab::gilbert::{self, Config};
 use ffsck_lab::imagegen::FsType;
@@ -128,41 +127,40 @@ fn gilbert_bench_writes_json_markdown_svg_and_png() {
         eprintln!("skipping: ffsck not built");
         return;
     };
-    std::env::set_var(ffsck_lab::child::SHIM_ENV, env!("CARGO_BIN_EXE_ffsck-lab"));
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("g");
-    let args: BenchArgs = ffsck_lab::parse_args(&[
-        "--gilbert",
-        "--fs-sizes",
-        "8",
-        "--block-sizes",
-        "1024,4096",
-        "--inode-sizes",
-        "256",
-        "--corruptions",
-        "inode-links,ind-ptr-range,component-gd",
-        "--runs",
-        "3",
-        "--timeout",
-        "120",
-        "--out",
-        out.to_str().unwrap(),
-        "--ffsck",
-        ffsck.to_str().unwrap(),
-    ])
-    .unwrap();
-    let r = gilbert::run(&args).unwrap();
+    let r = common::run_gilbert(
+        &out,
+        &[
+            "--fs-sizes",
+            "8",
+            "--block-sizes",
+            "1024,4096",
+            "--inode-sizes",
+            "256",
+            "--corruptions",
+            "inode-links,ind-ptr-range,component-gd",
+            "--timeout",
+            "120",
+            "--ffsck",
+            ffsck.to_str().unwrap(),
+        ],
+    );
     assert_eq!(r.baselines.len(), 2);
     assert_eq!(r.rows.len(), 6);
     for row in &r.rows {
         assert!(row.error.is_none(), "{}: {:?}", row.corruption, row.error);
-        let (ff, e2) = (row.ffsck.as_ref().unwrap(), row.e2fsck.as_ref().unwrap());
+        let (ff, e2) = (
+            row.series("ffsck -fn").unwrap(),
+            row.series("e2fsck -fn").unwrap(),
+        );
+        assert!(e2.time_growth.is_finite() && ff.rss_growth.is_finite());
+        let (ff, e2) = (&ff.measure, &e2.measure);
         assert_eq!((ff.runs, e2.runs), (3, 3));
         assert!(
             ff.rss_own && e2.rss_own,
             "RSS not measured through the shim"
         );
-        assert!(row.e2fsck_time_growth.is_finite() && row.ffsck_rss_growth.is_finite());
         // e2fsck must have seen the damage.
         assert!(e2.outcomes.iter().all(|o| o != "0"), "{}", row.corruption);
     }
@@ -183,22 +181,17 @@ fn gilbert_bench_writes_json_markdown_svg_and_png() {
         assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 2000);
     }
     // Bad parameters get clear errors.
-    for (flag, value, needle) in [
-        ("--corruptions", "nonsense", "unknown corruption"),
-        ("--block-sizes", "1000", "--block-sizes"),
-        ("--inode-sizes", "100", "--inode-sizes"),
-    ] {
-        let args: BenchArgs = ffsck_lab::parse_args(&[
-            "--gilbert",
-            flag,
-            value,
+    common::assert_gilbert_refuses(
+        &[
             "--out",
             out.to_str().unwrap(),
             "--ffsck",
             ffsck.to_str().unwrap(),
-        ])
-        .unwrap();
-        let err = gilbert::run(&args).unwrap_err();
-        assert!(format!("{err:#}").contains(needle), "{err:#}");
-    }
+        ],
+        &[
+            ("--corruptions", "nonsense", "unknown corruption"),
+            ("--block-sizes", "1000", "--block-sizes"),
+            ("--inode-sizes", "100", "--inode-sizes"),
+        ],
+    );
 }

@@ -86,3 +86,50 @@ pub fn assert_changes_match(before: &[u8], image: &Path, m: &ffsck_lab::corrupt:
         );
     }
 }
+
+/// `bench --gilbert --runs 3 --out OUT EXTRA…`, measured through this build's shim.
+pub fn run_gilbert(out: &Path, extra: &[&str]) -> ffsck_lab::gilbert::GilbertResults {
+    std::env::set_var(ffsck_lab::child::SHIM_ENV, env!("CARGO_BIN_EXE_ffsck-lab"));
+    let mut argv = vec!["--gilbert", "--runs", "3", "--out", out.to_str().unwrap()];
+    argv.extend_from_slice(extra);
+    let args: ffsck_lab::bench::BenchArgs = ffsck_lab::parse_args(&argv).unwrap();
+    ffsck_lab::gilbert::run(&args).unwrap()
+}
+
+/// `bench --gilbert FLAG VALUE BASE…` fails with an error mentioning NEEDLE, for each case.
+pub fn assert_gilbert_refuses(base: &[&str], cases: &[(&str, &str, &str)]) {
+    for &(flag, value, needle) in cases {
+        let mut argv = vec!["--gilbert", flag, value];
+        argv.extend_from_slice(base);
+        let args: ffsck_lab::bench::BenchArgs = ffsck_lab::parse_args(&argv).unwrap();
+        let err = ffsck_lab::gilbert::run(&args).unwrap_err();
+        assert!(
+            format!("{err:#}").contains(needle),
+            "{flag} {value}: {err:#}"
+        );
+    }
+}
+
+/// `age --method METHOD --image IMAGE --seed 4 --secs 20`; `None`, with a message, where loop
+/// mounts are not allowed.
+pub fn age_or_skip(method: &str, image: &Path) -> Option<ffsck_lab::age::AgeReport> {
+    let args: ffsck_lab::age::AgeArgs = ffsck_lab::parse_args(&[
+        "--method",
+        method,
+        "--image",
+        image.to_str().unwrap(),
+        "--seed",
+        "4",
+        "--secs",
+        "20",
+    ])
+    .unwrap();
+    match ffsck_lab::age::run(&args) {
+        Ok(r) => Some(r),
+        Err(e) if format!("{e:#}").contains("cannot mount") => {
+            eprintln!("skipping: {e:#}");
+            None
+        }
+        Err(e) => panic!("{method}: {e:#}"),
+    }
+}
