@@ -134,6 +134,8 @@ pub struct AllocFacts {
     /// Every directory block (owner, logical and physical block), for repairs that edit
     /// directories. (Empty after a read-only check that spilled it under `--max-memory`.)
     pub dir_blocks: Vec<crate::pass1::DirBlock>,
+    /// Bitmaps given a new block at the end of pass 1.
+    pub relocated: Vec<crate::relocate::Move>,
 }
 
 pub struct Outcome {
@@ -247,6 +249,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         .then(|| pass2::Early::new(&p0.fs, policy, tuning.pipeline_budget));
     let stage = early.as_mut().map(|e| e as &mut dyn pass1::Stage);
     let mut p1 = pass1::run_with(&p0, policy, &mut f, prog, stage, &limits);
+    let relocated = crate::relocate::plan(&p0, &mut p1.block_used, policy, &mut f);
     flush(rep, &mut f, &mut all);
     if !p1.dup_blocks.is_empty() {
         pass1b::run(&p0.fs, &p1, policy, &mut f);
@@ -323,6 +326,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
             inode_used: p1.inode_used,
             dirs_per_group,
             dir_blocks,
+            relocated,
         }),
     }
 }

@@ -26,6 +26,7 @@ pub mod pass5;
 pub mod problem;
 pub mod quota;
 pub mod recovery;
+pub mod relocate;
 pub mod repair;
 pub mod report;
 pub mod spill;

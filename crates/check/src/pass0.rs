@@ -27,6 +27,10 @@ pub struct GroupState {
     pub inode_table_ok: bool,
     /// Descriptor checksum verified (or the file system has none).
     pub csum_ok: bool,
+    /// The bitmap gets a new block at the end of pass 1 (its pointer is 0, or the move out
+    /// of the wrong group was agreed to).
+    pub relocate_block_bitmap: bool,
+    pub relocate_inode_bitmap: bool,
 }
 
 pub struct Pass0Facts {
@@ -324,9 +328,13 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
             inode_bitmap_ok: true,
             inode_table_ok: true,
             csum_ok: true,
+            relocate_block_bitmap: gd.block_bitmap() == 0,
+            relocate_inode_bitmap: gd.inode_bitmap() == 0,
         };
+        st.block_bitmap_ok = gd.block_bitmap() != 0;
+        st.inode_bitmap_ok = gd.inode_bitmap() != 0;
         if !inr(gd.block_bitmap()) {
-            out.report(
+            st.relocate_block_bitmap |= out.report(
                 policy,
                 P::P0_BB_NOT_GROUP,
                 ProblemCtx {
@@ -338,7 +346,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
             st.block_bitmap_ok = false;
         }
         if !inr(gd.inode_bitmap()) {
-            out.report(
+            st.relocate_inode_bitmap |= out.report(
                 policy,
                 P::P0_IB_NOT_GROUP,
                 ProblemCtx {

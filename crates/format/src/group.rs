@@ -107,6 +107,14 @@ impl RawGroupDesc {
         self.bg_used_dirs_count_lo.set(v as u16);
         self.bg_used_dirs_count_hi.set((v >> 16) as u16);
     }
+    pub fn set_block_bitmap(&mut self, b: u64) {
+        self.bg_block_bitmap_lo.set(b as u32);
+        self.bg_block_bitmap_hi.set((b >> 32) as u32);
+    }
+    pub fn set_inode_bitmap(&mut self, b: u64) {
+        self.bg_inode_bitmap_lo.set(b as u32);
+        self.bg_inode_bitmap_hi.set((b >> 32) as u32);
+    }
     pub fn set_itable_unused(&mut self, v: u32) {
         self.bg_itable_unused_lo.set(v as u16);
         self.bg_itable_unused_hi.set((v >> 16) as u16);

@@ -6,6 +6,7 @@
 use crate::engine::AllocFacts;
 use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
+use crate::relocate::Bitmaps;
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ffsck_io::Device;
 use zerocopy::IntoBytes;
@@ -20,6 +21,8 @@ pub fn handles(p: P) -> bool {
             | P::P0_GDT_UNINIT
             | P::P0_GDT_ITABLE_UNUSED
             | P::P0_BB_UNINIT_LAST
+            | P::P0_BB_NOT_GROUP
+            | P::P0_IB_NOT_GROUP
             | P::P5_INODE_BMAP_PADDING
             | P::P5_BLOCK_BMAP_PADDING
             | P::P5_BLOCK_BITMAP_HEADER
@@ -93,8 +96,22 @@ pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
     let mut sb = fs.sb.clone();
     let (mut free_clusters, mut free_inodes) = (0u64, 0u64);
     let mut descs = fs.groups.clone();
+    let moved = |g: u32, which: Bitmaps| {
+        facts
+            .relocated
+            .iter()
+            .find(|m| m.group == g && m.which == which)
+            .map(|m| m.blk)
+    };
     for g in 0..geo.group_count {
         let gd = &mut descs[g as usize];
+        let (new_bb, new_ib) = (moved(g, Bitmaps::Block), moved(g, Bitmaps::Inode));
+        if let Some(b) = new_bb {
+            gd.set_block_bitmap(b);
+        }
+        if let Some(b) = new_ib {
+            gd.set_inode_bitmap(b);
+        }
         // Block bitmap: one bit per cluster, padding set past the group's last cluster.
         let first = geo.group_first_block(g);
         let last = geo.group_last_block(g);
@@ -182,10 +199,11 @@ pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
                 let _ = dev.write_at(data, blk * bs as u64);
             }
         };
-        if p0.groups[g as usize].block_bitmap_ok && flags & BG_BLOCK_UNINIT == 0 {
+        let st = &p0.groups[g as usize];
+        if (st.block_bitmap_ok || new_bb.is_some()) && flags & BG_BLOCK_UNINIT == 0 {
             write_block(gd.block_bitmap(), &bbits);
         }
-        if p0.groups[g as usize].inode_bitmap_ok && flags & BG_INODE_UNINIT == 0 {
+        if (st.inode_bitmap_ok || new_ib.is_some()) && flags & BG_INODE_UNINIT == 0 {
             write_block(gd.inode_bitmap(), &ibits);
         }
     }

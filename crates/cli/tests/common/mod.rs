@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+use std::ffi::OsStr;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -507,4 +508,57 @@ pub fn expect_codes(t: &Tools, img: &Image, code: i32, want: &[&str], unwanted: 
         assert_eq!(f["fixed"], false, "a finding was fixed under -n: {f}");
     }
     c
+}
+
+/// Runs several `debugfs -w` requests in one session (`-f`), for damage that leaves the file
+/// system unopenable between two requests.
+pub fn debugfs_script(t: &Tools, img: &Image, cmds: &[&str]) {
+    let script = img.aux("debugfs.cmds");
+    std::fs::write(&script, cmds.join("\n") + "\n").unwrap();
+    let out = Command::new(&t.debugfs)
+        .arg("-w")
+        .arg("-f")
+        .arg(&script)
+        .arg(&img.path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "test setup: debugfs {cmds:?} failed");
+}
+
+/// `ffsck -fy` exits 1, then e2fsck and a second ffsck find nothing, and /a/f1 is intact.
+pub fn assert_repaired(t: &Tools, img: &Image, what: &str) {
+    // (e2fsck -n reports some of these and still exits 0: look at what it says.)
+    let (_, out) = e2fsck_n(t, &img.path);
+    assert!(
+        out.contains("? no"),
+        "{what}: test setup: e2fsck must see the damage\n{out}"
+    );
+    let run = ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(
+        run.code(),
+        1,
+        "{what}: ffsck -fy\n{}{}",
+        run.stdout,
+        run.stderr
+    );
+    let (after, out) = e2fsck_n(t, &img.path);
+    assert_eq!(
+        after, 0,
+        "{what}: e2fsck -fn after the repair\n{out}\n{}",
+        run.stdout
+    );
+    let again = ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert_eq!(
+        again.code(),
+        0,
+        "{what}: second ffsck -fn\n{}",
+        again.stdout
+    );
+    let dumped = img.aux("f1");
+    debugfs_r(t, &img.path, &format!("dump /a/f1 {}", dumped.display()));
+    let want = std::fs::read(img.dir.path().join("tree/a/f1")).unwrap();
+    assert!(
+        std::fs::read(&dumped).unwrap() == want,
+        "{what}: /a/f1 changed"
+    );
 }

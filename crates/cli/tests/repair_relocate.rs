@@ -1,0 +1,37 @@
+//! Bitmaps that lost their place (a zero pointer, or one outside the group) get a new block at
+//! the end of pass 1 and are rebuilt there, in one `ffsck -fy` run.
+
+mod common;
+
+use std::ffi::OsStr;
+
+#[test]
+fn misplaced_bitmaps_are_relocated() {
+    let Some(t) = common::tools() else { return };
+    // One group (8 MiB of 1 KiB blocks), so there are no backup descriptors to fall back on.
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "8M");
+    common::debugfs_script(
+        &t,
+        &img,
+        &["set_bg 0 block_bitmap 0", "set_bg 0 inode_bitmap 20000"],
+    );
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    for want in [
+        "Block bitmap for group 0 is not in the group (block 0)",
+        "Inode bitmap for group 0 is not in the group (block 20000)",
+    ] {
+        assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
+    }
+    let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    for want in [
+        "Relocating group 0's block bitmap to",
+        "Relocating group 0's inode bitmap to",
+    ] {
+        assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
+    }
+    // Both checkers agree the result is clean, and the files survived.
+    let (e2, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2, 0, "{out}\n{}", run.stdout);
+    let again = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert_eq!(again.code(), 0, "{}", again.stdout);
+}
