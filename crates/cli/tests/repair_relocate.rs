@@ -35,3 +35,21 @@ fn misplaced_bitmaps_are_relocated() {
     let again = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
     assert_eq!(again.code(), 0, "{}", again.stdout);
 }
+
+#[test]
+fn a_bitmap_sharing_a_block_with_other_metadata_is_relocated() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "8M");
+    let stats = common::debugfs_r(&t, &img.path, "stats");
+    let bb: u64 = stats
+        .split("block bitmap at ")
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("test setup: no block bitmap in\n{stats}"));
+    common::debugfs_script(&t, &img, &[&format!("set_bg 0 inode_bitmap {bb}")]);
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    let want = format!("Group 0's inode bitmap at {bb} conflicts with some other fs block");
+    assert!(run.stdout.contains(&want), "{want}\n{}", run.stdout);
+    common::assert_repaired(&t, &img, "inode bitmap on the block bitmap");
+}
