@@ -319,6 +319,14 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
     let geo = &fs.geo;
     let mut states = Vec::with_capacity(fs.groups.len());
     let mut csum_latched = false;
+    // The warning about relocating before repairing comes once, before the first misplaced
+    // bitmap or table.
+    let mut hinted = false;
+    let mut hint = |out: &mut Findings| {
+        if !std::mem::replace(&mut hinted, true) {
+            out.report(policy, P::P0_RELOCATE_HINT, ProblemCtx::default());
+        }
+    };
     for (g, gd) in fs.groups.iter().enumerate() {
         let g32 = g as u32;
         let (lo, hi) = allowed_range(geo, g32);
@@ -334,6 +342,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
         st.block_bitmap_ok = gd.block_bitmap() != 0;
         st.inode_bitmap_ok = gd.inode_bitmap() != 0;
         if !inr(gd.block_bitmap()) {
+            hint(out);
             st.relocate_block_bitmap |= out.report(
                 policy,
                 P::P0_BB_NOT_GROUP,
@@ -346,6 +355,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
             st.block_bitmap_ok = false;
         }
         if !inr(gd.inode_bitmap()) {
+            hint(out);
             st.relocate_inode_bitmap |= out.report(
                 policy,
                 P::P0_IB_NOT_GROUP,
@@ -363,6 +373,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
                 .checked_add(u64::from(geo.inode_blocks_per_group) - 1)
                 .is_some_and(|e| e <= hi)
         {
+            hint(out);
             out.report(
                 policy,
                 P::P0_ITABLE_NOT_GROUP,
@@ -372,7 +383,6 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
                     ..Default::default()
                 },
             );
-            out.report(policy, P::P0_RELOCATE_HINT, ProblemCtx::default());
             st.inode_table_ok = false;
         }
         if let Some(want) = gd.compute_checksum(&fs.sb, g32, geo.desc_size as usize) {
