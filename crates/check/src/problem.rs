@@ -175,7 +175,7 @@ catalogue! {
 
     // ---- Pass 1: inodes, blocks and sizes ----
     P1_ROOT_NO_DIR = 0x010001, Clear, 0, "Root inode is not a directory.";
-    P1_ROOT_DTIME = 0x010002, Fix, PREEN_OK, "Root inode has dtime set.";
+    P1_ROOT_DTIME = 0x010002, Fix, PREEN_OK, "Root inode has dtime set (probably due to old mke2fs).";
     P1_RESERVED_BAD_MODE = 0x010003, Fix, PREEN_OK, "Reserved inode {ino} has a bad mode.";
     P1_ZERO_DTIME = 0x010004, Fix, PREEN_OK, "Deleted inode {ino} has zero dtime.";
     P1_SET_DTIME = 0x010005, Fix, PREEN_OK, "Inode {ino} is in use, but has dtime set.";

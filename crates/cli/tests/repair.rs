@@ -272,3 +272,18 @@ fn unattached_inodes_are_reconnected_to_lost_and_found() {
         );
     }
 }
+
+/// A root directory with a deletion time (old mke2fs did this) gets it cleared.
+#[test]
+fn the_root_dtime_is_cleared() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif <2> dtime 12345");
+    let run = ffsck(&["-fn"], &img.path);
+    assert!(
+        run.stdout.contains("Root inode has dtime set"),
+        "{}",
+        run.stdout
+    );
+    common::assert_repaired(&t, &img, "root dtime");
+}

@@ -13,6 +13,7 @@ pub fn handles(p: P) -> bool {
     matches!(
         p,
         P::P1_SET_DTIME
+            | P::P1_ROOT_DTIME
             | P::P1_ZERO_DTIME
             | P::P1_BAD_I_SIZE
             | P::P1_BAD_I_BLOCKS
@@ -45,7 +46,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
     for f in fixes.iter().filter(|f| handles(f.problem)) {
         let (ino, want) = (f.ctx.ino, f.ctx.num2);
         edit(p0, dev, ino, |i| match f.problem {
-            P::P1_SET_DTIME => i.i_dtime.set(0),
+            P::P1_SET_DTIME | P::P1_ROOT_DTIME => i.i_dtime.set(0),
             P::P1_ZERO_DTIME => i.i_dtime.set(now),
             P::P1_BAD_I_SIZE => {
                 i.i_size_lo.set(want as u32);
