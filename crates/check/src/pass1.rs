@@ -1744,6 +1744,10 @@ fn check_sizes(
     let bs = u64::from(geo.block_size);
     let size = inode.size();
     let is_dir = ft == FileType::Directory;
+    if ino == ino::BAD {
+        // The bad-blocks list is not a file: e2fsck checks neither its size nor its i_blocks.
+        return;
+    }
 
     if is_dir && w.num_blocks == 0 && !inline && w.last_block.is_none() {
         report(scan, out, ic, P::P1_ZERO_LENGTH_DIR, ProblemCtx::ino(ino));

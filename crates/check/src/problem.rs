@@ -190,6 +190,9 @@ catalogue! {
     P1_INODE_BLOCK_LATCH = 0x010010, Clear, 0, "Inode {ino} has illegal block(s).";
     P1_TOO_MANY_BAD_BLOCKS = 0x010011, ClearInode, 0, "Too many illegal blocks in inode {ino}.";
     P1_SUPPRESS_MESSAGES = 0x01002D, Suppress, NO_OK, "Further illegal blocks of inode {ino} are not listed.";
+    P1_BB_BAD_BLOCK = 0x01000A, Relocate, 0, "Group {group}'s block bitmap ({blk}) is bad.";
+    P1_IB_BAD_BLOCK = 0x01000B, Relocate, 0, "Group {group}'s inode bitmap ({blk}) is bad.";
+    P1_RELOC_FROM_TO = 0x010020, None, INFO, "Relocating group {group}'s {str} from {blk} to {blk2}...";
     P1_RELOC_TO = 0x010021, None, INFO, "Relocating group {group}'s {str} to {blk}...";
     P1_SET_IMAGIC = 0x01002F, Clear, PREEN_OK, "Inode {ino} has imagic flag set.";
     P1_SET_IMMUTABLE = 0x010030, Clear, PREEN_OK, "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable or append-only flag set.";

@@ -25,6 +25,8 @@ pub fn handles(p: P) -> bool {
             | P::P0_IB_NOT_GROUP
             | P::P1_BB_CONFLICT
             | P::P1_IB_CONFLICT
+            | P::P1_BB_BAD_BLOCK
+            | P::P1_IB_BAD_BLOCK
             | P::P5_INODE_BMAP_PADDING
             | P::P5_BLOCK_BMAP_PADDING
             | P::P5_BLOCK_BITMAP_HEADER
