@@ -839,7 +839,11 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
             && ft == FileType::Directory
             && inode.i_size_high.get() != 0)
         || (!geo.incompat.has(Incompat::SIXTY_FOUR_BIT) && inode.l_i_file_acl_high.get() != 0)
-        || (!geo.ro_compat.has(RoCompat::HUGE_FILE) && inode.l_i_blocks_high.get() != 0);
+        || (!geo.ro_compat.has(RoCompat::HUGE_FILE) && inode.l_i_blocks_high.get() != 0)
+        || (inode.file_acl() != 0
+            && (!geo.compat.has(Compat::EXT_ATTR)
+                || inode.file_acl() < geo.first_data_block
+                || inode.file_acl() >= geo.blocks_count));
     if fl & iflags::IMAGIC != 0 && !geo.compat.has(Compat::IMAGIC_INODES) {
         report(scan, out, ic, P::P1_SET_IMAGIC, ProblemCtx::ino(ino));
     }

@@ -1156,6 +1156,21 @@ fn process_bad_inode(fs: &Fs, policy: Policy, dir: u32, ino: u32, name: &str, ou
     };
     let ft = inode.file_type();
     let fl = inode.flags();
+    // An xattr block without the feature goes first; once cleared, the checks below see none.
+    let mut acl = inode.file_acl();
+    if acl != 0
+        && !geo.compat.has(ffsck_format::Compat::EXT_ATTR)
+        && out.report(
+            policy,
+            P::P2_FILE_ACL_ZERO,
+            ProblemCtx {
+                num: acl,
+                ..ctx.clone()
+            },
+        )
+    {
+        acl = 0;
+    }
     let dev_ok = fl & (iflags::INDEX | iflags::EXTENTS) == 0
         && inode.i_block[4..].iter().all(|b| b.get() == 0);
     match ft {
@@ -1202,7 +1217,6 @@ fn process_bad_inode(fs: &Fs, policy: Policy, dir: u32, ino: u32, name: &str, ou
             },
         );
     }
-    let acl = inode.file_acl();
     if acl != 0 && (acl < geo.first_data_block || acl >= geo.blocks_count) {
         out.report(
             policy,

@@ -31,6 +31,7 @@ pub fn handles(p: P) -> bool {
             | P::P1_FAST_SYMLINK_EXTENT_FL
             | P::P2_FADDR_ZERO
             | P::P2_FILE_ACL_ZERO
+            | P::P2_FILE_ACL_BAD
             | P::P2_I_FILE_ACL_HI_ZERO
             | P::P2_BLOCKS_HI_ZERO
             | P::P2_DIR_SIZE_HIGH_ZERO
@@ -67,7 +68,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
             P::P1_HTREE_SET | P::P1_HTREE_NODIR => clear_flags(i, flags::INDEX),
             P::P1_FAST_SYMLINK_EXTENT_FL => clear_flags(i, flags::EXTENTS),
             P::P2_FADDR_ZERO => i.i_obso_faddr.set(0),
-            P::P2_FILE_ACL_ZERO => {
+            P::P2_FILE_ACL_ZERO | P::P2_FILE_ACL_BAD => {
                 i.i_file_acl_lo.set(0);
                 i.l_i_file_acl_high.set(0);
             }
