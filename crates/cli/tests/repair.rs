@@ -287,3 +287,25 @@ fn the_root_dtime_is_cleared() {
     );
     common::assert_repaired(&t, &img, "root dtime");
 }
+
+/// An xattr block pointer on a file system without `ext_attr`, and one past the end of the
+/// device, are cleared in pass 2.
+#[test]
+fn stray_xattr_block_pointers_are_cleared() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-O", "^ext_attr"], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a/f1 file_acl 100");
+    let run = ffsck(&["-fn"], &img.path);
+    assert!(run.stdout.contains("should be zero"), "{}", run.stdout);
+    common::assert_repaired(&t, &img, "file_acl without ext_attr");
+
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a/f1 file_acl 99999999");
+    let run = ffsck(&["-fn"], &img.path);
+    assert!(
+        run.stdout.contains("Extended attribute block for inode"),
+        "{}",
+        run.stdout
+    );
+    common::assert_repaired(&t, &img, "file_acl out of range");
+}
