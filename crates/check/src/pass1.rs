@@ -1775,7 +1775,9 @@ fn check_sizes(
             let max = if extents {
                 (1u64 << (32 + 10 + geo.log_block_size)) - 1
             } else {
-                u64::MAX
+                // What direct, indirect, double and triple indirect blocks can address.
+                let per = bs / 4;
+                (12 + per + per * per + per * per * per).saturating_mul(bs)
             };
             too_small || size > max
         };

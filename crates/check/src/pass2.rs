@@ -1261,3 +1261,18 @@ fn process_bad_inode(fs: &Fs, policy: Policy, dir: u32, ino: u32, name: &str, ou
         );
     }
 }
+
+/// After the directories: files of 2 GiB or more need the `large_file` feature, and a
+/// revision-0 file system cannot carry feature flags at all.
+pub fn large_files(fs: &Fs, large_files: u64, policy: Policy, out: &mut Findings) {
+    if large_files == 0 {
+        return;
+    }
+    let sb = &fs.sb;
+    if sb.s_feature_ro_compat.get() & ffsck_format::RoCompat::LARGE_FILE == 0 {
+        out.report(policy, P::P2_FEATURE_LARGE_FILES, ProblemCtx::default());
+    }
+    if sb.s_rev_level.get() == 0 {
+        out.report(policy, P::P1_FS_REV_LEVEL, ProblemCtx::default());
+    }
+}

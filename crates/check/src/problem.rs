@@ -197,6 +197,7 @@ catalogue! {
     P1_SET_IMAGIC = 0x01002F, Clear, PREEN_OK, "Inode {ino} has imagic flag set.";
     P1_SET_IMMUTABLE = 0x010030, Clear, PREEN_OK, "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable or append-only flag set.";
     P1_SET_NONZSIZE = 0x010032, Clear, PREEN_OK, "Special (device/socket/fifo) inode {ino} has non-zero size.";
+    P1_FS_REV_LEVEL = 0x010033, Fix, PREEN_OK | NO_OK, "File system has feature flag(s) set, but is a revision 0 file system.";
     P1_JOURNAL_INODE_NOT_CLEAR = 0x010034, Clear, PREEN_OK, "Journal inode is not in use, but contains data.";
     P1_JOURNAL_BAD_MODE = 0x010035, Fix, PREEN_OK, "Journal is not a regular file.";
     P1_LOW_DTIME = 0x010036, Fix, PREEN_OK | NO_OK, "Inode {ino} was part of the orphaned inode list.";

@@ -309,3 +309,23 @@ fn stray_xattr_block_pointers_are_cleared() {
     );
     common::assert_repaired(&t, &img, "file_acl out of range");
 }
+
+/// A file of 2 GiB or more turns on `large_file`; on a revision-0 file system the revision is
+/// raised too, since revision 0 cannot carry feature flags.
+#[test]
+fn large_files_get_the_large_file_feature() {
+    let Some(t) = common::tools() else { return };
+    for args in [&["-O", "^large_file"][..], &["-r", "0"][..]] {
+        let img = common::mkfs(&t, "ext2", args, "16M");
+        common::debugfs_w(&t, &img.path, "sif /a/f2 size 0xC0000000");
+        let run = ffsck(&["-fn"], &img.path);
+        assert!(
+            run.stdout.contains("lacks LARGE_FILE flag"),
+            "{args:?}\n{}",
+            run.stdout
+        );
+        common::assert_repaired(&t, &img, &format!("large file {args:?}"));
+        let sb = common::debugfs_r(&t, &img.path, "stats");
+        assert!(sb.contains("large_file"), "{args:?}\n{sb}");
+    }
+}

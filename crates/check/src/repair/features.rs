@@ -1,33 +1,35 @@
-//! Feature-flag fixes in the superblock: turn on a feature the inodes already use.
+//! Feature-flag fixes in the superblock: turn on a feature the inodes already use, and move a
+//! revision-0 file system to the dynamic revision that may carry feature flags.
 //! Made last in a round, on the superblock as the round's other fixes left it; the mappings
 //! the new feature makes readable are checked, and the allocation rebuilt, by the next round.
 
 use crate::problem::Problem as P;
 use crate::report::Finding;
-use ffsck_format::{Incompat, RawSuperblock};
+use ffsck_format::{Incompat, RawSuperblock, RoCompat};
 use ffsck_io::Device;
 use zerocopy::IntoBytes;
 
 pub fn handles(p: P) -> bool {
-    matches!(p, P::P1_EXTENT_FEATURE)
+    matches!(
+        p,
+        P::P1_EXTENT_FEATURE | P::P2_FEATURE_LARGE_FILES | P::P1_FS_REV_LEVEL
+    )
 }
 
-/// The incompat bits the fixes among `fixes` turn on.
-fn incompat_bits(fixes: &[&Finding]) -> u32 {
-    fixes
-        .iter()
-        .filter(|f| handles(f.problem))
-        .map(|f| match f.problem {
-            P::P1_EXTENT_FEATURE => Incompat::EXTENTS,
-            _ => 0,
-        })
-        .fold(0, |a, b| a | b)
+/// The (incompat, ro_compat) bits the fixes among `fixes` turn on.
+fn feature_bits(fixes: &[&Finding]) -> (u32, u32) {
+    fixes.iter().fold((0, 0), |(i, r), f| match f.problem {
+        P::P1_EXTENT_FEATURE => (i | Incompat::EXTENTS, r),
+        P::P2_FEATURE_LARGE_FILES => (i, r | RoCompat::LARGE_FILE),
+        _ => (i, r),
+    })
 }
 
 /// Apply the feature fixes among `fixes` to the primary superblock in `dev`.
 pub fn apply(dev: &dyn Device, fixes: &[&Finding]) {
-    let bits = incompat_bits(fixes);
-    if bits == 0 {
+    let (incompat, ro_compat) = feature_bits(fixes);
+    let dynamic = fixes.iter().any(|f| f.problem == P::P1_FS_REV_LEVEL);
+    if incompat == 0 && ro_compat == 0 && !dynamic {
         return;
     }
     let mut raw = [0u8; 1024];
@@ -38,7 +40,15 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding]) {
         return;
     };
     sb.s_feature_incompat
-        .set(sb.s_feature_incompat.get() | bits);
+        .set(sb.s_feature_incompat.get() | incompat);
+    sb.s_feature_ro_compat
+        .set(sb.s_feature_ro_compat.get() | ro_compat);
+    if dynamic && sb.s_rev_level.get() == 0 {
+        // Revision 0 fixed the first inode and the inode size; revision 1 states them.
+        sb.s_rev_level.set(1);
+        sb.s_first_ino.set(11);
+        sb.s_inode_size.set(128);
+    }
     sb.update_checksum();
     let _ = dev.write_at(sb.as_bytes(), 1024);
 }

@@ -101,7 +101,7 @@ fn hold_back(findings: &mut [Finding]) {
         f.fixed
             && (clone::handles(f.problem)
                 || blockmap::handles(f.problem)
-                || features::handles(f.problem))
+                || f.problem == P::P1_EXTENT_FEATURE)
     });
     for f in findings.iter_mut().filter(|f| f.fixed) {
         if structural && needs_counts(f.problem) {
