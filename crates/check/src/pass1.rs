@@ -1166,7 +1166,9 @@ fn symlink_ok(fs: &Fs, inode: &RawInode) -> bool {
         if iblock[4..].iter().any(|&b| b != 0) {
             return false;
         }
-        u64::from(u32::from_le_bytes([iblock[0], iblock[1], iblock[2], iblock[3]]))
+        u64::from(u32::from_le_bytes([
+            iblock[0], iblock[1], iblock[2], iblock[3],
+        ]))
     };
     if blk < fs.geo.first_data_block || blk >= fs.geo.blocks_count {
         return false;

@@ -329,3 +329,26 @@ fn large_files_get_the_large_file_feature() {
         assert!(sb.contains("large_file"), "{args:?}\n{sb}");
     }
 }
+
+/// A slow symlink whose i_size disagrees with its target, or that maps more than its one
+/// block, is invalid: cleared in pass 2, as e2fsck does.
+#[test]
+fn invalid_slow_symlinks_are_cleared() {
+    let Some(t) = common::tools() else { return };
+    let target = "t".repeat(100);
+    for damage in ["sif /long size 70", "sif /long block[1] 1234"] {
+        let img = common::mkfs(&t, "ext2", &[], "16M");
+        common::debugfs_w(&t, &img.path, &format!("symlink /long /{target}"));
+        let (clean, out) = common::e2fsck_n(&t, &img.path);
+        assert_eq!(clean, 0, "test setup: a valid slow symlink\n{out}");
+        assert_eq!(ffsck(&["-fn"], &img.path).code(), 0, "{damage}: before");
+        common::debugfs_w(&t, &img.path, damage);
+        let run = ffsck(&["-fn"], &img.path);
+        assert!(
+            run.stdout.contains("is invalid"),
+            "{damage}\n{}",
+            run.stdout
+        );
+        common::assert_repaired(&t, &img, damage);
+    }
+}
