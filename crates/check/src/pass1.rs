@@ -688,7 +688,28 @@ fn check_inode(
 ) {
     let fs = scan.fs;
     let geo = &fs.geo;
-    let inode = RawInode::parse(raw);
+    let mut inode = RawInode::parse(raw);
+    // A device, FIFO or socket whose first block is a directory's: with the fix agreed to,
+    // the rest of the scan sees the directory it really is (as e2fsck).
+    let mut really_dir_reported = false;
+    if inode.links_count() != 0 && ino >= geo.first_ino && inode.dtime() == 0 {
+        if let Some(what) = really_dir(fs, ino, &inode) {
+            really_dir_reported = true;
+            let ctx = ProblemCtx {
+                ino,
+                str: Some(what.into()),
+                ..Default::default()
+            };
+            if out
+                .findings
+                .report(scan.policy, P::P1_TREAT_AS_DIRECTORY, ctx)
+            {
+                inode
+                    .i_mode
+                    .set((inode.mode() & 0o7777) | ffsck_format::inode::mode::S_IFDIR);
+            }
+        }
+    }
     let mut ic = InodeCheck {
         ino,
         inode: &inode,
@@ -696,6 +717,7 @@ fn check_inode(
         other_problem: false,
         ea_ibody: xattr::EaQuota::default(),
     };
+    ic.other_problem |= really_dir_reported;
     let links = inode.links_count();
     let mode = inode.mode();
     let dtime = inode.dtime();
@@ -731,6 +753,79 @@ fn check_inode(
     scan.inode_used.test_and_set(u64::from(ino - 1));
     check_live_inode(scan, &mut ic, out, kind_slot);
     finish_csum(scan, out, &ic, csum_failed);
+}
+
+/// e2fsck's test for a special file that is really a directory: every mapped block in range
+/// (a device maps none past the fourth slot) and the first one starting with `.` (pointing at
+/// the inode itself) and `..`. Returns the name of the type the mode claims.
+fn really_dir(fs: &Fs, ino: u32, inode: &RawInode) -> Option<&'static str> {
+    let geo = &fs.geo;
+    let ft = inode.file_type();
+    let what = match ft {
+        FileType::CharDev => "character device",
+        FileType::BlockDev => "block device",
+        FileType::Fifo => "named pipe",
+        FileType::Socket => "socket",
+        _ => return None,
+    };
+    let b = inode.block_bytes();
+    let word = |i: usize| {
+        u64::from(u32::from_le_bytes([
+            b[4 * i],
+            b[4 * i + 1],
+            b[4 * i + 2],
+            b[4 * i + 3],
+        ]))
+    };
+    let fl = inode.flags();
+    if word(0) == 0 || fl & iflags::INLINE_DATA != 0 {
+        return None;
+    }
+    let mut not_device = false;
+    let blk = if fl & iflags::EXTENTS != 0 && geo.incompat.has(Incompat::EXTENTS) {
+        // Devices are never extent-mapped.
+        not_device = true;
+        let node = Node::parse(&b).ok().filter(|n| n.depth() == 0)?;
+        (0..node.len())
+            .map(|i| node.extent(i))
+            .find(|e| e.ee_block.get() == 0)?
+            .start()
+    } else {
+        for i in 0..15 {
+            let w = word(i);
+            if w == 0 {
+                continue;
+            }
+            not_device |= i >= 4;
+            if w < geo.first_data_block || w >= geo.blocks_count {
+                return None;
+            }
+        }
+        word(0)
+    };
+    if matches!(ft, FileType::CharDev | FileType::BlockDev)
+        && inode.links_count() == 1
+        && !not_device
+    {
+        return None;
+    }
+    if blk < geo.first_data_block || blk >= geo.blocks_count {
+        return None;
+    }
+    let buf = fs.read_block(blk)?;
+    let bs = buf.len();
+    let entry = |off: usize| -> Option<(u32, usize, &[u8])> {
+        let h = buf.get(off..off + 8)?;
+        let rec_len = usize::from(u16::from_le_bytes([h[4], h[5]]));
+        let name = buf.get(off + 8..off + 8 + usize::from(h[6]))?;
+        Some((u32::from_le_bytes([h[0], h[1], h[2], h[3]]), rec_len, name))
+    };
+    let (dot_ino, len, name) = entry(0)?;
+    if name != b"." || dot_ino != ino || len < 12 || len % 4 != 0 || len >= bs - 12 {
+        return None;
+    }
+    let (_, len2, name2) = entry(len)?;
+    (name2 == b".." && len2 >= 12 && len2 % 4 == 0).then_some(what)
 }
 
 fn finish_csum(scan: &Scan, out: &mut GroupOut, ic: &InodeCheck, failed: bool) {
@@ -1018,7 +1113,12 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
             }
             out.dir_blocks.extend(cb.dir_blocks);
         }
-    } else if inode.file_acl() != 0 || ic.ea_ibody.blocks != 0 {
+    } else if inode.file_acl() != 0
+        || ic.ea_ibody.blocks != 0
+        || inode.i_blocks_lo.get() != 0
+        || inode.l_i_blocks_high.get() != 0
+    {
+        // Nothing mapped, but what i_blocks claims is still checked.
         let _ = check_blocks(scan, ic, out, ft);
     }
     *kind_slot = k;

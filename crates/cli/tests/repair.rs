@@ -352,3 +352,20 @@ fn invalid_slow_symlinks_are_cleared() {
         common::assert_repaired(&t, &img, damage);
     }
 }
+
+/// A directory whose mode says socket is recognised by its `.` and `..` entries and turned
+/// back into a directory, keeping its files.
+#[test]
+fn a_directory_with_a_special_mode_is_recognised() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a mode 0140755");
+    let run = ffsck(&["-fn"], &img.path);
+    assert!(
+        run.stdout
+            .contains("is a socket but it looks like it is really a directory"),
+        "{}",
+        run.stdout
+    );
+    common::assert_repaired(&t, &img, "socket mode on a directory");
+}

@@ -4,7 +4,7 @@
 use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
 use crate::report::Finding;
-use ffsck_format::inode::{flags, set_inode_checksum, RawInode};
+use ffsck_format::inode::{flags, mode, set_inode_checksum, RawInode};
 use ffsck_format::RoCompat;
 use ffsck_io::Device;
 use zerocopy::IntoBytes;
@@ -32,6 +32,7 @@ pub fn handles(p: P) -> bool {
             | P::P2_FADDR_ZERO
             | P::P2_FILE_ACL_ZERO
             | P::P2_FILE_ACL_BAD
+            | P::P1_TREAT_AS_DIRECTORY
             | P::P2_I_FILE_ACL_HI_ZERO
             | P::P2_BLOCKS_HI_ZERO
             | P::P2_DIR_SIZE_HIGH_ZERO
@@ -68,6 +69,10 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
             P::P1_HTREE_SET | P::P1_HTREE_NODIR => clear_flags(i, flags::INDEX),
             P::P1_FAST_SYMLINK_EXTENT_FL => clear_flags(i, flags::EXTENTS),
             P::P2_FADDR_ZERO => i.i_obso_faddr.set(0),
+            P::P1_TREAT_AS_DIRECTORY => {
+                let m = i.i_mode.get();
+                i.i_mode.set((m & 0o7777) | mode::S_IFDIR);
+            }
             P::P2_FILE_ACL_ZERO | P::P2_FILE_ACL_BAD => {
                 i.i_file_acl_lo.set(0);
                 i.l_i_file_acl_high.set(0);
