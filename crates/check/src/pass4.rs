@@ -28,6 +28,7 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
         sb.s_grp_quota_inum.get(),
         sb.s_prj_quota_inum.get(),
     ];
+    let mut dir_nlink_set = false;
     for idx in p1.inode_used.iter_ones() {
         let ino = idx as u32 + 1;
         if ino == ffsck_format::ino::BAD
@@ -86,8 +87,9 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
         }
         let is_dir = k & kind::TYPE_MASK == ft::DIR;
         if is_dir && counted > LINK_MAX {
-            if !geo.ro_compat.has(RoCompat::DIR_NLINK) {
-                out.report(policy, P::P4_DIR_NLINK_FEATURE, ProblemCtx::ino(ino));
+            if !geo.ro_compat.has(RoCompat::DIR_NLINK) && !dir_nlink_set {
+                // Once turned on, the feature covers the directories that follow.
+                dir_nlink_set = out.report(policy, P::P4_DIR_NLINK_FEATURE, ProblemCtx::ino(ino));
             }
             counted = 1;
         }

@@ -12,7 +12,10 @@ use zerocopy::IntoBytes;
 pub fn handles(p: P) -> bool {
     matches!(
         p,
-        P::P1_EXTENT_FEATURE | P::P2_FEATURE_LARGE_FILES | P::P1_FS_REV_LEVEL
+        P::P1_EXTENT_FEATURE
+            | P::P2_FEATURE_LARGE_FILES
+            | P::P1_FS_REV_LEVEL
+            | P::P4_DIR_NLINK_FEATURE
     )
 }
 
@@ -21,6 +24,7 @@ fn feature_bits(fixes: &[&Finding]) -> (u32, u32) {
     fixes.iter().fold((0, 0), |(i, r), f| match f.problem {
         P::P1_EXTENT_FEATURE => (i | Incompat::EXTENTS, r),
         P::P2_FEATURE_LARGE_FILES => (i, r | RoCompat::LARGE_FILE),
+        P::P4_DIR_NLINK_FEATURE => (i, r | RoCompat::DIR_NLINK),
         _ => (i, r),
     })
 }
