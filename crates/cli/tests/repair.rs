@@ -195,8 +195,8 @@ fn unfixable_problems_are_left_and_reported() {
     common::debugfs_w(&t, &img.path, "sif /a/f1 blocks 999");
     common::debugfs_w(&t, &img.path, "unlink /a/f6");
     common::debugfs_w(&t, &img.path, "rmdir /lost+found");
-    // An invalid i_extra_isize: not fixed by this version.
-    common::debugfs_w(&t, &img.path, "sif /a/f2 extra_isize 3");
+    // The inline-data flag without the feature: not fixed by this version.
+    common::debugfs_w(&t, &img.path, "sif /a/f2 flags 0x10000000");
     let run = ffsck(&["-fy"], &img.path);
     assert_eq!(run.code(), 5, "{}\n{}", run.stdout, run.stderr);
     let c = common::check_n(&img.path, 1);
@@ -207,7 +207,7 @@ fn unfixable_problems_are_left_and_reported() {
     });
     assert!(!f1_blocks, "{}", c.describe());
     assert!(!c.has("P4_UNATTACHED_INODE"), "{}", c.describe());
-    assert!(c.has("P1_EXTRA_ISIZE"), "{}", c.describe());
+    assert!(c.has("P1_INLINE_DATA_SET"), "{}", c.describe());
 }
 
 /// `ffsck -fy` exits 1, and `e2fsck -fn` then finds nothing; the sampled files kept their
@@ -368,4 +368,18 @@ fn a_directory_with_a_special_mode_is_recognised() {
         run.stdout
     );
     common::assert_repaired(&t, &img, "socket mode on a directory");
+}
+
+/// An impossible i_extra_isize is reset to what the file system wants (an unaligned one is
+/// rounded up), as e2fsck does.
+#[test]
+fn a_bad_extra_isize_is_reset() {
+    let Some(t) = common::tools() else { return };
+    for bad in ["3", "6", "400"] {
+        let img = common::mkfs(&t, "ext4", &["-I", "256"], "16M");
+        common::debugfs_w(&t, &img.path, &format!("sif /a/f2 extra_isize {bad}"));
+        let run = ffsck(&["-fn"], &img.path);
+        assert!(run.stdout.contains("extra size"), "{bad}\n{}", run.stdout);
+        common::assert_repaired(&t, &img, &format!("extra_isize {bad}"));
+    }
 }

@@ -33,6 +33,8 @@ pub fn handles(p: P) -> bool {
             | P::P2_FILE_ACL_ZERO
             | P::P2_FILE_ACL_BAD
             | P::P1_TREAT_AS_DIRECTORY
+            | P::P1_INLINE_DATA_NO_ATTR
+            | P::P1_EXTRA_ISIZE
             | P::P2_I_FILE_ACL_HI_ZERO
             | P::P2_BLOCKS_HI_ZERO
             | P::P2_DIR_SIZE_HIGH_ZERO
@@ -69,6 +71,28 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
             P::P1_HTREE_SET | P::P1_HTREE_NODIR => clear_flags(i, flags::INDEX),
             P::P1_FAST_SYMLINK_EXTENT_FL => clear_flags(i, flags::EXTENTS),
             P::P2_FADDR_ZERO => i.i_obso_faddr.set(0),
+            P::P1_INLINE_DATA_NO_ATTR => {
+                // The inline data is gone with its attribute: an empty file remains.
+                i.i_size_lo.set(0);
+                i.i_size_high.set(0);
+                clear_flags(i, flags::INLINE_DATA);
+                i.i_block.iter_mut().for_each(|w| w.set(0));
+            }
+            P::P1_EXTRA_ISIZE => {
+                // Out of range: what the file system wants; merely unaligned: rounded up.
+                let max = (p0.fs.geo.inode_size as u16).saturating_sub(128);
+                let x = i.i_extra_isize.get();
+                let want = match p0.fs.sb.s_want_extra_isize.get() {
+                    0 => 32,
+                    w => w,
+                };
+                let fixed = if x < 4 || x > max {
+                    want.min(max)
+                } else {
+                    (x + 3) & !3
+                };
+                i.i_extra_isize.set(fixed);
+            }
             P::P1_TREAT_AS_DIRECTORY => {
                 let m = i.i_mode.get();
                 i.i_mode.set((m & 0o7777) | mode::S_IFDIR);
