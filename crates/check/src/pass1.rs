@@ -770,6 +770,10 @@ fn check_reserved(
             if inode.dtime() != 0 && inode.links_count() != 0 {
                 report(scan, out, ic, P::P1_ROOT_DTIME, ProblemCtx::ino(ino));
             }
+            // Without links the root is not in use, as for any inode (pass 3 recreates it).
+            if inode.links_count() == 0 && ft == FileType::Directory {
+                return;
+            }
             *link_slot = inode.links_count();
             scan.inode_used.test_and_set(u64::from(ino - 1));
             check_live_inode(scan, ic, out, kind_slot);
