@@ -764,8 +764,11 @@ fn check_reserved(
                 report(scan, out, ic, P::P1_ROOT_NO_DIR, ProblemCtx::ino(ino));
                 return;
             }
-            if ft != FileType::Directory {
-                report(scan, out, ic, P::P1_ROOT_NO_DIR, ProblemCtx::ino(ino));
+            // Cleared when answered yes: not in use, and pass 3 recreates it.
+            if ft != FileType::Directory
+                && report(scan, out, ic, P::P1_ROOT_NO_DIR, ProblemCtx::ino(ino))
+            {
+                return;
             }
             if inode.dtime() != 0 && inode.links_count() != 0 {
                 report(scan, out, ic, P::P1_ROOT_DTIME, ProblemCtx::ino(ino));

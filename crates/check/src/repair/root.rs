@@ -15,8 +15,10 @@ use crate::report::Finding;
 use ffsck_format::{ino::ROOT, Incompat};
 use ffsck_io::Device;
 
+/// `P1_ROOT_NO_DIR` needs no write of its own: answered yes, pass 1 leaves the inode unused
+/// and the recreation of the same round overwrites it.
 pub fn handles(p: P) -> bool {
-    p == P::P3_NO_ROOT_INODE
+    matches!(p, P::P3_NO_ROOT_INODE | P::P1_ROOT_NO_DIR)
 }
 
 /// When this round's `P3_NO_ROOT_INODE` was answered yes, write the new root directory in
@@ -28,21 +30,38 @@ pub fn recreate(
     facts: &mut AllocFacts,
     findings: &mut [Finding],
 ) {
-    let Some(f) = findings
+    if !make(p0, dev, dirs, facts, findings) {
+        // Nothing written: the root is not cleared either.
+        for f in findings.iter_mut().filter(|f| handles(f.problem)) {
+            f.fixed = false;
+        }
+    }
+}
+
+/// Write the new root when asked to; false when asked to but it could not be made.
+fn make(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    dirs: &mut Dirs,
+    facts: &mut AllocFacts,
+    findings: &mut [Finding],
+) -> bool {
+    let Some(_) = findings
         .iter_mut()
         .find(|f| f.fixed && f.problem == P::P3_NO_ROOT_INODE)
     else {
-        return;
+        // A cleared root is only cleared together with its recreation.
+        return !findings
+            .iter()
+            .any(|f| f.fixed && f.problem == P::P1_ROOT_NO_DIR);
     };
     // The inode is still in use (only not a directory) or a directory block is already
     // recorded for it: not this fix's case.
     if facts.inode_used.get(u64::from(ROOT - 1)) || dirs.0.contains_key(&ROOT) {
-        f.fixed = false;
-        return;
+        return false;
     }
     let Some(blk) = pick_block(p0, facts) else {
-        f.fixed = false;
-        return;
+        return false;
     };
     let filetype = p0.fs.geo.incompat.has(Incompat::FILETYPE);
     create_dir(p0, dev, ROOT, blk, filetype, 0o040755);
@@ -55,4 +74,5 @@ pub fn recreate(
         *d += 1;
     }
     dirs.0.insert(ROOT, vec![(0, blk)]);
+    true
 }
