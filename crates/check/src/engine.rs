@@ -328,7 +328,11 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
 }
 
 /// The allocation facts a repair works from, taken out of pass 1's.
-fn alloc_facts(p0: &crate::pass0::Pass0Facts, p1: &mut pass1::Pass1Facts, policy: Policy) -> AllocFacts {
+fn alloc_facts(
+    p0: &crate::pass0::Pass0Facts,
+    p1: &mut pass1::Pass1Facts,
+    policy: Policy,
+) -> AllocFacts {
     let geo = &p0.fs.geo;
     // A repair edits directories by this list; a read-only check that spilled it does not
     // need it back in memory.

@@ -65,7 +65,11 @@ fn make(
     };
     let filetype = p0.fs.geo.incompat.has(Incompat::FILETYPE);
     create_dir(p0, dev, ROOT, blk, filetype, 0o040755);
-    mark_inode(p0, dev, ROOT, true);
+    // A wiped root often keeps its bitmap bit (and counts): marking it again would take a
+    // free inode the group does not have. Pass 5 settles the counts.
+    if !bit_set(p0, dev) {
+        mark_inode(p0, dev, ROOT, true);
+    }
     mark_block(p0, dev, blk);
     facts.inode_used.set(u64::from(ROOT - 1));
     facts.block_used.set(blk);
@@ -75,4 +79,14 @@ fn make(
     }
     dirs.0.insert(ROOT, vec![(0, blk)]);
     true
+}
+
+/// Whether the root's bit is set in the inode bitmap of group 0.
+fn bit_set(p0: &Pass0Facts, dev: &dyn Device) -> bool {
+    let Some(gd) = p0.fs.groups.first() else {
+        return false;
+    };
+    let mut b = [0u8; 1];
+    let off = gd.inode_bitmap() * p0.fs.block_size() as u64;
+    dev.read_at(&mut b, off).is_ok() && b[0] & (1 << (ROOT - 1)) != 0
 }
