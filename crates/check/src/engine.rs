@@ -277,7 +277,23 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     let p3 = pass3::run(&p1, &p2, policy, &mut f);
     flush(rep, &mut f, &mut all);
     if !p3.root_ok {
-        return aborted(all, "Cannot proceed without a root inode.");
+        // A repair that recreates the root (`repair::root`) goes on from the next round's
+        // check; passes 4 and 5 would count a tree without its root.
+        let allocate = all
+            .iter()
+            .any(|x| x.fixed && x.problem == crate::problem::Problem::P3_NO_ROOT_INODE);
+        if !allocate {
+            return aborted(all, "Cannot proceed without a root inode.");
+        }
+        let code = exit_code(&all);
+        let alloc = alloc_facts(&p0, &mut p1, policy, relocated);
+        return Outcome {
+            findings: all,
+            exit_code: code,
+            summary: None,
+            fatal: None,
+            alloc: Some(alloc),
+        };
     }
     rep.pass_start(4);
     prog.start(4, 1);
@@ -305,6 +321,24 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         counts: c,
     };
     let code = exit_code(&all);
+    let alloc = alloc_facts(&p0, &mut p1, policy, relocated);
+    Outcome {
+        findings: all,
+        exit_code: code,
+        summary: Some(summary),
+        fatal: None,
+        alloc: Some(alloc),
+    }
+}
+
+/// The allocation facts a repair works from, taken out of pass 1's.
+fn alloc_facts(
+    p0: &crate::pass0::Pass0Facts,
+    p1: &mut pass1::Pass1Facts,
+    policy: Policy,
+    relocated: Vec<crate::relocate::Move>,
+) -> AllocFacts {
+    let geo = &p0.fs.geo;
     // A repair edits directories by this list; a read-only check that spilled it does not
     // need it back in memory.
     let dir_blocks = match p1.dir_spill.take() {
@@ -317,18 +351,12 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
             *n += 1;
         }
     }
-    Outcome {
-        findings: all,
-        exit_code: code,
-        summary: Some(summary),
-        fatal: None,
-        alloc: Some(AllocFacts {
-            block_used: p1.block_used,
-            inode_used: p1.inode_used,
-            dirs_per_group,
-            dir_blocks,
-            relocated,
-        }),
+    AllocFacts {
+        block_used: std::mem::replace(&mut p1.block_used, crate::bitmap::Bitmap::new(0)),
+        inode_used: std::mem::replace(&mut p1.inode_used, crate::bitmap::Bitmap::new(0)),
+        dirs_per_group,
+        dir_blocks,
+        relocated,
     }
 }
 

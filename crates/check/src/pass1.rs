@@ -859,11 +859,18 @@ fn check_reserved(
                 report(scan, out, ic, P::P1_ROOT_NO_DIR, ProblemCtx::ino(ino));
                 return;
             }
-            if ft != FileType::Directory {
-                report(scan, out, ic, P::P1_ROOT_NO_DIR, ProblemCtx::ino(ino));
+            // Cleared when answered yes: not in use, and pass 3 recreates it.
+            if ft != FileType::Directory
+                && report(scan, out, ic, P::P1_ROOT_NO_DIR, ProblemCtx::ino(ino))
+            {
+                return;
             }
             if inode.dtime() != 0 && inode.links_count() != 0 {
                 report(scan, out, ic, P::P1_ROOT_DTIME, ProblemCtx::ino(ino));
+            }
+            // Without links the root is not in use, as for any inode (pass 3 recreates it).
+            if inode.links_count() == 0 && ft == FileType::Directory {
+                return;
             }
             *link_slot = inode.links_count();
             scan.inode_used.test_and_set(u64::from(ino - 1));

@@ -352,7 +352,7 @@ fn pick_inode(p0: &Pass0Facts, facts: &AllocFacts, findings: &[Finding]) -> Opti
 }
 
 /// A free block, from what the check found in use, outside uninitialised groups.
-fn pick_block(p0: &Pass0Facts, facts: &AllocFacts) -> Option<u64> {
+pub(super) fn pick_block(p0: &Pass0Facts, facts: &AllocFacts) -> Option<u64> {
     let fs = &p0.fs;
     let geo = &fs.geo;
     if geo.cluster_ratio > 1 || fs.block_size() >= 65536 {
@@ -514,6 +514,19 @@ pub fn grow(
 
 /// Write the new directory's inode and its block.
 fn create(p0: &Pass0Facts, dev: &dyn Device, ino: u32, blk: u64, filetype: bool) {
+    create_dir(p0, dev, ino, blk, filetype, 0o040700);
+}
+
+/// Write a new directory inode `ino` of mode `mode` whose one block `blk` holds `.` and `..`
+/// (the parent is the root).
+pub(super) fn create_dir(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    ino: u32,
+    blk: u64,
+    filetype: bool,
+    mode: u16,
+) {
     let fs = &p0.fs;
     let bs = fs.block_size();
     let Some(off) = fs.inode_offset(ino) else {
@@ -522,7 +535,7 @@ fn create(p0: &Pass0Facts, dev: &dyn Device, ino: u32, blk: u64, filetype: bool)
     let isz = fs.geo.inode_size as usize;
     let mut inode = RawInode::parse(&vec![0u8; isz]);
     let t = now();
-    inode.i_mode.set(0o040700);
+    inode.i_mode.set(mode);
     inode.i_size_lo.set(bs as u32);
     inode.i_atime.set(t);
     inode.i_ctime.set(t);
@@ -641,7 +654,7 @@ fn current(
 }
 
 /// Mark inode `ino` in use: bitmap bit and checksum, group counts, superblock count.
-fn mark_inode(p0: &Pass0Facts, dev: &dyn Device, ino: u32, dir: bool) {
+pub(super) fn mark_inode(p0: &Pass0Facts, dev: &dyn Device, ino: u32, dir: bool) {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let bs = fs.block_size();
@@ -675,7 +688,7 @@ fn mark_inode(p0: &Pass0Facts, dev: &dyn Device, ino: u32, dir: bool) {
 }
 
 /// Mark block `blk` in use: bitmap bit and checksum, group count, superblock count.
-fn mark_block(p0: &Pass0Facts, dev: &dyn Device, blk: u64) {
+pub(super) fn mark_block(p0: &Pass0Facts, dev: &dyn Device, blk: u64) {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let bs = fs.block_size();

@@ -17,6 +17,7 @@ mod features;
 mod inode;
 mod lpf;
 mod orphans;
+mod root;
 mod salvage;
 mod truncate;
 
@@ -40,6 +41,7 @@ pub fn can_fix(p: P) -> bool {
         || connect::handles(p)
         || clear::handles(p)
         || lpf::handles(p)
+        || root::handles(p)
         || clone::handles(p)
         || blockmap::handles(p)
         || salvage::handles(p)
@@ -245,6 +247,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         hold_back(&mut out.findings);
         // A usable `/lost+found` first, so this round's reconnections can use it.
         if let (Some(p0), Some(facts), None) = (&p0, out.alloc.as_mut(), &out.fatal) {
+            root::recreate(p0, &*ov, &mut dirs, facts, &mut out.findings);
             if let Some((at, n)) =
                 lpf::ensure(p0, &*ov, &mut dirs, facts, &mut out.findings, opts.policy)
             {
