@@ -31,6 +31,8 @@ pub struct GroupState {
     /// of the wrong group was agreed to).
     pub relocate_block_bitmap: bool,
     pub relocate_inode_bitmap: bool,
+    /// The inode table moves into its group at the end of pass 1 (agreed to).
+    pub relocate_inode_table: bool,
 }
 
 pub struct Pass0Facts {
@@ -338,6 +340,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
             csum_ok: true,
             relocate_block_bitmap: gd.block_bitmap() == 0,
             relocate_inode_bitmap: gd.inode_bitmap() == 0,
+            relocate_inode_table: false,
         };
         st.block_bitmap_ok = gd.block_bitmap() != 0;
         st.inode_bitmap_ok = gd.inode_bitmap() != 0;
@@ -374,7 +377,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
                 .is_some_and(|e| e <= hi)
         {
             hint(out);
-            out.report(
+            st.relocate_inode_table = out.report(
                 policy,
                 P::P0_ITABLE_NOT_GROUP,
                 ProblemCtx {

@@ -1,33 +1,45 @@
-//! Bitmaps that lost their place: a descriptor pointing at block 0, outside its group, at a
-//! block other metadata already holds, or at a block on the bad-blocks list, with the move
-//! agreed to. At the end of pass 1 each
-//! gets a new block, the first one nothing
-//! claims (in its group first, then anywhere), as e2fsck does; pass 5 counts the block as used
-//! and the repair writes the rebuilt bitmap there.
+//! Bitmaps and inode tables that lost their place: a descriptor pointing at block 0, outside
+//! its group, at a block other metadata already holds, or at a block on the bad-blocks list,
+//! with the move agreed to. At the end of pass 1 each gets new blocks, the first run nothing
+//! claims (in its group, or its flex group, first, then anywhere), as e2fsck does; pass 5
+//! counts them as used. The repair writes the rebuilt bitmap there, or copies the inode table
+//! there (zeroes when the old one cannot be read) and checks again from the start.
 
 use crate::bitmap::Bitmap;
 use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 
-/// Which bitmap of a group moves.
+/// Which table of a group moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Bitmaps {
-    Block,
-    Inode,
+pub enum Table {
+    BlockBitmap,
+    InodeBitmap,
+    InodeTable,
 }
 
-/// One bitmap moved to `blk`.
+/// One table moved to `blk` (its first block), from `from` when the old place was a block.
 #[derive(Clone, Copy, Debug)]
 pub struct Move {
     pub group: u32,
-    pub which: Bitmaps,
+    pub which: Table,
     pub blk: u64,
+    pub from: Option<u64>,
 }
 
-/// The first block of `lo..=hi` that `used` leaves free.
-fn first_free(used: &Bitmap, lo: u64, hi: u64) -> Option<u64> {
-    (lo..=hi).find(|&b| !used.get(b))
+/// The first run of `n` blocks in `lo..=hi` that `used` leaves free.
+fn first_free(used: &Bitmap, lo: u64, hi: u64, n: u64) -> Option<u64> {
+    let mut start = lo;
+    let mut b = lo;
+    while b <= hi {
+        if used.get(b) {
+            start = b + 1;
+        } else if b + 1 - start == n {
+            return Some(start);
+        }
+        b += 1;
+    }
+    None
 }
 
 /// Per group, whether its block and inode bitmaps move (and from which block, when the old
@@ -129,23 +141,45 @@ fn bad_blocks(fs: &crate::fs::Fs) -> std::collections::HashSet<u64> {
 pub fn plan(p0: &Pass0Facts, used: &mut Bitmap, policy: Policy, out: &mut Findings) -> Vec<Move> {
     let geo = &p0.fs.geo;
     let mut moves = Vec::new();
+    // With flex_bg, a group's tables may live anywhere in its flex group.
+    let flex = if geo.incompat.has(ffsck_format::features::Incompat::FLEX_BG) {
+        1u32 << p0.fs.sb.s_log_groups_per_flex.min(31)
+    } else {
+        1
+    };
     for (g, wants) in clashes(p0, policy, out).into_iter().enumerate() {
         let g = g as u32;
-        for (which, (wanted, from)) in [(Bitmaps::Block, wants[0]), (Bitmaps::Inode, wants[1])] {
+        let itable = p0.groups[g as usize].relocate_inode_table;
+        let old_itable = Some(p0.fs.groups[g as usize].inode_table()).filter(|&b| b != 0);
+        for (which, (wanted, from)) in [
+            (Table::BlockBitmap, wants[0]),
+            (Table::InodeBitmap, wants[1]),
+            (Table::InodeTable, (itable, old_itable)),
+        ] {
             if !wanted {
                 continue;
             }
-            let (lo, hi) = (geo.group_first_block(g), geo.group_last_block(g));
+            let n = match which {
+                Table::InodeTable => u64::from(geo.inode_blocks_per_group.max(1)),
+                _ => 1,
+            };
+            let first_group = g - g % flex;
+            let last_group = (first_group.saturating_add(flex - 1)).min(geo.group_count - 1);
+            let (lo, hi) = (
+                geo.group_first_block(first_group),
+                geo.group_last_block(last_group),
+            );
             let last = geo.blocks_count.saturating_sub(1);
-            let Some(blk) =
-                first_free(used, lo, hi).or_else(|| first_free(used, geo.first_data_block, last))
+            let Some(blk) = first_free(used, lo, hi, n)
+                .or_else(|| first_free(used, geo.first_data_block, last, n))
             else {
                 continue;
             };
-            used.set(blk);
+            (blk..blk + n).for_each(|b| used.set(b));
             let what = match which {
-                Bitmaps::Block => "block bitmap",
-                Bitmaps::Inode => "inode bitmap",
+                Table::BlockBitmap => "block bitmap",
+                Table::InodeBitmap => "inode bitmap",
+                Table::InodeTable => "inode table",
             };
             let ctx = ProblemCtx {
                 group: g,
@@ -168,6 +202,7 @@ pub fn plan(p0: &Pass0Facts, used: &mut Bitmap, policy: Policy, out: &mut Findin
                 group: g,
                 which,
                 blk,
+                from,
             });
         }
     }

@@ -115,6 +115,10 @@ impl RawGroupDesc {
         self.bg_inode_bitmap_lo.set(b as u32);
         self.bg_inode_bitmap_hi.set((b >> 32) as u32);
     }
+    pub fn set_inode_table(&mut self, b: u64) {
+        self.bg_inode_table_lo.set(b as u32);
+        self.bg_inode_table_hi.set((b >> 32) as u32);
+    }
     pub fn set_itable_unused(&mut self, v: u32) {
         self.bg_itable_unused_lo.set(v as u16);
         self.bg_itable_unused_hi.set((v >> 16) as u16);

@@ -6,8 +6,8 @@
 use crate::engine::AllocFacts;
 use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
-use crate::relocate::Bitmaps;
-use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use crate::relocate::Table;
+use ffsck_format::group::{RawGroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ffsck_io::Device;
 use zerocopy::IntoBytes;
 
@@ -100,7 +100,7 @@ pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
     let mut sb = fs.sb.clone();
     let (mut free_clusters, mut free_inodes) = (0u64, 0u64);
     let mut descs = fs.groups.clone();
-    let moved = |g: u32, which: Bitmaps| {
+    let moved = |g: u32, which: Table| {
         facts
             .relocated
             .iter()
@@ -109,7 +109,10 @@ pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
     };
     for g in 0..geo.group_count {
         let gd = &mut descs[g as usize];
-        let (new_bb, new_ib) = (moved(g, Bitmaps::Block), moved(g, Bitmaps::Inode));
+        let (new_bb, new_ib) = (moved(g, Table::BlockBitmap), moved(g, Table::InodeBitmap));
+        if let Some(b) = moved(g, Table::InodeTable) {
+            gd.set_inode_table(b);
+        }
         if let Some(b) = new_bb {
             gd.set_block_bitmap(b);
         }
@@ -211,16 +214,20 @@ pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
             write_block(gd.inode_bitmap(), &ibits);
         }
     }
-    // Descriptors, at their primary location.
-    let ds = geo.desc_size as usize;
     for (g, gd) in descs.iter().enumerate() {
-        let g = g as u32;
-        let blk = geo.desc_block(g / geo.descs_per_block);
-        let off = blk * bs as u64 + u64::from(g % geo.descs_per_block) * ds as u64;
-        let _ = dev.write_at(&gd.as_bytes()[..ds.min(64)], off);
+        write_desc(p0, dev, g as u32, gd);
     }
     sb.set_free_blocks_count(free_clusters * ratio);
     sb.s_free_inodes_count.set(free_inodes as u32);
     sb.update_checksum();
     let _ = dev.write_at(sb.as_bytes(), 1024);
+}
+
+/// Write group `g`'s descriptor at its primary location.
+pub(super) fn write_desc(p0: &Pass0Facts, dev: &dyn Device, g: u32, gd: &RawGroupDesc) {
+    let geo = &p0.fs.geo;
+    let ds = geo.desc_size as usize;
+    let blk = geo.desc_block(g / geo.descs_per_block);
+    let off = blk * u64::from(geo.block_size) + u64::from(g % geo.descs_per_block) * ds as u64;
+    let _ = dev.write_at(&gd.as_bytes()[..ds.min(64)], off);
 }

@@ -15,6 +15,7 @@ mod dirent;
 mod dirhole;
 mod features;
 mod inode;
+mod itable;
 mod lpf;
 mod orphans;
 mod root;
@@ -47,6 +48,7 @@ pub fn can_fix(p: P) -> bool {
         || salvage::handles(p)
         || dirhole::handles(p)
         || features::handles(p)
+        || itable::handles(p)
         // Reset by the journal check itself when answered yes (`journal::reset_super`).
         || p == P::P0_JOURNAL_BAD_SUPER
 }
@@ -245,8 +247,21 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         let p0 = open(&ov, opts);
         let mut dirs = Dirs::new(out.alloc.as_ref());
         hold_back(&mut out.findings);
+        // Moving an inode table restarts the check, as in e2fsck: nothing else this round saw
+        // is fixed before the table is in place.
+        let restart = itable::moves(out.alloc.as_ref())
+            && out
+                .findings
+                .iter()
+                .any(|f| f.fixed && itable::handles(f.problem));
+        if restart {
+            for f in out.findings.iter_mut() {
+                f.fixed &= itable::handles(f.problem);
+            }
+        }
         // A usable `/lost+found` first, so this round's reconnections can use it.
-        if let (Some(p0), Some(facts), None) = (&p0, out.alloc.as_mut(), &out.fatal) {
+        if let (Some(p0), Some(facts), None, false) = (&p0, out.alloc.as_mut(), &out.fatal, restart)
+        {
             root::recreate(p0, &*ov, &mut dirs, facts, &mut out.findings);
             if let Some((at, n)) =
                 lpf::ensure(p0, &*ov, &mut dirs, facts, &mut out.findings, opts.policy)
@@ -342,7 +357,9 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             last = Some(out);
             break;
         }
-        if let Some(p0) = p0 {
+        if let (Some(p0), Some(facts), true) = (&p0, &out.alloc, restart) {
+            itable::apply(p0, &*ov, facts);
+        } else if let Some(p0) = p0 {
             blockmap::apply(&p0, &*ov, &fixes);
             clone::apply(&p0, &*ov, out.alloc.as_ref(), &out.findings, &fixes);
             inode::apply(&p0, &*ov, &fixes);
