@@ -158,6 +158,9 @@ pub struct Pass1Facts {
     pub counts: Counts,
     /// References to each value inode from xattr entries (absent: none).
     pub ea_inode_refs: BTreeMap<u32, u32>,
+    /// Inodes whose inode-table block is on the bad-blocks list, ascending: counted in
+    /// use but never read, and no directory entry may name them.
+    pub bb_inodes: Vec<u32>,
 }
 
 impl Pass1Facts {
@@ -235,6 +238,8 @@ struct Scan<'a> {
     shared_blocks: bool,
     /// The journal inode as the journal check left it (0 once the journal was dropped).
     journal_inum: u32,
+    /// Inodes in inode-table blocks on the bad-blocks list, ascending.
+    bb_inodes: Vec<u32>,
 }
 
 /// An xattr block seen during the scan and how many inodes point at it.
@@ -324,6 +329,7 @@ pub fn run_with(
         low_dtime_check: !(mkfs != 0 && mkfs < geo.inodes_count),
         shared_blocks: geo.ro_compat.has(RoCompat::SHARED_BLOCKS),
         journal_inum: p0.journal.journal_inum,
+        bb_inodes: inodes_in_bad_blocks(p0, policy, out),
     };
     let scan_groups = |r: std::ops::Range<usize>| -> Vec<GroupOut> {
         r.into_par_iter()
@@ -394,6 +400,7 @@ pub fn run_with(
                     inode_used: &scan.inode_used,
                     other: &acc.kinds_other,
                     dirs: &acc.dirs,
+                    bb_inodes: &scan.bb_inodes,
                     frontier: (end as u64 * u64::from(geo.inodes_per_group))
                         .min(u64::from(geo.inodes_count)) as u32,
                 };
@@ -471,7 +478,51 @@ pub fn run_with(
         bucket_shift: scan.bucket_shift,
         counts,
         ea_inode_refs,
+        bb_inodes: scan.bb_inodes,
     }
+}
+
+/// The inodes whose inode-table block is on the bad-blocks list (inode 1), ascending. When
+/// the list names the block of inode 1 itself, the list is cleared (agreed to) and so empty.
+fn inodes_in_bad_blocks(p0: &Pass0Facts, policy: Policy, findings: &mut Findings) -> Vec<u32> {
+    let fs = &p0.fs;
+    let geo = &fs.geo;
+    let bad = crate::relocate::bad_blocks(fs);
+    if bad.is_empty() {
+        return Vec::new();
+    }
+    let per_block = (geo.block_size / u32::from(geo.inode_size).max(1)).max(1);
+    let mut out = Vec::new();
+    for (g, st) in p0.groups.iter().enumerate() {
+        if !st.inode_table_ok {
+            continue;
+        }
+        let it = fs.groups[g].inode_table();
+        for &b in &bad {
+            let Some(i) = b
+                .checked_sub(it)
+                .filter(|&i| i < u64::from(geo.inode_blocks_per_group))
+            else {
+                continue;
+            };
+            let first = i as u32 * per_block;
+            let last = (first + per_block).min(geo.inodes_per_group);
+            let base = g as u32 * geo.inodes_per_group;
+            out.extend((first..last).map(|k| base + k + 1));
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    if out.first() == Some(&ino::BAD)
+        && findings.report(
+            policy,
+            P::P1_BADBLOCKS_IN_BADBLOCKS,
+            ProblemCtx::ino(ino::BAD),
+        )
+    {
+        return Vec::new();
+    }
+    out
 }
 
 /// The order pass 2 reads directory blocks in. With dir_index, e2fsck checks every
@@ -501,6 +552,7 @@ pub struct Partial<'a> {
     inode_used: &'a AtomicBitmap,
     other: &'a [(u32, u8)],
     dirs: &'a [DirFacts],
+    bb_inodes: &'a [u32],
     /// Highest inode number whose group has been scanned.
     pub frontier: u32,
 }
@@ -513,6 +565,8 @@ pub trait Facts: Sync {
     fn used(&self, idx: u32) -> bool;
     /// Directories found so far, ascending by inode.
     fn dir_list(&self) -> &[DirFacts];
+    /// Whether inode `idx + 1` lies in an inode-table block on the bad-blocks list.
+    fn in_bad_block(&self, idx: u32) -> bool;
 }
 
 impl Facts for Pass1Facts {
@@ -524,6 +578,9 @@ impl Facts for Pass1Facts {
     }
     fn dir_list(&self) -> &[DirFacts] {
         &self.dirs
+    }
+    fn in_bad_block(&self, idx: u32) -> bool {
+        self.bb_inodes.binary_search(&(idx + 1)).is_ok()
     }
 }
 
@@ -546,6 +603,9 @@ impl Facts for Partial<'_> {
     }
     fn dir_list(&self) -> &[DirFacts] {
         self.dirs
+    }
+    fn in_bad_block(&self, idx: u32) -> bool {
+        self.bb_inodes.binary_search(&(idx + 1)).is_ok()
     }
 }
 
@@ -629,6 +689,11 @@ fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
                 let off = skew + (i - done) * isz;
                 let raw = &table[off..off + isz];
                 let ino = first_ino + i as u32;
+                if scan.bb_inodes.binary_search(&ino).is_ok() {
+                    // Unreadable: in use, so nothing reuses it, but never checked.
+                    scan.inode_used.test_and_set(u64::from(ino - 1));
+                    continue;
+                }
                 let (mut links, mut k) = (0u16, 0u8);
                 check_inode(scan, ino, raw, &mut links, &mut k, &mut out);
                 let idx = ino - 1;
@@ -740,6 +805,28 @@ fn check_inode(
         return;
     }
 
+    // e2fsck's test of the bad-blocks inode: only its block map may be set.
+    let bad_list_invalid = ino == ino::BAD
+        && (csum_failed
+            || mode != 0
+            || inode.i_uid.get() != 0
+            || inode.i_gid.get() != 0
+            || links != 0
+            || inode.flags() & iflags::INLINE_DATA != 0
+            || inode.file_acl() != 0);
+    if bad_list_invalid
+        && report(
+            scan,
+            out,
+            &mut ic,
+            P::P1_INVALID_BAD_INODE,
+            ProblemCtx::ino(ino),
+        )
+    {
+        // Cleared: an empty list, always in use.
+        scan.inode_used.test_and_set(u64::from(ino - 1));
+        return;
+    }
     if reserved {
         check_reserved(scan, &mut ic, out, link_slot, kind_slot);
         finish_csum(scan, out, &ic, csum_failed);

@@ -970,6 +970,10 @@ fn check_entry<F: Facts + ?Sized>(
             return false;
         }
     }
+    if ctx.p1.in_bad_block(ino - 1) {
+        out.report(policy, P::P2_BB_INODE, pctx.clone());
+        return false;
+    }
     let k = ctx.p1.kind(ino - 1);
     if k & kind::BAD != 0 {
         let name = bo.keep_name(name);

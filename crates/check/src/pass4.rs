@@ -35,6 +35,7 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
             || (ino > ffsck_format::ino::ROOT && ino < geo.first_ino)
             || quota.contains(&ino)
             || ino == sb.s_orphan_file_inum.get()
+            || p1.bb_inodes.binary_search(&ino).is_ok()
         {
             continue;
         }

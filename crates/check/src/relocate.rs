@@ -121,7 +121,7 @@ fn clashes(p0: &Pass0Facts, policy: Policy, out: &mut Findings) -> Vec<[(bool, O
 }
 
 /// The blocks on the bad-blocks list (inode 1's block map), bounded by the file system size.
-fn bad_blocks(fs: &crate::fs::Fs) -> std::collections::HashSet<u64> {
+pub(crate) fn bad_blocks(fs: &crate::fs::Fs) -> std::collections::HashSet<u64> {
     let mut bad = std::collections::HashSet::new();
     let Some(raw) = fs.read_inode(ffsck_format::ino::BAD) else {
         return bad;

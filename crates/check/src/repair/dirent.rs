@@ -17,6 +17,7 @@ pub fn clears(p: P) -> bool {
     matches!(
         p,
         P::P2_BAD_INO
+            | P::P2_BB_INODE
             | P::P2_UNUSED_INODE
             | P::P2_LINK_DOT
             | P::P2_LINK_ROOT

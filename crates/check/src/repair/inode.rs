@@ -38,6 +38,8 @@ pub fn handles(p: P) -> bool {
             | P::P2_I_FILE_ACL_HI_ZERO
             | P::P2_BLOCKS_HI_ZERO
             | P::P2_DIR_SIZE_HIGH_ZERO
+            | P::P1_INVALID_BAD_INODE
+            | P::P1_BADBLOCKS_IN_BADBLOCKS
     )
 }
 
@@ -104,6 +106,14 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
             P::P2_I_FILE_ACL_HI_ZERO => i.l_i_file_acl_high.set(0),
             P::P2_BLOCKS_HI_ZERO => i.l_i_blocks_high.set(0),
             P::P2_DIR_SIZE_HIGH_ZERO => i.i_size_high.set(0),
+            // The bad-blocks inode: only a block map may be set; with none, the list is empty.
+            P::P1_INVALID_BAD_INODE => i.as_mut_bytes()[..128].fill(0),
+            P::P1_BADBLOCKS_IN_BADBLOCKS => {
+                i.i_links_count.set(0);
+                i.i_dtime.set(now);
+                clear_flags(i, flags::INLINE_DATA);
+                i.i_block.iter_mut().for_each(|w| w.set(0));
+            }
             P::P1_SET_NONZSIZE => {
                 i.i_size_lo.set(0);
                 i.i_size_high.set(0);
