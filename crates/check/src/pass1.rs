@@ -1653,6 +1653,28 @@ fn map_data_block(
         );
         return;
     }
+    if ic.ino == ino::BAD {
+        // The primary superblock or descriptors on the bad-blocks list: the file system
+        // cannot work without them, so the entry is taken off the list (agreed to).
+        let sb = geo.first_data_block;
+        let problem = if b == sb {
+            Some(P::P1_BAD_PRIMARY_SUPERBLOCK)
+        } else if b > sb && b <= sb + u64::from(geo.old_desc_blocks()) {
+            Some(P::P1_BAD_PRIMARY_GROUP_DESCRIPTOR)
+        } else {
+            None
+        };
+        if let Some(p) = problem {
+            let ctx = ProblemCtx {
+                ino: ic.ino,
+                blk: b,
+                ..Default::default()
+            };
+            if report(scan, out, ic, p, ctx) {
+                return;
+            }
+        }
+    }
     w.count(b, 1, u64::from(geo.cluster_ratio));
     if w.num_blocks > geo.blocks_count {
         w.exhausted = true;

@@ -255,6 +255,8 @@ catalogue! {
     P1_CLEAR_EXTENT_FOR_INLINE_DATA = 0x010078, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, and is small enough for inline data: clear EXTENTS_FL.";
     P1_CLEAR_EXTENT_INLINE_DATA_FLAGS = 0x010079, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, but i_block looks like a block map: clear both flags.";
     P1_CLEAR_EXTENT_INLINE_DATA_INODE = 0x01007A, Clear, 0, "Inode {ino} has extent and inline-data flags set but i_block contains junk.";
+    P1_BAD_PRIMARY_SUPERBLOCK = 0x010019, Clear, 0, "The primary superblock ({blk}) is on the bad block list.\n\nIf the block is really bad, the filesystem can not be fixed.\nYou can remove this block from the bad block list and hope\nthat the block is really OK.  But there are no guarantees.\n";
+    P1_BAD_PRIMARY_GROUP_DESCRIPTOR = 0x01001A, Clear, 0, "Block {blk} in the primary group descriptors is on the bad block list\n\nIf the block is really bad, the filesystem can not be fixed.\nYou can remove this block from the bad block list and hope\nthat the block is really OK.  But there are no guarantees.\n";
     P1_BADBLOCKS_IN_BADBLOCKS = 0x01007B, ClearInode, 0, "Bad block list says the bad block list inode is bad.";
     P1_EXTENT_BAD_MAX_DEPTH = 0x01007F, Fix, PREEN_OK, "Inode {ino} extent tree could be more shallow ({num}; could be <= {num2}).";
     P1_MISSING_EXTENT_HEADER = 0x010081, Fix, PREEN_OK, "Inode {ino} has EXTENTS_FL flag set but no extent header.";

@@ -123,8 +123,9 @@ impl Reporter for Terminal {
             }
         } else {
             let answer = if f.fixed { "yes" } else { "no" };
-            if msg.is_empty() {
-                let _ = writeln!(self.out, "{}? {answer}\n", info.prompt.text());
+            // A message that ends its own line puts the question on the next.
+            if msg.is_empty() || msg.ends_with('\n') {
+                let _ = writeln!(self.out, "{msg}{}? {answer}\n", info.prompt.text());
             } else {
                 let _ = writeln!(self.out, "{msg}  {}? {answer}\n", info.prompt.text());
             }

@@ -98,3 +98,38 @@ fn an_invalid_bad_blocks_inode_is_reset() {
     );
     common::assert_repaired(&t, &img, "invalid bad-blocks inode");
 }
+
+#[test]
+fn the_primary_superblock_and_descriptors_are_taken_off_the_list() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "8M");
+    // Blocks 1 (superblock) and 2 (descriptors), and a free block that stays listed.
+    common::debugfs_script(
+        &t,
+        &img,
+        &[
+            "sif <1> block[0] 1",
+            "sif <1> block[1] 2",
+            "sif <1> block[2] 8000",
+            "sif <1> blocks 6",
+            "sif <1> size 3072",
+            "setb 8000",
+        ],
+    );
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    for want in [
+        "The primary superblock (1) is on the bad block list.",
+        "Block 2 in the primary group descriptors is on the bad block list",
+    ] {
+        assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
+    }
+    assert_eq!(run.code(), 4, "{}", run.stdout);
+    let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(run.code(), 1, "{}", run.stdout);
+    let (e2, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2, 0, "{out}\n{}", run.stdout);
+    let again = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert_eq!(again.code(), 0, "{}", again.stdout);
+    let bb = common::debugfs_r(&t, &img.path, "stat <1>");
+    assert!(bb.contains("(2):8000") && bb.contains("TOTAL: 1"), "{bb}");
+}

@@ -30,7 +30,11 @@ pub fn handles(p: P) -> bool {
 fn block_map(p: P) -> bool {
     matches!(
         p,
-        P::P1_ILLEGAL_BLOCK_NUM | P::P1_INODE_BLOCK_LATCH | P::P1_TOOBIG_DIR
+        P::P1_ILLEGAL_BLOCK_NUM
+            | P::P1_INODE_BLOCK_LATCH
+            | P::P1_TOOBIG_DIR
+            | P::P1_BAD_PRIMARY_SUPERBLOCK
+            | P::P1_BAD_PRIMARY_GROUP_DESCRIPTOR
     )
 }
 
@@ -77,6 +81,17 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
         .map(|f| f.ctx.ino)
         .filter(|&i| i != 0 && i != ino::RESIZE && !cleared.contains(&i))
         .collect();
+    // Data blocks taken off a block map by value (the bad-blocks list's primary blocks).
+    let unlisted: HashSet<u64> = fixes
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.problem,
+                P::P1_BAD_PRIMARY_SUPERBLOCK | P::P1_BAD_PRIMARY_GROUP_DESCRIPTOR
+            )
+        })
+        .map(|f| f.ctx.blk)
+        .collect();
     // Extent blocks whose checksum alone is wrong: rewritten even when nothing else changes.
     let resum: HashSet<u64> = fixes
         .iter()
@@ -116,7 +131,12 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
             }
             changed
         } else {
-            zero_illegal(fs, dev, &mut iblock, is_dir)
+            let unlisted = if ino == ino::BAD {
+                &unlisted
+            } else {
+                &HashSet::new()
+            };
+            zero_illegal(fs, dev, &mut iblock, is_dir, unlisted)
         };
         if changed {
             edit(p0, dev, ino, |n| {
@@ -147,8 +167,15 @@ fn dir_limit(fs: &Fs) -> u64 {
     1u64 << (21 - fs.geo.log_block_size)
 }
 
-/// Zero the out-of-range pointers of a block map (and directory blocks past the limit).
-fn zero_illegal(fs: &Fs, dev: &dyn Device, iblock: &mut [u8; 60], is_dir: bool) -> bool {
+/// Zero the out-of-range pointers of a block map (and directory blocks past the limit, and
+/// data pointers to the blocks of `unlisted`).
+fn zero_illegal(
+    fs: &Fs,
+    dev: &dyn Device,
+    iblock: &mut [u8; 60],
+    is_dir: bool,
+    unlisted: &HashSet<u64>,
+) -> bool {
     let geo = &fs.geo;
     let toobig =
         |lblk: u64| is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk > dir_limit(fs);
@@ -156,7 +183,7 @@ fn zero_illegal(fs: &Fs, dev: &dyn Device, iblock: &mut [u8; 60], is_dir: bool) 
     let mut reads = geo.blocks_count;
     for i in 0..12 {
         let b = word(iblock, i);
-        if b != 0 && (!geo.is_valid_block(b) || toobig(i as u64)) {
+        if b != 0 && (!geo.is_valid_block(b) || toobig(i as u64) || unlisted.contains(&b)) {
             iblock[4 * i..4 * i + 4].fill(0);
             changed = true;
         }
@@ -172,7 +199,8 @@ fn zero_illegal(fs: &Fs, dev: &dyn Device, iblock: &mut [u8; 60], is_dir: bool) 
                 changed = true;
             } else {
                 let bad = |lblk: u64, p: u64, level: u32| {
-                    !geo.is_valid_block(p) || (level == 1 && toobig(lblk))
+                    !geo.is_valid_block(p)
+                        || (level == 1 && (toobig(lblk) || unlisted.contains(&p)))
                 };
                 prune_indirect(fs, dev, b, level, base, &bad, &mut reads);
             }
