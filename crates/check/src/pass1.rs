@@ -1775,7 +1775,7 @@ fn walk_extent_node(
         }
         if node.is_leaf() {
             let e = node.extent(i);
-            let lblk = u64::from(e.ee_block.get());
+            let mut lblk = u64::from(e.ee_block.get());
             let (len, unwritten) = e.len();
             let len = u64::from(len);
             let pblk = e.start();
@@ -1817,14 +1817,15 @@ fn walk_extent_node(
             }
             // A gap before this extent: e2fsck offers to move the extent down to close it.
             let next_lblk = w.last_block.map_or(0, |l| l + 1);
-            if is_dir && next_lblk < lblk {
-                let ratio = u64::from(geo.cluster_ratio);
-                let new_lblk = if ratio > 1 {
-                    (next_lblk.div_ceil(ratio) * ratio) | (pblk % ratio)
-                } else {
-                    next_lblk
-                };
-                report(
+            let ratio = u64::from(geo.cluster_ratio);
+            let new_lblk = if ratio > 1 {
+                (next_lblk.div_ceil(ratio) * ratio) | (pblk % ratio)
+            } else {
+                next_lblk
+            };
+            // (With bigalloc the extent may already be as low as its cluster allows.)
+            if is_dir && next_lblk < lblk && new_lblk != lblk {
+                let moved = report(
                     scan,
                     out,
                     ic,
@@ -1836,6 +1837,10 @@ fn walk_extent_node(
                         ..Default::default()
                     },
                 );
+                // Agreed to: the rest of the check sees the extent where the repair puts it.
+                if moved {
+                    lblk = new_lblk;
+                }
             }
             let usable = len.min(geo.blocks_count.saturating_sub(pblk));
             w.count(pblk, usable, u64::from(geo.cluster_ratio));

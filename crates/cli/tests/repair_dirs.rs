@@ -356,3 +356,24 @@ fn optimize_indexes_every_directory() {
         }
     }
 }
+
+#[test]
+fn a_gap_in_an_extent_mapped_directory_is_closed() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024", "-O", "^dir_index"], "8M");
+    let before = common::debugfs_r(&t, &img.path, "stat /many");
+    assert!(
+        before.contains("(0-2):"),
+        "test setup: /many is not 3 blocks\n{before}"
+    );
+    common::debugfs_w(&t, &img.path, "punch /many 1 1");
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    let want = "block 2 should be at block 1";
+    assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
+    common::assert_repaired(&t, &img, "gap in an extent-mapped directory");
+    let after = common::debugfs_r(&t, &img.path, "stat /many");
+    assert!(
+        after.contains("(0):") && after.contains(", (1):") && !after.contains("(2)"),
+        "{after}"
+    );
+}

@@ -52,6 +52,7 @@ fn extent(p: P) -> bool {
             | P::P1_EXTENT_ONLY_CSUM_INVALID
             | P::P1_TOOBIG_DIR
             | P::P1_UNINIT_DBLOCK
+            | P::P1_COLLAPSE_DBLOCK
     )
 }
 
@@ -98,6 +99,11 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
         .filter(|f| f.problem == P::P1_EXTENT_ONLY_CSUM_INVALID)
         .map(|f| f.ctx.blk)
         .collect();
+    let collapse: HashSet<u32> = fixes
+        .iter()
+        .filter(|f| f.problem == P::P1_COLLAPSE_DBLOCK)
+        .map(|f| f.ctx.ino)
+        .collect();
     for ino in inos {
         let Some(raw) = fs.read_inode(ino) else {
             continue;
@@ -118,6 +124,8 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
                 seed,
                 resum: &resum,
                 reads: fs.geo.blocks_count,
+                collapse: collapse.contains(&ino),
+                last_block: None,
             };
             let Ok(root) = Node::parse(&iblock) else {
                 continue;
@@ -275,6 +283,10 @@ struct Tree<'a> {
     resum: &'a HashSet<u64>,
     /// Node blocks the walk may still read (bounds hostile trees that share nodes).
     reads: u64,
+    /// Move each directory extent down to close the gap before it (`P1_COLLAPSE_DBLOCK`).
+    collapse: bool,
+    /// Last logical block mapped so far, in tree order.
+    last_block: Option<u64>,
 }
 
 impl Tree<'_> {
@@ -320,8 +332,27 @@ impl Tree<'_> {
                     changed = true;
                     continue;
                 }
-                next_start = lblk + len;
                 let mut e = *e;
+                let mut lblk = lblk;
+                let next = self.last_block.map_or(0, |l| l + 1);
+                // As the check computes it: the next free logical block, kept in step with the
+                // physical block inside a cluster.
+                let ratio = u64::from(geo.cluster_ratio.max(1));
+                let new = if ratio > 1 {
+                    (next.div_ceil(ratio) * ratio) | (pblk % ratio)
+                } else {
+                    next
+                };
+                if self.collapse && self.is_dir && next < lblk && new != lblk {
+                    lblk = new;
+                    e[0..4].copy_from_slice(&(lblk as u32).to_le_bytes());
+                    changed = true;
+                }
+                next_start = lblk + len;
+                self.last_block = Some(
+                    self.last_block
+                        .map_or(lblk + len - 1, |l| l.max(lblk + len - 1)),
+                );
                 if self.is_dir && raw_len > INIT_MAX_LEN {
                     // A directory's blocks are always written: drop the unwritten mark.
                     e[4..6].copy_from_slice(&(len as u16).to_le_bytes());
