@@ -1496,6 +1496,17 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
             Ok(node) => {
                 let depth = node.depth();
                 out.counts.extent_depth_hist[usize::from(depth.min(5))] += 1;
+                let useful = ffsck_format::extent::max_useful_depth(geo.block_size);
+                if depth > useful {
+                    let ctx = ProblemCtx {
+                        ino,
+                        num: u64::from(depth),
+                        num2: u64::from(useful),
+                        ..Default::default()
+                    };
+                    out.findings
+                        .report(scan.policy, P::P1_EXTENT_BAD_MAX_DEPTH, ctx);
+                }
                 walk_extent_node(
                     scan,
                     ic,

@@ -258,7 +258,7 @@ catalogue! {
     P1_BAD_PRIMARY_SUPERBLOCK = 0x010019, Clear, 0, "The primary superblock ({blk}) is on the bad block list.\n\nIf the block is really bad, the filesystem can not be fixed.\nYou can remove this block from the bad block list and hope\nthat the block is really OK.  But there are no guarantees.\n";
     P1_BAD_PRIMARY_GROUP_DESCRIPTOR = 0x01001A, Clear, 0, "Block {blk} in the primary group descriptors is on the bad block list\n\nIf the block is really bad, the filesystem can not be fixed.\nYou can remove this block from the bad block list and hope\nthat the block is really OK.  But there are no guarantees.\n";
     P1_BADBLOCKS_IN_BADBLOCKS = 0x01007B, ClearInode, 0, "Bad block list says the bad block list inode is bad.";
-    P1_EXTENT_BAD_MAX_DEPTH = 0x01007F, Fix, PREEN_OK, "Inode {ino} extent tree could be more shallow ({num}; could be <= {num2}).";
+    P1_EXTENT_BAD_MAX_DEPTH = 0x01007F, Fix, NO_OK | PREEN_OK, "Inode {ino} extent tree could be more shallow ({num}; could be <= {num2})\n";
     P1_MISSING_EXTENT_HEADER = 0x010081, Fix, PREEN_OK, "Inode {ino} has EXTENTS_FL flag set but no extent header.";
     P1_ATTR_VALUE_EA_INODE = 0x010083, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute value inode {num}.";
     P1_CASEFOLD_NONDIR = 0x010088, Clear, PREEN_OK, "Inode {ino} has the casefold flag set but is not a directory.";

@@ -219,3 +219,105 @@ fn an_inode_with_too_many_illegal_blocks_is_cleared() {
     );
     assert_tree_kept(&t, &img, &[]);
 }
+
+#[test]
+fn an_extent_tree_deeper_than_needed_is_rebuilt() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024", "-O", "^metadata_csum"], "8M");
+    // /a/f3's in-inode root (one leaf level), found with imap.
+    let imap = common::debugfs_r(&t, &img.path, "imap /a/f3");
+    let num = |key: &str, radix: u32| {
+        imap.split(key)
+            .nth(1)
+            .map(|s| s.trim_start_matches("0x"))
+            .and_then(|s| s.split(|c: char| !c.is_ascii_hexdigit()).next())
+            .and_then(|s| u64::from_str_radix(s, radix).ok())
+            .unwrap_or_else(|| panic!("test setup: no {key} in\n{imap}"))
+    };
+    let at = num("located at block ", 10) * 1024 + num("offset ", 16);
+    let iblock = at + 40;
+    let mut root =
+        std::fs::read(&img.path).unwrap()[iblock as usize..iblock as usize + 60].to_vec();
+    assert_eq!(
+        &root[0..2],
+        &[0x0A, 0xF3],
+        "test setup: /a/f3 is not extent-mapped"
+    );
+    assert_eq!(
+        &root[6..8],
+        &[0, 0],
+        "test setup: /a/f3 already has a deep tree"
+    );
+    let free = common::debugfs_r(&t, &img.path, "testb 8100 6");
+    assert!(!free.contains("marked in use"), "test setup: {free}");
+    // Chain six index levels (blocks 8100..8105) above the original leaf entries: depth 6
+    // where 1 KiB blocks never need more than 5.
+    let header = |entries: u16, max: u16, depth: u16| {
+        let mut h = vec![0x0A, 0xF3];
+        for v in [entries, max, depth] {
+            h.extend(v.to_le_bytes());
+        }
+        h.extend([0u8; 4]);
+        h
+    };
+    let index = |lblk: u32, blk: u32| {
+        let mut e = lblk.to_le_bytes().to_vec();
+        e.extend(blk.to_le_bytes());
+        e.extend([0u8; 4]);
+        e
+    };
+    let entries = u16::from_le_bytes([root[2], root[3]]);
+    let mut leaf = header(entries, 84, 0);
+    leaf.extend(&root[12..12 + 12 * usize::from(entries)]);
+    common::patch(&img.path, 8105 * 1024, &leaf);
+    for (k, blk) in (8100u32..8105).enumerate() {
+        let mut node = header(1, 84, 5 - k as u16);
+        node.extend(index(0, blk + 1));
+        common::patch(&img.path, u64::from(blk) * 1024, &node);
+    }
+    root = header(1, 4, 6);
+    root.extend(index(0, 8100));
+    root.resize(60, 0);
+    common::patch(&img.path, iblock, &root);
+    let blocks = common::debugfs_r(&t, &img.path, "stat /a/f3");
+    let i_blocks: u64 = blocks
+        .split("Blockcount: ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("test setup: no block count in\n{blocks}"));
+    // The six node blocks are taken from the free counts too (one 8 MiB group).
+    let stats = common::debugfs_r(&t, &img.path, "stats");
+    let free: u64 = stats
+        .split("Free blocks:")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("test setup: no free count in\n{stats}"));
+    common::debugfs_script(
+        &t,
+        &img,
+        &[
+            "setb 8100 6",
+            &format!("sif /a/f3 blocks {}", i_blocks + 12),
+            &format!("set_bg 0 free_blocks_count {}", free - 6),
+            "set_bg 0 checksum calc",
+            &format!("ssv free_blocks_count {}", free - 6),
+        ],
+    );
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    let want = "extent tree could be more shallow (6; could be <= 5)";
+    assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
+    // As in e2fsck, a deeper tree than needed is not an error.
+    assert_eq!(run.code(), 0, "{}", run.stdout);
+    let run = ffsck(&["-fy"], &img);
+    assert_eq!(run.code(), 1, "{}", run.stdout);
+    let (e2, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2, 0, "{out}\n{}", run.stdout);
+    let ex = common::debugfs_r(&t, &img.path, "ex /a/f3");
+    assert!(
+        ex.contains(" 0/ 0 "),
+        "the tree is not a single level\n{ex}"
+    );
+    assert_tree_kept(&t, &img, &[]);
+}

@@ -6,8 +6,17 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 pub const EXTENT_MAGIC: u16 = 0xF30A;
 /// Leaves longer than this are unwritten (preallocated) extents of `len - 32768` blocks.
 pub const INIT_MAX_LEN: u16 = 32768;
-/// Deepest tree the kernel accepts (ext4 caps at 5 levels).
-pub const MAX_DEPTH: u16 = 5;
+/// Deepest tree ffsck reads, as e2fsck (which then offers to make a tree deeper than its
+/// block size needs more shallow: see `max_useful_depth`).
+pub const MAX_DEPTH: u16 = 8;
+
+/// How deep a tree needs to be to map every 32-bit logical block with `block_size` blocks:
+/// four entries in the inode, then each level multiplies by the entries a block holds.
+pub fn max_useful_depth(block_size: u32) -> u16 {
+    let per_block = (block_size.saturating_sub(12) / 12).max(2);
+    let levels = (31 - 2) / per_block.ilog2();
+    (1 + levels) as u16
+}
 
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Default, Debug)]
 #[repr(C)]

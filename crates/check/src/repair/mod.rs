@@ -13,6 +13,7 @@ mod clone;
 mod connect;
 mod dirent;
 mod dirhole;
+mod extent_tree;
 mod features;
 mod inode;
 mod itable;
@@ -49,6 +50,7 @@ pub fn can_fix(p: P) -> bool {
         || dirhole::handles(p)
         || features::handles(p)
         || itable::handles(p)
+        || extent_tree::handles(p)
         // Reset by the journal check itself when answered yes (`journal::reset_super`).
         || p == P::P0_JOURNAL_BAD_SUPER
 }
@@ -361,6 +363,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             itable::apply(p0, &*ov, facts);
         } else if let Some(p0) = p0 {
             blockmap::apply(&p0, &*ov, &fixes);
+            extent_tree::apply(&p0, &*ov, &fixes);
             clone::apply(&p0, &*ov, out.alloc.as_ref(), &out.findings, &fixes);
             inode::apply(&p0, &*ov, &fixes);
             clear::apply(&p0, &*ov, &fixes);
