@@ -491,7 +491,7 @@ fn inodes_in_bad_blocks(p0: &Pass0Facts, policy: Policy, findings: &mut Findings
     if bad.is_empty() {
         return Vec::new();
     }
-    let per_block = (geo.block_size / u32::from(geo.inode_size).max(1)).max(1);
+    let per_block = (geo.block_size / geo.inode_size.max(1)).max(1);
     let mut out = Vec::new();
     for (g, st) in p0.groups.iter().enumerate() {
         if !st.inode_table_ok {
@@ -1751,8 +1751,6 @@ fn walk_indirect(
     }
 }
 
-/// Walk one extent node. `lo..hi` is the logical range the parent index allows.
-#[allow(clippy::too_many_arguments)]
 /// An extent index entry points at a block that is not a valid extent node.
 fn bad_extent_node(scan: &Scan, out: &mut GroupOut, ic: &mut InodeCheck, child: u64, start: u64) {
     let ctx = ProblemCtx {
@@ -1764,6 +1762,8 @@ fn bad_extent_node(scan: &Scan, out: &mut GroupOut, ic: &mut InodeCheck, child: 
     report(scan, out, ic, P::P1_EXTENT_HEADER_INVALID, ctx);
 }
 
+/// Walk one extent node. `lo..hi` is the logical range the parent index allows.
+#[allow(clippy::too_many_arguments)]
 fn walk_extent_node(
     scan: &Scan,
     ic: &mut InodeCheck,
