@@ -543,7 +543,7 @@ impl Merge {
                     Event::BadInode { dir, ino, name } => {
                         if self.bad_done.insert(ino) {
                             let name = display_name(name.get(&bo.names));
-                            process_bad_inode(fs, policy, dir, ino, &name, out);
+                            let _ = process_bad_inode(fs, policy, dir, ino, &name, out);
                         }
                     }
                 }
@@ -1146,9 +1146,19 @@ fn inline_xattr_data(fs: &Fs, raw: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The fields e2fsck checks for an inode pass 1 flagged, reported at its first entry.
-fn process_bad_inode(fs: &Fs, policy: Policy, dir: u32, ino: u32, name: &str, out: &mut Findings) {
+///
+/// Returns whether the inode is cleared (its mode or type-specific fields are impossible and
+/// the fix was agreed to).
+pub fn process_bad_inode(
+    fs: &Fs,
+    policy: Policy,
+    dir: u32,
+    ino: u32,
+    name: &str,
+    out: &mut Findings,
+) -> bool {
     let Some(raw) = read_inode(fs, ino) else {
-        return;
+        return false;
     };
     let inode = RawInode::parse(&raw);
     let geo = &fs.geo;
@@ -1179,7 +1189,7 @@ fn process_bad_inode(fs: &Fs, policy: Policy, dir: u32, ino: u32, name: &str, ou
         && inode.i_block[4..].iter().all(|b| b.get() == 0);
     match ft {
         FileType::Bad => {
-            out.report(
+            return out.report(
                 policy,
                 P::P2_BAD_MODE,
                 ProblemCtx {
@@ -1187,27 +1197,21 @@ fn process_bad_inode(fs: &Fs, policy: Policy, dir: u32, ino: u32, name: &str, ou
                     ..ctx.clone()
                 },
             );
-            return;
         }
         FileType::CharDev if !dev_ok => {
-            out.report(policy, P::P2_BAD_CHAR_DEV, ctx.clone());
-            return;
+            return out.report(policy, P::P2_BAD_CHAR_DEV, ctx.clone());
         }
         FileType::BlockDev if !dev_ok => {
-            out.report(policy, P::P2_BAD_BLOCK_DEV, ctx.clone());
-            return;
+            return out.report(policy, P::P2_BAD_BLOCK_DEV, ctx.clone());
         }
         FileType::Fifo if !dev_ok => {
-            out.report(policy, P::P2_BAD_FIFO, ctx.clone());
-            return;
+            return out.report(policy, P::P2_BAD_FIFO, ctx.clone());
         }
         FileType::Socket if !dev_ok => {
-            out.report(policy, P::P2_BAD_SOCKET, ctx.clone());
-            return;
+            return out.report(policy, P::P2_BAD_SOCKET, ctx.clone());
         }
         FileType::Symlink => {
-            out.report(policy, P::P2_INVALID_SYMLINK, ctx.clone());
-            return;
+            return out.report(policy, P::P2_INVALID_SYMLINK, ctx.clone());
         }
         _ => {}
     }
@@ -1264,6 +1268,7 @@ fn process_bad_inode(fs: &Fs, policy: Policy, dir: u32, ino: u32, name: &str, ou
             },
         );
     }
+    false
 }
 
 /// After the directories: files of 2 GiB or more need the `large_file` feature, and a

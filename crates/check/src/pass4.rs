@@ -69,6 +69,12 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
             }
         }
         if counted == 0 {
+            // No entry led pass 2 to it: its fields get pass 2's checks here (e2fsck names
+            // such an inode "..."); a cleared inode is not reconnected.
+            if k & kind::BAD != 0 && crate::pass2::process_bad_inode(fs, policy, 0, ino, "...", out)
+            {
+                continue;
+            }
             let Some(raw) = read_inode(fs, ino) else {
                 continue;
             };

@@ -4,7 +4,7 @@
 //! it corresponds to (for differential tests against e2fsck's problem log), the prompt a repair
 //! would ask, flags that drive the decision in `Context::fix`, and a message template over the
 //! typed `ProblemCtx`. Placeholders: {ino} {ino2} {dir} {blk} {blk2} {group} {num} {num2}
-//! {name} {str}.
+//! {name} {str}, and {num:o} ({num} in octal).
 
 use serde::Serialize;
 
@@ -300,7 +300,7 @@ catalogue! {
     P2_FADDR_ZERO = 0x02000D, Clear, PREEN_OK, "i_faddr for inode {ino} ({str}) is {num}, should be zero.";
     P2_FILE_ACL_ZERO = 0x02000E, Clear, PREEN_OK, "i_file_acl for inode {ino} ({str}) is {num}, should be zero.";
     P2_DIR_SIZE_HIGH_ZERO = 0x02000F, Clear, PREEN_OK, "i_size_high for inode {ino} ({str}) is {num}, should be zero.";
-    P2_BAD_MODE = 0x020012, Clear, 0, "Inode {ino} ({str}) has invalid mode ({num}).";
+    P2_BAD_MODE = 0x020012, Clear, 0, "Inode {ino} ({str}) has invalid mode ({num:o}).";
     P2_DIR_CORRUPTED = 0x020013, Salvage, 0, "Directory inode {dir}, block #{num}, offset {num2}: directory corrupted.";
     P2_FILENAME_LONG = 0x020014, Truncate, 0, "Directory inode {dir}, block #{num}, offset {num2}: filename too long.";
     P2_DIRECTORY_HOLE = 0x020015, Allocate, 0, "Directory inode {dir} has an unallocated block #{num}.";

@@ -62,7 +62,7 @@ impl Finding {
     pub fn message(&self) -> String {
         let c = &self.ctx;
         let mut s = self.problem.info().message.to_string();
-        let subs: [(&str, String); 10] = [
+        let subs: [(&str, String); 11] = [
             ("{ino}", c.ino.to_string()),
             ("{ino2}", c.ino2.to_string()),
             ("{dir}", c.dir.to_string()),
@@ -70,6 +70,8 @@ impl Finding {
             ("{blk2}", c.blk2.to_string()),
             ("{group}", c.group.to_string()),
             ("{num}", c.num.to_string()),
+            // A file mode, in octal as `ls` and e2fsck show it.
+            ("{num:o}", format!("0{:o}", c.num)),
             ("{num2}", c.num2.to_string()),
             ("{name}", c.name.clone().unwrap_or_default()),
             ("{str}", c.str.clone().unwrap_or_default()),

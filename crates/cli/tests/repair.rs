@@ -383,3 +383,17 @@ fn a_bad_extra_isize_is_reset() {
         common::assert_repaired(&t, &img, &format!("extra_isize {bad}"));
     }
 }
+
+#[test]
+fn an_unattached_inode_with_an_impossible_mode_is_cleared_in_pass_4() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024"], "8M");
+    common::debugfs_script(&t, &img, &["sif /a/f2 mode 0177777", "unlink /a/f2"]);
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    let want = "(...) has invalid mode (0177777)";
+    assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
+    common::assert_repaired(&t, &img, "unattached inode with a bad mode");
+    // Cleared, not reconnected.
+    let lpf = common::debugfs_r(&t, &img.path, "ls /lost+found");
+    assert!(!lpf.contains('#'), "{lpf}");
+}
