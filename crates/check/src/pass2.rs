@@ -1030,6 +1030,8 @@ fn check_entry<F: Facts + ?Sized>(
             ProblemCtx {
                 num: u64::from(file_type),
                 num2: u64::from(should),
+                // The entry's offset, which `num2` carries for other entry findings.
+                blk2: pctx.num2,
                 ..pctx.clone()
             },
         );

@@ -397,3 +397,29 @@ fn an_unattached_inode_with_an_impossible_mode_is_cleared_in_pass_4() {
     let lpf = common::debugfs_r(&t, &img.path, "ls /lost+found");
     assert!(!lpf.contains('#'), "{lpf}");
 }
+
+#[test]
+fn a_wrong_entry_file_type_is_rewritten() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024"], "8M");
+    let name = "/many/entry-with-a-rather-long-name-007";
+    // An empty file turned into a socket: its entry still says "regular file".
+    common::debugfs_script(
+        &t,
+        &img,
+        &[
+            &format!("sif {name} mode 0140644"),
+            &format!("sif {name} flags 0"),
+            &format!("sif {name} block[0] 0"),
+            &format!("sif {name} block[1] 0"),
+            &format!("sif {name} block[2] 0"),
+        ],
+    );
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    let want = "has an incorrect filetype (was 1, should be 6)";
+    assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
+    common::assert_repaired(&t, &img, "wrong entry file type");
+    let ls = common::debugfs_r(&t, &img.path, "ls -l /many");
+    let line = ls.lines().find(|l| l.contains("name-007")).unwrap_or("");
+    assert!(line.contains("140644"), "{ls}");
+}

@@ -74,7 +74,12 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding])
                 if c.blk == 0 {
                     continue; // inline data: not handled here
                 }
-                let (off, ino) = (c.num2 as usize, c.ino);
+                // The entry's offset (a wrong file type names the right one in `num2`).
+                let off = match p {
+                    P::P2_SET_FILETYPE | P::P2_BAD_FILETYPE => c.blk2,
+                    _ => c.num2,
+                };
+                let (off, ino) = (off as usize, c.ino);
                 let first_block = c.num == 0;
                 edit_block(p0, dev, c.dir, c.blk, |buf| {
                     let bs = buf.len() as u32;

@@ -299,6 +299,16 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             first_errors = out.findings.iter().map(|f| f.problem).collect();
         }
         rounds += 1;
+        // Debugging aid: `FFSCK_TRACE_ROUNDS=1` prints each round's decisions on stderr.
+        if std::env::var_os("FFSCK_TRACE_ROUNDS").is_some() {
+            for f in &out.findings {
+                let c = &f.ctx;
+                eprintln!(
+                    "round {rounds}: {:?} fixed={} ino={} dir={}",
+                    f.problem, f.fixed, c.ino, c.dir
+                );
+            }
+        }
         // Preen stops at the first problem it may not fix, keeping the fixes before it.
         let halt_at = (opts.policy == Policy::Preen)
             .then(|| out.findings.iter().position(Finding::leaves_error))
