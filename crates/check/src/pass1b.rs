@@ -230,6 +230,25 @@ fn report(fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut 
             ..Default::default()
         },
     );
+    // Claims left on each shared block as the questions are answered: once an inode is
+    // cloned or deleted, the others may be left sole owners (as e2fsck tracks it).
+    let mut claims: BTreeMap<u64, u32> = BTreeMap::new();
+    for blocks in facts.by_inode.values() {
+        for &b in blocks {
+            *claims.entry(b).or_insert(0) += 1;
+        }
+    }
+    let release = |claims: &mut BTreeMap<u64, u32>, blocks: &[u64]| {
+        for b in blocks {
+            if let Some(c) = claims.get_mut(b) {
+                *c = c.saturating_sub(1);
+            }
+        }
+    };
+    // Blocks free for the copies.
+    let mut free = (fs.geo.first_data_block..fs.geo.blocks_count.min(p1.block_used.len()))
+        .filter(|&b| !p1.block_used.get(b))
+        .count() as u64;
     // The bad-blocks and resize inodes keep their blocks: no question about them.
     for (&ino, blocks) in facts
         .by_inode
@@ -267,8 +286,25 @@ fn report(fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut 
                 },
             );
         }
-        if !out.report(policy, P::P1D_CLONE_QUESTION, ProblemCtx::ino(ino)) {
-            out.report(policy, P::P1D_DELETE_QUESTION, ProblemCtx::ino(ino));
+        let still_shared = blocks
+            .iter()
+            .filter(|&&b| p1.metadata.get(b) || claims.get(&b).is_some_and(|&c| c > 1))
+            .count() as u64;
+        if still_shared == 0 {
+            out.report(policy, P::P1D_DUP_BLOCKS_DEALT, ProblemCtx::ino(ino));
+            continue;
+        }
+        if out.report(policy, P::P1D_CLONE_QUESTION, ProblemCtx::ino(ino)) {
+            if still_shared <= free {
+                free -= still_shared;
+                release(&mut claims, blocks);
+                continue;
+            }
+            // No room for the copies: deleting the file is what is left, as e2fsck offers.
+            out.report(policy, P::P1D_CLONE_ERROR, ProblemCtx::ino(ino));
+        }
+        if out.report(policy, P::P1D_DELETE_QUESTION, ProblemCtx::ino(ino)) {
+            release(&mut claims, blocks);
         }
     }
 }

@@ -277,7 +277,9 @@ catalogue! {
     P1D_DUP_FILE = 0x013001, None, INFO, "File {str} (inode #{ino}) has {num} multiply-claimed block(s), shared with {num2} file(s):";
     P1D_DUP_FILE_LIST = 0x013002, None, INFO, "\t{str} (inode #{ino})";
     P1D_SHARE_METADATA = 0x013003, None, INFO, "\t<filesystem metadata>";
+    P1D_DUP_BLOCKS_DEALT = 0x013005, None, INFO, "Multiply-claimed blocks already reassigned or cloned.\n";
     P1D_CLONE_QUESTION = 0x013006, CloneDup, 0, "";
+    P1D_CLONE_ERROR = 0x013008, None, INFO, "Couldn't clone file: no free blocks left for the copies.";
     P1D_DELETE_QUESTION = 0x013007, Delete, 0, "";
 
     // ---- Pass 1E: extent tree optimisation ----

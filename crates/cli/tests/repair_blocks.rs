@@ -321,3 +321,81 @@ fn an_extent_tree_deeper_than_needed_is_rebuilt() {
     );
     assert_tree_kept(&t, &img, &[]);
 }
+
+/// The physical blocks `(start, end)` of the first extent of `path` (`(l-l):start-end`, or
+/// `(l):start` for one block), as `debugfs stat` shows it.
+fn first_extent(t: &Tools, img: &Image, path: &str) -> (u64, u64) {
+    let stat = common::debugfs_r(t, &img.path, &format!("stat {path}"));
+    let run = stat
+        .split("EXTENTS:")
+        .nth(1)
+        .and_then(|s| s.split(':').nth(1))
+        .and_then(|s| s.split(|c: char| c != '-' && !c.is_ascii_digit()).next())
+        .unwrap_or_else(|| panic!("test setup: no extent for {path} in\n{stat}"));
+    let mut ends = run.split('-').map(|x| x.parse::<u64>().unwrap());
+    let start = ends.next().unwrap();
+    (start, ends.next().unwrap_or(start))
+}
+
+#[test]
+fn a_file_whose_shared_blocks_cannot_be_cloned_is_deleted() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024", "-O", "^has_journal"], "4M");
+    let stats = common::debugfs_r(&t, &img.path, "stats");
+    let free: u64 = stats
+        .split("Free blocks:")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("test setup: no free count in\n{stats}"));
+    // One file takes most of the free space...
+    let len = free * 2 / 3;
+    common::debugfs_script(
+        &t,
+        &img,
+        &[
+            "write /dev/null big",
+            &format!("fallocate /big 0 {}", len - 1),
+            &format!("sif /big size {}", len * 1024),
+        ],
+    );
+    let (start, end) = first_extent(&t, &img, "/big");
+    assert_eq!(end + 1 - start, len, "test setup: /big is not one extent");
+    // ...and an empty file is given the very same extent: copying it cannot fit.
+    let victim = "/many/entry-with-a-rather-long-name-003";
+    common::debugfs_script(
+        &t,
+        &img,
+        &[
+            &format!("sif {victim} block[0] {}", 0xF30A | (1 << 16)),
+            &format!("sif {victim} block[1] 4"),
+            &format!("sif {victim} block[3] 0"),
+            &format!("sif {victim} block[4] {len}"),
+            &format!("sif {victim} block[5] {start}"),
+            &format!("sif {victim} size {}", len * 1024),
+            &format!("sif {victim} blocks {}", len * 2),
+        ],
+    );
+    let run = ffsck(&["-fn"], &img);
+    assert!(
+        run.stdout.contains("Clone multiply-claimed blocks? no"),
+        "{}",
+        run.stdout
+    );
+    let run = ffsck(&["-fy"], &img);
+    for want in [
+        "Couldn't clone file",
+        "Delete file? yes",
+        "already reassigned or cloned",
+    ] {
+        assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
+    }
+    assert_eq!(run.code(), 1, "{}", run.stdout);
+    let (e2, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2, 0, "{out}\n{}", run.stdout);
+    let again = ffsck(&["-fn"], &img);
+    assert_eq!(again.code(), 0, "{}", again.stdout);
+    assert_tree_kept(&t, &img, &[]);
+    let big = common::debugfs_r(&t, &img.path, "stat /big");
+    assert!(big.contains(&format!("{start}-{end}")), "{big}");
+}

@@ -23,6 +23,8 @@ pub fn handles(p: P) -> bool {
             | P::P2_BAD_FIFO
             | P::P2_BAD_SOCKET
             | P::P2_INVALID_SYMLINK
+            // A file whose shared blocks could not be cloned is deleted.
+            | P::P1D_DELETE_QUESTION
     )
 }
 
