@@ -40,6 +40,8 @@ pub struct Pass0Facts {
     pub groups: Vec<GroupState>,
     /// What the journal check found (the journal, and which inode pass 1 treats as it).
     pub journal: JournalFacts,
+    /// The resize inode is cleared (or recreated) by the repair: pass 1 sees it empty.
+    pub resize_cleared: bool,
 }
 
 /// Why the file system could not be opened at all (exit 8).
@@ -309,11 +311,12 @@ pub fn run_with(
             .journal
             .as_ref()
             .is_some_and(|j| j.sb.s_errno.get() != 0);
-    check_resize_inode(&fs, policy, failed_write, out);
+    let resize_cleared = check_resize_inode(&fs, policy, failed_write, out);
     Ok(Pass0Facts {
         fs,
         groups: states,
         journal,
+        resize_cleared,
     })
 }
 
@@ -581,13 +584,20 @@ fn resize_inode_valid(fs: &Fs, raw: &ffsck_format::RawInode) -> bool {
 }
 
 /// The resize inode against the `resize_inode` feature (e2fsck's check after the superblock).
-fn check_resize_inode(fs: &Fs, policy: Policy, unreadable: bool, out: &mut Findings) {
+/// Returns whether the inode is to be cleared (or recreated), as agreed to.
+fn check_resize_inode(fs: &Fs, policy: Policy, unreadable: bool, out: &mut Findings) -> bool {
     let sb = &fs.sb;
-    let has_resize = sb.compat().has(Compat::RESIZE_INODE);
-    if has_resize && sb.incompat().has(Incompat::META_BG) {
-        out.report(policy, P::P0_DISABLE_RESIZE_INODE, ProblemCtx::default());
+    let mut has_resize = sb.compat().has(Compat::RESIZE_INODE);
+    // Disabled (agreed to): the reserved descriptor blocks go with it.
+    let mut reserved = sb.s_reserved_gdt_blocks.get();
+    if has_resize
+        && sb.incompat().has(Incompat::META_BG)
+        && out.report(policy, P::P0_DISABLE_RESIZE_INODE, ProblemCtx::default())
+    {
+        has_resize = false;
+        reserved = 0;
     }
-    if !has_resize && sb.s_reserved_gdt_blocks.get() != 0 {
+    if !has_resize && reserved != 0 {
         out.report(
             policy,
             P::P0_NONZERO_RESERVED_GDT_BLOCKS,
@@ -598,17 +608,14 @@ fn check_resize_inode(fs: &Fs, policy: Policy, unreadable: bool, out: &mut Findi
         );
     }
     let Some(buf) = fs.read_inode(ffsck_format::ino::RESIZE) else {
-        return;
+        return false;
     };
     let raw = ffsck_format::RawInode::parse(&buf);
     let ctx = ProblemCtx::ino(ffsck_format::ino::RESIZE);
     if !has_resize {
-        if raw.i_block.iter().any(|b| b.get() != 0) {
-            out.report(policy, P::P0_CLEAR_RESIZE_INODE, ctx);
-        }
-        return;
+        return raw.i_block.iter().any(|b| b.get() != 0)
+            && out.report(policy, P::P0_CLEAR_RESIZE_INODE, ctx);
     }
-    if unreadable || !resize_inode_valid(fs, &raw) {
-        out.report(policy, P::P0_RESIZE_INODE_INVALID, ctx);
-    }
+    (unreadable || !resize_inode_valid(fs, &raw))
+        && out.report(policy, P::P0_RESIZE_INODE_INVALID, ctx)
 }

@@ -240,6 +240,8 @@ struct Scan<'a> {
     journal_inum: u32,
     /// Inodes in inode-table blocks on the bad-blocks list, ascending.
     bb_inodes: Vec<u32>,
+    /// The resize inode is cleared by the repair (pass 0's question): seen as empty.
+    resize_cleared: bool,
 }
 
 /// An xattr block seen during the scan and how many inodes point at it.
@@ -330,6 +332,7 @@ pub fn run_with(
         shared_blocks: geo.ro_compat.has(RoCompat::SHARED_BLOCKS),
         journal_inum: p0.journal.journal_inum,
         bb_inodes: inodes_in_bad_blocks(p0, policy, out),
+        resize_cleared: p0.resize_cleared,
     };
     let scan_groups = |r: std::ops::Range<usize>| -> Vec<GroupOut> {
         r.into_par_iter()
@@ -689,8 +692,11 @@ fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
                 let off = skew + (i - done) * isz;
                 let raw = &table[off..off + isz];
                 let ino = first_ino + i as u32;
-                if scan.bb_inodes.binary_search(&ino).is_ok() {
-                    // Unreadable: in use, so nothing reuses it, but never checked.
+                if scan.bb_inodes.binary_search(&ino).is_ok()
+                    || (ino == ino::RESIZE && scan.resize_cleared)
+                {
+                    // Unreadable, or about to be cleared: in use (as every reserved inode
+                    // is), so nothing reuses it, but never checked.
                     scan.inode_used.test_and_set(u64::from(ino - 1));
                     continue;
                 }

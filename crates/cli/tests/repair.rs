@@ -423,3 +423,28 @@ fn a_wrong_entry_file_type_is_rewritten() {
     let line = ls.lines().find(|l| l.contains("name-007")).unwrap_or("");
     assert!(line.contains("140644"), "{ls}");
 }
+
+#[test]
+fn an_invalid_resize_inode_is_rebuilt() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024"], "16M");
+    let before = common::debugfs_r(&t, &img.path, "stat <7>");
+    let count = |s: &str| {
+        s.split("Blockcount: ")
+            .nth(1)
+            .and_then(|x| x.split_whitespace().next())
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no block count in\n{s}"))
+    };
+    common::debugfs_script(&t, &img, &["sif <7> block[DIND] 0"]);
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(
+        run.stdout.contains("Resize inode not valid.  Recreate? no"),
+        "{}",
+        run.stdout
+    );
+    common::assert_repaired(&t, &img, "invalid resize inode");
+    // The same map as mke2fs made: every reserved block and its backups.
+    let after = common::debugfs_r(&t, &img.path, "stat <7>");
+    assert_eq!(count(&before), count(&after), "{after}");
+}

@@ -19,6 +19,7 @@ mod inode;
 mod itable;
 mod lpf;
 mod orphans;
+mod resize;
 mod root;
 mod salvage;
 mod truncate;
@@ -51,6 +52,7 @@ pub fn can_fix(p: P) -> bool {
         || features::handles(p)
         || itable::handles(p)
         || extent_tree::handles(p)
+        || resize::handles(p)
         // Reset by the journal check itself when answered yes (`journal::reset_super`).
         || p == P::P0_JOURNAL_BAD_SUPER
 }
@@ -383,6 +385,9 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             dirent::apply(&p0, &*ov, &dirs, &fixes);
             salvage::apply(&p0, &*ov, &dirs, &fixes);
             dirhole::apply(&p0, &*ov, out.alloc.as_ref(), &fixes);
+            if let Some(facts) = out.alloc.as_mut() {
+                resize::apply(&p0, &*ov, facts, &fixes);
+            }
             if fixes.iter().any(|f| alloc::handles(f.problem)) {
                 if let Some(facts) = &out.alloc {
                     alloc::rebuild(&p0, &*ov, facts);
@@ -390,6 +395,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             }
             // Last: the superblock as the fixes above left it.
             features::apply(&*ov, &fixes);
+            resize::apply_super(&*ov, &fixes);
         }
         if halt_at.is_some() {
             preen_halt = true;
