@@ -274,6 +274,9 @@ fn real_main() -> Result<i32> {
         progress::Ticker::start(fd, prog.clone(), dev_name.clone(), model)
     });
     let mut term = output::Terminal::new(policy, &dev_name);
+    if args.timing > 1 {
+        term.time_passes();
+    }
     let outcome = if policy == Policy::No {
         ffsck_check::check(dev.clone(), &opts, &mut term)
     } else {
@@ -312,12 +315,13 @@ fn real_main() -> Result<i32> {
     }
     if args.timing > 0 {
         let el = start.elapsed();
+        let (user, sys) = output::cpu_times();
         println!(
             "Memory used: {}k, time: {:.2}/{:.2}/{:.2}",
             output::peak_rss_kib(),
             el.as_secs_f64(),
-            0.0,
-            0.0
+            user,
+            sys
         );
         println!("I/O read: {}MB", dev.bytes_read() / (1 << 20));
     }

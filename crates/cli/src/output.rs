@@ -22,6 +22,8 @@ pub struct Terminal {
     policy: Policy,
     dev: String,
     out: std::io::BufWriter<std::io::Stdout>,
+    /// `-tt`: the pass under way and when it started, to print each pass's time.
+    pass_timer: Option<(u8, std::time::Instant)>,
 }
 
 impl Terminal {
@@ -30,11 +32,33 @@ impl Terminal {
             policy,
             dev: dev.to_string(),
             out: std::io::BufWriter::new(std::io::stdout()),
+            pass_timer: None,
         }
     }
 
     /// Print the closing lines and return the exit code.
+    /// `-tt`: print the time each pass took (as e2fsck's per-pass statistics).
+    pub fn time_passes(&mut self) {
+        self.pass_timer = Some((0, std::time::Instant::now()));
+    }
+
+    /// Print the time of the pass under way, if passes are timed.
+    fn end_pass(&mut self) {
+        if let Some((pass, t)) = self.pass_timer {
+            if (1..=5).contains(&pass) {
+                let _ = writeln!(
+                    self.out,
+                    "Pass {pass}: time: {:.2}s, memory used: {}k",
+                    t.elapsed().as_secs_f64(),
+                    peak_rss_kib()
+                );
+            }
+        }
+    }
+
     pub fn finish(&mut self, o: &Outcome, verbose: bool) -> i32 {
+        self.end_pass();
+        self.pass_timer = None;
         let mut code = o.exit_code;
         if let Some(msg) = &o.fatal {
             let _ = writeln!(self.out, "\n{msg}");
@@ -101,6 +125,10 @@ impl Terminal {
 
 impl Reporter for Terminal {
     fn pass_start(&mut self, pass: u8) {
+        if self.pass_timer.is_some() {
+            self.end_pass();
+            self.pass_timer = Some((pass, std::time::Instant::now()));
+        }
         if self.policy != Policy::Preen && (1..=5).contains(&pass) {
             let _ = writeln!(self.out, "{}", PASS_NAMES[pass as usize]);
         }
@@ -260,6 +288,20 @@ pub fn write_json(path: &Path, o: &Outcome, code: i32) -> Result<()> {
 }
 
 /// Peak resident set size of this process, from /proc.
+/// User and system CPU time of this process so far, in seconds.
+pub fn cpu_times() -> (f64, f64) {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given; it was zero-initialised.
+    let ru = unsafe {
+        if libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) != 0 {
+            return (0.0, 0.0);
+        }
+        ru.assume_init()
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime), secs(ru.ru_stime))
+}
+
 pub fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
