@@ -38,6 +38,18 @@ impl Bitmap {
     pub fn count_ones(&self) -> u64 {
         self.words.iter().map(|w| u64::from(w.count_ones())).sum()
     }
+    /// Set every bit `other` has; returns, for each index already set here, its index.
+    /// (Both bitmaps have the same length.)
+    pub fn union_with(&mut self, other: &Bitmap, both: &mut impl FnMut(u64)) {
+        for (wi, (w, &o)) in self.words.iter_mut().zip(&other.words).enumerate() {
+            let mut common = *w & o;
+            while common != 0 {
+                both(wi as u64 * 64 + u64::from(common.trailing_zeros()));
+                common &= common - 1;
+            }
+            *w |= o;
+        }
+    }
     /// Indexes of set bits, ascending.
     pub fn iter_ones(&self) -> impl Iterator<Item = u64> + '_ {
         self.words.iter().enumerate().flat_map(|(wi, &w)| {

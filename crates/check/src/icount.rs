@@ -6,7 +6,7 @@
 //! special flags, so these take a fraction of a byte per inode plus a few bytes per exception,
 //! instead of two or three bytes per inode.
 
-use crate::bitmap::{AtomicBitmap, Bitmap};
+use crate::bitmap::Bitmap;
 use std::sync::Mutex;
 
 /// Counts indexed by `ino - 1`.
@@ -69,40 +69,65 @@ impl InodeCounts {
     }
 }
 
-/// Counts incremented by many threads at once: the first increment of an index sets a bit;
-/// later ones are logged in one of a few shards (indexed by worker thread) and tallied at the
-/// end. Counts saturate at `u16::MAX`, as e2fsck's do.
+/// Counts incremented by many threads at once. Each worker thread counts in a shard of its
+/// own (no cache line is shared between workers): the first increment of an index in a shard
+/// sets a bit, later ones are logged. `finish` adds the shards up. Counts saturate at
+/// `u16::MAX`, as e2fsck's do.
 pub struct SharedCounter {
-    first: AtomicBitmap,
-    extra: Vec<Mutex<Vec<u32>>>,
+    len: u64,
+    shards: Vec<Shard>,
+}
+
+/// One worker's counts, alone on its cache lines.
+#[repr(align(128))]
+struct Shard(Mutex<ShardCounts>);
+
+#[derive(Default)]
+struct ShardCounts {
+    /// Allocated on the shard's first increment.
+    first: Option<Bitmap>,
+    extra: Vec<u32>,
 }
 
 impl SharedCounter {
     pub fn new(len: u64) -> Self {
         let shards = rayon::current_num_threads().max(1) + 1;
         SharedCounter {
-            first: AtomicBitmap::new(len),
-            extra: (0..shards).map(|_| Mutex::new(Vec::new())).collect(),
+            len,
+            shards: (0..shards)
+                .map(|_| Shard(Mutex::new(ShardCounts::default())))
+                .collect(),
         }
     }
 
     pub fn increment(&self, idx: u64) {
-        if idx >= self.first.len() || !self.first.test_and_set(idx) {
+        if idx >= self.len {
             return;
         }
-        let shard = rayon::current_thread_index().map_or(0, |t| t + 1) % self.extra.len();
-        if let Ok(mut v) = self.extra[shard].lock() {
-            v.push(idx as u32);
+        let shard = rayon::current_thread_index().map_or(0, |t| t + 1) % self.shards.len();
+        // Only this worker takes this lock: it is never contended.
+        if let Ok(mut s) = self.shards[shard].0.lock() {
+            let first = s.first.get_or_insert_with(|| Bitmap::new(self.len));
+            if first.get(idx) {
+                s.extra.push(idx as u32);
+            } else {
+                first.set(idx);
+            }
         }
     }
 
     pub fn finish(self) -> InodeCounts {
+        let mut one = Bitmap::new(self.len);
         let mut extra: Vec<u32> = Vec::new();
-        for shard in self.extra {
-            extra.extend(shard.into_inner().unwrap_or_default());
+        for shard in self.shards {
+            let s = shard.0.into_inner().unwrap_or_default();
+            if let Some(first) = &s.first {
+                // Counted in an earlier shard too: one more reference.
+                one.union_with(first, &mut |i| extra.push(i as u32));
+            }
+            extra.extend(s.extra);
         }
         extra.sort_unstable();
-        let mut one = self.first.into_bitmap();
         let mut many = Vec::new();
         for run in extra.chunk_by(|a, b| a == b) {
             let idx = run[0];
@@ -169,6 +194,30 @@ impl std::ops::Index<usize> for InodeKinds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shards_from_many_threads_add_up() {
+        use rayon::prelude::*;
+        // Index i is referenced (i % 5) times, from whichever workers pick the references.
+        let refs: Vec<u64> = (0..2000u64)
+            .flat_map(|i| (0..i % 5).map(move |_| i))
+            .collect();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let counts = pool.install(|| {
+            let s = SharedCounter::new(2000);
+            refs.par_iter()
+                .with_max_len(7)
+                .for_each(|&i| s.increment(i));
+            s.finish()
+        });
+        for i in 0..2000u64 {
+            assert_eq!(counts.get(i), (i % 5) as u16, "index {i}");
+        }
+        assert_eq!(counts.total(), refs.len() as u64);
+    }
 
     #[test]
     fn kinds_round_trip() {
