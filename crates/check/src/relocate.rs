@@ -147,6 +147,8 @@ pub fn plan(p0: &Pass0Facts, used: &mut Bitmap, policy: Policy, out: &mut Findin
     } else {
         1
     };
+    // Smallest run already found not to fit anywhere: no second whole-disk search for it.
+    let mut no_room: Option<u64> = None;
     for (g, wants) in clashes(p0, policy, out).into_iter().enumerate() {
         let g = g as u32;
         let itable = p0.groups[g as usize].relocate_inode_table;
@@ -170,9 +172,14 @@ pub fn plan(p0: &Pass0Facts, used: &mut Bitmap, policy: Policy, out: &mut Findin
                 geo.group_last_block(last_group),
             );
             let last = geo.blocks_count.saturating_sub(1);
-            let Some(blk) = first_free(used, lo, hi, n)
-                .or_else(|| first_free(used, geo.first_data_block, last, n))
-            else {
+            let anywhere = || {
+                if no_room.is_some_and(|m| n >= m) {
+                    return None;
+                }
+                first_free(used, geo.first_data_block, last, n)
+            };
+            let Some(blk) = first_free(used, lo, hi, n).or_else(anywhere) else {
+                no_room = Some(no_room.map_or(n, |m| m.min(n)));
                 continue;
             };
             (blk..blk + n).for_each(|b| used.set(b));

@@ -19,6 +19,15 @@ pub fn moves(facts: Option<&AllocFacts>) -> bool {
     facts.is_some_and(|f| f.relocated.iter().any(|m| m.which == Table::InodeTable))
 }
 
+/// Whether group `g`'s inode table got new blocks this round (none when no room was found).
+pub fn moved(facts: Option<&AllocFacts>, g: u32) -> bool {
+    facts.is_some_and(|f| {
+        f.relocated
+            .iter()
+            .any(|m| m.which == Table::InodeTable && m.group == g)
+    })
+}
+
 /// Copy (or zero) each moved table into its new blocks and point the descriptor at them.
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
     let fs = &p0.fs;

@@ -251,6 +251,15 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         let p0 = open(&ov, opts);
         let mut dirs = Dirs::new(out.alloc.as_ref());
         hold_back(&mut out.findings);
+        // A table with no room to move to stays where it is: not fixed.
+        for f in out.findings.iter_mut() {
+            if f.fixed
+                && itable::handles(f.problem)
+                && !itable::moved(out.alloc.as_ref(), f.ctx.group)
+            {
+                f.fixed = false;
+            }
+        }
         // Moving an inode table restarts the check, as in e2fsck: nothing else this round saw
         // is fixed before the table is in place.
         let restart = itable::moves(out.alloc.as_ref())
