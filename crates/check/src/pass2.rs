@@ -38,10 +38,57 @@ pub struct DirLinks {
     pub parent: u32,
 }
 
+/// `DirLinks` of every directory, by inode number: one sorted array, searched by halving
+/// (denser and faster to look up than a tree map when there are millions of directories).
+#[derive(Debug, Default)]
+pub struct DirTable {
+    inos: Vec<u32>,
+    links: Vec<DirLinks>,
+}
+
+impl DirTable {
+    fn new(mut inos: Vec<u32>) -> Self {
+        inos.sort_unstable();
+        inos.dedup();
+        let links = vec![DirLinks::default(); inos.len()];
+        DirTable { inos, links }
+    }
+    pub fn get(&self, ino: &u32) -> Option<&DirLinks> {
+        self.inos.binary_search(ino).ok().map(|i| &self.links[i])
+    }
+    pub fn get_mut(&mut self, ino: &u32) -> Option<&mut DirLinks> {
+        self.inos
+            .binary_search(ino)
+            .ok()
+            .map(|i| &mut self.links[i])
+    }
+    pub fn contains_key(&self, ino: &u32) -> bool {
+        self.inos.binary_search(ino).is_ok()
+    }
+    pub fn len(&self) -> usize {
+        self.inos.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.inos.is_empty()
+    }
+    /// Directories in ascending inode order.
+    pub fn iter(&self) -> impl Iterator<Item = (&u32, &DirLinks)> {
+        self.inos.iter().zip(&self.links)
+    }
+}
+
+impl<'a> IntoIterator for &'a DirTable {
+    type Item = (&'a u32, &'a DirLinks);
+    type IntoIter = std::iter::Zip<std::slice::Iter<'a, u32>, std::slice::Iter<'a, DirLinks>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.inos.iter().zip(&self.links)
+    }
+}
+
 pub struct Pass2Facts {
     /// References counted from directory entries, per inode (index `ino - 1`), saturating.
     pub refs: InodeCounts,
-    pub dirs: BTreeMap<u32, DirLinks>,
+    pub dirs: DirTable,
     pub entries: u64,
     /// A directory block was found corrupted and not salvaged: like e2fsck, the check
     /// cannot go on past pass 2.
@@ -174,11 +221,7 @@ pub fn run_with(
     inline.sort_unstable();
 
     let mut m = Merge {
-        dirs: p1
-            .dirs
-            .iter()
-            .map(|d| (d.ino, DirLinks::default()))
-            .collect(),
+        dirs: DirTable::new(p1.dirs.iter().map(|d| d.ino).collect()),
         bad_done: HashSet::new(),
         rehash: BTreeSet::new(),
         dx_facts: BTreeMap::new(),
@@ -432,6 +475,40 @@ impl std::hash::BuildHasher for NameHasher {
     }
 }
 
+/// The names seen so far in one block: compared one by one while there are few (most
+/// blocks of most directories hold a handful of entries, and need no allocation), hashed once
+/// there are more.
+#[derive(Default)]
+struct NameSet<'a> {
+    few: [&'a [u8]; NameSet::FEW],
+    n: usize,
+    many: Option<HashSet<&'a [u8], NameHasher>>,
+}
+
+impl<'a> NameSet<'a> {
+    const FEW: usize = 8;
+
+    /// Add `name`; false if it was already there. `block_len` sizes the hash set.
+    fn insert(&mut self, name: &'a [u8], block_len: usize) -> bool {
+        if let Some(set) = &mut self.many {
+            return set.insert(name);
+        }
+        if self.few[..self.n].contains(&name) {
+            return false;
+        }
+        if self.n < Self::FEW {
+            self.few[self.n] = name;
+            self.n += 1;
+            return true;
+        }
+        let mut set = HashSet::with_capacity_and_hasher(block_len / 32, NameHasher);
+        set.extend(self.few.iter().copied());
+        set.insert(name);
+        self.many = Some(set);
+        true
+    }
+}
+
 /// FxHash-style word-at-a-time multiply-rotate hash.
 struct NameHash(u64);
 
@@ -460,7 +537,7 @@ const WINDOW_BLOCKS: usize = 1024;
 
 /// The sequential, order-dependent half of pass 2, fed window by window in block order.
 struct Merge {
-    dirs: BTreeMap<u32, DirLinks>,
+    dirs: DirTable,
     /// Flagged inodes whose fields were already checked (at their first entry).
     bad_done: HashSet<u32>,
     /// Directories marked for rebuilding (duplicate names), in e2fsck's sense: later blocks
@@ -821,8 +898,7 @@ fn check_entries<F: Facts + ?Sized>(
         start_state.max(2)
     };
     let mut off = 0usize;
-    let mut names: HashSet<&[u8], NameHasher> =
-        HashSet::with_capacity_and_hasher(buf.len() / 32, NameHasher);
+    let mut names = NameSet::default();
     let mut dups_found = false;
     // Each entry is at least 12 bytes, so this bounds the walk even on garbage.
     for _ in 0..=buf.len() / 12 {
@@ -902,7 +978,8 @@ fn check_entries<F: Facts + ?Sized>(
                 ino,
                 dot_state,
                 bo,
-                &pctx(name, ino),
+                // Built only when a finding is reported (its name is a copy).
+                &|| pctx(name, ino),
             );
             if let (true, Some(dx)) = (counted, dx) {
                 match htree::name_hash(fs, dx, name) {
@@ -915,14 +992,10 @@ fn check_entries<F: Facts + ?Sized>(
             }
             // Every counted entry takes part, '.' and '..' included (a second '.' is a
             // duplicate too).
-            if counted {
-                if names.contains(name) && !dups_found {
-                    bo.findings
-                        .report(ctx.policy, P::P2_REPORT_DUP_DIRENT, pctx(name, ino));
-                    dups_found = true;
-                } else {
-                    names.insert(name);
-                }
+            if counted && !names.insert(name, buf.len()) && !dups_found {
+                bo.findings
+                    .report(ctx.policy, P::P2_REPORT_DUP_DIRENT, pctx(name, ino));
+                dups_found = true;
             }
         }
         dot_state = dot_state.saturating_add(1);
@@ -939,7 +1012,7 @@ fn check_entry<F: Facts + ?Sized>(
     ino: u32,
     dot_state: u8,
     bo: &mut BlockOut,
-    pctx: &ProblemCtx,
+    pctx: &dyn Fn() -> ProblemCtx,
 ) -> bool {
     let fs = ctx.fs;
     let geo = &fs.geo;
@@ -965,13 +1038,13 @@ fn check_entry<F: Facts + ?Sized>(
         problem = Some(P::P2_NULL_NAME);
     }
     if let Some(p) = problem {
-        out.report(policy, p, pctx.clone());
+        out.report(policy, p, pctx());
         if p == P::P2_BAD_INO {
             return false;
         }
     }
     if ctx.p1.in_bad_block(ino - 1) {
-        out.report(policy, P::P2_BB_INODE, pctx.clone());
+        out.report(policy, P::P2_BB_INODE, pctx());
         return false;
     }
     let k = ctx.p1.kind(ino - 1);
@@ -989,24 +1062,18 @@ fn check_entry<F: Facts + ?Sized>(
             out.report(
                 policy,
                 P::P2_INOREF_BG_INO_UNINIT,
-                ProblemCtx {
-                    group: g,
-                    ..pctx.clone()
-                },
+                ProblemCtx { group: g, ..pctx() },
             );
         } else if ino >= first_unused {
             out.report(
                 policy,
                 P::P2_INOREF_IN_UNUSED,
-                ProblemCtx {
-                    group: g,
-                    ..pctx.clone()
-                },
+                ProblemCtx { group: g, ..pctx() },
             );
         }
     }
     if !ctx.p1.used(ino - 1) {
-        out.report(policy, P::P2_UNUSED_INODE, pctx.clone());
+        out.report(policy, P::P2_UNUSED_INODE, pctx());
     }
     // File type of the entry against the inode's type.
     let should = if ctx.p1.used(ino - 1) && k & kind::BAD == 0 {
@@ -1016,7 +1083,7 @@ fn check_entry<F: Facts + ?Sized>(
     };
     if !ctx.filetype {
         if file_type != 0 {
-            out.report(policy, P::P2_CLEAR_FILETYPE, pctx.clone());
+            out.report(policy, P::P2_CLEAR_FILETYPE, pctx());
         }
     } else if file_type != should && (should != ft::UNKNOWN || ctx.p1.used(ino - 1)) {
         let p = if file_type == 0 {
@@ -1024,6 +1091,7 @@ fn check_entry<F: Facts + ?Sized>(
         } else {
             P::P2_BAD_FILETYPE
         };
+        let c = pctx();
         out.report(
             policy,
             p,
@@ -1031,8 +1099,8 @@ fn check_entry<F: Facts + ?Sized>(
                 num: u64::from(file_type),
                 num2: u64::from(should),
                 // The entry's offset, which `num2` carries for other entry findings.
-                blk2: pctx.num2,
-                ..pctx.clone()
+                blk2: c.num2,
+                ..c
             },
         );
     }
@@ -1042,7 +1110,7 @@ fn check_entry<F: Facts + ?Sized>(
         // be encrypted too.
         if dot_state > 1 {
             if name.len() < ENCRYPTED_NAME_MIN
-                && out.report(policy, P::P2_BAD_ENCRYPTED_NAME, pctx.clone())
+                && out.report(policy, P::P2_BAD_ENCRYPTED_NAME, pctx())
             {
                 return true;
             }
@@ -1051,15 +1119,13 @@ fn check_entry<F: Facts + ?Sized>(
             } else {
                 matches!(k & kind::TYPE_MASK, ft::REG | ft::DIR | ft::SYMLINK)
             };
-            if k & kind::ENCRYPT == 0
-                && needs
-                && out.report(policy, P::P2_UNENCRYPTED_FILE, pctx.clone())
+            if k & kind::ENCRYPT == 0 && needs && out.report(policy, P::P2_UNENCRYPTED_FILE, pctx())
             {
                 return true;
             }
         }
     } else if dot_state > 1 && name.iter().any(|&c| c == b'/' || c == 0) {
-        out.report(policy, P::P2_BAD_NAME, pctx.clone());
+        out.report(policy, P::P2_BAD_NAME, pctx());
     }
     if dot_state > 1 && k & kind::TYPE_MASK == ft::DIR && ctx.p1.used(ino - 1) {
         let name = bo.keep_name(name);
@@ -1285,5 +1351,23 @@ pub fn large_files(fs: &Fs, large_files: u64, policy: Policy, out: &mut Findings
     }
     if sb.s_rev_level.get() == 0 {
         out.report(policy, P::P1_FS_REV_LEVEL, ProblemCtx::default());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NameSet;
+
+    #[test]
+    fn name_set_finds_duplicates_before_and_after_it_starts_hashing() {
+        let names: Vec<Vec<u8>> = (0..40).map(|i| format!("name-{i}").into_bytes()).collect();
+        let mut set = NameSet::default();
+        for (i, n) in names.iter().enumerate() {
+            assert!(set.insert(n, 4096), "{i} is new");
+            // Every name seen so far, whether kept in the small array or the hash set.
+            assert!(!set.insert(&names[i / 2], 4096), "{} seen", i / 2);
+        }
+        assert!(!set.insert(b"name-3", 4096));
+        assert!(set.insert(b"name-40", 4096));
     }
 }
