@@ -1154,7 +1154,7 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
             }
         }
         FileType::Symlink => {
-            if !symlink_ok(fs, inode) {
+            if !symlink_ok(fs, inode, ic.raw) {
                 bad = true;
             } else {
                 if fl & (iflags::IMMUTABLE | iflags::APPEND) != 0 {
@@ -1322,30 +1322,33 @@ fn is_fast_symlink(inode: &RawInode) -> bool {
         && inode.size() < 60
 }
 
-fn symlink_ok(fs: &Fs, inode: &RawInode) -> bool {
+fn symlink_ok(fs: &Fs, inode: &RawInode, raw: &[u8]) -> bool {
     let size = inode.size();
     let fl = inode.flags();
     if fl & iflags::INDEX != 0 {
         return false;
     }
     if fl & iflags::INLINE_DATA != 0 {
-        return size > 0 && size < u64::from(fs.geo.block_size);
+        // The target fills i_block, then the `system.data` attribute: i_size is all of it.
+        if fl & iflags::EXTENTS != 0 {
+            return false;
+        }
+        let Some(extra) = crate::pass2::inline_xattr_data(fs, raw) else {
+            return false;
+        };
+        return size > 0 && size == (inode.block_bytes().len() + extra.len()) as u64;
     }
     if is_fast_symlink(inode) {
         if fl & iflags::EXTENTS != 0 {
             return false;
         }
         let b = inode.block_bytes();
-        let len = b.iter().position(|&c| c == 0).unwrap_or(60) as u64;
-        return size > 0 && len == size;
+        let len = target_len(&b, fl);
+        return size > 0 && len < b.len() as u64 && len == size;
     }
     let bs = u64::from(fs.geo.block_size);
     if size == 0 || size >= bs {
         return false;
-    }
-    if fl & iflags::ENCRYPT != 0 {
-        // The target is ciphertext: its length is not the text's.
-        return true;
     }
     // A slow symlink is one block holding the target and a terminating zero.
     let iblock = inode.block_bytes();
@@ -1376,8 +1379,20 @@ fn symlink_ok(fs: &Fs, inode: &RawInode) -> bool {
     let Some(buf) = fs.read_block(blk) else {
         return false;
     };
-    let len = buf.iter().position(|&c| c == 0).unwrap_or(buf.len()) as u64;
+    let len = target_len(&buf, fl);
     len < bs && len == size
+}
+
+/// Length of a symlink target stored in `buf`: up to its terminating zero, or, encrypted, the
+/// ciphertext's little-endian length prefix plus the prefix itself.
+fn target_len(buf: &[u8], flags: u32) -> u64 {
+    if flags & iflags::ENCRYPT != 0 {
+        return match buf {
+            [a, b, ..] => u64::from(u16::from_le_bytes([*a, *b])) + 2,
+            _ => u64::MAX,
+        };
+    }
+    buf.iter().position(|&c| c == 0).unwrap_or(buf.len()) as u64
 }
 
 fn check_extra_isize(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut) {

@@ -1193,7 +1193,7 @@ fn check_inline_dir<F: Facts + ?Sized>(ctx: &Ctx<F>, dir: u32) -> BlockOut {
 }
 
 /// The value of `system.data` in the inode body, if present.
-fn inline_xattr_data(fs: &Fs, raw: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn inline_xattr_data(fs: &Fs, raw: &[u8]) -> Option<Vec<u8>> {
     let inode = RawInode::parse(raw);
     let start = 128 + usize::from(inode.extra_isize());
     if start + 4 > raw.len()

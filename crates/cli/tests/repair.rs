@@ -448,3 +448,25 @@ fn an_invalid_resize_inode_is_rebuilt() {
     let after = common::debugfs_r(&t, &img.path, "stat <7>");
     assert_eq!(count(&before), count(&after), "{after}");
 }
+
+#[test]
+fn an_inline_symlink_whose_size_disagrees_with_its_target_is_cleared() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(
+        &t,
+        "ext4",
+        &["-b", "1024", "-I", "256", "-O", "inline_data"],
+        "8M",
+    );
+    let stat = common::debugfs_r(&t, &img.path, "stat /b/long");
+    assert!(
+        stat.contains("Flags: 0x10000000"),
+        "test setup: /b/long is not an inline symlink\n{stat}"
+    );
+    let len = common::LONG_LINK_TARGET.len();
+    common::debugfs_script(&t, &img, &[&format!("sif /b/long size {}", len - 1)]);
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(run.stdout.contains("(inode #"), "{}", run.stdout);
+    assert!(run.stdout.contains("is invalid"), "{}", run.stdout);
+    common::assert_repaired(&t, &img, "inline symlink size");
+}
