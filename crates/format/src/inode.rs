@@ -194,6 +194,31 @@ pub fn set_inode_checksum(raw: &mut [u8], fs_seed: u32, ino: u32) {
 pub fn inode_checksum(raw: &[u8], fs_seed: u32, ino: u32) -> (u32, u32, bool) {
     let base = RawInode::parse(raw);
     let has_hi = raw.len() > GOOD_OLD_INODE_SIZE && base.extra_isize() >= CSUM_HI_EXTRA_END;
+    let stored_lo = u32::from(base.l_i_checksum_lo.get());
+    // The usual inode sizes: one pass over inode number, generation and the inode with its
+    // checksum fields zeroed (the same CRC as chaining the pieces, in one call).
+    const FAST: usize = 512;
+    if raw.len() <= FAST && raw.len() >= GOOD_OLD_INODE_SIZE {
+        let mut buf = [0u8; 8 + FAST];
+        buf[..4].copy_from_slice(&ino.to_le_bytes());
+        buf[4..8].copy_from_slice(&base.i_generation.get().to_le_bytes());
+        let body = &mut buf[8..8 + raw.len()];
+        body.copy_from_slice(raw);
+        body[CSUM_LO_OFFSET..CSUM_LO_OFFSET + 2].fill(0);
+        if has_hi {
+            body[CSUM_HI_OFFSET..CSUM_HI_OFFSET + 2].fill(0);
+        }
+        let c = csum::ext4_crc32c(fs_seed, &buf[..8 + raw.len()]);
+        return if has_hi {
+            (
+                c,
+                stored_lo | (u32::from(base.i_checksum_hi.get()) << 16),
+                true,
+            )
+        } else {
+            (c & 0xFFFF, stored_lo, false)
+        };
+    }
     let seed = csum::inode_seed(fs_seed, ino, base.i_generation.get());
     let zero = [0u8; 2];
     let mut c = csum::ext4_crc32c(seed, &raw[..CSUM_LO_OFFSET]);
@@ -211,7 +236,6 @@ pub fn inode_checksum(raw: &[u8], fs_seed: u32, ino: u32) -> (u32, u32, bool) {
             c = csum::ext4_crc32c(c, &raw[CSUM_HI_OFFSET..]);
         }
     }
-    let stored_lo = u32::from(base.l_i_checksum_lo.get());
     if has_hi {
         (
             c,
@@ -220,5 +244,56 @@ pub fn inode_checksum(raw: &[u8], fs_seed: u32, ino: u32) -> (u32, u32, bool) {
         )
     } else {
         (c & 0xFFFF, stored_lo, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checksum as the format defines it: the pieces chained, checksum fields as zeroes.
+    fn chained(raw: &[u8], fs_seed: u32, ino: u32) -> u32 {
+        let base = RawInode::parse(raw);
+        let has_hi = raw.len() > GOOD_OLD_INODE_SIZE && base.extra_isize() >= CSUM_HI_EXTRA_END;
+        let mut c = csum::inode_seed(fs_seed, ino, base.i_generation.get());
+        let mut copy = raw.to_vec();
+        copy[CSUM_LO_OFFSET..CSUM_LO_OFFSET + 2].fill(0);
+        if has_hi {
+            copy[CSUM_HI_OFFSET..CSUM_HI_OFFSET + 2].fill(0);
+        }
+        for piece in copy.chunks(7) {
+            c = csum::ext4_crc32c(c, piece);
+        }
+        if has_hi {
+            c
+        } else {
+            c & 0xFFFF
+        }
+    }
+
+    #[test]
+    fn one_pass_checksum_equals_the_chained_one() {
+        let mut x = 0x9E37_79B9u32;
+        for size in [128usize, 256, 512, 1024] {
+            for extra in [0u16, 4, 32] {
+                let mut raw: Vec<u8> = (0..size)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        x as u8
+                    })
+                    .collect();
+                if size > GOOD_OLD_INODE_SIZE {
+                    raw[128..130].copy_from_slice(&extra.to_le_bytes());
+                }
+                let (got, _, _) = inode_checksum(&raw, 0x1234_5678, 77);
+                assert_eq!(
+                    got,
+                    chained(&raw, 0x1234_5678, 77),
+                    "size {size} extra {extra}"
+                );
+            }
+        }
     }
 }
