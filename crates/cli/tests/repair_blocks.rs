@@ -279,21 +279,9 @@ fn an_extent_tree_deeper_than_needed_is_rebuilt() {
     root.extend(index(0, 8100));
     root.resize(60, 0);
     common::patch(&img.path, iblock, &root);
-    let blocks = common::debugfs_r(&t, &img.path, "stat /a/f3");
-    let i_blocks: u64 = blocks
-        .split("Blockcount: ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("test setup: no block count in\n{blocks}"));
+    let i_blocks = common::debugfs_number(&t, &img.path, "stat /a/f3", "Blockcount:");
     // The six node blocks are taken from the free counts too (one 8 MiB group).
-    let stats = common::debugfs_r(&t, &img.path, "stats");
-    let free: u64 = stats
-        .split("Free blocks:")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("test setup: no free count in\n{stats}"));
+    let free = common::debugfs_number(&t, &img.path, "stats", "Free blocks:");
     common::debugfs_script(
         &t,
         &img,
@@ -341,13 +329,7 @@ fn first_extent(t: &Tools, img: &Image, path: &str) -> (u64, u64) {
 fn a_file_whose_shared_blocks_cannot_be_cloned_is_deleted() {
     let Some(t) = common::tools() else { return };
     let img = common::mkfs(&t, "ext4", &["-b", "1024", "-O", "^has_journal"], "4M");
-    let stats = common::debugfs_r(&t, &img.path, "stats");
-    let free: u64 = stats
-        .split("Free blocks:")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("test setup: no free count in\n{stats}"));
+    let free = common::debugfs_number(&t, &img.path, "stats", "Free blocks:");
     // One file takes most of the free space...
     let len = free * 2 / 3;
     common::debugfs_script(

@@ -36,6 +36,14 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding]) {
     if incompat == 0 && ro_compat == 0 && !dynamic {
         return;
     }
+    edit_super(dev, |sb| {
+        set_bits(sb, incompat, ro_compat, dynamic);
+    });
+}
+
+/// Read the primary superblock as `dev` has it now, let `change` edit it, and write it back
+/// with its checksum.
+pub(super) fn edit_super(dev: &dyn Device, change: impl FnOnce(&mut RawSuperblock)) {
     let mut raw = [0u8; 1024];
     if dev.read_at(&mut raw, 1024).is_err() {
         return;
@@ -43,6 +51,12 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding]) {
     let Some(mut sb) = RawSuperblock::parse(&raw) else {
         return;
     };
+    change(&mut sb);
+    sb.update_checksum();
+    let _ = dev.write_at(sb.as_bytes(), 1024);
+}
+
+fn set_bits(sb: &mut RawSuperblock, incompat: u32, ro_compat: u32, dynamic: bool) {
     sb.s_feature_incompat
         .set(sb.s_feature_incompat.get() | incompat);
     sb.s_feature_ro_compat
@@ -53,6 +67,4 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding]) {
         sb.s_first_ino.set(11);
         sb.s_inode_size.set(128);
     }
-    sb.update_checksum();
-    let _ = dev.write_at(sb.as_bytes(), 1024);
 }

@@ -10,7 +10,7 @@ use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
 use crate::report::Finding;
 use ffsck_format::inode::mode;
-use ffsck_format::{ino, Compat, RawSuperblock};
+use ffsck_format::{ino, Compat};
 use ffsck_io::Device;
 use zerocopy::IntoBytes;
 
@@ -35,18 +35,11 @@ pub fn apply_super(dev: &dyn Device, fixes: &[&Finding]) {
     {
         return;
     }
-    let mut raw = [0u8; 1024];
-    if dev.read_at(&mut raw, 1024).is_err() {
-        return;
-    }
-    let Some(mut sb) = RawSuperblock::parse(&raw) else {
-        return;
-    };
-    sb.s_feature_compat
-        .set(sb.s_feature_compat.get() & !Compat::RESIZE_INODE);
-    sb.s_reserved_gdt_blocks.set(0);
-    sb.update_checksum();
-    let _ = dev.write_at(sb.as_bytes(), 1024);
+    super::features::edit_super(dev, |sb| {
+        sb.s_feature_compat
+            .set(sb.s_feature_compat.get() & !Compat::RESIZE_INODE);
+        sb.s_reserved_gdt_blocks.set(0);
+    });
 }
 
 /// Clear the resize inode, and rebuild it when it was invalid.

@@ -562,3 +562,13 @@ pub fn assert_repaired(t: &Tools, img: &Image, what: &str) {
         "{what}: /a/f1 changed"
     );
 }
+
+/// The number `debugfs -R CMD` prints right after `key` (e.g. "Free blocks:" in `stats`).
+pub fn debugfs_number(t: &Tools, img: &Path, cmd: &str, key: &str) -> u64 {
+    let out = debugfs_r(t, img, cmd);
+    out.split(key)
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("test setup: no number after {key:?} in `{cmd}`:\n{out}"))
+}
