@@ -55,6 +55,8 @@ pub fn can_fix(p: P) -> bool {
         || resize::handles(p)
         // Reset by the journal check itself when answered yes (`journal::reset_super`).
         || p == P::P0_JOURNAL_BAD_SUPER
+        // Written back by the journal check itself when answered yes (`journal::load`).
+        || p == P::P0_CLEAR_V2_JOURNAL
 }
 
 /// The blocks of every directory, by owner, in logical order.
