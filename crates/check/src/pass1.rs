@@ -995,6 +995,8 @@ fn check_reserved(
                     ProblemCtx::ino(ino),
                 )
             {
+                // Zeroed by the repair; still in use, as every reserved inode.
+                scan.inode_used.test_and_set(u64::from(ino - 1));
                 return;
             }
         }

@@ -46,3 +46,37 @@ fn local_journal_with_many_users_is_cleared() {
         );
     }
 }
+
+#[test]
+fn an_invalid_journal_inode_is_dropped() {
+    let Some(t) = common::tools() else { return };
+    for fstype in ["ext3", "ext4"] {
+        let img = common::mkfs(&t, fstype, &["-b", "1024"], "16M");
+        // The journal inode loses its mapping, and the superblock its backup of it.
+        common::debugfs_script(
+            &t,
+            &img,
+            &[
+                "sif <8> block[0] 0",
+                "sif <8> block[1] 0",
+                "ssv jnl_backup_type 0",
+            ],
+        );
+        let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+        let want = "Superblock has an invalid journal (inode 8)";
+        assert!(
+            run.stdout.contains(want),
+            "{fstype}: {want}\n{}",
+            run.stdout
+        );
+        common::assert_repaired(&t, &img, fstype);
+        let stats = common::debugfs_r(&t, &img.path, "stats");
+        let features = stats
+            .lines()
+            .find(|l| l.starts_with("Filesystem features:"));
+        assert!(
+            features.is_some_and(|l| !l.contains("has_journal")),
+            "{fstype}: {stats}"
+        );
+    }
+}

@@ -17,6 +17,7 @@ mod extent_tree;
 mod features;
 mod inode;
 mod itable;
+mod journal;
 mod lpf;
 mod orphans;
 mod resize;
@@ -53,6 +54,7 @@ pub fn can_fix(p: P) -> bool {
         || itable::handles(p)
         || extent_tree::handles(p)
         || resize::handles(p)
+        || journal::handles(p)
         // Reset by the journal check itself when answered yes (`journal::reset_super`).
         || p == P::P0_JOURNAL_BAD_SUPER
         // Written back by the journal check itself when answered yes (`journal::load`).
@@ -399,6 +401,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             if let Some(facts) = out.alloc.as_mut() {
                 resize::apply(&p0, &*ov, facts, &fixes);
             }
+            journal::apply(&p0, &*ov, &fixes);
             if fixes.iter().any(|f| alloc::handles(f.problem)) {
                 if let Some(facts) = &out.alloc {
                     alloc::rebuild(&p0, &*ov, facts);
@@ -407,6 +410,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             // Last: the superblock as the fixes above left it.
             features::apply(&*ov, &fixes);
             resize::apply_super(&*ov, &fixes);
+            journal::apply_super(&*ov, &fixes);
         }
         if halt_at.is_some() {
             preen_halt = true;
@@ -461,12 +465,27 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
 /// The superblock and descriptors as the overlay has them now.
 fn open(ov: &Arc<Overlay>, opts: &CheckOptions) -> Option<Pass0Facts> {
     let mut scratch = Findings::default();
-    pass0::run_with(
+    match pass0::run_with(
         ov.clone(),
         opts.superblock,
         Policy::No,
         opts.journal_dev.as_ref(),
         &mut scratch,
-    )
-    .ok()
+    ) {
+        Ok(p0) => Some(p0),
+        // A journal this round drops or resets: read the layout with the journal questions
+        // answered yes, whatever that check writes kept in a throwaway overlay.
+        Err(pass0::OpenFailure::Journal(_)) => {
+            let throwaway: Arc<dyn Device> = Arc::new(Overlay::new(ov.clone()));
+            pass0::run_with(
+                throwaway,
+                opts.superblock,
+                Policy::Yes,
+                opts.journal_dev.as_ref(),
+                &mut scratch,
+            )
+            .ok()
+        }
+        Err(_) => None,
+    }
 }

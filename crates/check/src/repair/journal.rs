@@ -1,0 +1,43 @@
+//! An unusable internal journal is dropped, as e2fsck does when it may: the superblock loses
+//! `has_journal`, `needs_recovery`, the journal inode number and its backup of the journal's
+//! block map, and inode 8, no longer the journal, is zeroed. (e2fsck then creates a new
+//! journal; ffsck does not yet: `tune2fs -j` adds one.)
+
+use super::features::edit_super;
+use super::inode::edit;
+use crate::pass0::Pass0Facts;
+use crate::problem::Problem as P;
+use crate::report::Finding;
+use ffsck_format::{ino, Compat, Incompat};
+use ffsck_io::Device;
+use zerocopy::IntoBytes;
+
+pub fn handles(p: P) -> bool {
+    matches!(p, P::P0_JOURNAL_BAD_INODE | P::P1_JOURNAL_INODE_NOT_CLEAR)
+}
+
+/// Zero inode 8 when it is no longer the journal.
+pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
+    if fixes
+        .iter()
+        .any(|f| f.problem == P::P1_JOURNAL_INODE_NOT_CLEAR)
+    {
+        edit(p0, dev, ino::JOURNAL, |i| i.as_mut_bytes().fill(0));
+    }
+}
+
+/// Drop the journal from the superblock (made last, after the allocation rebuild).
+pub fn apply_super(dev: &dyn Device, fixes: &[&Finding]) {
+    if !fixes.iter().any(|f| f.problem == P::P0_JOURNAL_BAD_INODE) {
+        return;
+    }
+    edit_super(dev, |sb| {
+        sb.s_feature_compat
+            .set(sb.s_feature_compat.get() & !Compat::HAS_JOURNAL);
+        sb.s_feature_incompat
+            .set(sb.s_feature_incompat.get() & !Incompat::RECOVER);
+        sb.s_journal_inum.set(0);
+        sb.s_jnl_blocks.iter_mut().for_each(|w| w.set(0));
+        sb.s_jnl_backup_type = 0;
+    });
+}
