@@ -122,7 +122,12 @@ impl Ctx<'_> {
     fn fix_bad_inode(&mut self) -> Result<(), Fail> {
         let inum = self.fs.sb.s_journal_inum.get();
         if self.has_journal() || inum != 0 {
-            if self.ask(P::P0_JOURNAL_BAD_INODE, ProblemCtx::ino(inum)) {
+            // `num` says whether a live journal goes (e2fsck then prints that it was deleted).
+            let ctx = ProblemCtx {
+                num: u64::from(self.has_journal() && inum != 0),
+                ..ProblemCtx::ino(inum)
+            };
+            if self.ask(P::P0_JOURNAL_BAD_INODE, ctx) {
                 self.facts.journal_inum = 0;
                 self.has_journal = false;
                 return Ok(());

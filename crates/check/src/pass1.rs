@@ -1456,12 +1456,13 @@ impl BlockWalk {
         }
     }
     fn note_data(&mut self, lblk: u64, pblk: u64, is_dir: bool, ino: u32) {
-        if let Some(p) = self.prev_pblk {
-            if p + 1 != pblk {
+        // e2fsck leaves the resize inode out: its blocks are backups spread over groups.
+        if ino != ffsck_format::ino::RESIZE {
+            if self.prev_pblk.is_some_and(|p| p + 1 != pblk) {
                 self.fragmented = true;
             }
+            self.prev_pblk = Some(pblk);
         }
-        self.prev_pblk = Some(pblk);
         self.last_block = Some(self.last_block.map_or(lblk, |l| l.max(lblk)));
         if is_dir {
             self.dir_blocks.push(DirBlock {
@@ -1746,6 +1747,14 @@ fn walk_indirect(
     // every block still counts toward its i_blocks.
     if ic.ino != ffsck_format::ino::RESIZE || level == 2 {
         scan.claim(out, blk, 1);
+    }
+    // An indirect block comes before the blocks it maps: a file laid out as data, indirect
+    // block, data… is contiguous.
+    if ic.ino != ffsck_format::ino::RESIZE {
+        if w.prev_pblk.is_some_and(|p| p + 1 != blk) {
+            w.fragmented = true;
+        }
+        w.prev_pblk = Some(blk);
     }
     let Some(buf) = fs.read_block(blk) else {
         return;

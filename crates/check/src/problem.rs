@@ -12,6 +12,8 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Prompt {
     None,
+    /// A question with no word of its own: the message itself is asked ("Recreate journal?").
+    Null,
     Fix,
     Clear,
     Relocate,
@@ -38,7 +40,7 @@ pub enum Prompt {
 impl Prompt {
     pub fn text(self) -> &'static str {
         match self {
-            Prompt::None => "",
+            Prompt::None | Prompt::Null => "",
             Prompt::Fix => "Fix",
             Prompt::Clear => "Clear",
             Prompt::Relocate => "Relocate",
@@ -394,6 +396,7 @@ catalogue! {
     P5_BLOCK_BITMAP_CSUM_INVALID = 0x05001B, Fix, PREEN_OK, "Group {group} block bitmap does not match checksum.";
 
     // ---- After pass 5: orphan file and quota ----
+    P6_RECREATE_JOURNAL = 0x060001, Null, PREEN_OK | NO_OK, "Recreate journal";
     P6_UPDATE_QUOTAS = 0x060002, Fix, PREEN_OK, "Update quota info for quota type {num} ({str}).";
     P6_ORPHAN_FILE_WITHOUT_JOURNAL = 0x060007, Clear, PREEN_OK, "Superblock has orphan file without journal.";
     P6_ORPHAN_FILE_CORRUPTED = 0x060009, Recreate, PREEN_OK, "Failed to initialize orphan file.";

@@ -83,6 +83,25 @@ impl Finding {
         }
         s
     }
+    /// What e2fsck prints after answering yes to a few problems: the work the fix did.
+    pub fn epilogue(&self) -> Option<String> {
+        if !self.fixed {
+            return None;
+        }
+        match self.problem {
+            Problem::P0_JOURNAL_BAD_INODE if self.ctx.num != 0 => {
+                Some("*** journal has been deleted ***\n\n".into())
+            }
+            Problem::P6_RECREATE_JOURNAL => Some(match &self.ctx.str {
+                None => format!(
+                    "Creating journal ({} blocks):  Done.\n\n*** journal has been regenerated ***\n",
+                    self.ctx.num
+                ),
+                Some(why) => format!("Creating journal ({} blocks): {why}\n", self.ctx.num),
+            }),
+            _ => None,
+        }
+    }
     /// Does leaving this finding unfixed leave the file system inconsistent?
     pub fn leaves_error(&self) -> bool {
         let f = self.problem.info().flags;

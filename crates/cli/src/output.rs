@@ -79,11 +79,9 @@ impl Terminal {
                 );
             }
             let c = &s.counts;
-            let pct = if c.files > 0 {
-                s.non_contiguous as f64 * 100.0 / c.files as f64
-            } else {
-                0.0
-            };
+            // Per mille of the inodes in use, rounded, as e2fsck shows it ("12.3%").
+            let permille = (10000 * s.non_contiguous / s.inodes_used.max(1) + 5) / 10;
+            let pct = format!("{}.{}", permille / 10, permille % 10);
             if verbose {
                 let _ = writeln!(
                     self.out,
@@ -94,7 +92,7 @@ impl Terminal {
                 );
                 let _ = writeln!(
                     self.out,
-                    "{:>12} non-contiguous files ({pct:.1}%)",
+                    "{:>12} non-contiguous files ({pct}%)",
                     s.non_contiguous
                 );
                 let _ = writeln!(
@@ -109,7 +107,7 @@ impl Terminal {
             } else {
                 let _ = writeln!(
                     self.out,
-                    "{name}: {}/{} files ({pct:.1}% non-contiguous), {}/{} blocks",
+                    "{name}: {}/{} files ({pct}% non-contiguous), {}/{} blocks",
                     s.inodes_used, s.inodes_count, s.blocks_used, s.blocks_count
                 );
             }
@@ -152,11 +150,16 @@ impl Reporter for Terminal {
         } else {
             let answer = if f.fixed { "yes" } else { "no" };
             // A message that ends its own line puts the question on the next.
-            if msg.is_empty() || msg.ends_with('\n') {
+            if info.prompt == Prompt::Null {
+                let _ = writeln!(self.out, "{msg}? {answer}\n");
+            } else if msg.is_empty() || msg.ends_with('\n') {
                 let _ = writeln!(self.out, "{msg}{}? {answer}\n", info.prompt.text());
             } else {
                 let _ = writeln!(self.out, "{msg}  {}? {answer}\n", info.prompt.text());
             }
+        }
+        if let Some(after) = f.epilogue() {
+            let _ = write!(self.out, "{after}");
         }
     }
 }

@@ -109,7 +109,7 @@ fn header(buf: &mut [u8], entries: usize, max: usize, depth: u16) {
 
 /// Write the shallowest tree for `leaves`, reusing `nodes` for leaf blocks; returns the new
 /// in-inode root, or `None` when more blocks would be needed.
-fn rebuild(
+pub(super) fn rebuild(
     fs: &Fs,
     dev: &dyn Device,
     seed: u32,

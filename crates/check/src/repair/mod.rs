@@ -19,6 +19,7 @@ mod inode;
 mod itable;
 mod journal;
 mod lpf;
+mod newjournal;
 mod orphans;
 mod resize;
 mod root;
@@ -28,7 +29,7 @@ mod truncate;
 use crate::engine::{self, CheckOptions, Outcome};
 use crate::pass0::{self, Pass0Facts};
 use crate::problem::Problem as P;
-use crate::report::{exit, Finding, Findings, Policy, Reporter};
+use crate::report::{exit, Finding, Findings, Policy, ProblemCtx, Reporter};
 use ffsck_io::overlay::{Extent, Overlay};
 use ffsck_io::Device;
 use std::collections::HashSet;
@@ -55,6 +56,8 @@ pub fn can_fix(p: P) -> bool {
         || extent_tree::handles(p)
         || resize::handles(p)
         || journal::handles(p)
+        // Made after the last round (`recreate_journal`).
+        || p == P::P6_RECREATE_JOURNAL
         // Reset by the journal check itself when answered yes (`journal::reset_super`).
         || p == P::P0_JOURNAL_BAD_SUPER
         // Written back by the journal check itself when answered yes (`journal::load`).
@@ -419,9 +422,15 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         }
         last = Some(out);
     }
-    // The rounds ran out while still fixing: verify what the last fixes left.
+    // A journal dropped on the way is made anew once the rest is clean, as e2fsck does.
+    let remade = recreate_journal(&ov, opts, last.as_mut(), &findings, preen_halt);
+    if let Some(f) = &remade {
+        rep.finding(f);
+        findings.push(f.clone());
+    }
+    // The rounds ran out while still fixing (or a journal was made): verify what is left.
     let verified = match last {
-        Some(out) if !out.findings.iter().any(|f| f.fixed) || preen_halt => out,
+        Some(out) if (!out.findings.iter().any(|f| f.fixed) || preen_halt) && remade.is_none() => out,
         _ => {
             let quiet = CheckOptions {
                 policy: Policy::No,
@@ -460,6 +469,44 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         new_problems,
         exit_code: code,
     }
+}
+
+/// After a clean final round, make a new journal if one was dropped (`P6_RECREATE_JOURNAL`):
+/// its blocks are taken in the last round's allocation facts, then bitmaps and counts are
+/// rebuilt from them.
+fn recreate_journal(
+    ov: &Arc<Overlay>,
+    opts: &CheckOptions,
+    last: Option<&mut Outcome>,
+    findings: &[Finding],
+    preen_halt: bool,
+) -> Option<Finding> {
+    let dropped = findings
+        .iter()
+        .any(|f| f.fixed && f.problem == P::P0_JOURNAL_BAD_INODE);
+    let out = last?;
+    let clean = out.fatal.is_none() && !out.findings.iter().any(Finding::leaves_error);
+    if !dropped || !clean || preen_halt || !opts.policy.answer(P::P6_RECREATE_JOURNAL) {
+        return None;
+    }
+    let facts = out.alloc.as_mut()?;
+    let p0 = open(ov, opts)?;
+    let (blocks, made) = newjournal::create(&p0, &**ov, facts);
+    if made.is_ok() {
+        // The superblock now names the journal: rebuild from the layout that says so.
+        if let Some(p0) = open(ov, opts) {
+            alloc::rebuild(&p0, &**ov, facts);
+        }
+    }
+    Some(Finding {
+        problem: P::P6_RECREATE_JOURNAL,
+        ctx: ProblemCtx {
+            num: blocks,
+            str: made.err().map(String::from),
+            ..ProblemCtx::default()
+        },
+        fixed: true,
+    })
 }
 
 /// The superblock and descriptors as the overlay has them now.
