@@ -158,6 +158,8 @@ pub struct Pass1Facts {
     pub counts: Counts,
     /// References to each value inode from xattr entries (absent: none).
     pub ea_inode_refs: BTreeMap<u32, u32>,
+    /// Value inodes whose missing `EA_INODE` flag this check agreed to set.
+    pub ea_inode_flag_set: std::collections::BTreeSet<u32>,
     /// Inodes whose inode-table block is on the bad-blocks list, ascending: counted in
     /// use but never read, and no directory entry may name them.
     pub bb_inodes: Vec<u32>,
@@ -231,6 +233,7 @@ struct Scan<'a> {
     buffers: Mutex<Vec<Vec<u8>>>,
     /// References to value inodes from xattr entries, by inode number.
     ea_inode_refs: Mutex<BTreeMap<u32, u32>>,
+    ea_inode_flag_set: Mutex<std::collections::BTreeSet<u32>>,
     bucket_shift: u32,
     extent_fs: bool,
     low_dtime_check: bool,
@@ -326,6 +329,7 @@ pub fn run_with(
         ea_refs: Mutex::new(BTreeMap::new()),
         buffers: Mutex::new(Vec::new()),
         ea_inode_refs: Mutex::new(BTreeMap::new()),
+        ea_inode_flag_set: Mutex::default(),
         bucket_shift: (64 - geo.blocks_count.leading_zeros()).saturating_sub(6),
         extent_fs: geo.incompat.has(Incompat::EXTENTS),
         low_dtime_check: !(mkfs != 0 && mkfs < geo.inodes_count),
@@ -428,6 +432,7 @@ pub fn run_with(
     // Xattr block reference counts, in block order.
     let refs = scan.ea_refs.into_inner().unwrap_or_default();
     let ea_inode_refs = scan.ea_inode_refs.into_inner().unwrap_or_default();
+    let ea_inode_flag_set = scan.ea_inode_flag_set.into_inner().unwrap_or_default();
     for (blk, e) in refs {
         if e.disk_refcount != e.seen {
             out.report(
@@ -481,6 +486,7 @@ pub fn run_with(
         bucket_shift: scan.bucket_shift,
         counts,
         ea_inode_refs,
+        ea_inode_flag_set,
         bb_inodes: scan.bb_inodes,
     }
 }

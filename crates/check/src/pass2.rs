@@ -1075,9 +1075,11 @@ fn check_entry<F: Facts + ?Sized>(
     if !ctx.p1.used(ino - 1) {
         out.report(policy, P::P2_UNUSED_INODE, pctx());
     }
-    // File type of the entry against the inode's type.
-    let should = if ctx.p1.used(ino - 1) && k & kind::BAD == 0 {
-        k & kind::TYPE_MASK
+    // File type of the entry against the inode's type. Directories and regular files keep
+    // their type even when pass 1 found them bad (as e2fsck, which knows them by its maps).
+    let t = k & kind::TYPE_MASK;
+    let should = if ctx.p1.used(ino - 1) && (k & kind::BAD == 0 || t == ft::DIR || t == ft::REG) {
+        t
     } else {
         ft::UNKNOWN
     };

@@ -42,7 +42,8 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
         let link_count = p1.links.get(idx);
         let mut counted = p2.refs.get(idx);
         let k = p1.kinds[idx as usize];
-        if counted == 0 && k & kind::EA_INODE != 0 {
+        let ea_inode = k & kind::EA_INODE != 0 || p1.ea_inode_flag_set.contains(&ino);
+        if counted == 0 && ea_inode {
             // A value inode is linked by the xattrs that name it, not by directory entries.
             let refs = p1.ea_inode_refs.get(&ino).copied().unwrap_or(0);
             if refs != 0 {

@@ -222,11 +222,11 @@ catalogue! {
     P1_HTREE_INCOMPAT = 0x01004B, ClearHtree, PREEN_OK, "HTREE directory inode {ino} uses an incompatible htree root node flag.";
     P1_HTREE_DEPTH = 0x01004C, ClearHtree, PREEN_OK, "HTREE directory inode {ino} has a tree depth ({num}) which is too big.";
     P1_EXTRA_ISIZE = 0x01004F, Fix, PREEN_OK, "Inode {ino} has a extra size ({num}) which is invalid.";
-    P1_ATTR_NAME_LEN = 0x010050, Clear, PREEN_OK, "Extended attribute in inode {ino} has a namelen ({num}) which is invalid.";
-    P1_ATTR_VALUE_OFFSET = 0x010051, Clear, PREEN_OK, "Extended attribute in inode {ino} has a value offset ({num}) which is invalid.";
-    P1_ATTR_VALUE_BLOCK = 0x010052, Clear, PREEN_OK, "Extended attribute in inode {ino} has a value block ({num}) which is invalid (must be 0).";
-    P1_ATTR_VALUE_SIZE = 0x010053, Clear, PREEN_OK, "Extended attribute in inode {ino} has a value size ({num}) which is invalid.";
-    P1_ATTR_HASH = 0x010054, Clear, PREEN_OK, "Extended attribute in inode {ino} has a hash ({num}) which is invalid.";
+    P1_ATTR_NAME_LEN = 0x010050, Clear, PREEN_OK, "Extended attribute in inode {ino} has a namelen ({num}) which is invalid\n";
+    P1_ATTR_VALUE_OFFSET = 0x010051, Clear, PREEN_OK, "Extended attribute in inode {ino} has a value offset ({num}) which is invalid\n";
+    P1_ATTR_VALUE_BLOCK = 0x010052, Clear, PREEN_OK, "Extended attribute in inode {ino} has a value block ({num}) which is invalid (must be 0)\n";
+    P1_ATTR_VALUE_SIZE = 0x010053, Clear, PREEN_OK, "Extended attribute in inode {ino} has a value size ({num}) which is invalid\n";
+    P1_ATTR_HASH = 0x010054, Clear, PREEN_OK, "Extended attribute in inode {ino} has a hash ({num}) which is invalid\n";
     P1_TREAT_AS_DIRECTORY = 0x010055, Fix, 0, "Inode {ino} is a {str} but it looks like it is really a directory.";
     P1_EXTENT_BAD_START_BLK = 0x010058, Clear, PREEN_OK, "Inode {ino} has an invalid extent (logical block {num}, invalid physical block {blk}, len {num2}).";
     P1_EXTENT_ENDS_BEYOND = 0x010059, Clear, PREEN_OK, "Inode {ino} has an invalid extent (logical block {num}, physical block {blk}, invalid len {num2}).";
@@ -242,7 +242,7 @@ catalogue! {
     P1_INODE_ONLY_CSUM_INVALID = 0x010068, Fix, PREEN_OK, "Inode {ino} passes checks, but checksum does not match inode.";
     P1_INODE_EA_ALLOC_COLLISION = 0x010069, Clear, 0, "Inode {ino} extended attribute is corrupt (allocation collision).";
     P1_EXTENT_ONLY_CSUM_INVALID = 0x01006A, Fix, PREEN_OK, "Inode {ino} extent block passes checks, but checksum does not match extent (blk {blk}).";
-    P1_EA_BLOCK_ONLY_CSUM_INVALID = 0x01006C, Fix, PREEN_OK, "Extended attribute block {blk} passes checks, but checksum does not match block.";
+    P1_EA_BLOCK_ONLY_CSUM_INVALID = 0x01006C, Fix, PREEN_OK, "Inode {ino} extended attribute block {blk} passes checks, but checksum does not match block.  ";
     P1_EXTENT_INDEX_START_INVALID = 0x01006D, Fix, PREEN_OK, "Interior extent node level {num} of inode {ino}: logical start {blk} does not match the next level's {blk2}.";
     P1_EXTENT_END_OUT_OF_BOUNDS = 0x01006E, Clear, PREEN_OK, "Inode {ino}, end of extent exceeds allowed value (logical block {num}, physical block {blk}, len {num2}).";
     P1_INLINE_DATA_FEATURE = 0x01006F, Fix, PREEN_OK, "Inode {ino} has inline data, but the superblock is missing the INLINE_DATA feature.";
@@ -262,12 +262,12 @@ catalogue! {
     P1_BADBLOCKS_IN_BADBLOCKS = 0x01007B, ClearInode, 0, "Bad block list says the bad block list inode is bad.";
     P1_EXTENT_BAD_MAX_DEPTH = 0x01007F, Fix, NO_OK | PREEN_OK, "Inode {ino} extent tree could be more shallow ({num}; could be <= {num2})\n";
     P1_MISSING_EXTENT_HEADER = 0x010081, Fix, PREEN_OK, "Inode {ino} has EXTENTS_FL flag set but no extent header.";
-    P1_ATTR_VALUE_EA_INODE = 0x010083, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute value inode {num}.";
+    P1_ATTR_VALUE_EA_INODE = 0x010083, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute value inode {num}.\n";
     P1_CASEFOLD_NONDIR = 0x010088, Clear, PREEN_OK, "Inode {ino} has the casefold flag set but is not a directory.";
     P1_CASEFOLD_FEATURE = 0x010089, Clear, PREEN_OK, "Directory {ino} has the casefold flag, but the casefold feature is not enabled.";
     P1_MISSING_ENCRYPTION_XATTR = 0x01008A, Clear, 0, "Encrypted inode {ino} has no encryption context.";
-    P1_ATTR_NO_EA_INODE_FL = 0x010085, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute. EA inode {num} missing EA_INODE flag.";
-    P1_ATTR_SET_EA_INODE_FL = 0x010086, Fix, PREEN_OK, "EA inode {num} for parent inode {ino} missing EA_INODE flag.";
+    P1_ATTR_NO_EA_INODE_FL = 0x010085, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute. EA inode {num} missing EA_INODE flag.\n";
+    P1_ATTR_SET_EA_INODE_FL = 0x010086, Fix, PREEN_OK, "EA inode {num} for parent inode {ino} missing EA_INODE flag.\n ";
     P1_EA_INODE_NONREG = 0x010091, ClearFlag, PREEN_OK, "Inode {ino} has the ea_inode flag set but is not a regular file.";
 
     // ---- Pass 1B-1D: multiply-claimed blocks ----
@@ -323,7 +323,7 @@ catalogue! {
     P2_CLEAR_FILETYPE = 0x020029, Clear, 0, "Entry '{name}' in {dir} has filetype set.";
     P2_NULL_NAME = 0x020030, Clear, 0, "Entry '{name}' in {dir} has a zero-length name.";
     P2_INVALID_SYMLINK = 0x020031, Clear, 0, "Symlink {str} (inode #{ino}) is invalid.";
-    P2_FILE_ACL_BAD = 0x020032, Clear, 0, "Extended attribute block for inode {ino} ({str}) is invalid ({blk}).";
+    P2_FILE_ACL_BAD = 0x020032, Clear, 0, "Extended attribute block for inode {ino} ({str}) is invalid ({blk}).\n";
     P2_FEATURE_LARGE_FILES = 0x020033, Fix, PREEN_OK | NO_OK, "File system contains large files, but lacks LARGE_FILE flag in superblock.";
     P2_HTREE_NOTREF = 0x020034, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} not referenced.";
     P2_HTREE_DUPREF = 0x020035, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} referenced twice.";
@@ -368,7 +368,7 @@ catalogue! {
     P4_ZERO_LEN_INODE = 0x040001, Clear, PREEN_OK | NO_OK, "Unattached zero-length inode {ino}.";
     P4_UNATTACHED_INODE = 0x040002, Connect, 0, "Unattached inode {ino}.";
     P4_BAD_REF_COUNT = 0x040003, Fix, PREEN_OK, "Inode {ino} ref count is {num}, should be {num2}.";
-    P4_EA_INODE_REF_COUNT = 0x040005, Fix, PREEN_OK, "Extended attribute inode {ino} ref count is {num}, should be {num2}.";
+    P4_EA_INODE_REF_COUNT = 0x040005, Fix, PREEN_OK, "Extended attribute inode {ino} ref count is {num}, should be {num2}. ";
     P4_DIR_NLINK_FEATURE = 0x040006, Fix, 0, "Directory exceeds max links, but no DIR_NLINK feature in superblock.";
 
     // ---- Pass 5: group summary information ----

@@ -152,7 +152,7 @@ impl Reporter for Terminal {
             // A message that ends its own line puts the question on the next.
             if info.prompt == Prompt::Null {
                 let _ = writeln!(self.out, "{msg}? {answer}\n");
-            } else if msg.is_empty() || msg.ends_with('\n') {
+            } else if msg.is_empty() || msg.ends_with('\n') || msg.ends_with(' ') {
                 let _ = writeln!(self.out, "{msg}{}? {answer}\n", info.prompt.text());
             } else {
                 let _ = writeln!(self.out, "{msg}  {}? {answer}\n", info.prompt.text());

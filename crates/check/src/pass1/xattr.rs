@@ -168,32 +168,32 @@ fn check_ea_inode_ref(scan: &Scan, ic: &InodeCheck, e: &fx::XattrEntry, name: &[
     }
 }
 
-/// Report the flag offer and then the problem of a value-inode reference. Returns whether the
-/// problem was fixed.
-fn report_ea_inode_ref(
+/// Offer to set the missing `EA_INODE` flag of the value inode `r` names; once it is set, the
+/// reference's only problem is gone.
+fn offer_flag(
     scan: &Scan,
     out: &mut GroupOut,
     ic: &mut InodeCheck,
     e: &fx::XattrEntry,
-    r: &EaInodeRef,
-) -> bool {
-    let ino = ic.ino;
-    if r.missing_flag {
-        report(
-            scan,
-            out,
-            ic,
-            P::P1_ATTR_SET_EA_INODE_FL,
-            ProblemCtx {
-                ino,
-                num: u64::from(e.e_value_inum.get()),
-                ..Default::default()
-            },
-        );
+    r: &mut EaInodeRef,
+) {
+    if !r.missing_flag {
+        return;
     }
-    match r.problem {
-        Some((p, num)) => report_num(scan, out, ic, p, num),
-        None => false,
+    let ctx = ProblemCtx {
+        ino: ic.ino,
+        num: u64::from(e.e_value_inum.get()),
+        ..Default::default()
+    };
+    if !report(scan, out, ic, P::P1_ATTR_SET_EA_INODE_FL, ctx) {
+        return;
+    }
+    scan.ea_inode_flag_set
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(e.e_value_inum.get());
+    if r.problem.is_some_and(|(p, _)| p == P::P1_ATTR_NO_EA_INODE_FL) {
+        r.problem = None;
     }
 }
 
@@ -248,7 +248,6 @@ pub(super) fn check_ibody(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut) 
     let mut remain = storage - 4;
     let mut off = 4usize;
     let mut problem: Option<(P, u64)> = None;
-    let mut ea_ref: Option<(fx::XattrEntry, EaInodeRef)> = None;
     // Each pass consumes at least 16 bytes of `remain`, so this bound is never reached early.
     for _ in 0..storage / fx::ENTRY_SIZE + 1 {
         if remain < fx::ENTRY_SIZE || u32_at(area, off) == 0 {
@@ -288,9 +287,10 @@ pub(super) fn check_ibody(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut) 
             }
             remain -= vsize;
         } else {
-            let r = check_ea_inode_ref(scan, ic, &e, name);
-            if r.problem.is_some() {
-                ea_ref = Some((e, r));
+            let mut r = check_ea_inode_ref(scan, ic, &e, name);
+            offer_flag(scan, out, ic, &e, &mut r);
+            if let Some(p) = r.problem {
+                problem = Some(p);
                 break;
             }
             quota.blocks += r.quota_blocks;
@@ -298,12 +298,10 @@ pub(super) fn check_ibody(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut) 
         }
         off += entry_len(e.e_name_len);
     }
-    if problem.is_none() && ea_ref.is_none() && !regions.take(off, 4) {
+    if problem.is_none() && !regions.take(off, 4) {
         problem = Some((P::P1_INODE_EA_ALLOC_COLLISION, 0));
     }
-    let fixed = if let Some((e, r)) = ea_ref {
-        report_ea_inode_ref(scan, out, ic, &e, &r)
-    } else if let Some((p, num)) = problem {
+    let fixed = if let Some((p, num)) = problem {
         report_num(scan, out, ic, p, num)
     } else {
         false
@@ -424,9 +422,12 @@ pub(super) fn check_block(
                 return;
             }
         } else {
-            let r = check_ea_inode_ref(scan, ic, &e, name);
-            if report_ea_inode_ref(scan, out, ic, &e, &r) {
-                return;
+            let mut r = check_ea_inode_ref(scan, ic, &e, name);
+            offer_flag(scan, out, ic, &e, &mut r);
+            if let Some((p, num)) = r.problem {
+                if report(scan, out, ic, p, ProblemCtx { num, ..ctx.clone() }) {
+                    return;
+                }
             }
             quota_blocks += r.quota_blocks;
         }

@@ -152,14 +152,22 @@ pub(super) fn edit(
     ino: u32,
     change: impl FnOnce(&mut RawInode),
 ) {
+    edit_raw(p0, dev, ino, |raw| {
+        let mut inode = RawInode::parse(raw);
+        change(&mut inode);
+        let n = raw.len().min(inode.as_bytes().len());
+        raw[..n].copy_from_slice(&inode.as_bytes()[..n]);
+    });
+}
+
+/// Change the on-disk bytes of inode `ino` (all `inode_size` of them), then recompute its
+/// checksum.
+pub(super) fn edit_raw(p0: &Pass0Facts, dev: &dyn Device, ino: u32, change: impl FnOnce(&mut [u8])) {
     let fs = &p0.fs;
     let Some((off, mut raw)) = read_raw(p0, dev, ino) else {
         return;
     };
-    let mut inode = RawInode::parse(&raw);
-    change(&mut inode);
-    let n = raw.len().min(inode.as_bytes().len());
-    raw[..n].copy_from_slice(&inode.as_bytes()[..n]);
+    change(&mut raw);
     if fs.has_metadata_csum() {
         set_inode_checksum(&mut raw, fs.csum_seed, ino);
     }

@@ -25,6 +25,7 @@ mod resize;
 mod root;
 mod salvage;
 mod truncate;
+mod xattr;
 
 use crate::engine::{self, CheckOptions, Outcome};
 use crate::pass0::{self, Pass0Facts};
@@ -56,6 +57,7 @@ pub fn can_fix(p: P) -> bool {
         || extent_tree::handles(p)
         || resize::handles(p)
         || journal::handles(p)
+        || xattr::handles(p)
         // Made after the last round (`recreate_journal`).
         || p == P::P6_RECREATE_JOURNAL
         // Reset by the journal check itself when answered yes (`journal::reset_super`).
@@ -394,6 +396,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             extent_tree::apply(&p0, &*ov, &fixes);
             clone::apply(&p0, &*ov, out.alloc.as_ref(), &out.findings, &fixes);
             inode::apply(&p0, &*ov, &fixes);
+            xattr::apply(&p0, &*ov, &fixes);
             clear::apply(&p0, &*ov, &fixes);
             if fixes.iter().any(|f| connect::handles(f.problem)) {
                 connect::apply(&p0, &*ov, &plan);
