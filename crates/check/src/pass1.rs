@@ -694,9 +694,11 @@ fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
                 }
             }
             let skew = done * isz - first_blk * bs;
+            let insane = insane_blocks(fs, &table, skew, first_ino + done as u32, count);
             for i in done..done + count {
                 let off = skew + (i - done) * isz;
                 let raw = &table[off..off + isz];
+                let garbage = insane.get(off / bs).copied().unwrap_or(false);
                 let ino = first_ino + i as u32;
                 if scan.bb_inodes.binary_search(&ino).is_ok()
                     || (ino == ino::RESIZE && scan.resize_cleared)
@@ -707,7 +709,7 @@ fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
                     continue;
                 }
                 let (mut links, mut k) = (0u16, 0u8);
-                check_inode(scan, ino, raw, &mut links, &mut k, &mut out);
+                check_inode(scan, ino, raw, garbage, &mut links, &mut k, &mut out);
                 let idx = ino - 1;
                 match k {
                     0 => {}
@@ -739,6 +741,70 @@ fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
 /// Bytes of inode table read at once (a multiple of every inode size).
 const ITABLE_CHUNK_BYTES: usize = 128 * 1024;
 
+/// The inode-table blocks of a chunk whose inodes are garbage, as the library's inode scan
+/// judges them: more than half of a block's inodes fail their checksum or have an insane
+/// extent header or block map. `table[skew..]` holds `count` inodes from `first_ino`.
+fn insane_blocks(fs: &Fs, table: &[u8], skew: usize, first_ino: u32, count: usize) -> Vec<bool> {
+    let geo = &fs.geo;
+    let (isz, bs) = (geo.inode_size as usize, geo.block_size as usize);
+    let per_block = bs / isz;
+    let mut insane = vec![false; table.len().div_ceil(bs)];
+    if per_block < 2 {
+        return insane;
+    }
+    let mut badness = vec![0usize; insane.len()];
+    for i in 0..count {
+        let off = skew + i * isz;
+        let raw = &table[off..off + isz];
+        let ino = first_ino + i as u32;
+        let inode = RawInode::parse(raw);
+        let bad_csum = fs.has_metadata_csum() && raw.iter().any(|&b| b != 0) && {
+            let (want, have, _) = inode_checksum(raw, fs.csum_seed, ino);
+            want != have
+        };
+        if bad_csum || extent_head_insane(&inode) || block_map_insane(fs, &inode) {
+            badness[off / bs] += 1;
+        }
+    }
+    for (b, n) in badness.iter().enumerate() {
+        insane[b] = *n > per_block / 2;
+    }
+    insane
+}
+
+/// The inode claims extents, but its root is not a header the library accepts.
+fn extent_head_insane(inode: &RawInode) -> bool {
+    if inode.flags() & iflags::EXTENTS == 0 {
+        return false;
+    }
+    let b = inode.block_bytes();
+    let word = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
+    let (magic, entries, max) = (word(0), word(2), word(4));
+    magic != ffsck_format::extent::EXTENT_MAGIC || entries > max || !(2..=4).contains(&max)
+}
+
+/// A linked block-mapped file, directory or long symlink with more than half its block
+/// pointers out of range.
+fn block_map_insane(fs: &Fs, inode: &RawInode) -> bool {
+    let geo = &fs.geo;
+    let fl = inode.flags();
+    if fl & (iflags::INLINE_DATA | iflags::EXTENTS) != 0 || inode.links_count() == 0 {
+        return false;
+    }
+    match inode.file_type() {
+        FileType::Regular | FileType::Directory => {}
+        FileType::Symlink if inode.size() > 60 => {}
+        _ => return false,
+    }
+    let bad = inode
+        .i_block
+        .iter()
+        .map(|w| u64::from(w.get()))
+        .filter(|&b| b != 0 && (b < geo.first_data_block || b >= geo.blocks_count))
+        .count();
+    bad > 15 / 2
+}
+
 /// Per-inode checking context.
 struct InodeCheck<'a> {
     ino: u32,
@@ -759,6 +825,7 @@ fn check_inode(
     scan: &Scan,
     ino: u32,
     raw: &[u8],
+    garbage: bool,
     link_slot: &mut u16,
     kind_slot: &mut u8,
     out: &mut GroupOut,
@@ -766,6 +833,17 @@ fn check_inode(
     let fs = scan.fs;
     let geo = &fs.geo;
     let mut inode = RawInode::parse(raw);
+    // An inode in a table block that is mostly garbage is cleared whole, before any other
+    // check (as e2fsck). Answered no, it is checked like any other.
+    if garbage
+        && inode.links_count() > 0
+        && ino >= geo.first_ino
+        && out
+            .findings
+            .report(scan.policy, P::P1_INODE_IS_GARBAGE, ProblemCtx::ino(ino))
+    {
+        return;
+    }
     // A device, FIFO or socket whose first block is a directory's: with the fix agreed to,
     // the rest of the scan sees the directory it really is (as e2fsck).
     let mut really_dir_reported = false;

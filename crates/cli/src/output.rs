@@ -2,7 +2,7 @@
 //! the JSON report and e2fsck's XML problem log.
 
 use anyhow::{Context, Result};
-use ffsck_check::problem::Prompt;
+use ffsck_check::problem::{Problem, Prompt};
 use ffsck_check::{exit, Finding, Outcome, Policy, Reporter};
 use ffsck_format::superblock::{RawSuperblock, STATE_ERROR, STATE_VALID};
 use ffsck_io::Device;
@@ -24,6 +24,25 @@ pub struct Terminal {
     out: std::io::BufWriter<std::io::Stdout>,
     /// `-tt`: the pass under way and when it started, to print each pass's time.
     pass_timer: Option<(u8, std::time::Instant)>,
+    /// A bitmap-differences line is being written: the next finding ends it first.
+    line_open: bool,
+}
+
+/// Findings e2fsck writes on one line: a bitmap-differences header and its ranges.
+fn continues_line(p: Problem) -> bool {
+    matches!(
+        p,
+        Problem::P5_BLOCK_BITMAP_HEADER
+            | Problem::P5_BLOCK_UNUSED
+            | Problem::P5_BLOCK_USED
+            | Problem::P5_BLOCK_RANGE_UNUSED
+            | Problem::P5_BLOCK_RANGE_USED
+            | Problem::P5_INODE_BITMAP_HEADER
+            | Problem::P5_INODE_UNUSED
+            | Problem::P5_INODE_USED
+            | Problem::P5_INODE_RANGE_UNUSED
+            | Problem::P5_INODE_RANGE_USED
+    )
 }
 
 impl Terminal {
@@ -33,6 +52,7 @@ impl Terminal {
             dev: dev.to_string(),
             out: std::io::BufWriter::new(std::io::stdout()),
             pass_timer: None,
+            line_open: false,
         }
     }
 
@@ -142,6 +162,14 @@ impl Reporter for Terminal {
                 let _ = writeln!(self.out, "{}: {}", self.dev, msg.trim());
             }
             return;
+        }
+        if continues_line(f.problem) {
+            let _ = write!(self.out, "{msg}");
+            self.line_open = true;
+            return;
+        }
+        if std::mem::take(&mut self.line_open) {
+            let _ = writeln!(self.out);
         }
         if info.prompt == Prompt::None {
             if !msg.is_empty() {

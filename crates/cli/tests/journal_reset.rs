@@ -73,7 +73,7 @@ fn reset_like_e2fsck(field: u64, bytes: &[u8]) {
     assert_eq!(run.code(), 1, "{}", run.stdout);
     assert!(
         run.stdout
-            .contains("journal superblock is corrupt.  Fix? yes"),
+            .contains("journal superblock is corrupt.\nFix? yes"),
         "{}",
         run.stdout
     );

@@ -64,8 +64,8 @@ pub struct ConformanceArgs {
     /// No per-image progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
-    /// Compare repairs instead: `ffsck -fy` and `e2fsck -fy` on separate copies, each then
-    /// judged by `e2fsck -fn` (and the root listings compared with debugfs).
+    /// Compare repairs instead: one `ffsck -fy` and two `e2fsck -fy` on separate copies, each
+    /// judged by `e2fsck -fn`, and the files each keeps (debugfs rdump) compared.
     #[arg(long)]
     pub repair: bool,
 }

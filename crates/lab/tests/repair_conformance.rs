@@ -49,13 +49,28 @@ fn repair_comparison_on_a_corpus_subset() {
     assert_eq!(s.both_clean + s.only_e2fsck_clean, s.e2fsck_clean);
     assert_eq!(s.ffsck_clean, s.both_clean + s.only_ffsck_clean);
     assert!(s.end_state_matches <= s.both_clean);
+    assert_eq!(s.e2fsck_two_runs_clean, 3);
+    assert!(s.ffsck_clean_of_those <= s.ffsck_clean);
     for row in &report.images {
         assert!(row.name.starts_with("f_dup"));
         assert_eq!(row.e2fsck.clean, row.e2fsck.after_exit == Some(0));
+        assert!(row.e2fsck.clean_after_second.is_some(), "e2fsck runs twice");
+        assert!(row.ffsck.clean_after_second.is_none(), "ffsck runs once");
         assert!(!row.ffsck.fy_crashed, "ffsck -fy crashed on {}", row.name);
+        if common::tool("debugfs").is_some() {
+            // Both repaired trees are read and compared; what e2fsck keeps, ffsck keeps.
+            let lost = row.lost.as_ref().expect("trees compared");
+            assert_eq!(row.same_tree == Some(true), lost.is_empty() && row.same_tree.is_some());
+        }
     }
+    assert_eq!(
+        s.lost_files,
+        report.images.iter().map(|r| r.lost.as_ref().map_or(0, Vec::len)).sum::<usize>()
+    );
     let md = repair_conformance::render_markdown(&report);
-    assert!(md.contains(&format!("**{}**/3", s.ffsck_clean)), "{md}");
+    let one_run = format!("**{}/{} (", s.ffsck_clean_of_those, s.e2fsck_two_runs_clean);
+    assert!(md.contains(&one_run), "{md}");
+    assert!(md.contains(&format!("**{}**", s.lost_files)), "{md}");
     // main() writes the same report as JSON.
     repair_conformance::main(&args).unwrap();
     let v: serde_json::Value =
