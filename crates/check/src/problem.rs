@@ -160,7 +160,7 @@ catalogue! {
     P0_OPEN_FAILED = 0x000044, None, INFO, "The superblock failed the checks for opening the file system ({str}); using the superblock at block {blk}.";
     P0_META_AND_GDT_CSUM_SET = 0x000046, Fix, PREEN_OK, "Superblock has both uninit_bg and metadata_csum set.";
     P0_64BIT_WITHOUT_EXTENTS = 0x000048, Fix, PREEN_OK, "The 64bit feature is set but extent is not.";
-    P0_FIRST_META_BG_TOO_BIG = 0x000049, Fix, PREEN_OK, "First_meta_bg is too big ({num}, max {num2}).";
+    P0_FIRST_META_BG_TOO_BIG = 0x000049, Clear, 0, "First_meta_bg is too big.  ({num}, max value {num2}).  ";
     P0_CSUM_SEED_WITHOUT_META_CSUM = 0x00004B, Fix, PREEN_OK, "metadata_csum_seed is set but metadata_csum is not.";
     P0_BAD_MIN_EXTRA_ISIZE = 0x00004D, Fix, PREEN_OK, "Superblock s_min_extra_isize {num} is invalid.";
     P0_BAD_WANT_EXTRA_ISIZE = 0x00004E, Fix, PREEN_OK, "Superblock s_want_extra_isize {num} is invalid.";
@@ -340,7 +340,7 @@ catalogue! {
     P2_NON_UNIQUE_FILE = 0x020042, Fix, 0, "Entry '{name}' in {dir} has a non-unique filename";
     P2_REPORT_DUP_DIRENT = 0x020043, None, INFO, "Duplicate entry '{name}' found in {dir}; marking the directory to be rebuilt";
     P2_BLOCKS_HI_ZERO = 0x020044, Clear, PREEN_OK, "i_blocks_hi for inode {ino} ({str}) is {num}, should be zero.\n";
-    P2_INOREF_BG_INO_UNINIT = 0x020046, Fix, PREEN_OK, "Entry '{name}' in {dir} references inode {ino} found in group {group}'s unused inodes area.\n";
+    P2_INOREF_BG_INO_UNINIT = 0x020046, Fix, PREEN_OK, "Entry '{name}' in {dir} references inode {ino} in group {group} where _INODE_UNINIT is set.\n";
     P2_INOREF_IN_UNUSED = 0x020047, Fix, PREEN_OK, "Entry '{name}' in {dir} references inode {ino} found in group {group}'s unused inodes area.\n";
     P2_I_FILE_ACL_HI_ZERO = 0x020048, Clear, PREEN_OK, "i_file_acl_hi for inode {ino} ({str}) is {num}, should be zero.\n";
     P2_HTREE_ROOT_CSUM_INVALID = 0x020049, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: root node fails checksum.\n";

@@ -16,6 +16,7 @@ pub fn handles(p: P) -> bool {
             | P::P2_FEATURE_LARGE_FILES
             | P::P1_FS_REV_LEVEL
             | P::P4_DIR_NLINK_FEATURE
+            | P::P0_FIRST_META_BG_TOO_BIG
     )
 }
 
@@ -33,11 +34,20 @@ fn feature_bits(fixes: &[&Finding]) -> (u32, u32) {
 pub fn apply(dev: &dyn Device, fixes: &[&Finding]) {
     let (incompat, ro_compat) = feature_bits(fixes);
     let dynamic = fixes.iter().any(|f| f.problem == P::P1_FS_REV_LEVEL);
-    if incompat == 0 && ro_compat == 0 && !dynamic {
+    // A meta_bg start past the descriptor blocks: the feature goes, as e2fsck clears it.
+    let no_meta_bg = fixes
+        .iter()
+        .any(|f| f.problem == P::P0_FIRST_META_BG_TOO_BIG);
+    if incompat == 0 && ro_compat == 0 && !dynamic && !no_meta_bg {
         return;
     }
     edit_super(dev, |sb| {
         set_bits(sb, incompat, ro_compat, dynamic);
+        if no_meta_bg {
+            sb.s_feature_incompat
+                .set(sb.s_feature_incompat.get() & !Incompat::META_BG);
+            sb.s_first_meta_bg.set(0);
+        }
     });
 }
 

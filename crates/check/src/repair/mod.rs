@@ -25,6 +25,7 @@ mod resize;
 mod root;
 mod salvage;
 mod truncate;
+mod unused;
 mod xattr;
 
 use crate::engine::{self, CheckOptions, Outcome};
@@ -58,6 +59,7 @@ pub fn can_fix(p: P) -> bool {
         || resize::handles(p)
         || journal::handles(p)
         || xattr::handles(p)
+        || unused::handles(p)
         // Made after the last round (`recreate_journal`).
         || p == P::P6_RECREATE_JOURNAL
         // Reset by the journal check itself when answered yes (`journal::reset_super`).
@@ -243,6 +245,17 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
     let mut preen_halt = false;
     let mut optimized = false;
     let mut last = None;
+    // Opened from a backup superblock: the primary superblock and descriptors are rewritten
+    // from it first (e2fsck writes them when it finishes), and the rounds check the primary.
+    let mut opts = opts.clone();
+    let opts = &mut opts;
+    if opts.policy != Policy::No {
+        for f in restore_primary(&ov, opts) {
+            rep.finding(&f);
+            findings.push(f);
+        }
+    }
+    let opts = &*opts;
     // The orphan list is released before the first check, as e2fsck does when it may write.
     if opts.policy != Policy::No {
         if let Some(p0) = open(&ov, opts) {
@@ -281,6 +294,19 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
                 f.fixed &= itable::handles(f.problem);
             }
         }
+        // Entries naming inodes their group calls unused: the descriptor is reset and the
+        // check starts again (as e2fsck), nothing else this round saw being fixed first.
+        let unhide = !restart
+            && out
+                .findings
+                .iter()
+                .any(|f| f.fixed && unused::handles(f.problem));
+        if unhide {
+            for f in out.findings.iter_mut() {
+                f.fixed &= unused::handles(f.problem);
+            }
+        }
+        let restart = restart || unhide;
         // A usable `/lost+found` first, so this round's reconnections can use it.
         if let (Some(p0), Some(facts), None, false) = (&p0, out.alloc.as_mut(), &out.fatal, restart)
         {
@@ -389,7 +415,9 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             last = Some(out);
             break;
         }
-        if let (Some(p0), Some(facts), true) = (&p0, &out.alloc, restart) {
+        if let (Some(p0), true) = (&p0, unhide) {
+            unused::apply(p0, &*ov, &fixes);
+        } else if let (Some(p0), Some(facts), true) = (&p0, &out.alloc, restart) {
             itable::apply(p0, &*ov, facts);
         } else if let Some(p0) = p0 {
             blockmap::apply(&p0, &*ov, &fixes);
@@ -510,6 +538,39 @@ fn recreate_journal(
         },
         fixed: true,
     })
+}
+
+/// When the file system only opens from a backup superblock, copy that superblock (as the
+/// primary: group number 0) and its descriptors to the primary location, and check the primary
+/// from then on. Returns the findings that told the backup was used.
+fn restore_primary(ov: &Arc<Overlay>, opts: &mut CheckOptions) -> Vec<Finding> {
+    let Some(p0) = open(ov, opts) else {
+        return Vec::new();
+    };
+    if p0.fs.sb_block == 0 {
+        return Vec::new();
+    }
+    let mut notes = Findings::default();
+    let _ = pass0::run_with(
+        ov.clone(),
+        opts.superblock,
+        Policy::No,
+        opts.journal_dev.as_ref(),
+        &mut notes,
+    );
+    let mut sb = p0.fs.sb.clone();
+    sb.s_block_group_nr.set(0);
+    sb.update_checksum();
+    let _ = ov.write_at(zerocopy::IntoBytes::as_bytes(&sb), 1024);
+    for (g, gd) in p0.fs.groups.iter().enumerate() {
+        alloc::write_desc(&p0, &**ov, g as u32, gd);
+    }
+    opts.superblock = pass0::SuperHint::default();
+    notes
+        .0
+        .into_iter()
+        .filter(|f| matches!(f.problem, P::P0_OPEN_FAILED | P::P0_CHECK_DESC_FAILED))
+        .collect()
 }
 
 /// The superblock and descriptors as the overlay has them now.
