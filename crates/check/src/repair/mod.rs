@@ -101,7 +101,11 @@ impl Dirs {
 /// Fixes that depend on the references pass 2 counted: held back while an entry is cleared or
 /// an inode is cleared in the same round, and made on the next round's counts.
 fn needs_counts(p: P) -> bool {
-    connect::handles(p) || matches!(p, P::P3_BAD_DOT_DOT | P::P4_BAD_REF_COUNT)
+    connect::handles(p)
+        || matches!(
+            p,
+            P::P3_BAD_DOT_DOT | P::P4_BAD_REF_COUNT | P::P4_ZERO_LEN_INODE
+        )
 }
 
 /// Hold back the fixes that must wait for the next round, then place the reconnections
@@ -109,6 +113,7 @@ fn needs_counts(p: P) -> bool {
 fn hold_back(findings: &mut [Finding]) {
     let structural = findings.iter().any(|f| {
         f.fixed
+            && !needs_counts(f.problem)
             && (dirent::clears(f.problem)
                 || clear::handles(f.problem)
                 || salvage::handles(f.problem)

@@ -253,38 +253,99 @@ fn clean_name(name: &mut [u8]) {
     }
 }
 
-/// Make names unique: an exact duplicate (same name, same inode) is dropped, a different inode
-/// under the same name is renamed `NAME~N` (or dropped when `rename` is false, for encrypted
-/// directories).
+/// Make names unique as e2fsck's rebuild does, comparing each entry with the one before it
+/// under the same name (highest inode first): the same inode again is dropped, another inode is renamed `NAME~N`
+/// (or dropped when `rename` is false, for encrypted directories). Like e2fsck, an entry
+/// after a dropped one is compared with the dropped entry (which names no inode any more).
 fn dedup(entries: Vec<Entry>, rename: bool) -> Vec<Entry> {
-    let mut seen: HashSet<Vec<u8>> = HashSet::new();
-    let mut pairs: HashSet<(Vec<u8>, u32)> = HashSet::new();
-    let mut out = Vec::with_capacity(entries.len());
-    let mut clashes = Vec::new();
-    for e in entries {
-        if !pairs.insert((e.name.clone(), e.ino)) {
-            continue;
-        }
-        if seen.insert(e.name.clone()) {
-            out.push(e);
-        } else if rename {
-            clashes.push(e);
-        }
+    let mut taken: HashSet<Vec<u8>> = entries.iter().map(|e| e.name.clone()).collect();
+    let mut by_name: std::collections::HashMap<Vec<u8>, Vec<usize>> = Default::default();
+    for (i, e) in entries.iter().enumerate() {
+        by_name.entry(e.name.clone()).or_default().push(i);
     }
-    for mut e in clashes {
-        for n in 0..10_000u32 {
-            let suffix = format!("~{n}");
-            let keep = e.name.len().min(fdir::NAME_MAX - suffix.len());
-            let mut name = e.name[..keep].to_vec();
-            name.extend_from_slice(suffix.as_bytes());
-            if seen.insert(name.clone()) {
-                e.name = name;
-                out.push(e);
-                break;
+    // e2fsck sorts entries of the same name by inode, highest first.
+    for idx in by_name.values_mut() {
+        idx.sort_by_key(|&i| std::cmp::Reverse(entries[i].ino));
+    }
+    let mut entries: Vec<Option<Entry>> = entries.into_iter().map(Some).collect();
+    for idx in by_name.values().filter(|v| v.len() > 1) {
+        let name = entries[idx[0]].as_ref().map(|e| e.name.clone()).unwrap_or_default();
+        // The inode the previous entry names now (0 once dropped), and whether it still has
+        // this name.
+        let mut prev_ino = entries[idx[0]].as_ref().map_or(0, |e| e.ino);
+        let mut prev_same_name = true;
+        for &i in &idx[1..] {
+            let Some(e) = entries[i].as_mut() else { continue };
+            if !prev_same_name {
+                prev_ino = e.ino;
+                prev_same_name = true;
+                continue;
             }
+            if e.ino == prev_ino || !rename {
+                entries[i] = None;
+                prev_ino = 0;
+                continue;
+            }
+            let mut new = name.clone();
+            for _ in 0..10_000u32 {
+                mutate(&mut new);
+                if !taken.contains(&new) {
+                    break;
+                }
+            }
+            taken.insert(new.clone());
+            e.name = new;
+            prev_ino = e.ino;
+            prev_same_name = false;
         }
     }
-    out
+    entries.into_iter().flatten().collect()
+}
+
+/// The next name e2fsck tries for a clashing entry: `~0` put at the end (overwriting the last
+/// characters when that keeps the length within the same 4-byte slot), then counted up
+/// (`~1`, … `~9`, `~10` …).
+fn mutate(name: &mut Vec<u8>) {
+    let len = name.len();
+    if len == 0 {
+        name.extend_from_slice(b"~0");
+        return;
+    }
+    let digits = name.iter().rev().take_while(|c| c.is_ascii_digit()).count();
+    let tilde = digits > 0 && digits < len && name[len - digits - 1] == b'~';
+    if !tilde {
+        let grown = if (len - 1) % 4 < 2 { len + 2 } else { (len + 3) & !3 };
+        let grown = grown.clamp(2, fdir::NAME_MAX);
+        name.resize(grown, 0);
+        name[grown - 2] = b'~';
+        name[grown - 1] = b'0';
+        return;
+    }
+    // Count up the digits; past all nines the number gains a digit in front of the tilde.
+    for i in (len - digits..len).rev() {
+        if name[i] == b'9' {
+            name[i] = b'0';
+        } else {
+            name[i] += 1;
+            return;
+        }
+    }
+    // All nines: the character before the tilde moves on instead (as e2fsck does).
+    match len - digits - 1 {
+        1 => match name[0] {
+            b'z' => name[0] = b'A',
+            b'Z' => {
+                name[0] = b'~';
+                name[1] = b'0';
+            }
+            c => name[0] = c.wrapping_add(1),
+        },
+        0 => name[0] = b'a',
+        at => {
+            name[at] = b'1';
+            name[at - 1] = b'~';
+        }
+    }
 }
 
 /// Put an entry at `off` with record length `rec`.
@@ -415,8 +476,11 @@ fn rebuild(
             entries.remove(i);
         }
     }
-    for e in &mut entries {
-        clean_name(&mut e.name);
+    // Encrypted names are ciphertext: any byte may appear, and none may change.
+    if !encrypted {
+        for e in &mut entries {
+            clean_name(&mut e.name);
+        }
     }
     let entries = dedup(entries, !encrypted);
     let dotdot = parent
@@ -798,4 +862,28 @@ fn rebuild_inline(
         ffsck_format::inode::set_inode_checksum(&mut raw, fs.csum_seed, dir);
     }
     let _ = dev.write_at(&raw, off);
+}
+
+#[cfg(test)]
+mod mutate_tests {
+    use super::mutate;
+
+    fn next(s: &str) -> String {
+        let mut v = s.as_bytes().to_vec();
+        mutate(&mut v);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn names_are_mutated_as_e2fsck_renames_them() {
+        // 16 characters: the suffix replaces the last two.
+        assert_eq!(next("modules.conf.old"), "modules.conf.o~0");
+        // 6 characters ((6-1) % 4 = 1): the suffix is appended.
+        assert_eq!(next("test-0"), "test-0~0");
+        assert_eq!(next("abc"), "ab~0");
+        assert_eq!(next("x~0"), "x~1");
+        assert_eq!(next("x~9"), "y~0");
+        assert_eq!(next("ab~99"), "a~100");
+        assert_eq!(next("~9"), "a0");
+    }
 }
