@@ -1156,18 +1156,23 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
         }
     }
     check_extra_isize(scan, ic, out);
+    // The symlink as the fixes agreed to so far leave it (e2fsck writes each at once).
+    let mut fixed_link: Option<RawInode> = None;
     if scan.extent_fs
         && fl & iflags::EXTENTS != 0
         && ft == FileType::Symlink
         && !symlink_uses_i_block(inode)
-    {
-        report(
+        && report(
             scan,
             out,
             ic,
             P::P1_FAST_SYMLINK_EXTENT_FL,
             ProblemCtx::ino(ino),
-        );
+        )
+    {
+        let mut copy = inode.clone();
+        copy.i_flags.set(fl & !iflags::EXTENTS);
+        fixed_link = Some(copy);
     }
 
     if fl & iflags::EA_INODE != 0 {
@@ -1240,7 +1245,7 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
             }
         }
         FileType::Symlink => {
-            if !symlink_ok(fs, inode, ic.raw) {
+            if !symlink_ok(fs, fixed_link.as_ref().unwrap_or(inode), ic.raw) {
                 bad = true;
             } else {
                 if fl & (iflags::IMMUTABLE | iflags::APPEND) != 0 {
@@ -1408,7 +1413,7 @@ fn is_fast_symlink(inode: &RawInode) -> bool {
         && inode.size() < 60
 }
 
-fn symlink_ok(fs: &Fs, inode: &RawInode, raw: &[u8]) -> bool {
+pub(crate) fn symlink_ok(fs: &Fs, inode: &RawInode, raw: &[u8]) -> bool {
     let size = inode.size();
     let fl = inode.flags();
     if fl & iflags::INDEX != 0 {

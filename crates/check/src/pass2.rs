@@ -1078,7 +1078,10 @@ fn check_entry<F: Facts + ?Sized>(
     // File type of the entry against the inode's type. Directories and regular files keep
     // their type even when pass 1 found them bad (as e2fsck, which knows them by its maps).
     let t = k & kind::TYPE_MASK;
-    let should = if ctx.p1.used(ino - 1) && (k & kind::BAD == 0 || t == ft::DIR || t == ft::REG) {
+    // A bad inode is dealt with before its entry's type is checked: answered yes throughout,
+    // it is either cleared (and the entry with it) or fixed and no longer bad.
+    let stays_bad = k & kind::BAD != 0 && policy != Policy::Yes;
+    let should = if ctx.p1.used(ino - 1) && (!stays_bad || t == ft::DIR || t == ft::REG) {
         t
     } else {
         ft::UNKNOWN
@@ -1280,7 +1283,8 @@ pub fn process_bad_inode(
         FileType::Socket if !dev_ok => {
             return out.report(policy, P::P2_BAD_SOCKET, ctx.clone());
         }
-        FileType::Symlink => {
+        // (Judged with the xattr block cleared above, if it was.)
+        FileType::Symlink if !crate::pass1::symlink_ok(fs, &inode, &raw) => {
             return out.report(policy, P::P2_INVALID_SYMLINK, ctx.clone());
         }
         _ => {}
