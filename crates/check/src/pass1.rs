@@ -774,13 +774,14 @@ fn insane_blocks(fs: &Fs, table: &[u8], skew: usize, first_ino: u32, count: usiz
 
 /// The inode claims extents, but its root is not a header the library accepts.
 fn extent_head_insane(inode: &RawInode) -> bool {
-    if inode.flags() & iflags::EXTENTS == 0 {
-        return false;
-    }
-    let b = inode.block_bytes();
+    inode.flags() & iflags::EXTENTS != 0 && !extent_header_valid(&inode.block_bytes())
+}
+
+/// `i_block` starts with an extent header the library accepts for an in-inode root.
+fn extent_header_valid(b: &[u8]) -> bool {
     let word = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
     let (magic, entries, max) = (word(0), word(2), word(4));
-    magic != ffsck_format::extent::EXTENT_MAGIC || entries > max || !(2..=4).contains(&max)
+    magic == ffsck_format::extent::EXTENT_MAGIC && entries <= max && (2..=4).contains(&max)
 }
 
 /// A linked block-mapped file, directory or long symlink with more than half its block
@@ -1600,10 +1601,18 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
             ft,
             FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
         );
+    // An extent tree in a regular file or directory without the flag: with the flag set
+    // (agreed to), the rest of the check reads the tree.
+    let flag_set = !(inline || no_map)
+        && scan.extent_fs
+        && fl & iflags::EXTENTS == 0
+        && matches!(ft, FileType::Regular | FileType::Directory)
+        && extent_header_valid(&inode.block_bytes())
+        && report(scan, out, ic, P::P1_UNSET_EXTENT_FL, ProblemCtx::ino(ino));
     if inline || no_map {
         // Inline data, fast symlink targets and device numbers live in the inode: nothing to
         // map (only the xattr block above counts).
-    } else if fl & iflags::EXTENTS != 0 && scan.extent_fs {
+    } else if (fl & iflags::EXTENTS != 0 || flag_set) && scan.extent_fs {
         let root = inode.block_bytes();
         match Node::parse(&root) {
             Ok(node) => {
@@ -1646,14 +1655,6 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
             }
         }
     } else if ino != ffsck_format::ino::RESIZE || fs.sb.compat().has(Compat::RESIZE_INODE) {
-        if scan.extent_fs
-            && fl & iflags::EXTENTS == 0
-            && matches!(ft, FileType::Regular | FileType::Directory)
-            && Node::parse(&inode.block_bytes()).is_ok()
-            && inode.i_block[0].get() & 0xFFFF == u32::from(extent::EXTENT_MAGIC)
-        {
-            report(scan, out, ic, P::P1_UNSET_EXTENT_FL, ProblemCtx::ino(ino));
-        }
         walk_block_map(scan, ic, out, &mut w, is_dir);
     }
     if w.fragmented {
@@ -1941,9 +1942,10 @@ fn walk_extent_node(
                 report(scan, out, ic, P::P1_UNINIT_DBLOCK, ctx.clone());
             }
             if let Some(p) = problem {
-                report(scan, out, ic, p, ctx);
-                // Unfixed, e2fsck still accounts the part of the extent that is in range.
-                if p == P::P1_EXTENT_BAD_START_BLK || p == P::P1_EXTENT_LENGTH_ZERO {
+                // Fixed, the extent is gone: none of its blocks belong to the inode. Unfixed,
+                // e2fsck still accounts the part of the extent that is in range.
+                let dropped = report(scan, out, ic, p, ctx);
+                if dropped || p == P::P1_EXTENT_BAD_START_BLK || p == P::P1_EXTENT_LENGTH_ZERO {
                     continue;
                 }
             }

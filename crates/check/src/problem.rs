@@ -232,7 +232,7 @@ catalogue! {
     P1_EXTENT_ENDS_BEYOND = 0x010059, Clear, PREEN_OK, "Inode {ino} has an invalid extent (logical block {num}, physical block {blk}, invalid len {num2})\n";
     P1_EXTENTS_SET = 0x01005A, Clear, PREEN_OK, "Inode {ino} has EXTENTS_FL flag set on a file system without extents support.\n";
     P1_EXTENT_FEATURE = 0x01005B, Fix, PREEN_OK, "Inode {ino} is in extent format, but the superblock is missing the EXTENTS feature\n";
-    P1_UNSET_EXTENT_FL = 0x01005C, Fix, PREEN_OK, "Inode {ino} is missing EXTENTS_FL, but is in extents format\n";
+    P1_UNSET_EXTENT_FL = 0x01005C, Fix, PREEN_OK, "Inode {ino} missing EXTENT_FL, but is in extents format\n";
     P1_FAST_SYMLINK_EXTENT_FL = 0x01005D, Clear, PREEN_OK, "Fast symlink {ino} has EXTENT_FL set.";
     P1_OUT_OF_ORDER_EXTENTS = 0x01005E, Clear, PREEN_OK, "Inode {ino} has out of order extents (invalid logical block {num}, physical block {blk}, len {num2})\n";
     P1_EXTENT_HEADER_INVALID = 0x01005F, Clear, PREEN_OK, "Inode {ino} has an invalid extent node (blk {blk}, lblk {num})\n";

@@ -312,6 +312,18 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             }
         }
         let restart = restart || unhide;
+        // Turning on the extents feature changes how every other inode's map is read (e2fsck
+        // reads the inodes after it as extent-capable): nothing else is fixed on the old view.
+        if !restart
+            && out
+                .findings
+                .iter()
+                .any(|f| f.fixed && f.problem == P::P1_EXTENT_FEATURE)
+        {
+            for f in out.findings.iter_mut() {
+                f.fixed &= f.problem == P::P1_EXTENT_FEATURE;
+            }
+        }
         // A usable `/lost+found` first, so this round's reconnections can use it.
         if let (Some(p0), Some(facts), None, false) = (&p0, out.alloc.as_mut(), &out.fatal, restart)
         {
