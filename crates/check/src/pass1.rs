@@ -849,7 +849,7 @@ fn check_inode(
     // the rest of the scan sees the directory it really is (as e2fsck).
     let mut really_dir_reported = false;
     if inode.links_count() != 0 && ino >= geo.first_ino && inode.dtime() == 0 {
-        if let Some(what) = really_dir(fs, ino, &inode) {
+        if let Some(what) = really_dir(fs, ino, &inode, raw) {
             really_dir_reported = true;
             let ctx = ProblemCtx {
                 ino,
@@ -936,7 +936,7 @@ fn check_inode(
 /// e2fsck's test for a special file that is really a directory: every mapped block in range
 /// (a device maps none past the fourth slot) and the first one starting with `.` (pointing at
 /// the inode itself) and `..`. Returns the name of the type the mode claims.
-fn really_dir(fs: &Fs, ino: u32, inode: &RawInode) -> Option<&'static str> {
+fn really_dir(fs: &Fs, ino: u32, inode: &RawInode, raw: &[u8]) -> Option<&'static str> {
     let geo = &fs.geo;
     let ft = inode.file_type();
     let what = match ft {
@@ -956,8 +956,26 @@ fn really_dir(fs: &Fs, ino: u32, inode: &RawInode) -> Option<&'static str> {
         ]))
     };
     let fl = inode.flags();
-    if word(0) == 0 || fl & iflags::INLINE_DATA != 0 {
+    if word(0) == 0 {
         return None;
+    }
+    if fl & iflags::INLINE_DATA != 0 {
+        // Inline data: `..` as an inode number, then a first entry that fits the inode.
+        if !geo.incompat.has(Incompat::INLINE_DATA) {
+            return None;
+        }
+        let extra = crate::pass2::inline_xattr_data(fs, raw)?;
+        if (60 + extra.len()) % 4 != 0 {
+            return None;
+        }
+        let dotdot = word(0);
+        let first = word(1);
+        let rec_len = u16::from_le_bytes([b[8], b[9]]);
+        let ino_ok = |i: u64, zero_ok: bool| {
+            i < u64::from(geo.inodes_count)
+                && (i >= u64::from(geo.first_ino) || i == u64::from(ffsck_format::ino::ROOT) || (zero_ok && i == 0))
+        };
+        return (ino_ok(dotdot, false) && ino_ok(first, true) && rec_len <= 56).then_some(what);
     }
     let mut not_device = false;
     let blk = if fl & iflags::EXTENTS != 0 && geo.incompat.has(Incompat::EXTENTS) {
@@ -1385,11 +1403,14 @@ fn check_inline_and_extents(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut
 }
 
 /// e2fsck's test for device, fifo and socket inodes: no mapping flags and no stray pointers.
-fn device_inode_ok(inode: &RawInode) -> bool {
-    if inode.flags() & (iflags::INDEX | iflags::EXTENTS) != 0 {
+pub(crate) fn device_inode_ok(inode: &RawInode) -> bool {
+    let fl = inode.flags();
+    if fl & (iflags::INDEX | iflags::EXTENTS) != 0 {
         return false;
     }
-    inode.i_block[4..].iter().all(|b| b.get() == 0)
+    // Only an immutable or append-only device must have the unused block slots zero (the
+    // kernel does not always clear them, so e2fsck tolerates them otherwise).
+    fl & (iflags::IMMUTABLE | iflags::APPEND) == 0 || inode.i_block[4..].iter().all(|b| b.get() == 0)
 }
 
 /// Whether a symlink's `i_block` maps blocks (libext2fs's guess: with no xattr block, any

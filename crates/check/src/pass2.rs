@@ -20,7 +20,7 @@ use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::{self as fdir, ft, header_at, DxRootInfo, DX_ROOT_INFO_OFFSET};
 use ffsck_format::group::BG_INODE_UNINIT;
-use ffsck_format::inode::{flags as iflags, FileType, RawInode};
+use ffsck_format::inode::{FileType, RawInode};
 use ffsck_format::{ino as rino, Incompat};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -1242,7 +1242,6 @@ pub fn process_bad_inode(
         ..Default::default()
     };
     let ft = inode.file_type();
-    let fl = inode.flags();
     // An xattr block without the feature goes first; once cleared, the checks below see none.
     let mut acl = inode.file_acl();
     if acl != 0
@@ -1258,8 +1257,7 @@ pub fn process_bad_inode(
     {
         acl = 0;
     }
-    let dev_ok = fl & (iflags::INDEX | iflags::EXTENTS) == 0
-        && inode.i_block[4..].iter().all(|b| b.get() == 0);
+    let dev_ok = crate::pass1::device_inode_ok(&inode);
     match ft {
         FileType::Bad => {
             return out.report(

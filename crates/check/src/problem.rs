@@ -198,7 +198,7 @@ catalogue! {
     P1_RELOC_TO = 0x010021, None, INFO, "Relocating group {group}'s {str} to {blk}...";
     P1_SET_IMAGIC = 0x01002F, Clear, PREEN_OK, "Inode {ino} has imagic flag set.";
     P1_SET_IMMUTABLE = 0x010030, Clear, PREEN_OK, "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable or append-only flag set.";
-    P1_SET_NONZSIZE = 0x010032, Clear, PREEN_OK, "Special (device/socket/fifo) inode {ino} has non-zero size.";
+    P1_SET_NONZSIZE = 0x010032, Fix, PREEN_OK, "Special (device/socket/fifo) inode {ino} has non-zero size.";
     P1_FS_REV_LEVEL = 0x010033, Fix, PREEN_OK | NO_OK, "File system has feature flag(s) set, but is a revision 0 file system.";
     P1_JOURNAL_INODE_NOT_CLEAR = 0x010034, Clear, PREEN_OK, "Journal inode is not in use, but contains data.";
     P1_JOURNAL_BAD_MODE = 0x010035, Fix, PREEN_OK, "Journal is not a regular file.";
@@ -252,7 +252,7 @@ catalogue! {
     P1_UNINIT_DBLOCK = 0x010073, Fix, PREEN_OK, "Directory inode {ino} has extent marked uninitialized at block {num}.";
     P1_MISALIGNED_CLUSTER = 0x010074, Clear, 0, "Inode {ino} logical block {num} (physical block {blk}) violates cluster allocation rules.\n";
     P1_INLINE_DATA_NO_ATTR = 0x010075, Truncate, 0, "Inode {ino} has INLINE_DATA_FL flag but extended attribute not found.";
-    P1_SPECIAL_EXTENTS_IDATA = 0x010076, Clear, PREEN_OK, "Special (device/socket/fifo) file (inode {ino}) has extents or inline-data flag set.";
+    P1_SPECIAL_EXTENTS_IDATA = 0x010076, Clear, PREEN_OK, "Special (device/socket/fifo) file (inode {ino}) has extents\nor inline-data flag set.";
     P1_CLEAR_INLINE_DATA_FOR_EXTENT = 0x010077, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, and i_block holds an extent tree: clear INLINE_DATA_FL.\n";
     P1_CLEAR_EXTENT_FOR_INLINE_DATA = 0x010078, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, and is small enough for inline data: clear EXTENTS_FL.\n";
     P1_CLEAR_EXTENT_INLINE_DATA_FLAGS = 0x010079, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, but i_block looks like a block map: clear both flags.\n";
