@@ -1149,7 +1149,27 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
     }
     let inline_fs = geo.incompat.has(Incompat::INLINE_DATA);
     if fl & iflags::INLINE_DATA != 0 && fl & iflags::EXTENTS != 0 {
-        check_inline_and_extents(scan, ic, out, ft);
+        match check_inline_and_extents(scan, ic, out, ft) {
+            FlagFix::None => {}
+            // Cleared whole: nothing else of it to check.
+            FlagFix::Cleared => return,
+            // The rest of the check sees the flags the fix leaves (as e2fsck, which writes
+            // the inode at once).
+            FlagFix::Flags(new) => {
+                let mut copy = inode.clone();
+                copy.i_flags.set(new);
+                let mut fixed = InodeCheck {
+                    ino,
+                    inode: &copy,
+                    raw: ic.raw,
+                    other_problem: ic.other_problem,
+                    ea_ibody: xattr::EaQuota::default(),
+                };
+                check_live_inode(scan, &mut fixed, out, kind_slot);
+                ic.other_problem |= fixed.other_problem;
+                return;
+            }
+        }
     }
     if fl & iflags::INLINE_DATA != 0 && ino >= geo.first_ino {
         // e2fsck reads the inode's xattrs and wants a readable `system.data`.
@@ -1334,36 +1354,48 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
     *kind_slot = k;
 }
 
+/// What a fix of an inode's flags agreed to leaves.
+enum FlagFix {
+    None,
+    /// The inode keeps these flags.
+    Flags(u32),
+    /// The inode is cleared.
+    Cleared,
+}
+
 /// An inode with both `INLINE_DATA_FL` and `EXTENTS_FL`: e2fsck offers, in turn, to keep the
-/// extent tree, to keep the inline data, to treat `i_block` as a block map, or to clear it.
-fn check_inline_and_extents(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileType) {
+/// extent tree, to keep the inline data, to treat `i_block` as a block map, or to clear it;
+/// the first answered yes settles it.
+fn check_inline_and_extents(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    ft: FileType,
+) -> FlagFix {
     let geo = &scan.fs.geo;
     let ino = ic.ino;
     if !scan.extent_fs && !geo.incompat.has(Incompat::INLINE_DATA) {
-        return;
+        return FlagFix::None;
     }
+    let inode = ic.inode;
+    let fl = inode.flags();
     if matches!(
         ft,
         FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
     ) {
-        report(
-            scan,
-            out,
-            ic,
-            P::P1_SPECIAL_EXTENTS_IDATA,
-            ProblemCtx::ino(ino),
-        );
-        return;
+        let both = iflags::EXTENTS | iflags::INLINE_DATA;
+        let ctx = ProblemCtx::ino(ino);
+        return match report(scan, out, ic, P::P1_SPECIAL_EXTENTS_IDATA, ctx) {
+            true => FlagFix::Flags(fl & !both),
+            false => FlagFix::None,
+        };
     }
-    let inode = ic.inode;
-    if Node::parse(&inode.block_bytes()).is_ok() {
-        report(
-            scan,
-            out,
-            ic,
-            P::P1_CLEAR_INLINE_DATA_FOR_EXTENT,
-            ProblemCtx::ino(ino),
-        );
+    let ask = |ic: &mut InodeCheck, out: &mut GroupOut, p: P| {
+        report(scan, out, ic, p, ProblemCtx::ino(ino))
+    };
+    if extent_header_valid(&inode.block_bytes()) && ask(ic, out, P::P1_CLEAR_INLINE_DATA_FOR_EXTENT)
+    {
+        return FlagFix::Flags(fl & !iflags::INLINE_DATA);
     }
     let isz = geo.inode_size as usize;
     let ea_room = if isz > GOOD_OLD_INODE_SIZE {
@@ -1371,35 +1403,20 @@ fn check_inline_and_extents(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut
     } else {
         0
     };
-    if inode.size() < (60 + ea_room) as u64 {
-        report(
-            scan,
-            out,
-            ic,
-            P::P1_CLEAR_EXTENT_FOR_INLINE_DATA,
-            ProblemCtx::ino(ino),
-        );
+    if inode.size() < (60 + ea_room) as u64 && ask(ic, out, P::P1_CLEAR_EXTENT_FOR_INLINE_DATA) {
+        return FlagFix::Flags(fl & !iflags::EXTENTS);
     }
-    if inode
+    let block_map = inode
         .i_block
         .iter()
-        .all(|b| u64::from(b.get()) < geo.blocks_count)
-    {
-        report(
-            scan,
-            out,
-            ic,
-            P::P1_CLEAR_EXTENT_INLINE_DATA_FLAGS,
-            ProblemCtx::ino(ino),
-        );
+        .all(|b| u64::from(b.get()) < geo.blocks_count);
+    if block_map && ask(ic, out, P::P1_CLEAR_EXTENT_INLINE_DATA_FLAGS) {
+        return FlagFix::Flags(fl & !(iflags::EXTENTS | iflags::INLINE_DATA));
     }
-    report(
-        scan,
-        out,
-        ic,
-        P::P1_CLEAR_EXTENT_INLINE_DATA_INODE,
-        ProblemCtx::ino(ino),
-    );
+    if ask(ic, out, P::P1_CLEAR_EXTENT_INLINE_DATA_INODE) {
+        return FlagFix::Cleared;
+    }
+    FlagFix::None
 }
 
 /// e2fsck's test for device, fifo and socket inodes: no mapping flags and no stray pointers.

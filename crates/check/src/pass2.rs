@@ -1187,8 +1187,10 @@ fn check_inline_dir<F: Facts + ?Sized>(ctx: &Ctx<F>, dir: u32) -> BlockOut {
         ctx.count_ref(parent);
     }
     let size = inode.size() as usize;
+    // Findings name the part of an inline directory by block number: 0 for the entries in
+    // `i_block` (after the parent), 1 for those in the `system.data` attribute.
     let first = &ib[4..60.min(size.max(4))];
-    check_entries(ctx, dir, 1, 0, first, 2, &mut bo, true, None);
+    check_entries(ctx, dir, 0, 0, first, 2, &mut bo, true, None);
     if size > 60 {
         if let Some(extra) = inline_xattr_data(ctx.fs, &raw) {
             check_entries(ctx, dir, 1, 0, &extra, 2, &mut bo, true, None);
@@ -1199,6 +1201,12 @@ fn check_inline_dir<F: Facts + ?Sized>(ctx: &Ctx<F>, dir: u32) -> BlockOut {
 
 /// The value of `system.data` in the inode body, if present.
 pub(crate) fn inline_xattr_data(fs: &Fs, raw: &[u8]) -> Option<Vec<u8>> {
+    let _ = fs;
+    inline_xattr_range(raw).map(|r| raw[r].to_vec())
+}
+
+/// Where the value of `system.data` lies in the inode's bytes, if it is there.
+pub(crate) fn inline_xattr_range(raw: &[u8]) -> Option<std::ops::Range<usize>> {
     let inode = RawInode::parse(raw);
     let start = 128 + usize::from(inode.extra_isize());
     if start + 4 > raw.len()
@@ -1209,13 +1217,12 @@ pub(crate) fn inline_xattr_data(fs: &Fs, raw: &[u8]) -> Option<Vec<u8>> {
     }
     let area = &raw[start..];
     let entries = ffsck_format::xattr::parse_entries(area, 4, 4).ok()?;
-    let _ = fs;
     let e = entries
         .into_iter()
         .find(|e| e.raw.e_name_index == 7 && e.name == b"data")?;
-    let off = 4 + usize::from(e.raw.e_value_offs.get());
+    let off = start + 4 + usize::from(e.raw.e_value_offs.get());
     let len = e.raw.e_value_size.get() as usize;
-    area.get(off..off + len).map(|v| v.to_vec())
+    (off + len <= raw.len()).then_some(off..off + len)
 }
 
 /// The fields e2fsck checks for an inode pass 1 flagged, reported at its first entry.

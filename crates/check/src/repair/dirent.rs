@@ -5,6 +5,7 @@
 //! Each fix finds its entry from the finding (`blk` = physical block, `num2` = offset, `ino` =
 //! the inode the entry names) and does nothing unless the entry is still there as found.
 
+use super::inode::edit_raw;
 use super::Dirs;
 use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
@@ -71,19 +72,19 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding])
                 });
             }
             p => {
-                if c.blk == 0 {
-                    continue; // inline data: not handled here
-                }
                 // The entry's offset (a wrong file type names the right one in `num2`).
                 let off = match p {
                     P::P2_SET_FILETYPE | P::P2_BAD_FILETYPE => c.blk2,
                     _ => c.num2,
                 };
                 let (off, ino) = (off as usize, c.ino);
-                let first_block = c.num == 0;
-                edit_block(p0, dev, c.dir, c.blk, |buf| {
-                    let bs = buf.len() as u32;
-                    let Some(h) = header_at(buf, off, bs) else {
+                // A filetype finding carries the type the entry should have in `num2`.
+                let ft = match p {
+                    P::P2_CLEAR_FILETYPE => 0,
+                    _ => u8::try_from(c.num2).unwrap_or(0),
+                };
+                let change = |buf: &mut [u8], first_block: bool| {
+                    let Some(h) = header_at(buf, off, buf.len() as u32) else {
                         return false;
                     };
                     if h.inode != ino || off + 8 > buf.len() {
@@ -97,14 +98,24 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding])
                         put_u32(buf, off, 0);
                         return true;
                     }
-                    // A filetype finding carries the type the entry should have in `num2`.
-                    let ft = match p {
-                        P::P2_CLEAR_FILETYPE => 0,
-                        _ => u8::try_from(c.num2).unwrap_or(0),
-                    };
                     buf[off + 7] = ft;
                     true
-                });
+                };
+                if c.blk == 0 {
+                    // An inline directory: block 0 is `i_block` after the parent, block 1 the
+                    // `system.data` value.
+                    edit_raw(p0, dev, c.dir, |raw| {
+                        let area = match c.num {
+                            0 => Some(0x28 + 4..0x28 + 60),
+                            _ => crate::pass2::inline_xattr_range(raw),
+                        };
+                        if let Some(r) = area {
+                            change(&mut raw[r], false);
+                        }
+                    });
+                    continue;
+                }
+                edit_block(p0, dev, c.dir, c.blk, |buf| change(buf, c.num == 0));
             }
         }
     }

@@ -41,6 +41,9 @@ pub fn handles(p: P) -> bool {
             | P::P1_INVALID_BAD_INODE
             | P::P1_BADBLOCKS_IN_BADBLOCKS
             | P::P1_UNSET_EXTENT_FL
+            | P::P1_CLEAR_INLINE_DATA_FOR_EXTENT
+            | P::P1_CLEAR_EXTENT_FOR_INLINE_DATA
+            | P::P1_CLEAR_EXTENT_INLINE_DATA_FLAGS
     )
 }
 
@@ -74,6 +77,11 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
             P::P1_HTREE_SET | P::P1_HTREE_NODIR => clear_flags(i, flags::INDEX),
             P::P1_FAST_SYMLINK_EXTENT_FL => clear_flags(i, flags::EXTENTS),
             P::P1_UNSET_EXTENT_FL => i.i_flags.set(i.i_flags.get() | flags::EXTENTS),
+            P::P1_CLEAR_INLINE_DATA_FOR_EXTENT => clear_flags(i, flags::INLINE_DATA),
+            P::P1_CLEAR_EXTENT_FOR_INLINE_DATA => clear_flags(i, flags::EXTENTS),
+            P::P1_CLEAR_EXTENT_INLINE_DATA_FLAGS => {
+                clear_flags(i, flags::EXTENTS | flags::INLINE_DATA)
+            }
             P::P2_FADDR_ZERO => i.i_obso_faddr.set(0),
             P::P1_INLINE_DATA_NO_ATTR => {
                 // The inline data is gone with its attribute: an empty file remains.
