@@ -1171,18 +1171,24 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
             }
         }
     }
+    // With the feature turned on (agreed to), inline data is checked as such.
+    let mut inline_on = inline_fs;
     if fl & iflags::INLINE_DATA != 0 && ino >= geo.first_ino {
         // e2fsck reads the inode's xattrs and wants a readable `system.data`.
         let attr_ok = xattr::inline_data_attr_ok(scan, ic);
         if !inline_fs {
-            if attr_ok {
-                report(
+            inline_on = attr_ok
+                && report(
                     scan,
                     out,
                     ic,
                     P::P1_INLINE_DATA_FEATURE,
                     ProblemCtx::ino(ino),
                 );
+            // Otherwise the flag has no business here: the inode is cleared (agreed to).
+            if !inline_on && report(scan, out, ic, P::P1_INLINE_DATA_SET, ProblemCtx::ino(ino))
+            {
+                return;
             }
         } else if !attr_ok {
             report(
@@ -1228,12 +1234,8 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
             report(scan, out, ic, P::P1_CASEFOLD_FEATURE, ProblemCtx::ino(ino));
         }
     }
-    if fl & iflags::INLINE_DATA != 0 {
-        if !geo.incompat.has(Incompat::INLINE_DATA) {
-            report(scan, out, ic, P::P1_INLINE_DATA_SET, ProblemCtx::ino(ino));
-        } else {
-            k |= kind::INLINE;
-        }
+    if fl & iflags::INLINE_DATA != 0 && inline_on {
+        k |= kind::INLINE;
     }
 
     match ft {

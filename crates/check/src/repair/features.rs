@@ -17,6 +17,7 @@ pub fn handles(p: P) -> bool {
             | P::P1_FS_REV_LEVEL
             | P::P4_DIR_NLINK_FEATURE
             | P::P0_FIRST_META_BG_TOO_BIG
+            | P::P1_INLINE_DATA_FEATURE
     )
 }
 
@@ -24,6 +25,7 @@ pub fn handles(p: P) -> bool {
 fn feature_bits(fixes: &[&Finding]) -> (u32, u32) {
     fixes.iter().fold((0, 0), |(i, r), f| match f.problem {
         P::P1_EXTENT_FEATURE => (i | Incompat::EXTENTS, r),
+        P::P1_INLINE_DATA_FEATURE => (i | Incompat::INLINE_DATA, r),
         P::P2_FEATURE_LARGE_FILES => (i, r | RoCompat::LARGE_FILE),
         P::P4_DIR_NLINK_FEATURE => (i, r | RoCompat::DIR_NLINK),
         _ => (i, r),
