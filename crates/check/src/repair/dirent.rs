@@ -1,5 +1,6 @@
 //! Fixes of single directory entries, as e2fsck's pass 2 and 3 make them: clear an entry
-//! (inode 0) that names a bad, unused or forbidden inode, set or clear its file type, point
+//! (inode 0) that names a bad, unused or forbidden inode, set or clear its file type, replace
+//! the characters a name may not hold, point
 //! `..` at the right parent, and recompute the leaf checksum of every block touched.
 //!
 //! Each fix finds its entry from the finding (`blk` = physical block, `num2` = offset, `ino` =
@@ -24,6 +25,8 @@ pub fn clears(p: P) -> bool {
             | P::P2_LINK_ROOT
             | P::P2_DUP_DOT
             | P::P2_DUP_DOT_DOT
+            | P::P2_BAD_ENCRYPTED_NAME
+            | P::P2_UNENCRYPTED_FILE
     )
 }
 
@@ -34,6 +37,7 @@ pub fn handles(p: P) -> bool {
             P::P2_SET_FILETYPE
                 | P::P2_BAD_FILETYPE
                 | P::P2_CLEAR_FILETYPE
+                | P::P2_BAD_NAME
                 | P::P2_LEAF_NODE_ONLY_CSUM_INVALID
                 | P::P3_BAD_DOT_DOT
         )
@@ -96,6 +100,16 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding])
                             return false;
                         }
                         put_u32(buf, off, 0);
+                        return true;
+                    }
+                    if p == P::P2_BAD_NAME {
+                        // `/` and NUL cannot be in a name: they become `.`, as e2fsck has it.
+                        let end = (off + 8 + usize::from(h.name_len)).min(buf.len());
+                        for c in &mut buf[off + 8..end] {
+                            if *c == b'/' || *c == 0 {
+                                *c = b'.';
+                            }
+                        }
                         return true;
                     }
                     buf[off + 7] = ft;
