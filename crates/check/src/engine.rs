@@ -136,6 +136,8 @@ pub struct AllocFacts {
     pub dir_blocks: Vec<crate::pass1::DirBlock>,
     /// Bitmaps given a new block at the end of pass 1.
     pub relocated: Vec<crate::relocate::Move>,
+    /// Usage per quota id, for rewriting the quota files.
+    pub quota: crate::quota::Usage,
 }
 
 pub struct Outcome {
@@ -305,7 +307,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     flush(rep, &mut f, &mut all);
     // After the passes, as e2fsck does: the orphan file, then the quota files.
     crate::orphan::check(&p0.fs, policy, &mut f);
-    crate::quota::check(&p0.fs, policy, &mut f);
+    crate::quota::check(&p0.fs, &p1.quota, policy, &mut f);
     flush(rep, &mut f, &mut all);
 
     let geo = &p0.fs.geo;
@@ -357,6 +359,7 @@ fn alloc_facts(
         dirs_per_group,
         dir_blocks,
         relocated,
+        quota: std::mem::take(&mut p1.quota),
     }
 }
 

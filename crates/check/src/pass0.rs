@@ -506,13 +506,15 @@ fn check_super_fields(fs: &Fs, policy: Policy, out: &mut Findings) {
             );
         }
     }
-    for q in [
-        sb.s_usr_quota_inum.get(),
-        sb.s_grp_quota_inum.get(),
-        sb.s_prj_quota_inum.get(),
-    ] {
+    for (qtype, q) in crate::quota::inodes(fs).into_iter().enumerate() {
         if q != 0 && (q > fs.geo.inodes_count || (q < fs.geo.first_ino && q != 3 && q != 4)) {
-            out.report(policy, P::P0_INVALID_QUOTA_INO, ProblemCtx::ino(q));
+            let ctx = ProblemCtx {
+                ino: q,
+                num: qtype as u64,
+                str: Some(crate::quota::type_name(qtype).into()),
+                ..Default::default()
+            };
+            out.report(policy, P::P0_INVALID_QUOTA_INO, ctx);
         }
     }
 }

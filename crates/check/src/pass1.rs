@@ -158,6 +158,8 @@ pub struct Pass1Facts {
     pub counts: Counts,
     /// References to each value inode from xattr entries (absent: none).
     pub ea_inode_refs: BTreeMap<u32, u32>,
+    /// Space and inodes per user, group and project id (with the `quota` feature).
+    pub quota: crate::quota::Usage,
     /// Value inodes whose missing `EA_INODE` flag this check agreed to set.
     pub ea_inode_flag_set: std::collections::BTreeSet<u32>,
     /// Inodes whose inode-table block is on the bad-blocks list, ascending: counted in
@@ -214,6 +216,8 @@ struct GroupOut {
     links_many: Vec<(u32, u16)>,
     /// `(ino - 1, kind)` of this group's inodes other than plain files and directories.
     kinds_other: Vec<(u32, u8)>,
+    /// Space and inodes charged per quota id (with the `quota` feature).
+    quota: crate::quota::Usage,
 }
 
 /// Shared, read-only state of the scan.
@@ -234,6 +238,8 @@ struct Scan<'a> {
     /// References to value inodes from xattr entries, by inode number.
     ea_inode_refs: Mutex<BTreeMap<u32, u32>>,
     ea_inode_flag_set: Mutex<std::collections::BTreeSet<u32>>,
+    /// Usage is counted for the quota files (the `quota` feature).
+    quota: bool,
     bucket_shift: u32,
     extent_fs: bool,
     low_dtime_check: bool,
@@ -330,6 +336,7 @@ pub fn run_with(
         buffers: Mutex::new(Vec::new()),
         ea_inode_refs: Mutex::new(BTreeMap::new()),
         ea_inode_flag_set: Mutex::default(),
+        quota: fs.sb.ro_compat().has(RoCompat::QUOTA),
         bucket_shift: (64 - geo.blocks_count.leading_zeros()).saturating_sub(6),
         extent_fs: geo.incompat.has(Incompat::EXTENTS),
         low_dtime_check: !(mkfs != 0 && mkfs < geo.inodes_count),
@@ -427,6 +434,7 @@ pub fn run_with(
         counts,
         links_many,
         kinds_other,
+        quota,
         ..
     } = acc;
     // Xattr block reference counts, in block order.
@@ -487,6 +495,7 @@ pub fn run_with(
         counts,
         ea_inode_refs,
         ea_inode_flag_set,
+        quota,
         bb_inodes: scan.bb_inodes,
     }
 }
@@ -628,6 +637,7 @@ struct Acc {
     counts: Counts,
     links_many: Vec<(u32, u16)>,
     kinds_other: Vec<(u32, u8)>,
+    quota: crate::quota::Usage,
     /// The first orphan-list refugee raises the latch question once, ahead of it, as
     /// e2fsck's latch does; with the findings merged in inode order this is deterministic.
     refugee_latched: bool,
@@ -649,6 +659,7 @@ impl Acc {
         self.counts.add(&o.counts);
         self.links_many.extend(o.links_many);
         self.kinds_other.extend(o.kinds_other);
+        self.quota.merge(o.quota);
     }
 }
 
@@ -1352,8 +1363,28 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
     {
         // Nothing mapped, but what i_blocks claims is still checked.
         let _ = check_blocks(scan, ic, out, ft);
+    } else {
+        // No blocks at all: the inode is still charged to its owners.
+        charge_quota(scan, ic, out, 0);
     }
     *kind_slot = k;
+}
+
+/// Charge an inode and `blocks` clusters to its owners' quotas, as e2fsck charges them: the
+/// root and ordinary inodes, not value inodes nor the project quota file.
+fn charge_quota(scan: &Scan, ic: &InodeCheck, out: &mut GroupOut, blocks: u64) {
+    let fs = scan.fs;
+    let geo = &fs.geo;
+    let ino = ic.ino;
+    if scan.quota
+        && (ino == ino::ROOT || ino >= geo.first_ino)
+        && ino != fs.sb.s_prj_quota_inum.get()
+        && ic.inode.flags() & iflags::EA_INODE == 0
+    {
+        let cluster = u64::from(geo.block_size) * u64::from(geo.cluster_ratio);
+        out.quota
+            .charge(ic.raw, blocks * cluster, 1 + ic.ea_ibody.inodes);
+    }
 }
 
 /// What a fix of an inode's flags agreed to leaves.
@@ -1704,6 +1735,7 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
         return w;
     }
     check_sizes(scan, ic, out, &w, ft, inline || no_map);
+    charge_quota(scan, ic, out, w.num_blocks);
     w
 }
 

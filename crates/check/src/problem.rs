@@ -164,7 +164,7 @@ catalogue! {
     P0_CSUM_SEED_WITHOUT_META_CSUM = 0x00004B, Fix, PREEN_OK, "metadata_csum_seed is set but metadata_csum is not.";
     P0_BAD_MIN_EXTRA_ISIZE = 0x00004D, Fix, PREEN_OK, "Superblock s_min_extra_isize {num} is invalid.";
     P0_BAD_WANT_EXTRA_ISIZE = 0x00004E, Fix, PREEN_OK, "Superblock s_want_extra_isize {num} is invalid.";
-    P0_INVALID_QUOTA_INO = 0x00004F, Fix, PREEN_OK, "Invalid quota inode {ino}.";
+    P0_INVALID_QUOTA_INO = 0x00004F, Fix, PREEN_OK, "Invalid {str} quota inode {ino}.";
     // e2fsck has no problem code for this: it rejects the superblock and tries the backups.
     P0_SB_CSUM_INVALID = 0x000044, Fix, PREEN_OK, "Superblock checksum does not match the superblock.\n";
     P0_UNSUPPORTED_FEATURE = 0x00FF01, None, FATAL, "The file system has unsupported features: {str}.";
@@ -397,7 +397,7 @@ catalogue! {
 
     // ---- After pass 5: orphan file and quota ----
     P6_RECREATE_JOURNAL = 0x060001, Null, PREEN_OK | NO_OK, "Recreate journal";
-    P6_UPDATE_QUOTAS = 0x060002, Fix, PREEN_OK, "Update quota info for quota type {num} ({str})";
+    P6_UPDATE_QUOTAS = 0x060002, Null, PREEN_OK, "Update quota info for quota type {num}";
     P6_ORPHAN_FILE_WITHOUT_JOURNAL = 0x060007, Clear, PREEN_OK, "Superblock has orphan file without journal.\n";
     P6_ORPHAN_FILE_CORRUPTED = 0x060009, Recreate, PREEN_OK, "Failed to initialize orphan file.\n";
     P6_ORPHAN_BLOCK_DIRTY = 0x06000C, Clear, PREEN_OK, "Orphan file (inode {ino}) block {blk} is not clean.\n";

@@ -1,5 +1,6 @@
-//! Feature-flag fixes in the superblock: turn on a feature the inodes already use, and move a
-//! revision-0 file system to the dynamic revision that may carry feature flags.
+//! Feature-flag fixes in the superblock: turn on a feature the inodes already use (or off one
+//! that cannot be), drop quota inode numbers no quota file can have, and move a revision-0
+//! file system to the dynamic revision that may carry feature flags.
 //! Made last in a round, on the superblock as the round's other fixes left it; the mappings
 //! the new feature makes readable are checked, and the allocation rebuilt, by the next round.
 
@@ -18,6 +19,7 @@ pub fn handles(p: P) -> bool {
             | P::P4_DIR_NLINK_FEATURE
             | P::P0_FIRST_META_BG_TOO_BIG
             | P::P1_INLINE_DATA_FEATURE
+            | P::P0_INVALID_QUOTA_INO
     )
 }
 
@@ -40,7 +42,13 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding]) {
     let no_meta_bg = fixes
         .iter()
         .any(|f| f.problem == P::P0_FIRST_META_BG_TOO_BIG);
-    if incompat == 0 && ro_compat == 0 && !dynamic && !no_meta_bg {
+    // Quota inode numbers no quota file can have are dropped (per type, in `num`).
+    let bad_quota: Vec<u64> = fixes
+        .iter()
+        .filter(|f| f.problem == P::P0_INVALID_QUOTA_INO)
+        .map(|f| f.ctx.num)
+        .collect();
+    if incompat == 0 && ro_compat == 0 && !dynamic && !no_meta_bg && bad_quota.is_empty() {
         return;
     }
     edit_super(dev, |sb| {
@@ -49,6 +57,13 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding]) {
             sb.s_feature_incompat
                 .set(sb.s_feature_incompat.get() & !Incompat::META_BG);
             sb.s_first_meta_bg.set(0);
+        }
+        for q in &bad_quota {
+            match q {
+                0 => sb.s_usr_quota_inum.set(0),
+                1 => sb.s_grp_quota_inum.set(0),
+                _ => sb.s_prj_quota_inum.set(0),
+            }
         }
     });
 }

@@ -21,6 +21,7 @@ mod journal;
 mod lpf;
 mod newjournal;
 mod orphans;
+mod quota;
 mod resize;
 mod root;
 mod salvage;
@@ -60,6 +61,7 @@ pub fn can_fix(p: P) -> bool {
         || journal::handles(p)
         || xattr::handles(p)
         || unused::handles(p)
+        || quota::handles(p)
         // Made after the last round (`recreate_journal`).
         || p == P::P6_RECREATE_JOURNAL
         // Reset by the journal check itself when answered yes (`journal::reset_super`).
@@ -127,7 +129,14 @@ fn hold_back(findings: &mut [Finding]) {
                 || blockmap::handles(f.problem)
                 || f.problem == P::P1_EXTENT_FEATURE)
     });
+    // Quota usage is final only once every other fix is made (bitmaps and counts aside).
+    let settled = !findings
+        .iter()
+        .any(|f| f.fixed && !alloc::handles(f.problem) && !quota::handles(f.problem));
     for f in findings.iter_mut().filter(|f| f.fixed) {
+        if quota::handles(f.problem) && !settled {
+            f.fixed = false;
+        }
         if structural && needs_counts(f.problem) {
             f.fixed = false;
         }
@@ -234,7 +243,7 @@ fn decide(findings: &mut [Finding], linked: &HashSet<u32>) {
         {
             f.fixed = false;
         }
-        if alloc::handles(f.problem) && !alloc_ok {
+        if (alloc::handles(f.problem) || quota::handles(f.problem)) && !alloc_ok {
             f.fixed = false;
         }
     }
@@ -453,7 +462,12 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
                 resize::apply(&p0, &*ov, facts, &fixes);
             }
             journal::apply(&p0, &*ov, &fixes);
-            if fixes.iter().any(|f| alloc::handles(f.problem)) {
+            // Quota files take and free blocks: the allocation is written out after them.
+            let quotas = match out.alloc.as_mut() {
+                Some(facts) => quota::apply(&p0, &*ov, facts, &fixes),
+                None => false,
+            };
+            if quotas || fixes.iter().any(|f| alloc::handles(f.problem)) {
                 if let Some(facts) = &out.alloc {
                     alloc::rebuild(&p0, &*ov, facts);
                 }

@@ -266,6 +266,83 @@ fn extents(cur: &mut Cursor, total: u64, bs: usize, csum: bool) -> Option<Mappin
     })
 }
 
+/// A file's new blocks, taken and mapped: what its inode's `i_block` must now say.
+pub(super) struct NewFile {
+    pub root: [u8; 60],
+    mapping: Mapping,
+}
+
+impl NewFile {
+    /// Data blocks, in logical order.
+    pub fn data(&self) -> &[u64] {
+        &self.mapping.data
+    }
+    /// Blocks the file takes in all (data and mapping blocks).
+    pub fn blocks(&self) -> u64 {
+        self.mapping.data.len() as u64 + self.mapping.meta_blocks()
+    }
+}
+
+/// Take `total` free blocks for inode `ino` (generation `gen`) from `start` on, in `facts`,
+/// map them by extents or a block map, and write the mapping blocks. `None` (with `facts`
+/// as it was) when the space is not there.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn allocate(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    facts: &mut AllocFacts,
+    ino: u32,
+    gen: u32,
+    total: u64,
+    start: u64,
+    extent_mapped: bool,
+) -> Option<NewFile> {
+    let fs = &p0.fs;
+    let geo = &fs.geo;
+    if geo.cluster_ratio > 1 || geo.block_size > 65536 {
+        return None;
+    }
+    let bs = fs.block_size();
+    let mut cur = Cursor {
+        used: &mut facts.block_used,
+        next: start.max(geo.first_data_block),
+        first: geo.first_data_block.max(1),
+        end: geo.blocks_count,
+        budget: geo.blocks_count,
+        taken: Vec::new(),
+    };
+    let mapping = if extent_mapped {
+        extents(&mut cur, total, bs, fs.has_metadata_csum())
+    } else {
+        block_map(&mut cur, total, bs)
+    };
+    let Some(mapping) = mapping else {
+        cur.undo();
+        return None;
+    };
+    let seed = if fs.has_metadata_csum() {
+        ffsck_format::csum::inode_seed(fs.csum_seed, ino, gen)
+    } else {
+        0
+    };
+    let root = match &mapping.shape {
+        Shape::Blocks { root, tables } => {
+            for (b, t) in tables {
+                let _ = dev.write_at(t, b * bs as u64);
+            }
+            *root
+        }
+        Shape::Extents { leaves, nodes } => match extent_tree::rebuild(fs, dev, seed, leaves, nodes) {
+            Some(root) => root,
+            None => {
+                cur.undo();
+                return None;
+            }
+        },
+    };
+    Some(NewFile { root, mapping })
+}
+
 /// Make the journal: take its blocks in `facts`, write them, inode 8 and the superblock.
 /// Returns the journal's size in blocks (for the message) and whether it was made; on failure
 /// nothing is written and `facts` is as it was.
@@ -284,51 +361,17 @@ pub fn create(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts) -> (u64
     }
     let bs = fs.block_size();
     let extent_mapped = geo.incompat.has(Incompat::EXTENTS);
-    let mut cur = Cursor {
-        used: &mut facts.block_used,
-        // Block maps are filled from the journal inode's group, as libext2fs allocates them;
-        // extents from about the middle of the disk.
-        next: if extent_mapped {
-            goal(p0)
-        } else {
-            geo.group_first_block(0)
-        },
-        first: geo.first_data_block.max(1),
-        end: geo.blocks_count,
-        budget: geo.blocks_count,
-        taken: Vec::new(),
-    };
-    let mapping = if extent_mapped {
-        extents(&mut cur, total, bs, fs.has_metadata_csum())
+    // Block maps are filled from the journal inode's group, as libext2fs allocates them;
+    // extents from about the middle of the disk.
+    let start = if extent_mapped {
+        goal(p0)
     } else {
-        block_map(&mut cur, total, bs)
+        geo.group_first_block(0)
     };
-    let Some(mapping) = mapping else {
-        cur.undo();
+    let Some(file) = allocate(p0, dev, facts, ino::JOURNAL, 0, total, start, extent_mapped) else {
         return (total, Err(NO_SPACE));
     };
-    let seed = if fs.has_metadata_csum() {
-        ffsck_format::csum::inode_seed(fs.csum_seed, ino::JOURNAL, 0)
-    } else {
-        0
-    };
-    let root = match &mapping.shape {
-        Shape::Blocks { root, tables } => {
-            for (b, t) in tables {
-                let _ = dev.write_at(t, b * bs as u64);
-            }
-            *root
-        }
-        Shape::Extents { leaves, nodes } => {
-            match extent_tree::rebuild(fs, dev, seed, leaves, nodes) {
-                Some(root) => root,
-                None => {
-                    cur.undo();
-                    return (total, Err(NO_SPACE));
-                }
-            }
-        }
-    };
+    let (root, mapping) = (file.root, file.mapping);
     write_data(dev, &mapping.data, bs, &journal_super(p0, log, fc));
 
     let now = std::time::SystemTime::now()

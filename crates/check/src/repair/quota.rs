@@ -1,0 +1,104 @@
+//! Quota files rewritten with the usage the check counted (`P6_UPDATE_QUOTAS`), as e2fsck
+//! rewrites them: every id's limits kept, the grace times reset to a week, the file laid out
+//! anew. Its old blocks are given back and new ones taken in the allocation facts, which the
+//! caller then writes out as bitmaps and counts.
+
+use super::inode::{edit, read_inode};
+use super::newjournal::allocate;
+use crate::engine::AllocFacts;
+use crate::filemap::{self, Visit};
+use crate::pass0::Pass0Facts;
+use crate::problem::Problem as P;
+use crate::quota;
+use crate::report::Finding;
+use ffsck_format::inode::flags;
+use ffsck_format::Incompat;
+use ffsck_io::Device;
+
+pub fn handles(p: P) -> bool {
+    p == P::P6_UPDATE_QUOTAS
+}
+
+/// Rewrite the quota files the fixes among `fixes` name. Returns whether any was written.
+pub fn apply(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, fixes: &[&Finding]) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut wrote = false;
+    for f in fixes.iter().filter(|f| handles(f.problem)) {
+        let qtype = f.ctx.num as usize;
+        let ino = quota::inodes(&p0.fs).get(qtype).copied().unwrap_or(0);
+        if qtype >= quota::QTYPES || ino == 0 || ino != f.ctx.ino {
+            continue;
+        }
+        // Limits come from the old file where it still reads; a broken file keeps none.
+        let old = quota::read_file(&p0.fs, ino)
+            .ok()
+            .and_then(|b| quota::parse(qtype, &b).ok())
+            .unwrap_or_default();
+        let records = quota::merge(&old, &facts.quota.0[qtype], now);
+        let bytes = quota::build(qtype, &records);
+        wrote |= rewrite(p0, dev, facts, ino, &bytes);
+    }
+    wrote
+}
+
+/// Replace the contents of file inode `ino` with `bytes`: its old blocks freed, new ones
+/// taken near them, the inode's map, size and block count set.
+fn rewrite(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, ino: u32, bytes: &[u8]) -> bool {
+    let fs = &p0.fs;
+    let geo = &fs.geo;
+    let Some(inode) = read_inode(p0, dev, ino) else {
+        return false;
+    };
+    let extents = inode.flags() & flags::EXTENTS != 0 && geo.incompat.has(Incompat::EXTENTS);
+    let mut old = Vec::new();
+    let mut visit = |v: Visit| -> bool {
+        match v {
+            Visit::Data { pblk, .. } | Visit::Meta { pblk } if pblk != 0 => old.push(pblk),
+            _ => {}
+        }
+        true
+    };
+    filemap::walk(fs, &inode.block_bytes(), extents, false, &mut visit);
+    let start = old.first().copied().unwrap_or(geo.first_data_block);
+    for &b in &old {
+        if geo.is_valid_block(b) {
+            facts.block_used.clear(b);
+        }
+    }
+    let bs = fs.block_size();
+    let total = bytes.len().div_ceil(bs) as u64;
+    let gen = inode.i_generation.get();
+    let Some(file) = allocate(p0, dev, facts, ino, gen, total, start, extents) else {
+        // No room: the old file stays as it was.
+        for &b in &old {
+            if geo.is_valid_block(b) {
+                facts.block_used.set(b);
+            }
+        }
+        return false;
+    };
+    for (k, &pblk) in file.data().iter().enumerate() {
+        let mut block = vec![0u8; bs];
+        let part = &bytes[k * bs..bytes.len().min((k + 1) * bs)];
+        block[..part.len()].copy_from_slice(part);
+        let _ = dev.write_at(&block, pblk * bs as u64);
+    }
+    let size = bytes.len() as u64;
+    let sectors = file.blocks() * (bs as u64 / 512);
+    edit(p0, dev, ino, |i| {
+        i.i_size_lo.set(size as u32);
+        i.i_size_high.set((size >> 32) as u32);
+        i.i_blocks_lo.set(sectors as u32);
+        i.l_i_blocks_high.set((sectors >> 32) as u16);
+        if extents {
+            i.i_flags.set(i.i_flags.get() | flags::EXTENTS);
+        }
+        for (k, w) in i.i_block.iter_mut().enumerate() {
+            let r = &file.root[4 * k..4 * k + 4];
+            w.set(u32::from_le_bytes([r[0], r[1], r[2], r[3]]));
+        }
+    });
+    true
+}
