@@ -1666,12 +1666,15 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
     }
 
     let inline = fl & iflags::INLINE_DATA != 0 && geo.incompat.has(Incompat::INLINE_DATA);
-    // libext2fs decides from i_blocks whether a symlink maps blocks, not from its size.
-    let no_map = (ft == FileType::Symlink && !symlink_uses_i_block(inode))
-        || matches!(
-            ft,
-            FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
-        );
+    // As libext2fs: only directories, regular files and slow symlinks (told from i_blocks,
+    // not from the size) without inline data map blocks, whatever the feature says; the
+    // bad-blocks list always does.
+    let maps = match ft {
+        FileType::Directory | FileType::Regular => fl & iflags::INLINE_DATA == 0,
+        FileType::Symlink => symlink_uses_i_block(inode) && fl & iflags::INLINE_DATA == 0,
+        _ => false,
+    };
+    let no_map = !maps && ino != ino::BAD;
     // An extent tree in a regular file or directory without the flag: with the flag set
     // (agreed to), the rest of the check reads the tree.
     let flag_set = !(inline || no_map)
