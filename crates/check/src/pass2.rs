@@ -1129,6 +1129,12 @@ fn check_entry<F: Facts + ?Sized>(
                 return true;
             }
         }
+    } else if dot_state > 1
+        && std::str::from_utf8(name).is_err()
+        && casefold_dir(fs, dir)
+        && out.report(policy, P::P2_BAD_ENCODED_NAME, pctx())
+    {
+        // The repair turns the bytes from the first bad one on into dots.
     } else if dot_state > 1 && name.iter().any(|&c| c == b'/' || c == 0) {
         out.report(policy, P::P2_BAD_NAME, pctx());
     }
@@ -1381,4 +1387,12 @@ mod tests {
         assert!(!set.insert(b"name-3", 4096));
         assert!(set.insert(b"name-40", 4096));
     }
+}
+
+/// Names in `dir` are compared case-insensitively (casefold feature and flag), so they must
+/// be valid UTF-8.
+fn casefold_dir(fs: &Fs, dir: u32) -> bool {
+    fs.geo.incompat.has(Incompat::CASEFOLD)
+        && read_inode(fs, dir)
+            .is_some_and(|r| RawInode::parse(&r).flags() & ffsck_format::inode::flags::CASEFOLD != 0)
 }

@@ -38,6 +38,7 @@ pub fn handles(p: P) -> bool {
                 | P::P2_BAD_FILETYPE
                 | P::P2_CLEAR_FILETYPE
                 | P::P2_BAD_NAME
+                | P::P2_BAD_ENCODED_NAME
                 | P::P2_LEAF_NODE_ONLY_CSUM_INVALID
                 | P::P3_BAD_DOT_DOT
         )
@@ -100,6 +101,22 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding])
                             return false;
                         }
                         put_u32(buf, off, 0);
+                        return true;
+                    }
+                    if p == P::P2_BAD_ENCODED_NAME {
+                        // From the first byte that is not UTF-8 to the end: dots, as e2fsck.
+                        let end = (off + 8 + usize::from(h.name_len)).min(buf.len());
+                        let name = &buf[off + 8..end];
+                        let Err(e) = std::str::from_utf8(name) else {
+                            return false;
+                        };
+                        let from = off + 8 + e.valid_up_to();
+                        for c in &mut buf[from..end] {
+                            if *c == 0 {
+                                break;
+                            }
+                            *c = b'.';
+                        }
                         return true;
                     }
                     if p == P::P2_BAD_NAME {
