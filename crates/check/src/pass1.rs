@@ -705,7 +705,7 @@ fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
                 }
             }
             let skew = done * isz - first_blk * bs;
-            let insane = insane_blocks(fs, &table, skew, first_ino + done as u32, count);
+            let (insane, csum_bad) = insane_blocks(fs, &table, skew, first_ino + done as u32, count);
             for i in done..done + count {
                 let off = skew + (i - done) * isz;
                 let raw = &table[off..off + isz];
@@ -720,7 +720,11 @@ fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
                     continue;
                 }
                 let (mut links, mut k) = (0u16, 0u8);
-                check_inode(scan, ino, raw, garbage, &mut links, &mut k, &mut out);
+                let judged = Judged {
+                    garbage,
+                    csum_failed: csum_bad[i - done],
+                };
+                check_inode(scan, ino, raw, judged, &mut links, &mut k, &mut out);
                 let idx = ino - 1;
                 match k {
                     0 => {}
@@ -755,32 +759,42 @@ const ITABLE_CHUNK_BYTES: usize = 128 * 1024;
 /// The inode-table blocks of a chunk whose inodes are garbage, as the library's inode scan
 /// judges them: more than half of a block's inodes fail their checksum or have an insane
 /// extent header or block map. `table[skew..]` holds `count` inodes from `first_ino`.
-fn insane_blocks(fs: &Fs, table: &[u8], skew: usize, first_ino: u32, count: usize) -> Vec<bool> {
+/// Also returns, per inode, whether its checksum fails (computed once, here, for the scan).
+fn insane_blocks(
+    fs: &Fs,
+    table: &[u8],
+    skew: usize,
+    first_ino: u32,
+    count: usize,
+) -> (Vec<bool>, Vec<bool>) {
     let geo = &fs.geo;
     let (isz, bs) = (geo.inode_size as usize, geo.block_size as usize);
     let per_block = bs / isz;
     let mut insane = vec![false; table.len().div_ceil(bs)];
-    if per_block < 2 {
-        return insane;
-    }
+    let mut csum_bad = vec![false; count];
     let mut badness = vec![0usize; insane.len()];
-    for i in 0..count {
+    for (i, bad) in csum_bad.iter_mut().enumerate() {
         let off = skew + i * isz;
         let raw = &table[off..off + isz];
         let ino = first_ino + i as u32;
-        let inode = RawInode::parse(raw);
-        let bad_csum = fs.has_metadata_csum() && raw.iter().any(|&b| b != 0) && {
+        // An all-zero slot is simply free: never used, never checksummed.
+        *bad = fs.has_metadata_csum() && raw.iter().any(|&b| b != 0) && {
             let (want, have, _) = inode_checksum(raw, fs.csum_seed, ino);
             want != have
         };
-        if bad_csum || extent_head_insane(&inode) || block_map_insane(fs, &inode) {
-            badness[off / bs] += 1;
+        if per_block >= 2 {
+            let inode = RawInode::parse(raw);
+            if *bad || extent_head_insane(&inode) || block_map_insane(fs, &inode) {
+                badness[off / bs] += 1;
+            }
         }
     }
-    for (b, n) in badness.iter().enumerate() {
-        insane[b] = *n > per_block / 2;
+    if per_block >= 2 {
+        for (b, n) in badness.iter().enumerate() {
+            insane[b] = *n > per_block / 2;
+        }
     }
-    insane
+    (insane, csum_bad)
 }
 
 /// The inode claims extents, but its root is not a header the library accepts.
@@ -833,11 +847,20 @@ fn report(scan: &Scan, out: &mut GroupOut, ic: &mut InodeCheck, p: P, ctx: Probl
     out.findings.report(scan.policy, p, ctx)
 }
 
+/// What the scan already judged of an inode from its table block.
+#[derive(Clone, Copy)]
+struct Judged {
+    /// Its table block is mostly garbage.
+    garbage: bool,
+    /// Its checksum fails.
+    csum_failed: bool,
+}
+
 fn check_inode(
     scan: &Scan,
     ino: u32,
     raw: &[u8],
-    garbage: bool,
+    judged: Judged,
     link_slot: &mut u16,
     kind_slot: &mut u8,
     out: &mut GroupOut,
@@ -847,7 +870,7 @@ fn check_inode(
     let mut inode = RawInode::parse(raw);
     // An inode in a table block that is mostly garbage is cleared whole, before any other
     // check (as e2fsck). Answered no, it is checked like any other.
-    if garbage
+    if judged.garbage
         && inode.links_count() > 0
         && ino >= geo.first_ino
         && out
@@ -889,11 +912,7 @@ fn check_inode(
     let mode = inode.mode();
     let dtime = inode.dtime();
 
-    // An all-zero inode slot is simply free; skip the checksum of never-used inodes.
-    let csum_failed = fs.has_metadata_csum() && raw.iter().any(|&b| b != 0) && {
-        let (want, have, _) = inode_checksum(raw, fs.csum_seed, ino);
-        want != have
-    };
+    let csum_failed = judged.csum_failed;
 
     if dtime != 0 && scan.low_dtime_check && dtime < geo.inodes_count {
         report(scan, out, &mut ic, P::P1_LOW_DTIME, ProblemCtx::ino(ino));
