@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use zerocopy::FromBytes;
 
+mod encryption;
 mod xattr;
 
 /// Bits of the per-inode kind byte (low three bits: the dirent file type).
@@ -160,6 +161,8 @@ pub struct Pass1Facts {
     pub ea_inode_refs: BTreeMap<u32, u32>,
     /// Space and inodes per user, group and project id (with the `quota` feature).
     pub quota: crate::quota::Usage,
+    /// `(ino, encryption policy id)` of every encrypted inode with a context, ascending.
+    pub policies: Vec<(u32, u32)>,
     /// Value inodes whose missing `EA_INODE` flag this check agreed to set.
     pub ea_inode_flag_set: std::collections::BTreeSet<u32>,
     /// Inodes whose inode-table block is on the bad-blocks list, ascending: counted in
@@ -218,6 +221,8 @@ struct GroupOut {
     kinds_other: Vec<(u32, u8)>,
     /// Space and inodes charged per quota id (with the `quota` feature).
     quota: crate::quota::Usage,
+    /// `(ino, policy id)` of this group's encrypted inodes with a context.
+    policies: Vec<(u32, u32)>,
 }
 
 /// Shared, read-only state of the scan.
@@ -240,6 +245,8 @@ struct Scan<'a> {
     ea_inode_flag_set: Mutex<std::collections::BTreeSet<u32>>,
     /// Usage is counted for the quota files (the `quota` feature).
     quota: bool,
+    /// Encryption policy ids, shared by the workers.
+    policies: Mutex<encryption::Policies>,
     bucket_shift: u32,
     extent_fs: bool,
     low_dtime_check: bool,
@@ -337,6 +344,7 @@ pub fn run_with(
         ea_inode_refs: Mutex::new(BTreeMap::new()),
         ea_inode_flag_set: Mutex::default(),
         quota: fs.sb.ro_compat().has(RoCompat::QUOTA),
+        policies: Mutex::default(),
         bucket_shift: (64 - geo.blocks_count.leading_zeros()).saturating_sub(6),
         extent_fs: geo.incompat.has(Incompat::EXTENTS),
         low_dtime_check: !(mkfs != 0 && mkfs < geo.inodes_count),
@@ -415,6 +423,7 @@ pub fn run_with(
                     other: &acc.kinds_other,
                     dirs: &acc.dirs,
                     bb_inodes: &scan.bb_inodes,
+                    policies: &acc.policies,
                     frontier: (end as u64 * u64::from(geo.inodes_per_group))
                         .min(u64::from(geo.inodes_count)) as u32,
                 };
@@ -435,6 +444,7 @@ pub fn run_with(
         links_many,
         kinds_other,
         quota,
+        policies,
         ..
     } = acc;
     // Xattr block reference counts, in block order.
@@ -496,6 +506,7 @@ pub fn run_with(
         ea_inode_refs,
         ea_inode_flag_set,
         quota,
+        policies,
         bb_inodes: scan.bb_inodes,
     }
 }
@@ -571,6 +582,7 @@ pub struct Partial<'a> {
     other: &'a [(u32, u8)],
     dirs: &'a [DirFacts],
     bb_inodes: &'a [u32],
+    policies: &'a [(u32, u32)],
     /// Highest inode number whose group has been scanned.
     pub frontier: u32,
 }
@@ -585,6 +597,15 @@ pub trait Facts: Sync {
     fn dir_list(&self) -> &[DirFacts];
     /// Whether inode `idx + 1` lies in an inode-table block on the bad-blocks list.
     fn in_bad_block(&self, idx: u32) -> bool;
+    /// The encryption policy id of inode `ino` (`None`: not encrypted, or no context).
+    fn policy(&self, ino: u32) -> Option<u32>;
+}
+
+fn policy_of(policies: &[(u32, u32)], ino: u32) -> Option<u32> {
+    policies
+        .binary_search_by_key(&ino, |&(i, _)| i)
+        .ok()
+        .map(|at| policies[at].1)
 }
 
 impl Facts for Pass1Facts {
@@ -599,6 +620,9 @@ impl Facts for Pass1Facts {
     }
     fn in_bad_block(&self, idx: u32) -> bool {
         self.bb_inodes.binary_search(&(idx + 1)).is_ok()
+    }
+    fn policy(&self, ino: u32) -> Option<u32> {
+        policy_of(&self.policies, ino)
     }
 }
 
@@ -625,6 +649,9 @@ impl Facts for Partial<'_> {
     fn in_bad_block(&self, idx: u32) -> bool {
         self.bb_inodes.binary_search(&(idx + 1)).is_ok()
     }
+    fn policy(&self, ino: u32) -> Option<u32> {
+        policy_of(&self.policies, ino)
+    }
 }
 
 /// The group outputs merged so far, in group order.
@@ -638,6 +665,7 @@ struct Acc {
     links_many: Vec<(u32, u16)>,
     kinds_other: Vec<(u32, u8)>,
     quota: crate::quota::Usage,
+    policies: Vec<(u32, u32)>,
     /// The first orphan-list refugee raises the latch question once, ahead of it, as
     /// e2fsck's latch does; with the findings merged in inode order this is deterministic.
     refugee_latched: bool,
@@ -660,6 +688,7 @@ impl Acc {
         self.links_many.extend(o.links_many);
         self.kinds_other.extend(o.kinds_other);
         self.quota.merge(o.quota);
+        self.policies.extend(o.policies);
     }
 }
 
@@ -1255,7 +1284,36 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
         k |= kind::EA_INODE;
     }
     if fl & iflags::ENCRYPT != 0 {
-        k |= kind::ENCRYPT;
+        // The policy, for pass 2 to compare with the directory's. Without a context the
+        // flag goes (agreed to); a corrupt context takes the inode with it.
+        let id = match encryption::context(fs, ic.raw) {
+            encryption::Context::Missing => {
+                if report(scan, out, ic, P::P1_MISSING_ENCRYPTION_XATTR, ProblemCtx::ino(ino)) {
+                    None
+                } else {
+                    k |= kind::ENCRYPT;
+                    None
+                }
+            }
+            encryption::Context::Corrupt => {
+                if report(scan, out, ic, P::P1_CORRUPT_ENCRYPTION_XATTR, ProblemCtx::ino(ino)) {
+                    return;
+                }
+                k |= kind::ENCRYPT;
+                None
+            }
+            encryption::Context::Unrecognized => Some(encryption::UNRECOGNIZED),
+            encryption::Context::Policy(p) => Some(
+                scan.policies
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .id(p),
+            ),
+        };
+        if let Some(id) = id {
+            k |= kind::ENCRYPT;
+            out.policies.push((ino, id));
+        }
     }
     if fl & iflags::CASEFOLD != 0 {
         if ft != FileType::Directory {

@@ -1109,24 +1109,32 @@ fn check_entry<F: Facts + ?Sized>(
             },
         );
     }
-    let dir_encrypted = ctx.p1.kind(dir - 1) & kind::ENCRYPT != 0;
-    if dir_encrypted {
+    if let Some(dir_policy) = ctx.p1.policy(dir) {
         // Names are ciphertext: only their length can be checked, and what they name must
-        // be encrypted too.
+        // be encrypted with the directory's policy.
         if dot_state > 1 {
             if name.len() < ENCRYPTED_NAME_MIN
                 && out.report(policy, P::P2_BAD_ENCRYPTED_NAME, pctx())
             {
                 return true;
             }
-            let needs = if file_type != ft::UNKNOWN {
-                matches!(file_type, ft::REG | ft::DIR | ft::SYMLINK)
-            } else {
-                matches!(k & kind::TYPE_MASK, ft::REG | ft::DIR | ft::SYMLINK)
-            };
-            if k & kind::ENCRYPT == 0 && needs && out.report(policy, P::P2_UNENCRYPTED_FILE, pctx())
-            {
-                return true;
+            match ctx.p1.policy(ino) {
+                Some(p) if p == dir_policy => {}
+                Some(_) => {
+                    if out.report(policy, P::P2_INCONSISTENT_ENCRYPTION_POLICY, pctx()) {
+                        return true;
+                    }
+                }
+                None => {
+                    let needs = if file_type != ft::UNKNOWN {
+                        matches!(file_type, ft::REG | ft::DIR | ft::SYMLINK)
+                    } else {
+                        matches!(k & kind::TYPE_MASK, ft::REG | ft::DIR | ft::SYMLINK)
+                    };
+                    if needs && out.report(policy, P::P2_UNENCRYPTED_FILE, pctx()) {
+                        return true;
+                    }
+                }
             }
         }
     } else if dot_state > 1

@@ -265,7 +265,8 @@ catalogue! {
     P1_ATTR_VALUE_EA_INODE = 0x010083, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute value inode {num}.\n";
     P1_CASEFOLD_NONDIR = 0x010088, Clear, PREEN_OK, "Inode {ino} has the casefold flag set but is not a directory.";
     P1_CASEFOLD_FEATURE = 0x010089, Clear, PREEN_OK, "Directory {ino} has the casefold flag, but the casefold feature is not enabled.";
-    P1_MISSING_ENCRYPTION_XATTR = 0x01008A, Clear, 0, "Encrypted inode {ino} has no encryption context.\n";
+    P1_MISSING_ENCRYPTION_XATTR = 0x01008A, ClearFlag, 0, "Inode {ino} has encrypt flag but no encryption extended attribute.\n";
+    P1_CORRUPT_ENCRYPTION_XATTR = 0x01008B, ClearInode, 0, "Encrypted inode {ino} has corrupt encryption extended attribute.\n";
     P1_ATTR_NO_EA_INODE_FL = 0x010085, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute. EA inode {num} missing EA_INODE flag.\n";
     P1_ATTR_SET_EA_INODE_FL = 0x010086, Fix, PREEN_OK, "EA inode {num} for parent inode {ino} missing EA_INODE flag.\n ";
     P1_EA_INODE_NONREG = 0x010091, ClearFlag, PREEN_OK, "Inode {ino} has the ea_inode flag set but is not a regular file.";
@@ -349,6 +350,7 @@ catalogue! {
     P2_LEAF_NODE_ONLY_CSUM_INVALID = 0x02004D, Fix, PREEN_OK, "Directory inode {dir}, block #{num}, offset {num2}: directory passes checks but fails checksum.\n";
     P2_BAD_INLINE_DIR_SIZE = 0x02004E, Fix, 0, "Inline directory inode {dir} size ({num}) must be a multiple of 4.\n";
     P2_UNENCRYPTED_FILE = 0x020051, Clear, 0, "Encrypted entry '{name}' in {dir} references unencrypted inode {ino}.\n";
+    P2_INCONSISTENT_ENCRYPTION_POLICY = 0x020052, Clear, 0, "Encrypted entry '{name}' in {dir} references inode {ino}, which has a different encryption policy.\n";
     P2_NON_UNIQUE_FILE_NO_RENAME = 0x020054, Clear, 0, "Duplicate filename entry '{name}' in {dir} found.";
     P2_BAD_ENCRYPTED_NAME = 0x020050, Clear, 0, "Encrypted entry '{name}' in {dir} is too short.\n";
     P2_BAD_ENCODED_NAME = 0x020053, Fix, 0, "Entry '{name}' in {dir} has illegal UTF-8 characters in its name.\n";

@@ -195,8 +195,8 @@ fn unfixable_problems_are_left_and_reported() {
     common::debugfs_w(&t, &img.path, "sif /a/f1 blocks 999");
     common::debugfs_w(&t, &img.path, "unlink /a/f6");
     common::debugfs_w(&t, &img.path, "rmdir /lost+found");
-    // The inline-data flag without the feature: not fixed by this version.
-    common::debugfs_w(&t, &img.path, "sif /a/f2 flags 0x10000000");
+    // A reserved inode with a directory's mode: not fixed by this version.
+    common::debugfs_w(&t, &img.path, "sif <9> mode 040755");
     let run = ffsck(&["-fy"], &img.path);
     assert_eq!(run.code(), 5, "{}\n{}", run.stdout, run.stderr);
     let c = common::check_n(&img.path, 1);
@@ -207,7 +207,7 @@ fn unfixable_problems_are_left_and_reported() {
     });
     assert!(!f1_blocks, "{}", c.describe());
     assert!(!c.has("P4_UNATTACHED_INODE"), "{}", c.describe());
-    assert!(c.has("P1_INLINE_DATA_SET"), "{}", c.describe());
+    assert!(c.has("P1_RESERVED_BAD_MODE"), "{}", c.describe());
 }
 
 /// `ffsck -fy` exits 1, and `e2fsck -fn` then finds nothing; the sampled files kept their

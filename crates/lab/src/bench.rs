@@ -110,6 +110,15 @@ pub struct BenchArgs {
     /// xfs_repair instead of ffsck and e2fsck.
     #[arg(long, value_enum)]
     pub fs_type: Option<crate::imagegen::FsType>,
+    /// With --gilbert: run the experiment on ext4 and on XFS (same sizes, same seeded tree)
+    /// and write one comparison report (corruption types grouped by metadata class) [sizes
+    /// default to 600 MiB; needs xfsprogs].
+    #[arg(long, requires = "gilbert", conflicts_with = "fs_type")]
+    pub vs_xfs: bool,
+    /// With --gilbert on ext: also time `e2fsck -fy` on a scratch copy (xfs_repair's
+    /// counterpart).
+    #[arg(long, requires = "gilbert")]
+    pub repair_too: bool,
 }
 
 /// One measured run.
@@ -205,6 +214,9 @@ pub struct BenchResults {
 
 /// CLI entry: run the bench, write results.json and report.md, print the report.
 pub fn main(args: &BenchArgs) -> Result<()> {
+    if args.gilbert && args.vs_xfs {
+        return crate::versus::main(args);
+    }
     if args.gilbert {
         return crate::gilbert::main(args);
     }

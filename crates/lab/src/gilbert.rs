@@ -445,10 +445,14 @@ fn checker_list(args: &BenchArgs, fs_type: FsType) -> Result<Vec<CheckerInfo>> {
     if let Some(t) = args.threads {
         ffsck_args.extend(["--threads".into(), t.to_string()]);
     }
-    Ok(vec![
+    let mut list = vec![
         info("ffsck -fn", ffsck, ffsck_args, false),
-        info("e2fsck -fn", e2fsck, vec!["-fn".into()], false),
-    ])
+        info("e2fsck -fn", e2fsck.clone(), vec!["-fn".into()], false),
+    ];
+    if args.repair_too {
+        list.push(info("e2fsck -fy", e2fsck, vec!["-fy".into()], true));
+    }
+    Ok(list)
 }
 
 struct Checkers<'a> {

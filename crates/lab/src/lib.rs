@@ -18,6 +18,7 @@ pub mod readonce;
 pub mod repair_conformance;
 pub mod sweep;
 pub mod tools;
+pub mod versus;
 pub mod xfs;
 
 use anyhow::Result;

@@ -258,3 +258,60 @@ fn age_works_on_xfs_where_mounting_is_allowed() {
     let (code, text) = xfs_repair(&["-n"], &image);
     assert_eq!(code, Some(0), "aged image is not clean:\n{text}");
 }
+
+#[test]
+fn gilbert_vs_xfs_writes_one_comparison_report() {
+    if !have_xfs() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("v");
+    std::env::set_var(ffsck_lab::child::SHIM_ENV, env!("CARGO_BIN_EXE_ffsck-lab"));
+    let args: ffsck_lab::bench::BenchArgs = ffsck_lab::parse_args(&[
+        "--gilbert",
+        "--vs-xfs",
+        "--runs",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+        "--fs-sizes",
+        "300",
+        "--corruptions",
+        "sb-magic,inode-links,xfs-sb,xfs-inode",
+    ])
+    .unwrap();
+    let v = ffsck_lab::versus::run(&args).unwrap();
+    let class = |name: &str| v.classes.iter().find(|c| c.class == name).unwrap();
+    let names: Vec<&str> = class("superblock")
+        .checkers
+        .iter()
+        .map(|g| g.checker.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["ffsck -fn", "e2fsck -fn", "e2fsck -fy", "xfs_repair -n", "xfs_repair"]
+    );
+    for (name, ext, xfs) in [("superblock", "sb-magic", "xfs-sb"), ("inodes", "inode-links", "xfs-inode")] {
+        let c = class(name);
+        assert_eq!((c.ext4_types.as_slice(), c.xfs_types.as_slice()), (&[ext.to_string()][..], &[xfs.to_string()][..]));
+        for g in &c.checkers {
+            assert!(g.time_growth.is_finite() && g.rss_growth.is_finite(), "{name}: {g:?}");
+        }
+    }
+    // A class no chosen type feeds has no figures.
+    assert!(class("directories").checkers.iter().all(|g| g.time_growth.is_nan()));
+    assert_eq!(v.clean.len(), 5);
+    assert!(v.clean.iter().all(|c| c.wall_s > 0.0));
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for want in ["| superblock", "xfs_repair -n time", "e2fsck -fy RSS", "| xfs-inode"] {
+        assert!(report.contains(want), "{want}\n{report}");
+    }
+    assert_eq!(v.figures.len(), 2);
+    let svg = std::fs::read_to_string(out.join(&v.figures[0].file)).unwrap();
+    assert!(svg.contains("xfs_repair -n") && svg.contains("superblock"));
+    assert!(out.join(&v.figures[0].png).is_file());
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(json["classes"].as_array().unwrap().len(), v.classes.len());
+    assert!(out.join("ext4/report.md").is_file() && out.join("xfs/report.md").is_file());
+}

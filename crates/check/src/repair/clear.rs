@@ -16,6 +16,7 @@ pub fn handles(p: P) -> bool {
             | P::P1_INODE_IS_GARBAGE
             | P::P1_CLEAR_EXTENT_INLINE_DATA_INODE
             | P::P1_INLINE_DATA_SET
+            | P::P1_CORRUPT_ENCRYPTION_XATTR
             // e2fsck clears these inodes; the next round clears their entries.
             | P::P1_EXTENTS_SET
             | P::P1_MISSING_EXTENT_HEADER

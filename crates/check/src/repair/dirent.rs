@@ -27,6 +27,7 @@ pub fn clears(p: P) -> bool {
             | P::P2_DUP_DOT_DOT
             | P::P2_BAD_ENCRYPTED_NAME
             | P::P2_UNENCRYPTED_FILE
+            | P::P2_INCONSISTENT_ENCRYPTION_POLICY
     )
 }
 

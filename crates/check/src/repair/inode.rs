@@ -44,6 +44,7 @@ pub fn handles(p: P) -> bool {
             | P::P1_CLEAR_INLINE_DATA_FOR_EXTENT
             | P::P1_CLEAR_EXTENT_FOR_INLINE_DATA
             | P::P1_CLEAR_EXTENT_INLINE_DATA_FLAGS
+            | P::P1_MISSING_ENCRYPTION_XATTR
     )
 }
 
@@ -78,6 +79,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
             P::P1_FAST_SYMLINK_EXTENT_FL => clear_flags(i, flags::EXTENTS),
             P::P1_UNSET_EXTENT_FL => i.i_flags.set(i.i_flags.get() | flags::EXTENTS),
             P::P1_CLEAR_INLINE_DATA_FOR_EXTENT => clear_flags(i, flags::INLINE_DATA),
+            P::P1_MISSING_ENCRYPTION_XATTR => clear_flags(i, flags::ENCRYPT),
             P::P1_CLEAR_EXTENT_FOR_INLINE_DATA => clear_flags(i, flags::EXTENTS),
             P::P1_CLEAR_EXTENT_INLINE_DATA_FLAGS => {
                 clear_flags(i, flags::EXTENTS | flags::INLINE_DATA)

@@ -216,7 +216,7 @@ impl Reporter for Held {
 /// wrong because of a problem that stays unfixed: inode fixes when the same inode has an
 /// unfixed problem, and the allocation rebuild (bitmaps, counts) when anything stays unfixed,
 /// since an unfixed problem may still change which blocks and inodes are in use.
-fn decide(findings: &mut [Finding], linked: &HashSet<u32>) {
+fn decide(findings: &mut [Finding], linked: &HashSet<u32>, policy: Policy) {
     for f in findings.iter_mut().filter(|f| f.fixed) {
         if connect::handles(f.problem) && !linked.contains(&f.ctx.ino) {
             f.fixed = false;
@@ -227,8 +227,10 @@ fn decide(findings: &mut [Finding], linked: &HashSet<u32>) {
         .filter(|f| f.leaves_error())
         .map(|f| (f.problem, f.ctx.ino))
         .collect();
+    // Inodes with a problem answered no (not one merely held back for a later round).
     let blocked: HashSet<u32> = unfixed
         .iter()
+        .filter(|&&(p, _)| !policy.answer(p))
         .map(|&(_, i)| i)
         .filter(|&i| i != 0)
         .collect();
@@ -352,7 +354,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             Some(p0) => connect::plan(p0, &*ov, &dirs, &out.findings),
             None => connect::Plan::default(),
         };
-        decide(&mut out.findings, &plan.linked);
+        decide(&mut out.findings, &plan.linked, opts.policy);
         // Place only the reconnections still answered yes.
         let plan = match &p0 {
             Some(p0)
