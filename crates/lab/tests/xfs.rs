@@ -264,12 +264,18 @@ fn gilbert_vs_xfs_writes_one_comparison_report() {
     if !have_xfs() {
         return;
     }
+    let Some(ffsck) = common::ffsck_binary() else {
+        eprintln!("skipping: ffsck binary not built");
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("v");
     std::env::set_var(ffsck_lab::child::SHIM_ENV, env!("CARGO_BIN_EXE_ffsck-lab"));
     let args: ffsck_lab::bench::BenchArgs = ffsck_lab::parse_args(&[
         "--gilbert",
         "--vs-xfs",
+        "--ffsck",
+        ffsck.to_str().unwrap(),
         "--runs",
         "3",
         "--out",
