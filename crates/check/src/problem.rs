@@ -361,6 +361,8 @@ catalogue! {
     P3_EXPAND_LF_DIR = 0x030002, Expand, 0, "No room in lost+found directory.";
     P3_NO_LF_DIR = 0x030004, Create, PREEN_OK, "/lost+found not found.";
     P3_BAD_DOT_DOT = 0x030005, Fix, PREEN_OK, "'..' in {str} ({ino}) is {dir}, should be {ino2}.\n";
+    P3_LPF_NO_SPACE = 0x030019, Null, 0, "Cannot allocate space for /lost+found.\nPlace lost files in root directory instead";
+    P3_NO_SPACE_TO_RECOVER = 0x03001A, None, INFO, "Insufficient space to recover lost files!\nMove data off the filesystem and re-run e2fsck.\n";
     P3_LPF_NOTDIR = 0x030017, Unlink, 0, "/lost+found is not a directory (ino={ino})\n";
     P3_LPF_INLINE_DATA = 0x030018, Clear, 0, "/lost+found has inline data\n";
     P3_LPF_ENCRYPTED = 0x03001B, Clear, 0, "/lost+found is encrypted\n";

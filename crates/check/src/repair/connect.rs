@@ -28,7 +28,15 @@ pub struct Plan {
 }
 
 /// Find `/lost+found` and place an entry for every reconnect finding the policy accepted.
-pub fn plan(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, findings: &[Finding]) -> Plan {
+/// With `lpf_root`, lost files go to the root directory when there is no `/lost+found`
+/// (e2fsck's fallback when it could not make one).
+pub fn plan(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    dirs: &Dirs,
+    findings: &[Finding],
+    lpf_root: bool,
+) -> Plan {
     let mut plan = Plan::default();
     let wanted: Vec<u32> = findings
         .iter()
@@ -60,6 +68,9 @@ pub fn plan(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, findings: &[Finding]
                 }
             });
         }
+    }
+    if lpf == 0 && lpf_root {
+        lpf = rino::ROOT;
     }
     if lpf == 0 || dirs.blocks(lpf).is_empty() {
         return plan;

@@ -32,6 +32,7 @@ pub fn handles(p: P) -> bool {
             | P::P3_LPF_ENCRYPTED
             | P::P3_LPF_INLINE_DATA
             | P::P3_EXPAND_LF_DIR
+            | P::P3_LPF_NO_SPACE
     )
 }
 
@@ -109,8 +110,9 @@ pub fn ensure(
     facts: &mut AllocFacts,
     findings: &mut Vec<Finding>,
     policy: Policy,
+    lpf_root: &mut bool,
 ) -> Option<(usize, usize)> {
-    if policy == Policy::No || !dirs.0.contains_key(&ROOT) {
+    if policy == Policy::No || !dirs.0.contains_key(&ROOT) || *lpf_root {
         return None;
     }
     // Entries are only placed in plain leaf blocks: an indexed or inline root is left to
@@ -158,6 +160,24 @@ pub fn ensure(
     } else {
         None
     };
+    // No room for a new directory: e2fsck then offers the root directory for lost files.
+    if yes && fresh.is_none() && old == 0 {
+        *lpf_root = policy.answer(P::P3_LPF_NO_SPACE);
+        let at = position(findings);
+        let found = [
+            (P::P3_NO_LF_DIR, true),
+            (P::P3_LPF_NO_SPACE, *lpf_root),
+            (P::P3_NO_SPACE_TO_RECOVER, false),
+        ]
+        .map(|(problem, fixed)| Finding {
+            problem,
+            ctx: ProblemCtx::default(),
+            fixed,
+        });
+        let n = found.len();
+        findings.splice(at..at, found);
+        return Some((at, n));
+    }
     yes &= fresh.is_some();
     // Without a place for the new entry, nothing is unlinked either.
     let root_blocks = dirs.blocks(ROOT);
@@ -251,7 +271,7 @@ pub fn make_room(
     let mut added = Vec::new();
     // Each new block holds many entries: a few expansions place any realistic number.
     for _ in 0..64 {
-        let plan = super::connect::plan(p0, dev, dirs, findings);
+        let plan = super::connect::plan(p0, dev, dirs, findings, false);
         let lpf = plan.lpf;
         if lpf == 0 {
             break;

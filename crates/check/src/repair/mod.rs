@@ -260,6 +260,8 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
     let mut rounds = 0;
     let mut preen_halt = false;
     let mut optimized = false;
+    // No room was found for a new `/lost+found`: lost files go to the root instead.
+    let mut lpf_root = false;
     let mut last = None;
     // Opened from a backup superblock: the primary superblock and descriptors are rewritten
     // from it first (e2fsck writes them when it finishes), and the rounds check the primary.
@@ -340,7 +342,15 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         {
             root::recreate(p0, &*ov, &mut dirs, facts, &mut out.findings);
             if let Some((at, n)) =
-                lpf::ensure(p0, &*ov, &mut dirs, facts, &mut out.findings, opts.policy)
+                lpf::ensure(
+                    p0,
+                    &*ov,
+                    &mut dirs,
+                    facts,
+                    &mut out.findings,
+                    opts.policy,
+                    &mut lpf_root,
+                )
             {
                 held.insert_found(at, n);
             }
@@ -351,7 +361,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             }
         }
         let plan = match &p0 {
-            Some(p0) => connect::plan(p0, &*ov, &dirs, &out.findings),
+            Some(p0) => connect::plan(p0, &*ov, &dirs, &out.findings, lpf_root),
             None => connect::Plan::default(),
         };
         decide(&mut out.findings, &plan.linked, opts.policy);
@@ -363,7 +373,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
                     .iter()
                     .any(|f| f.fixed && connect::handles(f.problem)) =>
             {
-                connect::plan(p0, &*ov, &dirs, &out.findings)
+                connect::plan(p0, &*ov, &dirs, &out.findings, lpf_root)
             }
             _ => connect::Plan::default(),
         };
