@@ -1839,13 +1839,17 @@ fn illegal_block(
     }
     w.illegal += 1;
     if w.illegal % 12 == 0 {
-        report(
+        // Agreed to, the inode is cleared: its map is not walked any further (as e2fsck).
+        if report(
             scan,
             out,
             ic,
             P::P1_TOO_MANY_BAD_BLOCKS,
             ProblemCtx::ino(ic.ino),
-        );
+        ) {
+            w.exhausted = true;
+            return;
+        }
         report(
             scan,
             out,
