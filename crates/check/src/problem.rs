@@ -187,8 +187,8 @@ catalogue! {
     P1_ITABLE_CONFLICT = 0x010009, Relocate, 0, "Group {group}'s inode table at {blk} conflicts with some other fs block.\n";
     P1_BAD_I_SIZE = 0x01000C, Fix, PREEN_OK, "Inode {ino}, i_size is {num}, should be {num2}.";
     P1_BAD_I_BLOCKS = 0x01000D, Fix, PREEN_OK, "Inode {ino}, i_blocks is {num}, should be {num2}.";
-    P1_ILLEGAL_BLOCK_NUM = 0x01000E, Clear, 0, "Illegal block #{num} ({blk}) in inode {ino}.";
-    P1_BLOCK_OVERLAPS_METADATA = 0x01000F, Clear, 0, "Block #{num} ({blk}) overlaps file system metadata in inode {ino}.";
+    P1_ILLEGAL_BLOCK_NUM = 0x01000E, Clear, 0, "Illegal {block} ({blk}) in inode {ino}.";
+    P1_BLOCK_OVERLAPS_METADATA = 0x01000F, Clear, 0, "{Block} ({blk}) overlaps filesystem metadata in inode {ino}.";
     P1_INODE_BLOCK_LATCH = 0x010010, Clear, 0, "Inode {ino} has illegal block(s).";
     P1_TOO_MANY_BAD_BLOCKS = 0x010011, ClearInode, 0, "Too many illegal blocks in inode {ino}.\n";
     P1_SUPPRESS_MESSAGES = 0x01002D, Suppress, NO_OK, "Further illegal blocks of inode {ino} are not listed.";
@@ -212,9 +212,9 @@ catalogue! {
     P1_EA_BAD_NAME = 0x010041, Clear, 0, "Extended attribute block {blk} is corrupt (invalid name).";
     P1_EA_BAD_VALUE = 0x010042, Clear, 0, "Extended attribute block {blk} is corrupt (invalid value).";
     P1_INODE_TOOBIG = 0x010043, Clear, 0, "Inode {ino} is too big.";
-    P1_TOOBIG_DIR = 0x010044, Clear, 0, "Block #{num} ({blk}) causes directory {ino} to be too big.";
-    P1_TOOBIG_REG = 0x010045, Clear, 0, "Block #{num} ({blk}) causes file {ino} to be too big.";
-    P1_TOOBIG_SYMLINK = 0x010046, Clear, 0, "Block #{num} ({blk}) causes symlink {ino} to be too big.";
+    P1_TOOBIG_DIR = 0x010044, Clear, 0, "{Block} ({blk}) causes directory to be too big.";
+    P1_TOOBIG_REG = 0x010045, Clear, 0, "{Block} ({blk}) causes file to be too big.";
+    P1_TOOBIG_SYMLINK = 0x010046, Clear, 0, "{Block} ({blk}) causes symlink to be too big.";
     P1_HTREE_SET = 0x010047, ClearHtree, PREEN_OK, "Inode {ino} has INDEX_FL flag set on a file system without htree support.\n";
     P1_HTREE_NODIR = 0x010048, ClearHtree, PREEN_OK, "Inode {ino} has INDEX_FL flag set but is not a directory.\n";
     P1_HTREE_BADROOT = 0x010049, ClearHtree, PREEN_OK, "HTREE directory inode {ino} has an invalid root node.\n";

@@ -81,6 +81,19 @@ impl Finding {
                 s = s.replace(k, v);
             }
         }
+        // A block of a file's map, as e2fsck names it: `num` is its logical number, or -1,
+        // -2, -3 for the indirect blocks.
+        if s.contains("{block}") || s.contains("{Block}") {
+            let what = match c.num as i64 {
+                -1 => "indirect block".to_string(),
+                -2 => "double indirect block".to_string(),
+                -3 => "triple indirect block".to_string(),
+                n => format!("block #{n}"),
+            };
+            let mut capital = what.clone();
+            capital[..1].make_ascii_uppercase();
+            s = s.replace("{block}", &what).replace("{Block}", &capital);
+        }
         s
     }
     /// What e2fsck prints after answering yes to a few problems: the work the fix did.

@@ -4,7 +4,8 @@
 //! - **one-run repair**: the images one `ffsck -fy` leaves clean, against those e2fsck's two
 //!   runs leave clean (the target is 97% of the latter);
 //! - **lost files**: every file, directory or symlink (path, type, size, content) that e2fsck's
-//!   repair keeps and ffsck's does not, from `debugfs rdump` of both results;
+//!   repair keeps and ffsck's does not, from `debugfs rdump` of both results (not where e2fsck
+//!   aborted: its copy is then no repair to compare with);
 //! - crashes and timeouts of `ffsck -fy`.
 
 use std::path::{Path, PathBuf};
@@ -366,8 +367,13 @@ fn repair_image(ctx: &Ctx, dir: &Path) -> Result<RepairRow> {
         tree(ctx, &ff_image, tmp.path(), "ffsck"),
         tree(ctx, &e2_image, tmp.path(), "e2fsck"),
     );
+    // An e2fsck that aborted (exit 8, or killed) left no repair to compare with: what its
+    // copy still holds is what it never got to write.
+    let e2fsck_finished = e2fsck.fy_exit.is_some_and(|c| c & 8 == 0);
     let (lost, same_tree) = match trees {
-        (Some(ours), Some(theirs)) => (Some(lost(&ours, &theirs)), Some(ours == theirs)),
+        (Some(ours), Some(theirs)) if e2fsck_finished => {
+            (Some(lost(&ours, &theirs)), Some(ours == theirs))
+        }
         _ => (None, None),
     };
     Ok(RepairRow {
