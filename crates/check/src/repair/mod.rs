@@ -519,10 +519,16 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             out
         }
     };
+    // The repaired file system must open from its primary superblock and descriptors (a
+    // check that has to fall back to a backup is not an error by itself, so say it here).
+    let primary_broken = |p: P| matches!(p, P::P0_OPEN_FAILED | P::P0_CHECK_DESC_FAILED);
     let mut new_problems: Vec<P> = verified
         .findings
         .iter()
-        .filter(|f| f.leaves_error() && !first_errors.contains(&f.problem))
+        .filter(|f| {
+            (f.leaves_error() && !first_errors.contains(&f.problem))
+                || (primary_broken(f.problem) && verified.fatal.is_none())
+        })
         .map(|f| f.problem)
         .collect();
     new_problems.dedup();
