@@ -320,7 +320,8 @@ pub fn inodes(fs: &Fs) -> [u32; QTYPES] {
 }
 
 /// Why quota file `ino` of type `qtype` must be rewritten for `usage`, or `None` if it records
-/// exactly that usage.
+/// exactly that usage. A file that reads gives one line per id, in e2fsck's words
+/// ("actual" is the usage counted, "expected" what the file records).
 fn stale(fs: &Fs, qtype: usize, ino: u32, usage: &BTreeMap<u32, (u64, u64)>) -> Option<String> {
     let file = match read_file(fs, ino) {
         Ok(f) => f,
@@ -330,18 +331,22 @@ fn stale(fs: &Fs, qtype: usize, ino: u32, usage: &BTreeMap<u32, (u64, u64)>) -> 
         Ok(d) => d,
         Err(e) => return Some(format!("quota file inode {ino}: {e}")),
     };
-    let mut recorded = 0usize;
+    let mut lines = Vec::new();
+    let mut seen = HashSet::new();
     for d in &dquots {
+        seen.insert(d.id);
         let (space, inodes) = usage.get(&d.id).copied().unwrap_or((0, 0));
         if (d.curspace, d.curinodes) != (space, inodes) {
-            return Some(format!(
-                "usage inconsistent for id {}: counted ({space}, {inodes}) != recorded ({}, {})",
+            lines.push(format!(
+                "[QUOTA WARNING] Usage inconsistent for ID {}:actual ({space}, {inodes}) != expected ({}, {})",
                 d.id, d.curspace, d.curinodes
             ));
         }
-        recorded += usize::from(usage.contains_key(&d.id));
     }
-    (recorded < usage.len()).then(|| "an id with usage has no quota entry".into())
+    for id in usage.keys().filter(|id| !seen.contains(id)) {
+        lines.push(format!("[QUOTA WARNING] Missing quota entry ID {id}"));
+    }
+    (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
 /// Check the quota files the superblock names against the usage pass 1 counted.

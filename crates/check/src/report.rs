@@ -96,6 +96,17 @@ impl Finding {
         }
         s
     }
+    /// What e2fsck writes on stderr before asking about a few problems (the quota ids whose
+    /// usage is off).
+    pub fn warnings(&self) -> Vec<&str> {
+        match (self.problem, &self.ctx.str) {
+            (Problem::P6_UPDATE_QUOTAS, Some(s)) => s
+                .lines()
+                .filter(|l| l.starts_with("[QUOTA WARNING]"))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
     /// What e2fsck prints after answering yes to a few problems: the work the fix did.
     pub fn epilogue(&self) -> Option<String> {
         if !self.fixed {

@@ -157,6 +157,12 @@ impl Reporter for Terminal {
             return;
         }
         let msg = f.message();
+        if !f.warnings().is_empty() {
+            let _ = self.out.flush();
+            for w in f.warnings() {
+                eprintln!("{w}");
+            }
+        }
         if self.policy == Policy::Preen {
             if info.flags & ffsck_check::problem::flag::PREEN_NOMSG == 0 && !msg.trim().is_empty() {
                 let _ = writeln!(self.out, "{}: {}", self.dev, msg.trim());

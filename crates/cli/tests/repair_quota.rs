@@ -79,6 +79,13 @@ fn stale_quota_usage_is_rewritten_with_the_limits_kept() {
         "{}",
         run.stdout
     );
+    // e2fsck's per-id warnings, on stderr.
+    assert!(
+        run.stderr
+            .contains("[QUOTA WARNING] Usage inconsistent for ID 1000:actual ("),
+        "{}",
+        run.stderr
+    );
     let fixed = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
     assert_eq!(fixed.code(), 1, "{}", fixed.stdout);
     assert!(fixed.stdout.contains("Update quota info for quota type 0? yes"));
