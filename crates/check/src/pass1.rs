@@ -734,7 +734,8 @@ fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
                 }
             }
             let skew = done * isz - first_blk * bs;
-            let (insane, csum_bad) = insane_blocks(fs, &table, skew, first_ino + done as u32, count);
+            let (insane, csum_bad) =
+                insane_blocks(fs, &table, skew, first_ino + done as u32, count);
             for i in done..done + count {
                 let off = skew + (i - done) * isz;
                 let raw = &table[off..off + isz];
@@ -1032,7 +1033,9 @@ fn really_dir(fs: &Fs, ino: u32, inode: &RawInode, raw: &[u8]) -> Option<&'stati
         let rec_len = u16::from_le_bytes([b[8], b[9]]);
         let ino_ok = |i: u64, zero_ok: bool| {
             i < u64::from(geo.inodes_count)
-                && (i >= u64::from(geo.first_ino) || i == u64::from(ffsck_format::ino::ROOT) || (zero_ok && i == 0))
+                && (i >= u64::from(geo.first_ino)
+                    || i == u64::from(ffsck_format::ino::ROOT)
+                    || (zero_ok && i == 0))
         };
         return (ino_ok(dotdot, false) && ino_ok(first, true) && rec_len <= 56).then_some(what);
     }
@@ -1245,8 +1248,7 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
                     ProblemCtx::ino(ino),
                 );
             // Otherwise the flag has no business here: the inode is cleared (agreed to).
-            if !inline_on && report(scan, out, ic, P::P1_INLINE_DATA_SET, ProblemCtx::ino(ino))
-            {
+            if !inline_on && report(scan, out, ic, P::P1_INLINE_DATA_SET, ProblemCtx::ino(ino)) {
                 return;
             }
         } else if !attr_ok {
@@ -1288,7 +1290,13 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
         // flag goes (agreed to); a corrupt context takes the inode with it.
         let id = match encryption::context(fs, ic.raw) {
             encryption::Context::Missing => {
-                if report(scan, out, ic, P::P1_MISSING_ENCRYPTION_XATTR, ProblemCtx::ino(ino)) {
+                if report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_MISSING_ENCRYPTION_XATTR,
+                    ProblemCtx::ino(ino),
+                ) {
                     None
                 } else {
                     k |= kind::ENCRYPT;
@@ -1296,7 +1304,13 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
                 }
             }
             encryption::Context::Corrupt => {
-                if report(scan, out, ic, P::P1_CORRUPT_ENCRYPTION_XATTR, ProblemCtx::ino(ino)) {
+                if report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_CORRUPT_ENCRYPTION_XATTR,
+                    ProblemCtx::ino(ino),
+                ) {
                     return;
                 }
                 k |= kind::ENCRYPT;
@@ -1537,7 +1551,8 @@ pub(crate) fn device_inode_ok(inode: &RawInode) -> bool {
     }
     // Only an immutable or append-only device must have the unused block slots zero (the
     // kernel does not always clear them, so e2fsck tolerates them otherwise).
-    fl & (iflags::IMMUTABLE | iflags::APPEND) == 0 || inode.i_block[4..].iter().all(|b| b.get() == 0)
+    fl & (iflags::IMMUTABLE | iflags::APPEND) == 0
+        || inode.i_block[4..].iter().all(|b| b.get() == 0)
 }
 
 /// Whether a symlink's `i_block` maps blocks (libext2fs's guess: with no xattr block, any

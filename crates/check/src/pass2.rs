@@ -1401,6 +1401,7 @@ mod tests {
 /// be valid UTF-8.
 fn casefold_dir(fs: &Fs, dir: u32) -> bool {
     fs.geo.incompat.has(Incompat::CASEFOLD)
-        && read_inode(fs, dir)
-            .is_some_and(|r| RawInode::parse(&r).flags() & ffsck_format::inode::flags::CASEFOLD != 0)
+        && read_inode(fs, dir).is_some_and(|r| {
+            RawInode::parse(&r).flags() & ffsck_format::inode::flags::CASEFOLD != 0
+        })
 }

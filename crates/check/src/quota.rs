@@ -229,7 +229,11 @@ pub(crate) fn parse(qtype: usize, file: &[u8]) -> Result<Vec<Dquot>, String> {
 
 /// The records a rewritten file holds: every id the old file had (its limits kept) and every
 /// id with usage, with the usage counted, and grace times started or stopped to match.
-pub(crate) fn merge(old: &[Dquot], usage: &BTreeMap<u32, (u64, u64)>, now: u64) -> BTreeMap<u32, Dquot> {
+pub(crate) fn merge(
+    old: &[Dquot],
+    usage: &BTreeMap<u32, (u64, u64)>,
+    now: u64,
+) -> BTreeMap<u32, Dquot> {
     let mut all: BTreeMap<u32, Dquot> = old.iter().map(|d| (d.id, *d)).collect();
     for (&id, _) in usage.iter() {
         all.entry(id).or_insert(Dquot {
@@ -302,7 +306,14 @@ pub(crate) fn build(qtype: usize, dquots: &BTreeMap<u32, Dquot>) -> Vec<u8> {
     head[0..4].copy_from_slice(&QUOTA_MAGIC[qtype].to_le_bytes());
     head[4..8].copy_from_slice(&QUOTA_VERSION.to_le_bytes());
     // Grace times, flags, blocks in the file, first free block, first block with free entries.
-    let info = [GRACE as u32, GRACE as u32, 0, n, 0, open.map_or(0, |o| o.0 as u32)];
+    let info = [
+        GRACE as u32,
+        GRACE as u32,
+        0,
+        n,
+        0,
+        open.map_or(0, |o| o.0 as u32),
+    ];
     for (k, v) in info.iter().enumerate() {
         head[INFO_OFF + 4 * k..INFO_OFF + 4 * k + 4].copy_from_slice(&v.to_le_bytes());
     }
@@ -424,7 +435,8 @@ mod tests {
     #[test]
     fn merging_keeps_limits_and_takes_the_counted_usage() {
         let old = [dq(7, 999, 9)];
-        let usage: BTreeMap<u32, (u64, u64)> = [(7, (4096, 2)), (8, (1024, 1))].into_iter().collect();
+        let usage: BTreeMap<u32, (u64, u64)> =
+            [(7, (4096, 2)), (8, (1024, 1))].into_iter().collect();
         let m = merge(&old, &usage, 1000);
         assert_eq!(m[&7].bhardlimit, 70);
         assert_eq!((m[&7].curspace, m[&7].curinodes), (4096, 2));

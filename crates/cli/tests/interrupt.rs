@@ -47,14 +47,14 @@ fn interrupt(args: &[&str], img: &Path, sig: i32) -> Option<(i32, String)> {
     Some((code, String::from_utf8_lossy(&out.stderr).into_owned()))
 }
 
-/// An image whose repair takes several rounds over many inode tables, so the signal lands
-/// well before the commit.
+/// An image whose repair reads many inode tables over several rounds (about 0.1 s here), so
+/// a signal sent as soon as the handlers are in place normally lands before the commit.
 fn damaged(t: &common::Tools) -> common::Image {
     let img = common::mkfs(
         t,
         "ext4",
-        &["-N", "60000", "-O", "^uninit_bg,^metadata_csum"],
-        "128M",
+        &["-N", "250000", "-O", "^uninit_bg,^metadata_csum"],
+        "1G",
     );
     common::debugfs_w(t, &img.path, "sif /a/f1 blocks 12345");
     common::debugfs_w(t, &img.path, "sif /a/f2 links_count 7");
@@ -62,27 +62,61 @@ fn damaged(t: &common::Tools) -> common::Image {
     img
 }
 
+/// Where a signal sent to `ffsck -fy` landed, each outcome checked in full.
+#[derive(Debug, PartialEq)]
+enum Landed {
+    /// Before the commit: exit 32, the image byte for byte the original, no log left; the
+    /// next run repairs it in one go.
+    BeforeCommit,
+    /// During the commit (the machine delayed the signal that long): the repair is finished
+    /// first, exit 32|1, the image clean and no log left.
+    DuringCommit,
+}
+
+fn interrupt_repair(t: &common::Tools, sig: i32, name: &str) -> Landed {
+    let img = damaged(t);
+    let original = common::read_all(&img.path);
+    let Some((code, stderr)) = interrupt(&["-fy"], &img.path, sig) else {
+        panic!("ffsck -fy finished before {name} could be sent");
+    };
+    let log = img.path.with_extension("img.ffsck-redo");
+    assert!(!log.exists(), "{name}: a log was left behind\n{stderr}");
+    if code == 32 | 1 {
+        assert!(!stderr.contains("nothing was written"), "{name}: {stderr}");
+        assert_eq!(
+            common::e2fsck_n(t, &img.path).0,
+            0,
+            "{name}: after the commit"
+        );
+        return Landed::DuringCommit;
+    }
+    assert_eq!(code, 32, "{name}: exit code\n{stderr}");
+    assert!(stderr.contains("nothing was written"), "{name}: {stderr}");
+    common::assert_same_bytes(&original, &common::read_all(&img.path), name);
+
+    // Nothing was lost: the next run repairs the image in one go.
+    let mut cmd = Command::new(common::ffsck_bin());
+    cmd.arg("-fy").arg(&img.path);
+    let run = common::run_with_timeout(cmd, Duration::from_secs(120)).unwrap();
+    assert_eq!(run.code(), 1, "{name}: rerun\n{}", run.stdout);
+    assert_eq!(common::e2fsck_n(t, &img.path).0, 0, "{name}: after rerun");
+    Landed::BeforeCommit
+}
+
 #[test]
 fn a_signal_before_the_commit_leaves_the_original_image() {
     let Some(t) = common::tools() else { return };
     for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
-        let img = damaged(&t);
-        let original = common::read_all(&img.path);
-        let Some((code, stderr)) = interrupt(&["-fy"], &img.path, sig) else {
-            panic!("ffsck -fy finished before {name} could be sent");
-        };
-        assert_eq!(code, 32, "{name}: exit code\n{stderr}");
-        assert!(stderr.contains("nothing was written"), "{name}: {stderr}");
-        common::assert_same_bytes(&original, &common::read_all(&img.path), name);
-        let log = img.path.with_extension("img.ffsck-redo");
-        assert!(!log.exists(), "{name}: the uncommitted log was left behind");
-
-        // Nothing was lost: the next run repairs the image in one go.
-        let mut cmd = Command::new(common::ffsck_bin());
-        cmd.arg("-fy").arg(&img.path);
-        let run = common::run_with_timeout(cmd, Duration::from_secs(120)).unwrap();
-        assert_eq!(run.code(), 1, "{name}: rerun\n{}", run.stdout);
-        assert_eq!(common::e2fsck_n(&t, &img.path).0, 0, "{name}: after rerun");
+        // A loaded machine may hold the signal back past the commit; that outcome is checked
+        // too, but the before-commit path must be seen at least once in a few tries.
+        let mut tries = Vec::new();
+        while tries.len() < 4 && !tries.contains(&Landed::BeforeCommit) {
+            tries.push(interrupt_repair(&t, sig, name));
+        }
+        assert!(
+            tries.contains(&Landed::BeforeCommit),
+            "{name}: never landed before the commit in {tries:?}"
+        );
     }
 }
 
@@ -91,8 +125,18 @@ fn a_signal_stops_a_read_only_check_with_exit_32() {
     let Some(t) = common::tools() else { return };
     let img = damaged(&t);
     let original = common::read_all(&img.path);
-    let (code, stderr) =
-        interrupt(&["-fn"], &img.path, libc::SIGINT).expect("ffsck -fn finished too early");
-    assert_eq!(code, 32, "{stderr}");
-    common::assert_same_bytes(&original, &common::read_all(&img.path), "after -fn");
+    // As above, a loaded machine may deliver the signal only after the check has finished
+    // (exit 4); the image is untouched either way, and exit 32 must be seen in a few tries.
+    let mut codes = Vec::new();
+    while codes.len() < 4 && !codes.contains(&32) {
+        let (code, stderr) =
+            interrupt(&["-fn"], &img.path, libc::SIGINT).unwrap_or((4, String::new()));
+        assert!(code == 32 || code == 4, "exit {code}\n{stderr}");
+        common::assert_same_bytes(&original, &common::read_all(&img.path), "after -fn");
+        codes.push(code);
+    }
+    assert!(
+        codes.contains(&32),
+        "never stopped by the signal: {codes:?}"
+    );
 }

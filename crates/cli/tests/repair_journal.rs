@@ -94,9 +94,17 @@ fn an_invalid_journal_inode_is_dropped_and_recreated() {
         }
         assert_eq!(fixed.code(), 1, "{fstype} {size}: {}", fixed.stdout);
         let (after, out) = common::e2fsck_n(&t, &img.path);
-        assert_eq!(after, 0, "{fstype} {size}: e2fsck -fn after the repair\n{out}");
+        assert_eq!(
+            after, 0,
+            "{fstype} {size}: e2fsck -fn after the repair\n{out}"
+        );
         let again = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
-        assert_eq!(again.code(), 0, "{fstype} {size}: second ffsck -fn\n{}", again.stdout);
+        assert_eq!(
+            again.code(),
+            0,
+            "{fstype} {size}: second ffsck -fn\n{}",
+            again.stdout
+        );
         // e2fsck's repair of the same damage, for comparison.
         let e2 = std::process::Command::new(&t.e2fsck)
             .args(["-fy"])
@@ -124,7 +132,11 @@ fn an_invalid_journal_inode_is_dropped_and_recreated() {
             let s = common::debugfs_r(&t, p, "stat <8>");
             s[s.find("BLOCKS:").unwrap_or(0)..].to_owned()
         };
-        assert_eq!(blocks(&img.path), blocks(&copy), "{fstype} {size}: journal blocks");
+        assert_eq!(
+            blocks(&img.path),
+            blocks(&copy),
+            "{fstype} {size}: journal blocks"
+        );
         for key in [
             "Filesystem features:",
             "Total journal blocks:",

@@ -36,7 +36,11 @@ fn record_of(file: &[u8], id: u32) -> Option<u64> {
 }
 
 fn e2fsck_fy(t: &Tools, path: &Path) {
-    let out = Command::new(&t.e2fsck).arg("-fy").arg(path).output().unwrap();
+    let out = Command::new(&t.e2fsck)
+        .arg("-fy")
+        .arg(path)
+        .output()
+        .unwrap();
     assert!(
         matches!(out.status.code(), Some(0 | 1)),
         "test setup: e2fsck -fy\n{}",
@@ -53,8 +57,16 @@ fn quota_image(t: &Tools) -> Image {
     let file = quota_file(t, &img);
     let rec = record_of(&file, 1000).expect("test setup: no quota record for uid 1000");
     // Block hard limit (1 KiB units) and inode soft limit of uid 1000.
-    common::patch(&img.path, disk_offset(t, &img, rec + 32), &500u64.to_le_bytes());
-    common::patch(&img.path, disk_offset(t, &img, rec + 16), &7u64.to_le_bytes());
+    common::patch(
+        &img.path,
+        disk_offset(t, &img, rec + 32),
+        &500u64.to_le_bytes(),
+    );
+    common::patch(
+        &img.path,
+        disk_offset(t, &img, rec + 16),
+        &7u64.to_le_bytes(),
+    );
     let (code, out) = common::e2fsck_n(t, &img.path);
     assert_eq!(code, 0, "test setup: a consistent quota image\n{out}");
     img
@@ -75,7 +87,8 @@ fn stale_quota_usage_is_rewritten_with_the_limits_kept() {
     let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
     assert_eq!(run.code(), 4, "{}", run.stdout);
     assert!(
-        run.stdout.contains("Update quota info for quota type 0? no"),
+        run.stdout
+            .contains("Update quota info for quota type 0? no"),
         "{}",
         run.stdout
     );
@@ -88,7 +101,9 @@ fn stale_quota_usage_is_rewritten_with_the_limits_kept() {
     );
     let fixed = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
     assert_eq!(fixed.code(), 1, "{}", fixed.stdout);
-    assert!(fixed.stdout.contains("Update quota info for quota type 0? yes"));
+    assert!(fixed
+        .stdout
+        .contains("Update quota info for quota type 0? yes"));
     let (after, out) = common::e2fsck_n(&t, &img.path);
     assert_eq!(after, 0, "e2fsck -fn after the repair\n{out}");
     let again = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
@@ -123,5 +138,7 @@ fn a_looping_quota_tree_is_rewritten() {
     let (after, out) = common::e2fsck_n(&t, &img.path);
     assert_eq!(after, 0, "e2fsck -fn after the repair\n{out}");
     // Usage is back; the limits went with the broken tree (as with e2fsck).
-    assert!(lq(&t, &img.path).lines().any(|l| l.trim_start().starts_with("1000 ")));
+    assert!(lq(&t, &img.path)
+        .lines()
+        .any(|l| l.trim_start().starts_with("1000 ")));
 }

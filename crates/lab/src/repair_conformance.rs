@@ -265,7 +265,8 @@ fn repair_with(
                     fy_exit: fy.code(),
                     fy_timed_out: fy.timed_out,
                     fy_crashed: fy.signal().is_some()
-                        || (label == "ffsck" && (fy.code() == Some(101) || text.contains("panicked"))),
+                        || (label == "ffsck"
+                            && (fy.code() == Some(101) || text.contains("panicked"))),
                     fy_wall_s: fy.wall_s,
                     after_exit: after.code(),
                     clean,
@@ -345,7 +346,11 @@ fn lost(ours: &Tree, theirs: &Tree) -> Vec<String> {
                 Some(b'l') => "symlink",
                 _ => "file",
             };
-            let how = if ours.contains_key(path) { "differs" } else { "missing" };
+            let how = if ours.contains_key(path) {
+                "differs"
+            } else {
+                "missing"
+            };
             format!("/{path} ({kind}, {how})")
         })
         .collect()
@@ -490,9 +495,14 @@ pub fn render_markdown(r: &RepairReport) -> String {
                 None => "–".to_owned(),
                 Some(l) if l.is_empty() => "0".to_owned(),
                 Some(l) => {
-                    let shown: Vec<&str> = l.iter().take(MAX_LOST_SHOWN).map(String::as_str).collect();
+                    let shown: Vec<&str> =
+                        l.iter().take(MAX_LOST_SHOWN).map(String::as_str).collect();
                     let more = l.len().saturating_sub(MAX_LOST_SHOWN);
-                    let tail = if more > 0 { format!(" … and {more} more") } else { String::new() };
+                    let tail = if more > 0 {
+                        format!(" … and {more} more")
+                    } else {
+                        String::new()
+                    };
                     format!("{}: {}{tail}", l.len(), shown.join(", "))
                 }
             };
@@ -542,16 +552,27 @@ mod tests {
     use super::*;
 
     fn t(entries: &[(&str, &str)]) -> Tree {
-        entries.iter().map(|(p, w)| (p.to_string(), w.to_string())).collect()
+        entries
+            .iter()
+            .map(|(p, w)| (p.to_string(), w.to_string()))
+            .collect()
     }
 
     #[test]
     fn lost_lists_what_e2fsck_keeps_and_ffsck_does_not() {
         let theirs = t(&[("a", "d"), ("a/f", "f 3 01"), ("l", "l x"), ("g", "f 1 02")]);
-        let ours = t(&[("a", "d"), ("a/f", "f 3 09"), ("l", "l x"), ("extra", "f 0 00")]);
+        let ours = t(&[
+            ("a", "d"),
+            ("a/f", "f 3 09"),
+            ("l", "l x"),
+            ("extra", "f 0 00"),
+        ]);
         assert_eq!(
             lost(&ours, &theirs),
-            vec!["/a/f (file, differs)".to_owned(), "/g (file, missing)".to_owned()]
+            vec![
+                "/a/f (file, differs)".to_owned(),
+                "/g (file, missing)".to_owned()
+            ]
         );
         // What only ffsck keeps is not lost.
         assert!(lost(&theirs, &theirs).is_empty());

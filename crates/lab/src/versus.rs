@@ -23,12 +23,23 @@ use crate::xfs;
 const CLASSES: &[(&str, &[&str], &[&str])] = &[
     (
         "superblock",
-        &["sb-magic", "sb-inode-size", "sb-inode-count", "sb-block-count", "component-sb"],
+        &[
+            "sb-magic",
+            "sb-inode-size",
+            "sb-inode-count",
+            "sb-block-count",
+            "component-sb",
+        ],
         &["xfs-sb"],
     ),
     (
         "group / AG headers",
-        &["gd-block-bitmap", "gd-inode-bitmap", "component-gd", "component-reserved-gdt"],
+        &[
+            "gd-block-bitmap",
+            "gd-inode-bitmap",
+            "component-gd",
+            "component-reserved-gdt",
+        ],
         &["xfs-agf", "xfs-agi", "xfs-agfl"],
     ),
     (
@@ -38,12 +49,24 @@ const CLASSES: &[(&str, &[&str], &[&str])] = &[
     ),
     (
         "inodes",
-        &["inode-type", "inode-links", "inode-size", "inode-state", "component-inode-table"],
+        &[
+            "inode-type",
+            "inode-links",
+            "inode-size",
+            "inode-state",
+            "component-inode-table",
+        ],
         &["xfs-inode"],
     ),
     (
         "block maps and sharing",
-        &["inode-block", "inode-ptr-range", "ind-ptr-range", "ind-block", "multiply-allocated"],
+        &[
+            "inode-block",
+            "inode-ptr-range",
+            "ind-ptr-range",
+            "ind-block",
+            "multiply-allocated",
+        ],
         &["xfs-btrefcnt"],
     ),
     ("directories", &[], &["xfs-dir"]),
@@ -285,7 +308,9 @@ pub fn figures(v: &Versus, out: &Path) -> Result<Vec<Figure>> {
 pub fn run(args: &BenchArgs) -> Result<Versus> {
     for tool in ["mkfs.xfs", "xfs_repair", "xfs_db"] {
         xfs::tool(tool).with_context(|| {
-            format!("--vs-xfs needs xfsprogs ({tool} not found; scripts/ensure-tools.sh installs it)")
+            format!(
+                "--vs-xfs needs xfsprogs ({tool} not found; scripts/ensure-tools.sh installs it)"
+            )
         })?;
     }
     // The same sizes on both (XFS needs at least 300 MiB), 4 KiB blocks, and each file

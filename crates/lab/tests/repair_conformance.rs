@@ -60,12 +60,19 @@ fn repair_comparison_on_a_corpus_subset() {
         if common::tool("debugfs").is_some() {
             // Both repaired trees are read and compared; what e2fsck keeps, ffsck keeps.
             let lost = row.lost.as_ref().expect("trees compared");
-            assert_eq!(row.same_tree == Some(true), lost.is_empty() && row.same_tree.is_some());
+            assert_eq!(
+                row.same_tree == Some(true),
+                lost.is_empty() && row.same_tree.is_some()
+            );
         }
     }
     assert_eq!(
         s.lost_files,
-        report.images.iter().map(|r| r.lost.as_ref().map_or(0, Vec::len)).sum::<usize>()
+        report
+            .images
+            .iter()
+            .map(|r| r.lost.as_ref().map_or(0, Vec::len))
+            .sum::<usize>()
     );
     let md = repair_conformance::render_markdown(&report);
     let one_run = format!("**{}/{} (", s.ffsck_clean_of_those, s.e2fsck_two_runs_clean);

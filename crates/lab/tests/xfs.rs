@@ -295,21 +295,44 @@ fn gilbert_vs_xfs_writes_one_comparison_report() {
         .collect();
     assert_eq!(
         names,
-        ["ffsck -fn", "e2fsck -fn", "e2fsck -fy", "xfs_repair -n", "xfs_repair"]
+        [
+            "ffsck -fn",
+            "e2fsck -fn",
+            "e2fsck -fy",
+            "xfs_repair -n",
+            "xfs_repair"
+        ]
     );
-    for (name, ext, xfs) in [("superblock", "sb-magic", "xfs-sb"), ("inodes", "inode-links", "xfs-inode")] {
+    for (name, ext, xfs) in [
+        ("superblock", "sb-magic", "xfs-sb"),
+        ("inodes", "inode-links", "xfs-inode"),
+    ] {
         let c = class(name);
-        assert_eq!((c.ext4_types.as_slice(), c.xfs_types.as_slice()), (&[ext.to_string()][..], &[xfs.to_string()][..]));
+        assert_eq!(
+            (c.ext4_types.as_slice(), c.xfs_types.as_slice()),
+            (&[ext.to_string()][..], &[xfs.to_string()][..])
+        );
         for g in &c.checkers {
-            assert!(g.time_growth.is_finite() && g.rss_growth.is_finite(), "{name}: {g:?}");
+            assert!(
+                g.time_growth.is_finite() && g.rss_growth.is_finite(),
+                "{name}: {g:?}"
+            );
         }
     }
     // A class no chosen type feeds has no figures.
-    assert!(class("directories").checkers.iter().all(|g| g.time_growth.is_nan()));
+    assert!(class("directories")
+        .checkers
+        .iter()
+        .all(|g| g.time_growth.is_nan()));
     assert_eq!(v.clean.len(), 5);
     assert!(v.clean.iter().all(|c| c.wall_s > 0.0));
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
-    for want in ["| superblock", "xfs_repair -n time", "e2fsck -fy RSS", "| xfs-inode"] {
+    for want in [
+        "| superblock",
+        "xfs_repair -n time",
+        "e2fsck -fy RSS",
+        "| xfs-inode",
+    ] {
         assert!(report.contains(want), "{want}\n{report}");
     }
     assert_eq!(v.figures.len(), 2);

@@ -53,10 +53,9 @@ fn find(area: &[u8], first: usize, base: usize) -> Option<Vec<u8>> {
 pub(crate) fn context(fs: &Fs, raw: &[u8]) -> Context {
     let inode = RawInode::parse(raw);
     let start = GOOD_OLD_INODE_SIZE + usize::from(inode.extra_isize());
-    let in_body = (start + 4 <= raw.len()
-        && raw[start..start + 4] == IBODY_MAGIC.to_le_bytes())
-    .then(|| find(&raw[start..], 4, 4))
-    .flatten();
+    let in_body = (start + 4 <= raw.len() && raw[start..start + 4] == IBODY_MAGIC.to_le_bytes())
+        .then(|| find(&raw[start..], 4, 4))
+        .flatten();
     let value = in_body.or_else(|| {
         let blk = inode.file_acl();
         if blk == 0 || !fs.geo.is_valid_block(blk) {

@@ -192,7 +192,9 @@ fn offer_flag(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(e.e_value_inum.get());
-    if r.problem.is_some_and(|(p, _)| p == P::P1_ATTR_NO_EA_INODE_FL) {
+    if r.problem
+        .is_some_and(|(p, _)| p == P::P1_ATTR_NO_EA_INODE_FL)
+    {
         r.problem = None;
     }
 }

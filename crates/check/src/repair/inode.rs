@@ -174,7 +174,12 @@ pub(super) fn edit(
 
 /// Change the on-disk bytes of inode `ino` (all `inode_size` of them), then recompute its
 /// checksum.
-pub(super) fn edit_raw(p0: &Pass0Facts, dev: &dyn Device, ino: u32, change: impl FnOnce(&mut [u8])) {
+pub(super) fn edit_raw(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    ino: u32,
+    change: impl FnOnce(&mut [u8]),
+) {
     let fs = &p0.fs;
     let Some((off, mut raw)) = read_raw(p0, dev, ino) else {
         return;

@@ -341,17 +341,15 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         if let (Some(p0), Some(facts), None, false) = (&p0, out.alloc.as_mut(), &out.fatal, restart)
         {
             root::recreate(p0, &*ov, &mut dirs, facts, &mut out.findings);
-            if let Some((at, n)) =
-                lpf::ensure(
-                    p0,
-                    &*ov,
-                    &mut dirs,
-                    facts,
-                    &mut out.findings,
-                    opts.policy,
-                    &mut lpf_root,
-                )
-            {
+            if let Some((at, n)) = lpf::ensure(
+                p0,
+                &*ov,
+                &mut dirs,
+                facts,
+                &mut out.findings,
+                opts.policy,
+                &mut lpf_root,
+            ) {
                 held.insert_found(at, n);
             }
             if let Some((at, n)) =
@@ -504,7 +502,9 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
     }
     // The rounds ran out while still fixing (or a journal was made): verify what is left.
     let verified = match last {
-        Some(out) if (!out.findings.iter().any(|f| f.fixed) || preen_halt) && remade.is_none() => out,
+        Some(out) if (!out.findings.iter().any(|f| f.fixed) || preen_halt) && remade.is_none() => {
+            out
+        }
         _ => {
             let quiet = CheckOptions {
                 policy: Policy::No,

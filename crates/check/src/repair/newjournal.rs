@@ -48,9 +48,11 @@ pub fn size(blocks: u64, fast_commit: bool) -> Option<(u32, u32)> {
 }
 
 /// Why a journal could not be made (e2fsck's words, for the output).
-pub const NO_SPACE: &str = "Could not allocate block in ext2 filesystem: while trying to create journal";
+pub const NO_SPACE: &str =
+    "Could not allocate block in ext2 filesystem: while trying to create journal";
 const TOO_SMALL: &str = "Journal must be at least 1024 blocks: while trying to create journal";
-const UNSUPPORTED: &str = "Operation not supported for inodes containing extents: while trying to create journal";
+const UNSUPPORTED: &str =
+    "Operation not supported for inodes containing extents: while trying to create journal";
 
 /// Free blocks taken in disk order from a goal, wrapping once around the file system.
 struct Cursor<'a> {
@@ -131,9 +133,15 @@ struct Mapping {
 
 enum Shape {
     /// `i_block` of a block-mapped inode, and the indirect blocks with their contents.
-    Blocks { root: [u8; 60], tables: Vec<(u64, Vec<u8>)> },
+    Blocks {
+        root: [u8; 60],
+        tables: Vec<(u64, Vec<u8>)>,
+    },
     /// The extents (leaf entries) and the blocks taken for leaves when they need some.
-    Extents { leaves: Vec<[u8; 12]>, nodes: Vec<u64> },
+    Extents {
+        leaves: Vec<[u8; 12]>,
+        nodes: Vec<u64>,
+    },
 }
 
 impl Mapping {
@@ -259,7 +267,9 @@ fn extents(cur: &mut Cursor, total: u64, bs: usize, csum: bool) -> Option<Mappin
     if count > ROOT_ENTRIES {
         return None;
     }
-    let nodes = (0..count).map(|_| cur.take()).collect::<Option<Vec<u64>>>()?;
+    let nodes = (0..count)
+        .map(|_| cur.take())
+        .collect::<Option<Vec<u64>>>()?;
     Some(Mapping {
         data,
         shape: Shape::Extents { leaves, nodes },
@@ -332,13 +342,15 @@ pub(super) fn allocate(
             }
             *root
         }
-        Shape::Extents { leaves, nodes } => match extent_tree::rebuild(fs, dev, seed, leaves, nodes) {
-            Some(root) => root,
-            None => {
-                cur.undo();
-                return None;
+        Shape::Extents { leaves, nodes } => {
+            match extent_tree::rebuild(fs, dev, seed, leaves, nodes) {
+                Some(root) => root,
+                None => {
+                    cur.undo();
+                    return None;
+                }
             }
-        },
+        }
     };
     Some(NewFile { root, mapping })
 }
@@ -346,7 +358,11 @@ pub(super) fn allocate(
 /// Make the journal: take its blocks in `facts`, write them, inode 8 and the superblock.
 /// Returns the journal's size in blocks (for the message) and whether it was made; on failure
 /// nothing is written and `facts` is as it was.
-pub fn create(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts) -> (u64, Result<(), &'static str>) {
+pub fn create(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    facts: &mut AllocFacts,
+) -> (u64, Result<(), &'static str>) {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let Some((log, fc)) = size(geo.blocks_count, geo.compat.has(Compat::FAST_COMMIT)) else {
@@ -395,7 +411,12 @@ pub fn create(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts) -> (u64
             i.i_flags.set(flags::EXTENTS);
         }
         for (k, w) in i.i_block.iter_mut().enumerate() {
-            w.set(u32::from_le_bytes([root[4 * k], root[4 * k + 1], root[4 * k + 2], root[4 * k + 3]]));
+            w.set(u32::from_le_bytes([
+                root[4 * k],
+                root[4 * k + 1],
+                root[4 * k + 2],
+                root[4 * k + 3],
+            ]));
         }
         if large {
             // The fields up to the creation time (32 bytes past the classic inode).
@@ -410,7 +431,12 @@ pub fn create(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts) -> (u64
         sb.s_journal_dev.set(0);
         sb.s_journal_uuid = [0; 16];
         for (k, w) in sb.s_jnl_blocks.iter_mut().take(15).enumerate() {
-            w.set(u32::from_le_bytes([root[4 * k], root[4 * k + 1], root[4 * k + 2], root[4 * k + 3]]));
+            w.set(u32::from_le_bytes([
+                root[4 * k],
+                root[4 * k + 1],
+                root[4 * k + 2],
+                root[4 * k + 3],
+            ]));
         }
         sb.s_jnl_blocks[15].set((bytes >> 32) as u32);
         sb.s_jnl_blocks[16].set(bytes as u32);

@@ -20,7 +20,12 @@ pub fn handles(p: P) -> bool {
 }
 
 /// Rewrite the quota files the fixes among `fixes` name. Returns whether any was written.
-pub fn apply(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, fixes: &[&Finding]) -> bool {
+pub fn apply(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    facts: &mut AllocFacts,
+    fixes: &[&Finding],
+) -> bool {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -45,7 +50,13 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, fixes: &
 
 /// Replace the contents of file inode `ino` with `bytes`: its old blocks freed, new ones
 /// taken near them, the inode's map, size and block count set.
-fn rewrite(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, ino: u32, bytes: &[u8]) -> bool {
+fn rewrite(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    facts: &mut AllocFacts,
+    ino: u32,
+    bytes: &[u8],
+) -> bool {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let Some(inode) = read_inode(p0, dev, ino) else {

@@ -269,13 +269,18 @@ fn dedup(entries: Vec<Entry>, rename: bool) -> Vec<Entry> {
     }
     let mut entries: Vec<Option<Entry>> = entries.into_iter().map(Some).collect();
     for idx in by_name.values().filter(|v| v.len() > 1) {
-        let name = entries[idx[0]].as_ref().map(|e| e.name.clone()).unwrap_or_default();
+        let name = entries[idx[0]]
+            .as_ref()
+            .map(|e| e.name.clone())
+            .unwrap_or_default();
         // The inode the previous entry names now (0 once dropped), and whether it still has
         // this name.
         let mut prev_ino = entries[idx[0]].as_ref().map_or(0, |e| e.ino);
         let mut prev_same_name = true;
         for &i in &idx[1..] {
-            let Some(e) = entries[i].as_mut() else { continue };
+            let Some(e) = entries[i].as_mut() else {
+                continue;
+            };
             if !prev_same_name {
                 prev_ino = e.ino;
                 prev_same_name = true;
@@ -314,7 +319,11 @@ fn mutate(name: &mut Vec<u8>) {
     let digits = name.iter().rev().take_while(|c| c.is_ascii_digit()).count();
     let tilde = digits > 0 && digits < len && name[len - digits - 1] == b'~';
     if !tilde {
-        let grown = if (len - 1) % 4 < 2 { len + 2 } else { (len + 3) & !3 };
+        let grown = if (len - 1) % 4 < 2 {
+            len + 2
+        } else {
+            (len + 3) & !3
+        };
         let grown = grown.clamp(2, fdir::NAME_MAX);
         name.resize(grown, 0);
         name[grown - 2] = b'~';
