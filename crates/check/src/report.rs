@@ -17,7 +17,7 @@ pub mod exit {
 }
 
 /// The typed context of a finding; unused fields stay zero/empty.
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq, Hash)]
 pub struct ProblemCtx {
     pub ino: u32,
     pub ino2: u32,
@@ -165,6 +165,18 @@ pub trait Reporter: Send {
     /// Progress within a pass: `done` of `total` units.
     fn progress(&mut self, _pass: u8, _done: u64, _total: u64) {}
     fn finding(&mut self, f: &Finding);
+    /// Whether a person answers the questions (an interactive repair): the repair then shows
+    /// each new fix through [`Reporter::ask`] before deciding on it, instead of reporting
+    /// its findings after the policy decided.
+    fn asks(&self) -> bool {
+        false
+    }
+    /// Show `f`, a fix the repair proposes, with its question, and return the answer. Only
+    /// called when [`Reporter::asks`].
+    fn ask(&mut self, f: &Finding) -> bool {
+        self.finding(f);
+        f.fixed
+    }
 }
 
 /// A reporter that keeps findings in memory (tests, JSON output).

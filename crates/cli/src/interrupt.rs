@@ -58,6 +58,7 @@ pub fn install() {
                 } else {
                     "nothing was written"
                 };
+                crate::tty::restore();
                 eprintln!("\nffsck: interrupted by {name}; {what}.");
                 // Exit while holding the lock: the main thread cannot start a commit now.
                 std::process::exit(exit::CANCELED);

@@ -6,6 +6,7 @@ mod output;
 mod progress;
 mod repair;
 mod resources;
+mod tty;
 
 use anyhow::Result;
 use clap::Parser;
@@ -157,7 +158,14 @@ fn real_main() -> Result<i32> {
         return Ok(exit::USAGE);
     }
     let dev_name = args.device.display().to_string();
-    let policy = if args.yes {
+    // Without -n, -p or -y the questions go to the person at the terminal (and the engine
+    // proposes every fix it has, as under -y). Undo and estimates ask nothing.
+    let interactive = modes == 0 && !args.estimate && args.apply_undo.is_none();
+    if interactive && !tty::is_terminal() {
+        eprintln!("ffsck: need terminal for interactive repairs");
+        return Ok(exit::ERROR);
+    }
+    let policy = if args.yes || interactive {
         Policy::Yes
     } else if args.preen {
         Policy::Preen
@@ -274,6 +282,9 @@ fn real_main() -> Result<i32> {
         progress::Ticker::start(fd, prog.clone(), dev_name.clone(), model)
     });
     let mut term = output::Terminal::new(policy, &dev_name);
+    if interactive {
+        term.ask_on_terminal();
+    }
     if args.timing > 1 {
         term.time_passes();
     }

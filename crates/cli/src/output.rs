@@ -26,6 +26,10 @@ pub struct Terminal {
     pass_timer: Option<(u8, std::time::Instant)>,
     /// A bitmap-differences line is being written: the next finding ends it first.
     line_open: bool,
+    /// Questions go to the person at the terminal (no -n, -p or -y).
+    interactive: bool,
+    /// They answered `a`: yes to everything from then on.
+    yes_to_all: bool,
 }
 
 /// Findings e2fsck writes on one line: a bitmap-differences header and its ranges.
@@ -53,6 +57,38 @@ impl Terminal {
             out: std::io::BufWriter::new(std::io::stdout()),
             pass_timer: None,
             line_open: false,
+            interactive: false,
+            yes_to_all: false,
+        }
+    }
+
+    /// Ask the person at the terminal instead of answering by the policy.
+    pub fn ask_on_terminal(&mut self) {
+        self.interactive = true;
+    }
+
+    /// The finding's message and question up to the answer (`"… Fix"`), or None for a
+    /// message without a question.
+    fn question(f: &Finding, msg: &str) -> Option<String> {
+        let prompt = f.problem.info().prompt;
+        // A message that ends its own line puts the question on the next.
+        match prompt {
+            Prompt::None => None,
+            Prompt::Null => Some(msg.to_string()),
+            _ if msg.is_empty() || msg.ends_with('\n') || msg.ends_with(' ') => {
+                Some(format!("{msg}{}", prompt.text()))
+            }
+            _ => Some(format!("{msg}  {}", prompt.text())),
+        }
+    }
+
+    /// Warnings that go to stderr before a finding's message.
+    fn warn(&mut self, f: &Finding) {
+        if !f.warnings().is_empty() {
+            let _ = self.out.flush();
+            for w in f.warnings() {
+                eprintln!("{w}");
+            }
         }
     }
 
@@ -157,12 +193,7 @@ impl Reporter for Terminal {
             return;
         }
         let msg = f.message();
-        if !f.warnings().is_empty() {
-            let _ = self.out.flush();
-            for w in f.warnings() {
-                eprintln!("{w}");
-            }
-        }
+        self.warn(f);
         if self.policy == Policy::Preen {
             if info.flags & ffsck_check::problem::flag::PREEN_NOMSG == 0 && !msg.trim().is_empty() {
                 let _ = writeln!(self.out, "{}: {}", self.dev, msg.trim());
@@ -177,24 +208,57 @@ impl Reporter for Terminal {
         if std::mem::take(&mut self.line_open) {
             let _ = writeln!(self.out);
         }
-        if info.prompt == Prompt::None {
-            if !msg.is_empty() {
+        match Self::question(f, &msg) {
+            None if msg.is_empty() => {}
+            None => {
                 let _ = writeln!(self.out, "{msg}");
             }
-        } else {
-            let answer = if f.fixed { "yes" } else { "no" };
-            // A message that ends its own line puts the question on the next.
-            if info.prompt == Prompt::Null {
-                let _ = writeln!(self.out, "{msg}? {answer}\n");
-            } else if msg.is_empty() || msg.ends_with('\n') || msg.ends_with(' ') {
-                let _ = writeln!(self.out, "{msg}{}? {answer}\n", info.prompt.text());
-            } else {
-                let _ = writeln!(self.out, "{msg}  {}? {answer}\n", info.prompt.text());
+            Some(q) => {
+                let answer = if f.fixed { "yes" } else { "no" };
+                let _ = writeln!(self.out, "{q}? {answer}\n");
             }
         }
         if let Some(after) = f.epilogue() {
             let _ = write!(self.out, "{after}");
         }
+    }
+
+    fn asks(&self) -> bool {
+        self.interactive
+    }
+
+    /// e2fsck's interactive question: `… Fix<y>? ` and one keystroke; a message without a
+    /// question, or any question after `a`, is shown answered yes.
+    fn ask(&mut self, f: &Finding) -> bool {
+        let msg = f.message();
+        let q = match Self::question(f, &msg) {
+            Some(q) if self.interactive && !self.yes_to_all => q,
+            _ => {
+                self.finding(f);
+                return true;
+            }
+        };
+        if std::mem::take(&mut self.line_open) {
+            let _ = writeln!(self.out);
+        }
+        self.warn(f);
+        crate::tty::raw_mode();
+        let _ = write!(self.out, "{q}<y>? ");
+        let _ = self.out.flush();
+        let (yes, word) = match crate::tty::read_answer(true) {
+            crate::tty::Answer::Yes => (true, "yes"),
+            crate::tty::Answer::No => (false, "no"),
+            crate::tty::Answer::All => {
+                self.yes_to_all = true;
+                (true, "yes to all")
+            }
+        };
+        let _ = writeln!(self.out, "{word}\n");
+        if let (true, Some(after)) = (yes, f.epilogue()) {
+            let _ = write!(self.out, "{after}");
+        }
+        let _ = self.out.flush();
+        yes
     }
 }
 

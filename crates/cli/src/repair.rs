@@ -106,6 +106,7 @@ pub fn run(
     };
     crate::interrupt::begin_commit();
 
+    let interactive = rep.asks();
     if !new_problems.is_empty() {
         let names: Vec<&str> = new_problems.iter().map(|p| p.info().name).collect();
         println!(
@@ -113,6 +114,12 @@ pub fn run(
              nothing was written.",
             names.join(", ")
         );
+        if interactive {
+            println!(
+                "ffsck: a fix answered no can leave others half made; run again and answer \
+                 yes to more of them (or use -y)."
+            );
+        }
         exit_code = (exit_code & !exit::NONDESTRUCT) | exit::UNCORRECTED | exit::ERROR;
     } else if !changes.is_empty() {
         let records: Vec<Record> = changes

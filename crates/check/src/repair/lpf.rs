@@ -15,7 +15,7 @@ use super::Dirs;
 use crate::engine::AllocFacts;
 use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
-use crate::report::{Finding, Policy, ProblemCtx};
+use crate::report::{Finding, ProblemCtx};
 use ffsck_format::dir as fdir;
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ffsck_format::inode::{flags, set_inode_checksum, FileType, RawInode};
@@ -91,6 +91,15 @@ fn lookup(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs) -> Found {
     Found::Usable
 }
 
+/// The fix this step would make for `problem`, to put to the policy or the person asked.
+fn proposal(problem: P, ctx: ProblemCtx) -> Finding {
+    Finding {
+        problem,
+        ctx,
+        fixed: true,
+    }
+}
+
 /// Where the findings of this step go: before the first finding of pass 4, so they read as the
 /// end of pass 3.
 fn position(findings: &[Finding]) -> usize {
@@ -100,8 +109,8 @@ fn position(findings: &[Finding]) -> usize {
         .unwrap_or(findings.len())
 }
 
-/// Find `/lost+found`; when it is missing or cannot serve, report it, and when the policy
-/// answers yes, make a new one in `dev` (recording it in `dirs` and `facts`). Returns the
+/// Find `/lost+found`; when it is missing or cannot serve, report it, and when `answer` says
+/// yes (the policy, or the person asked), make a new one in `dev` (recording it in `dirs` and `facts`). Returns the
 /// findings added and the index in `findings` they were inserted at.
 pub fn ensure(
     p0: &Pass0Facts,
@@ -109,10 +118,10 @@ pub fn ensure(
     dirs: &mut Dirs,
     facts: &mut AllocFacts,
     findings: &mut Vec<Finding>,
-    policy: Policy,
+    answer: &mut dyn FnMut(&Finding) -> bool,
     lpf_root: &mut bool,
 ) -> Option<(usize, usize)> {
-    if policy == Policy::No || !dirs.0.contains_key(&ROOT) || *lpf_root {
+    if !dirs.0.contains_key(&ROOT) || *lpf_root {
         return None;
     }
     // Entries are only placed in plain leaf blocks: an indexed or inline root is left to
@@ -138,7 +147,7 @@ pub fn ensure(
     let at = position(findings);
     let mut added = Vec::new();
     let old = if let Found::Unusable(p, ino) = found {
-        let yes = policy.answer(p);
+        let yes = answer(&proposal(p, ProblemCtx::ino(ino)));
         added.push(Finding {
             problem: p,
             ctx: ProblemCtx::ino(ino),
@@ -153,7 +162,7 @@ pub fn ensure(
     } else {
         0
     };
-    let mut yes = policy.answer(P::P3_NO_LF_DIR);
+    let mut yes = answer(&proposal(P::P3_NO_LF_DIR, ProblemCtx::default()));
     // Taken now, so a failure answers no rather than claiming a fix it did not make.
     let fresh = if yes {
         pick_inode(p0, facts, findings).zip(pick_block(p0, facts))
@@ -162,7 +171,7 @@ pub fn ensure(
     };
     // No room for a new directory: e2fsck then offers the root directory for lost files.
     if yes && fresh.is_none() && old == 0 {
-        *lpf_root = policy.answer(P::P3_LPF_NO_SPACE);
+        *lpf_root = answer(&proposal(P::P3_LPF_NO_SPACE, ProblemCtx::default()));
         let at = position(findings);
         let found = [
             (P::P3_NO_LF_DIR, true),
@@ -255,11 +264,8 @@ pub fn make_room(
     dirs: &mut Dirs,
     facts: &mut AllocFacts,
     findings: &mut Vec<Finding>,
-    policy: Policy,
+    answer: &mut dyn FnMut(&Finding) -> bool,
 ) -> Option<(usize, usize)> {
-    if policy == Policy::No {
-        return None;
-    }
     let wanted: Vec<u32> = findings
         .iter()
         .filter(|f| f.fixed && super::connect::handles(f.problem))
@@ -284,7 +290,8 @@ pub fn make_room(
         if !left {
             break;
         }
-        let yes = policy.answer(P::P3_EXPAND_LF_DIR) && grow(p0, dev, dirs, facts, lpf);
+        let yes = answer(&proposal(P::P3_EXPAND_LF_DIR, ProblemCtx::ino(lpf)))
+            && grow(p0, dev, dirs, facts, lpf);
         added.push(Finding {
             problem: P::P3_EXPAND_LF_DIR,
             ctx: ProblemCtx::ino(lpf),

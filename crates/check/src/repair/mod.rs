@@ -35,7 +35,7 @@ use crate::problem::Problem as P;
 use crate::report::{exit, Finding, Findings, Policy, ProblemCtx, Reporter};
 use ffsck_io::overlay::{Extent, Overlay};
 use ffsck_io::Device;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Rounds of check-and-fix before giving up on reaching a clean state.
@@ -212,37 +212,149 @@ impl Reporter for Held {
     }
 }
 
+/// An interactive repair's answers, by finding (problem and context): each question is put
+/// once, and a later round that finds the same problem again takes the same answer. Findings
+/// shown without a question are kept too (answered no), so nothing is shown twice.
+struct Answers {
+    given: HashMap<(P, ProblemCtx), bool>,
+    /// The engine's policy (yes to every fix it has): what it would fix is asked.
+    policy: Policy,
+    /// The last pass whose header was shown.
+    headers: u8,
+}
+
+impl Answers {
+    fn new(policy: Policy) -> Self {
+        Answers {
+            given: HashMap::new(),
+            policy,
+            headers: 0,
+        }
+    }
+
+    /// A finding shown outside the rounds, with the answer the policy gave it.
+    fn told(&mut self, f: &Finding) {
+        self.given.insert((f.problem, f.ctx.clone()), f.fixed);
+    }
+
+    fn get(&self, f: &Finding) -> Option<bool> {
+        self.given.get(&(f.problem, f.ctx.clone())).copied()
+    }
+
+    /// Give the findings asked in an earlier round their answers.
+    fn recall(&self, found: &mut [Finding]) {
+        for f in found.iter_mut() {
+            if let Some(a) = self.get(f) {
+                f.fixed &= a;
+            }
+        }
+    }
+
+    /// Show `f` if it is new: a proposed fix is asked, anything else reported. Returns the
+    /// answer (no for what was not asked), or None for a fix held back to a later round,
+    /// which is shown only when that round comes.
+    fn put(
+        &mut self,
+        f: &Finding,
+        rep: &mut dyn Reporter,
+        shown: &mut Vec<Finding>,
+    ) -> Option<bool> {
+        if let Some(a) = self.get(f) {
+            return Some(a && f.fixed);
+        }
+        if !f.fixed && self.policy.answer(f.problem) {
+            return None;
+        }
+        let a = if f.fixed {
+            rep.ask(f)
+        } else {
+            rep.finding(f);
+            false
+        };
+        self.given.insert((f.problem, f.ctx.clone()), a);
+        shown.push(Finding {
+            fixed: a,
+            ..f.clone()
+        });
+        Some(a)
+    }
+
+    /// Show this round's findings in the check's order, asking about each new fix and
+    /// setting each finding's `fixed` to its answer. With `before_pass4` it stops where pass
+    /// 4 begins (`/lost+found` is made there, asked in its turn). Calling it again on the same
+    /// round shows only what was not shown yet.
+    fn round(
+        &mut self,
+        held: &Held,
+        found: &mut [Finding],
+        before_pass4: bool,
+        rep: &mut dyn Reporter,
+        shown: &mut Vec<Finding>,
+    ) {
+        let mut next = found.iter_mut();
+        for ev in &held.0 {
+            match ev {
+                Event::Pass(p) if before_pass4 && *p >= 4 => return,
+                Event::Pass(p) if *p > self.headers => {
+                    rep.pass_start(*p);
+                    self.headers = *p;
+                }
+                Event::Pass(_) => {}
+                Event::Found => {
+                    let Some(f) = next.next() else { return };
+                    if before_pass4 && f.problem.pass() >= 4 {
+                        return;
+                    }
+                    if let Some(a) = self.put(f, rep, shown) {
+                        f.fixed = a;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Decide which of the fixes the policy accepted are made. A fix is held back when it could be
 /// wrong because of a problem that stays unfixed: inode fixes when the same inode has an
 /// unfixed problem, and the allocation rebuild (bitmaps, counts) when anything stays unfixed,
 /// since an unfixed problem may still change which blocks and inodes are in use.
-fn decide(findings: &mut [Finding], linked: &HashSet<u32>, policy: Policy) {
+///
+/// `refused` says whether a finding left unfixed was answered no (rather than held back for a
+/// later round). In an interactive run (`strict`), the fixes a later pass proposed for a
+/// refused finding's inode wait too, since that pass assumed the refused fix was made.
+fn decide(
+    findings: &mut [Finding],
+    linked: &HashSet<u32>,
+    refused: &dyn Fn(&Finding) -> bool,
+    strict: bool,
+) {
     for f in findings.iter_mut().filter(|f| f.fixed) {
         if connect::handles(f.problem) && !linked.contains(&f.ctx.ino) {
             f.fixed = false;
         }
     }
-    let unfixed: Vec<(P, u32)> = findings
-        .iter()
-        .filter(|f| f.leaves_error())
-        .map(|f| (f.problem, f.ctx.ino))
-        .collect();
-    // Inodes with a problem answered no (not one merely held back for a later round).
-    let blocked: HashSet<u32> = unfixed
-        .iter()
-        .filter(|&&(p, _)| !policy.answer(p))
-        .map(|&(_, i)| i)
-        .filter(|&i| i != 0)
-        .collect();
+    let unfixed: Vec<&Finding> = findings.iter().filter(|f| f.leaves_error()).collect();
+    // Inodes with a problem answered no (not one merely held back for a later round), with
+    // the earliest pass that found one.
+    let mut blocked: HashMap<u32, u8> = HashMap::new();
+    for f in unfixed.iter().filter(|f| refused(f) && f.ctx.ino != 0) {
+        let pass = blocked.entry(f.ctx.ino).or_insert(u8::MAX);
+        *pass = (*pass).min(f.problem.pass());
+    }
     // Clearing an inode frees its blocks only in the next round's facts.
     let alloc_ok = unfixed.is_empty()
         && !findings
             .iter()
             .any(|f| f.fixed && clear::handles(f.problem));
     for f in findings.iter_mut().filter(|f| f.fixed) {
-        if (inode::handles(f.problem) || clear::handles(f.problem) || connect::handles(f.problem))
-            && blocked.contains(&f.ctx.ino)
-        {
+        let inode_fix =
+            inode::handles(f.problem) || clear::handles(f.problem) || connect::handles(f.problem);
+        // (Interactive: a later pass proposed its fix on the view the refused one would give.)
+        let waits = match blocked.get(&f.ctx.ino) {
+            Some(&pass) => inode_fix || (strict && pass < f.problem.pass()),
+            None => false,
+        };
+        if waits {
             f.fixed = false;
         }
         if (alloc::handles(f.problem) || quota::handles(f.problem)) && !alloc_ok {
@@ -263,6 +375,9 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
     // No room was found for a new `/lost+found`: lost files go to the root instead.
     let mut lpf_root = false;
     let mut last = None;
+    // An interactive run: its answers, and the pass headers shown so far.
+    let asks = rep.asks();
+    let mut answers = Answers::new(opts.policy);
     // Opened from a backup superblock: the primary superblock and descriptors are rewritten
     // from it first (e2fsck writes them when it finishes), and the rounds check the primary.
     let mut opts = opts.clone();
@@ -270,6 +385,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
     if opts.policy != Policy::No {
         for f in restore_primary(&ov, opts) {
             rep.finding(&f);
+            answers.told(&f);
             findings.push(f);
         }
     }
@@ -280,6 +396,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             let (p0, replayed) = orphans::recover(p0, ov.clone(), opts);
             for f in replayed.into_iter().chain(orphans::release(&p0, &*ov)) {
                 rep.finding(&f);
+                answers.told(&f);
                 findings.push(f);
             }
         }
@@ -291,6 +408,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         let p0 = open(&ov, opts);
         let mut dirs = Dirs::new(out.alloc.as_ref());
         hold_back(&mut out.findings);
+        answers.recall(&mut out.findings);
         // A table with no room to move to stays where it is: not fixed.
         for f in out.findings.iter_mut() {
             if f.fixed
@@ -327,42 +445,75 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         let restart = restart || unhide;
         // Turning on the extents feature changes how every other inode's map is read (e2fsck
         // reads the inodes after it as extent-capable): nothing else is fixed on the old view.
-        if !restart
+        let extents_first = !restart
             && out
                 .findings
                 .iter()
-                .any(|f| f.fixed && f.problem == P::P1_EXTENT_FEATURE)
-        {
+                .any(|f| f.fixed && f.problem == P::P1_EXTENT_FEATURE);
+        if extents_first {
             for f in out.findings.iter_mut() {
                 f.fixed &= f.problem == P::P1_EXTENT_FEATURE;
+            }
+        }
+        // Interactive: passes 0-3 are asked now, before anything below acts on the answers.
+        if asks {
+            answers.round(&held, &mut out.findings, true, rep, &mut findings);
+            // The fix that held everything else back was answered no: check again without it.
+            let gate = |f: &Finding| {
+                itable::handles(f.problem)
+                    || unused::handles(f.problem)
+                    || f.problem == P::P1_EXTENT_FEATURE
+            };
+            let refused_gate =
+                (restart || extents_first) && !out.findings.iter().any(|f| f.fixed && gate(f));
+            if refused_gate && rounds + 1 < MAX_ROUNDS {
+                if rounds == 0 {
+                    first_errors = out.findings.iter().map(|f| f.problem).collect();
+                }
+                rounds += 1;
+                last = Some(out);
+                continue;
             }
         }
         // A usable `/lost+found` first, so this round's reconnections can use it.
         if let (Some(p0), Some(facts), None, false) = (&p0, out.alloc.as_mut(), &out.fatal, restart)
         {
             root::recreate(p0, &*ov, &mut dirs, facts, &mut out.findings);
+            let policy = opts.policy;
+            let mut answer = |f: &Finding| {
+                if asks {
+                    answers.put(f, rep, &mut findings).unwrap_or(false)
+                } else {
+                    policy.answer(f.problem)
+                }
+            };
             if let Some((at, n)) = lpf::ensure(
                 p0,
                 &*ov,
                 &mut dirs,
                 facts,
                 &mut out.findings,
-                opts.policy,
+                &mut answer,
                 &mut lpf_root,
             ) {
                 held.insert_found(at, n);
             }
             if let Some((at, n)) =
-                lpf::make_room(p0, &*ov, &mut dirs, facts, &mut out.findings, opts.policy)
+                lpf::make_room(p0, &*ov, &mut dirs, facts, &mut out.findings, &mut answer)
             {
                 held.insert_found(at, n);
             }
+        }
+        if asks {
+            answers.round(&held, &mut out.findings, false, rep, &mut findings);
         }
         let plan = match &p0 {
             Some(p0) => connect::plan(p0, &*ov, &dirs, &out.findings, lpf_root),
             None => connect::Plan::default(),
         };
-        decide(&mut out.findings, &plan.linked, opts.policy);
+        let refused =
+            |f: &Finding| !opts.policy.answer(f.problem) || (asks && answers.get(f) == Some(false));
+        decide(&mut out.findings, &plan.linked, &refused, asks);
         // Place only the reconnections still answered yes.
         let plan = match &p0 {
             Some(p0)
@@ -411,17 +562,22 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         // round already reported (and pass headers after the first round). A fix held back
         // for a later round is not reported yet, unless no later round comes: the round
         // that makes it reports it as fixed.
+        // (Interactive runs showed this round's findings when asking: what is left is a fix
+        // held back in the last round.)
         let report_now = |f: &Finding| {
             let deferred = !f.fixed && opts.policy.answer(f.problem);
-            let shown = seen
-                .iter()
-                .any(|s| s.problem == f.problem && s.ctx == f.ctx);
+            let shown = if asks {
+                answers.get(f).is_some()
+            } else {
+                seen.iter()
+                    .any(|s| s.problem == f.problem && s.ctx == f.ctx)
+            };
             !shown && (!deferred || final_round)
         };
         let mut decided = out.findings.iter();
         for ev in held.0 {
             match ev {
-                Event::Pass(p) if rounds == 1 => rep.pass_start(p),
+                Event::Pass(p) if rounds == 1 && !asks => rep.pass_start(p),
                 Event::Pass(_) => {}
                 Event::Found => {
                     if let Some(f) = decided.next() {
