@@ -917,7 +917,7 @@ fn check_inode(
             really_dir_reported = true;
             let ctx = ProblemCtx {
                 ino,
-                str: Some(what.into()),
+                str: Some(what),
                 ..Default::default()
             };
             if out
@@ -954,6 +954,19 @@ fn check_inode(
         }
         finish_csum(scan, out, &ic, csum_failed);
         return;
+    }
+
+    // The casefold flag, on every inode in use or reserved (before anything else of it): only
+    // a directory on a casefold file system may have it. A non-directory whose flag stays
+    // (answered no) is asked about the feature too, as e2fsck does.
+    if inode.flags() & iflags::CASEFOLD != 0 {
+        let ctx = ProblemCtx::ino(ino);
+        let nondir = inode.file_type() != FileType::Directory;
+        if !(nondir && report(scan, out, &mut ic, P::P1_CASEFOLD_NONDIR, ctx.clone()))
+            && !geo.incompat.has(Incompat::CASEFOLD)
+        {
+            report(scan, out, &mut ic, P::P1_CASEFOLD_FEATURE, ctx);
+        }
     }
 
     // e2fsck's test of the bad-blocks inode: only its block map may be set.
@@ -993,17 +1006,19 @@ fn check_inode(
     finish_csum(scan, out, &ic, csum_failed);
 }
 
-/// e2fsck's test for a special file that is really a directory: every mapped block in range
-/// (a device maps none past the fourth slot) and the first one starting with `.` (pointing at
-/// the inode itself) and `..`. Returns the name of the type the mode claims.
-fn really_dir(fs: &Fs, ino: u32, inode: &RawInode, raw: &[u8]) -> Option<&'static str> {
+/// e2fsck's test for a special file (or one of no known type) that is really a directory:
+/// every mapped block in range (a device maps none past the fourth slot) and the first one
+/// starting with `.` (pointing at the inode itself) and `..`. Returns the name of the type the
+/// mode claims.
+fn really_dir(fs: &Fs, ino: u32, inode: &RawInode, raw: &[u8]) -> Option<String> {
     let geo = &fs.geo;
     let ft = inode.file_type();
     let what = match ft {
-        FileType::CharDev => "character device",
-        FileType::BlockDev => "block device",
-        FileType::Fifo => "named pipe",
-        FileType::Socket => "socket",
+        FileType::CharDev => "character device".to_string(),
+        FileType::BlockDev => "block device".to_string(),
+        FileType::Fifo => "named pipe".to_string(),
+        FileType::Socket => "socket".to_string(),
+        FileType::Bad => format!("unknown file type with mode 0{:o}", inode.mode()),
         _ => return None,
     };
     let b = inode.block_bytes();
@@ -1329,13 +1344,6 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
             out.policies.push((ino, id));
         }
     }
-    if fl & iflags::CASEFOLD != 0 {
-        if ft != FileType::Directory {
-            report(scan, out, ic, P::P1_CASEFOLD_NONDIR, ProblemCtx::ino(ino));
-        } else if !geo.incompat.has(Incompat::CASEFOLD) {
-            report(scan, out, ic, P::P1_CASEFOLD_FEATURE, ProblemCtx::ino(ino));
-        }
-    }
     if fl & iflags::INLINE_DATA != 0 && inline_on {
         k |= kind::INLINE;
     }
@@ -1417,6 +1425,12 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
         if !feature_on {
             report(scan, out, ic, P::P1_EXTENTS_SET, ProblemCtx::ino(ino));
         }
+        *kind_slot = k;
+        return;
+    }
+    // A valid inline-data symlink is done: e2fsck looks at none of its blocks, not even its
+    // xattr block (whose references it then does not count), nor charges it to a quota.
+    if ft == FileType::Symlink && !bad && fl & iflags::INLINE_DATA != 0 {
         *kind_slot = k;
         return;
     }
@@ -2317,6 +2331,18 @@ fn check_sizes(
         return;
     }
 
+    // An inline directory's size is that of its data: i_block and the value of `system.data`.
+    if is_dir && inode.flags() & iflags::INLINE_DATA != 0 {
+        if let Some(want) = inline_data_size(ic.raw).filter(|&w| w != size) {
+            let ctx = ProblemCtx {
+                ino,
+                num: size,
+                num2: want,
+                ..Default::default()
+            };
+            report(scan, out, ic, P::P1_BAD_I_SIZE, ctx);
+        }
+    }
     if is_dir && w.num_blocks == 0 && !inline && w.last_block.is_none() {
         report(scan, out, ic, P::P1_ZERO_LENGTH_DIR, ProblemCtx::ino(ino));
         return;
@@ -2385,6 +2411,24 @@ fn check_sizes(
             },
         );
     }
+}
+
+/// The size of an inode's inline data: the 60 bytes of `i_block` and the value of
+/// `system.data` in the inode body (none there: nothing more). None when the body's
+/// attributes cannot be read.
+fn inline_data_size(raw: &[u8]) -> Option<u64> {
+    const IN_IBLOCK: u64 = 60;
+    let inode = RawInode::parse(raw);
+    let start = 128 + usize::from(inode.extra_isize());
+    let magic = raw
+        .get(start..start + 4)
+        .map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
+    if magic != Some(ffsck_format::xattr::IBODY_MAGIC) {
+        return Some(IN_IBLOCK);
+    }
+    ffsck_format::xattr::parse_entries(&raw[start..], 4, 4).ok()?;
+    let extra = crate::pass2::inline_xattr_range(raw).map_or(0, |r| r.len() as u64);
+    Some(IN_IBLOCK + extra)
 }
 
 /// Validate the htree root of a directory (block 0) as pass 1 does in e2fsck.

@@ -263,8 +263,8 @@ catalogue! {
     P1_EXTENT_BAD_MAX_DEPTH = 0x01007F, Fix, NO_OK | PREEN_OK, "Inode {ino} extent tree could be more shallow ({num}; could be <= {num2})\n";
     P1_MISSING_EXTENT_HEADER = 0x010081, Fix, PREEN_OK, "Inode {ino} has EXTENTS_FL flag set but no extent header.";
     P1_ATTR_VALUE_EA_INODE = 0x010083, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute value inode {num}.\n";
-    P1_CASEFOLD_NONDIR = 0x010088, Clear, PREEN_OK, "Inode {ino} has the casefold flag set but is not a directory.";
-    P1_CASEFOLD_FEATURE = 0x010089, Clear, PREEN_OK, "Directory {ino} has the casefold flag, but the casefold feature is not enabled.";
+    P1_CASEFOLD_NONDIR = 0x010088, ClearFlag, 0, "Inode {ino} has the casefold flag set but is not a directory.";
+    P1_CASEFOLD_FEATURE = 0x010089, ClearFlag, 0, "Directory {ino} has the casefold flag, but the\ncasefold feature is not enabled.";
     P1_MISSING_ENCRYPTION_XATTR = 0x01008A, ClearFlag, 0, "Inode {ino} has encrypt flag but no encryption extended attribute.\n";
     P1_CORRUPT_ENCRYPTION_XATTR = 0x01008B, ClearInode, 0, "Encrypted inode {ino} has corrupt encryption extended attribute.\n";
     P1_ATTR_NO_EA_INODE_FL = 0x010085, Clear, PREEN_OK, "Inode {ino} has illegal extended attribute. EA inode {num} missing EA_INODE flag.\n";
