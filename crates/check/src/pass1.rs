@@ -258,6 +258,9 @@ struct Scan<'a> {
     bb_inodes: Vec<u32>,
     /// The resize inode is cleared by the repair (pass 0's question): seen as empty.
     resize_cleared: bool,
+    /// Superblocks, descriptors, bitmaps and inode tables: a mapping block found among them
+    /// is never repaired in place (see `critical_collision`).
+    metadata: Bitmap,
 }
 
 /// An xattr block seen during the scan and how many inodes point at it.
@@ -352,6 +355,7 @@ pub fn run_with(
         journal_inum: p0.journal.journal_inum,
         bb_inodes: inodes_in_bad_blocks(p0, policy, out),
         resize_cleared: p0.resize_cleared,
+        metadata,
     };
     let scan_groups = |r: std::ops::Range<usize>| -> Vec<GroupOut> {
         r.into_par_iter()
@@ -496,7 +500,7 @@ pub fn run_with(
         inode_used,
         block_used,
         dup_blocks,
-        metadata,
+        metadata: scan.metadata,
         dir_blocks,
         dir_spill,
         dirs,
@@ -1703,6 +1707,9 @@ struct BlockWalk {
     prev_pblk: Option<u64>,
     /// Stop walking: more blocks than the file system has, i.e. a cyclic or garbage map.
     exhausted: bool,
+    /// Inside an extent subtree, or the pointers of an indirect block, that lie in critical
+    /// metadata: bad mappings are passed over without a report.
+    quiet: bool,
     last_cluster: Option<u64>,
 }
 
@@ -1857,6 +1864,9 @@ fn illegal_block(
     blk: u64,
     lblk: i64,
 ) {
+    if w.quiet {
+        return;
+    }
     if w.illegal == 0 {
         report(
             scan,
@@ -1949,6 +1959,9 @@ fn map_data_block(
         return;
     }
     if is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk > dir_block_limit(geo) {
+        if w.quiet {
+            return;
+        }
         report(
             scan,
             out,
@@ -2016,6 +2029,10 @@ fn walk_indirect(
         illegal_block(scan, ic, out, w, blk, -(level as i64));
         return;
     }
+    // In critical metadata, the pointers it holds are followed but a bad one is passed over
+    // without a word: a fix would be written into the metadata. The next round checks the
+    // copy pass 1D makes.
+    let in_metadata = critical_collision(scan, out, ic, blk);
     w.count(blk, 1, u64::from(geo.cluster_ratio));
     // The resize inode's map points at reserved GDT blocks and their backups, which are
     // already claimed as metadata: only its double-indirect block itself is claimed here, but
@@ -2036,6 +2053,7 @@ fn walk_indirect(
     };
     let per = u64::from(geo.block_size / 4);
     let span = per.pow(level - 1);
+    let outer_quiet = std::mem::replace(&mut w.quiet, in_metadata);
     for i in 0..per {
         let p = u64::from(u32::from_le_bytes([
             buf[(i * 4) as usize],
@@ -2053,9 +2071,41 @@ fn walk_indirect(
             walk_indirect(scan, ic, out, w, p, level - 1, lblk, is_dir);
         }
         if w.exhausted {
-            return;
+            break;
         }
     }
+    w.quiet = outer_quiet;
+}
+
+/// A mapping block (extent node or indirect block) of `ic`'s inode at `blk` lies in the
+/// superblocks, descriptors, bitmaps or inode tables. Reported; the caller then makes no repair
+/// that would write to it: pass 1D copies it out of the way first (it is multiply-claimed with
+/// the metadata), and the next round checks the copy. (The resize inode's map points into the
+/// reserved descriptor blocks by design.)
+fn critical_collision(scan: &Scan, out: &mut GroupOut, ic: &mut InodeCheck, blk: u64) -> bool {
+    if ic.ino == ino::RESIZE || !scan.metadata.get(blk) {
+        return false;
+    }
+    let ctx = ProblemCtx {
+        ino: ic.ino,
+        blk,
+        ..Default::default()
+    };
+    report(scan, out, ic, P::P1_CRITICAL_METADATA_COLLISION, ctx);
+    true
+}
+
+/// `report`, unless the walk is inside a subtree in critical metadata (`quiet`): its problems
+/// are found, and fixed, in the copy pass 1D makes. Returns whether the fix was agreed to.
+fn flag(
+    scan: &Scan,
+    out: &mut GroupOut,
+    ic: &mut InodeCheck,
+    quiet: bool,
+    p: P,
+    ctx: ProblemCtx,
+) -> bool {
+    !quiet && report(scan, out, ic, p, ctx)
 }
 
 /// An extent index entry points at a block that is not a valid extent node.
@@ -2124,12 +2174,12 @@ fn walk_extent_node(
             };
             if problem.is_none() && is_dir && unwritten {
                 // A directory block is never unwritten: its contents would read as zeroes.
-                report(scan, out, ic, P::P1_UNINIT_DBLOCK, ctx.clone());
+                flag(scan, out, ic, w.quiet, P::P1_UNINIT_DBLOCK, ctx.clone());
             }
             if let Some(p) = problem {
                 // Fixed, the extent is gone: none of its blocks belong to the inode. Unfixed,
                 // e2fsck still accounts the part of the extent that is in range.
-                let dropped = report(scan, out, ic, p, ctx);
+                let dropped = flag(scan, out, ic, w.quiet, p, ctx);
                 if dropped || p == P::P1_EXTENT_BAD_START_BLK || p == P::P1_EXTENT_LENGTH_ZERO {
                     continue;
                 }
@@ -2144,10 +2194,11 @@ fn walk_extent_node(
             };
             // (With bigalloc the extent may already be as low as its cluster allows.)
             if is_dir && next_lblk < lblk && new_lblk != lblk {
-                let moved = report(
+                let moved = flag(
                     scan,
                     out,
                     ic,
+                    w.quiet,
                     P::P1_COLLAPSE_DBLOCK,
                     ProblemCtx {
                         ino,
@@ -2199,10 +2250,11 @@ fn walk_extent_node(
                 hi
             };
             if child < geo.first_data_block || child >= geo.blocks_count {
-                report(
+                flag(
                     scan,
                     out,
                     ic,
+                    w.quiet,
                     P::P1_EXTENT_BAD_START_BLK,
                     ProblemCtx {
                         ino,
@@ -2215,10 +2267,11 @@ fn walk_extent_node(
                 continue;
             }
             if start < next_start {
-                report(
+                flag(
                     scan,
                     out,
                     ic,
+                    w.quiet,
                     P::P1_OUT_OF_ORDER_EXTENTS,
                     ProblemCtx {
                         ino,
@@ -2229,12 +2282,15 @@ fn walk_extent_node(
                     },
                 );
             }
-            let Some(buf) = fs.read_block(child) else {
-                bad_extent_node(scan, out, ic, child, start);
-                continue;
-            };
-            match Node::parse(&buf) {
-                Ok(c) if depth > 0 && c.depth() == depth - 1 => {
+            // A child in critical metadata is walked without repairs (see
+            // `critical_collision`); a child that is not even a node is only claimed, so pass
+            // 1D moves it and the next round finds its header bad in the copy.
+            let outer_quiet = w.quiet;
+            w.quiet |= critical_collision(scan, out, ic, child);
+            let buf = fs.read_block(child);
+            match buf.as_deref().map(Node::parse) {
+                Some(Ok(c)) if depth > 0 && c.depth() == depth - 1 => {
+                    let buf = buf.as_deref().unwrap_or_default();
                     if fs.has_metadata_csum() {
                         let off = extent::tail_offset(c.header.eh_max.get());
                         if off + 4 <= buf.len() {
@@ -2251,10 +2307,11 @@ fn walk_extent_node(
                                 buf[off + 3],
                             ]);
                             if want != have {
-                                report(
+                                flag(
                                     scan,
                                     out,
                                     ic,
+                                    w.quiet,
                                     P::P1_EXTENT_ONLY_CSUM_INVALID,
                                     ProblemCtx {
                                         ino,
@@ -2272,10 +2329,11 @@ fn walk_extent_node(
                             u64::from(c.index(0).ei_block.get())
                         };
                         if first != start {
-                            report(
+                            flag(
                                 scan,
                                 out,
                                 ic,
+                                w.quiet,
                                 P::P1_EXTENT_INDEX_START_INVALID,
                                 ProblemCtx {
                                     ino,
@@ -2302,10 +2360,10 @@ fn walk_extent_node(
                         level + 1,
                     );
                 }
-                _ => {
-                    bad_extent_node(scan, out, ic, child, start);
-                }
+                _ if w.quiet => scan.claim(out, child, 1),
+                _ => bad_extent_node(scan, out, ic, child, start),
             }
+            w.quiet = outer_quiet;
             next_start = start.max(next_start);
         }
     }

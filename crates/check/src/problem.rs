@@ -247,7 +247,7 @@ catalogue! {
     P1_EXTENT_END_OUT_OF_BOUNDS = 0x01006E, Clear, PREEN_OK, "Inode {ino}, end of extent exceeds allowed value (logical block {num}, physical block {blk}, len {num2})\n";
     P1_INLINE_DATA_FEATURE = 0x01006F, Fix, PREEN_OK, "Inode {ino} has inline data, but the superblock is missing the INLINE_DATA feature\n";
     P1_INLINE_DATA_SET = 0x010070, Clear, PREEN_OK, "Inode {ino} has INLINE_DATA_FL flag on filesystem without inline data support.\n";
-    P1_CRITICAL_METADATA_COLLISION = 0x010071, Clear, 0, "Inode {ino} block {blk} conflicts with critical metadata, skipping block checks.\n";
+    P1_CRITICAL_METADATA_COLLISION = 0x010071, None, INFO, "Inode {ino} block {blk} conflicts with critical metadata, skipping block checks.\n";
     P1_COLLAPSE_DBLOCK = 0x010072, Fix, 0, "Directory inode {ino} block {blk} should be at block {blk2}.";
     P1_UNINIT_DBLOCK = 0x010073, Fix, PREEN_OK, "Directory inode {ino} has extent marked uninitialized at block {num}.";
     P1_MISALIGNED_CLUSTER = 0x010074, Clear, 0, "Inode {ino} logical block {num} (physical block {blk}) violates cluster allocation rules.\n";

@@ -315,7 +315,8 @@ impl Cloner<'_, '_> {
     fn map_ptr(&mut self, p: &mut u32, level: u32) -> bool {
         let geo = &self.fs.geo;
         let b = u64::from(*p);
-        if !geo.is_valid_block(b) {
+        // (0 is a hole, not block 0: with 4 KiB blocks that is the superblock's.)
+        if b == 0 || !geo.is_valid_block(b) {
             return false;
         }
         let mut cur = b;

@@ -150,6 +150,35 @@ fn hold_back(findings: &mut [Finding]) {
     }
 }
 
+/// An inode whose mapping block lies in critical metadata (`P1_CRITICAL_METADATA_COLLISION`)
+/// has its map repaired only once pass 1D has copied that block out: until then a fix would be
+/// written into the metadata. Its other map and inode fixes wait for the round after the clone
+/// (clearing the whole inode writes nothing there and is made at once).
+fn clone_first(findings: &mut [Finding]) {
+    let cloned: HashSet<u32> = findings
+        .iter()
+        .filter(|f| f.fixed && clone::handles(f.problem))
+        .map(|f| f.ctx.ino)
+        .collect();
+    let waiting: HashSet<u32> = findings
+        .iter()
+        .filter(|f| f.problem == P::P1_CRITICAL_METADATA_COLLISION && cloned.contains(&f.ctx.ino))
+        .map(|f| f.ctx.ino)
+        .collect();
+    for f in findings.iter_mut() {
+        let map_fix = blockmap::handles(f.problem)
+            || extent_tree::handles(f.problem)
+            || inode::handles(f.problem);
+        if f.fixed
+            && map_fix
+            && f.problem != P::P1_TOO_MANY_BAD_BLOCKS
+            && waiting.contains(&f.ctx.ino)
+        {
+            f.fixed = false;
+        }
+    }
+}
+
 pub struct RepairOutcome {
     /// The last check (on the repaired state), with its summary line.
     pub last: Outcome,
@@ -408,6 +437,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         let p0 = open(&ov, opts);
         let mut dirs = Dirs::new(out.alloc.as_ref());
         hold_back(&mut out.findings);
+        clone_first(&mut out.findings);
         answers.recall(&mut out.findings);
         // A table with no room to move to stays where it is: not fixed.
         for f in out.findings.iter_mut() {
