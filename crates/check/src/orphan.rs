@@ -37,7 +37,7 @@ pub fn block_csum(fs: &Fs, ino: u32, generation: u32, blk: u64, buf: &[u8]) -> u
 }
 
 /// The content a clean orphan-file block at physical block `blk` must have.
-fn clean_block(fs: &Fs, ino: u32, generation: u32, blk: u64) -> Vec<u8> {
+pub(crate) fn clean_block(fs: &Fs, ino: u32, generation: u32, blk: u64) -> Vec<u8> {
     let bs = fs.block_size();
     let mut buf = vec![0u8; bs];
     buf[bs - TAIL_BYTES..bs - 4].copy_from_slice(&ORPHAN_BLOCK_MAGIC.to_le_bytes());

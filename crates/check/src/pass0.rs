@@ -458,6 +458,25 @@ fn check_super_fields(fs: &Fs, policy: Policy, out: &mut Findings) {
     if !sb.checksum_ok() {
         out.report(policy, P::P0_SB_CSUM_INVALID, ProblemCtx::default());
     }
+    // A last mount or write more than a day ahead of this machine's clock (e2fsck's default
+    // fudge; a smaller skew is the clock's, not the file system's).
+    let now = crate::report::now();
+    let stamps = [
+        (sb.s_mtime.get(), sb.s_mtime_hi, P::P0_FUTURE_SB_LAST_MOUNT),
+        (sb.s_wtime.get(), sb.s_wtime_hi, P::P0_FUTURE_SB_LAST_WRITE),
+    ];
+    for (lo, hi, p) in stamps {
+        let t = u64::from(lo) | u64::from(hi) << 32;
+        if now != 0 && t > now + 86_400 {
+            let ctx = ProblemCtx {
+                num: t,
+                str: Some(crate::report::ctime(t)),
+                name: Some(crate::report::ctime(now)),
+                ..Default::default()
+            };
+            out.report(policy, p, ctx);
+        }
+    }
     let fmb = sb.s_first_meta_bg.get();
     if inc.has(Incompat::META_BG) && fmb > fs.geo.gdt_blocks {
         // libext2fs refuses to open such a superblock unless told to ignore its errors, so

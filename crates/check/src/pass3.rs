@@ -43,14 +43,18 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
                 break;
             }
             if !seen.insert(cur) {
-                out.report(
+                // Reconnected to /lost+found, as an unconnected directory is: the loop's
+                // other entry for it is then a second link, dropped by the next pass 2.
+                let yes = out.report(
                     policy,
                     P::P3_LOOPED_DIR,
                     ProblemCtx {
                         ino: cur,
+                        dir: p2.dirs.get(&cur).map_or(0, |l| l.parent),
                         ..Default::default()
                     },
                 );
+                connected |= yes && cur == dir;
                 break;
             }
             let parent = p2.dirs.get(&cur).map_or(0, |l| l.parent);

@@ -150,20 +150,20 @@ catalogue! {
     P0_ORPHAN_CLEAR_INODE = 0x000020, None, NO_OK, "{str} orphaned inode {ino} ({name})";
     P0_ORPHAN_ILLEGAL_HEAD_INODE = 0x000023, Clear, PREEN_OK, "Illegal inode {ino} in the orphaned inode list.\n";
     P0_ORPHAN_ILLEGAL_INODE = 0x000024, Clear, PREEN_OK, "Illegal inode {ino} in the orphaned inode list.\n";
-    P0_NONZERO_RESERVED_GDT_BLOCKS = 0x00002E, Fix, PREEN_OK, "Resize_inode not enabled, but s_reserved_gdt_blocks is {num}; should be zero.";
+    P0_NONZERO_RESERVED_GDT_BLOCKS = 0x00002E, Fix, 0, "Filesystem does not have resize_inode enabled, but s_reserved_gdt_blocks\nis {num}; should be zero.";
     P0_CLEAR_RESIZE_INODE = 0x00002F, Clear, PREEN_OK, "Resize_inode not enabled, but the resize inode is non-zero.";
     P0_RESIZE_INODE_INVALID = 0x000030, Recreate, 0, "Resize inode not valid.";
     P0_DISABLE_RESIZE_INODE = 0x000051, Fix, 0, "Resize_inode and meta_bg features are enabled; they are not compatible, so the resize inode should be disabled.";
-    P0_FUTURE_SB_LAST_MOUNT = 0x000031, Fix, PREEN_OK | NO_OK, "Superblock last mount time is in the future.\n";
-    P0_FUTURE_SB_LAST_WRITE = 0x000032, Fix, PREEN_OK | NO_OK, "Superblock last write time is in the future.\n";
+    P0_FUTURE_SB_LAST_MOUNT = 0x000031, Fix, PREEN_OK | NO_OK, "Superblock last mount time ({str},\n\tnow = {name}) is in the future.\n";
+    P0_FUTURE_SB_LAST_WRITE = 0x000032, Fix, PREEN_OK | NO_OK, "Superblock last write time ({str},\n\tnow = {name}) is in the future.\n";
     P0_GDT_CSUM_LATCH = 0x00003E, Fix, PREEN_OK, "One or more block group descriptor checksums are invalid.";
     P0_OPEN_FAILED = 0x000044, None, INFO, "The superblock failed the checks for opening the file system ({str}); using the superblock at block {blk}.";
-    P0_META_AND_GDT_CSUM_SET = 0x000046, Fix, PREEN_OK, "Superblock has both uninit_bg and metadata_csum set.";
-    P0_64BIT_WITHOUT_EXTENTS = 0x000048, Fix, PREEN_OK, "The 64bit feature is set but extent is not.";
+    P0_META_AND_GDT_CSUM_SET = 0x000046, Fix, PREEN_OK | NO_OK, "Superblock metadata_csum supersedes uninit_bg; both feature bits cannot be set simultaneously.";
+    P0_64BIT_WITHOUT_EXTENTS = 0x000048, Fix, PREEN_OK | NO_OK, "Superblock 64bit filesystem needs extents to access the whole disk.";
     P0_FIRST_META_BG_TOO_BIG = 0x000049, Clear, 0, "First_meta_bg is too big.  ({num}, max value {num2}).  ";
-    P0_CSUM_SEED_WITHOUT_META_CSUM = 0x00004B, Fix, PREEN_OK, "metadata_csum_seed is set but metadata_csum is not.";
-    P0_BAD_MIN_EXTRA_ISIZE = 0x00004D, Fix, PREEN_OK, "Superblock s_min_extra_isize {num} is invalid.";
-    P0_BAD_WANT_EXTRA_ISIZE = 0x00004E, Fix, PREEN_OK, "Superblock s_want_extra_isize {num} is invalid.";
+    P0_CSUM_SEED_WITHOUT_META_CSUM = 0x00004B, Fix, PREEN_OK | NO_OK, "Superblock metadata_csum_seed is not necessary without metadata_csum.";
+    P0_BAD_MIN_EXTRA_ISIZE = 0x00004D, Fix, 0, "Bad required extra isize in superblock ({num}).";
+    P0_BAD_WANT_EXTRA_ISIZE = 0x00004E, Fix, 0, "Bad desired extra isize in superblock ({num}).";
     P0_INVALID_QUOTA_INO = 0x00004F, Fix, PREEN_OK, "Invalid {str} quota inode {ino}.";
     // e2fsck has no problem code for this: it rejects the superblock and tries the backups.
     P0_SB_CSUM_INVALID = 0x000044, Fix, PREEN_OK, "Superblock checksum does not match the superblock.\n";
@@ -178,7 +178,7 @@ catalogue! {
     // ---- Pass 1: inodes, blocks and sizes ----
     P1_ROOT_NO_DIR = 0x010001, Clear, 0, "Root inode is not a directory.";
     P1_ROOT_DTIME = 0x010002, Fix, PREEN_OK, "Root inode has dtime set (probably due to old mke2fs).";
-    P1_RESERVED_BAD_MODE = 0x010003, Fix, PREEN_OK, "Reserved inode {ino} has a bad mode.";
+    P1_RESERVED_BAD_MODE = 0x010003, Clear, PREEN_OK, "Reserved inode {ino} has invalid mode.";
     P1_ZERO_DTIME = 0x010004, Fix, PREEN_OK, "Deleted inode {ino} has zero dtime.";
     P1_SET_DTIME = 0x010005, Fix, PREEN_OK, "Inode {ino} is in use, but has dtime set.";
     P1_ZERO_LENGTH_DIR = 0x010006, Clear, PREEN_OK, "Inode {ino} is a zero-length directory.";
@@ -201,7 +201,7 @@ catalogue! {
     P1_SET_NONZSIZE = 0x010032, Fix, PREEN_OK, "Special (device/socket/fifo) inode {ino} has non-zero size.";
     P1_FS_REV_LEVEL = 0x010033, Fix, PREEN_OK | NO_OK, "File system has feature flag(s) set, but is a revision 0 file system.";
     P1_JOURNAL_INODE_NOT_CLEAR = 0x010034, Clear, PREEN_OK, "Journal inode is not in use, but contains data.";
-    P1_JOURNAL_BAD_MODE = 0x010035, Fix, PREEN_OK, "Journal is not a regular file.";
+    P1_JOURNAL_BAD_MODE = 0x010035, Fix, PREEN_OK, "Journal is not regular file.";
     P1_LOW_DTIME = 0x010036, Fix, PREEN_OK | NO_OK, "Inode {ino} was part of the orphaned inode list.";
     P1_ORPHAN_LIST_REFUGEES = 0x010037, Fix, PREEN_OK | NO_OK, "Inodes that were part of a corrupted orphan linked list found.";
     P1_BAD_EA_BLOCK = 0x01003A, Clear, 0, "Inode {ino} has a bad extended attribute block {blk}.";
@@ -366,7 +366,7 @@ catalogue! {
     P3_LPF_NOTDIR = 0x030017, Unlink, 0, "/lost+found is not a directory (ino={ino})\n";
     P3_LPF_INLINE_DATA = 0x030018, Clear, 0, "/lost+found has inline data\n";
     P3_LPF_ENCRYPTED = 0x03001B, Clear, 0, "/lost+found is encrypted\n";
-    P3_LOOPED_DIR = 0x03001D, Connect, 0, "{str} ({ino}) is part of a directory loop\n";
+    P3_LOOPED_DIR = 0x03001D, Connect, 0, "Recursively looped directory inode {ino} ({dir})\n";
 
     // ---- Pass 4: reference counts ----
     P4_ZERO_LEN_INODE = 0x040001, Clear, PREEN_OK | NO_OK, "Unattached zero-length inode {ino}.";

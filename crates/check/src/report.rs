@@ -207,3 +207,22 @@ impl Findings {
         self.0.extend(other.0);
     }
 }
+
+/// Seconds since the epoch on this machine's clock (0 if it is before the epoch).
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A time stamp as e2fsck prints one (UTC, `asctime` style): `Thu Jan  1 00:00:00 1970`.
+pub fn ctime(secs: u64) -> String {
+    let fmt = time::macros::format_description!(
+        "[weekday repr:short] [month repr:short] [day padding:space] [hour]:[minute]:[second] [year]"
+    );
+    i64::try_from(secs)
+        .ok()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .and_then(|t| t.format(&fmt).ok())
+        .unwrap_or_else(|| secs.to_string())
+}

@@ -289,3 +289,29 @@ fn the_orphan_file_is_processed() {
     let st = common::debugfs_r(&t, &img.path, &format!("stat <{f6}>"));
     assert!(st.contains("Links: 0"), "{st}");
 }
+
+#[test]
+fn a_directory_loop_is_broken_through_lost_and_found() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    // /a/sub is only reachable from its own child: sub → inner → sub.
+    let sub = common::inode_of(&t, &img.path, "/a/sub");
+    common::debugfs_w(&t, &img.path, "link /a/sub /a/sub/inner/back");
+    common::debugfs_w(&t, &img.path, "unlink /a/sub");
+    let out = assert_one_run_repairs(&t, &img, "directory loop");
+    assert!(
+        out.contains(&format!("Recursively looped directory inode {sub}")),
+        "{out}"
+    );
+    let dumped = img.aux("s1");
+    common::debugfs_r(
+        &t,
+        &img.path,
+        &format!("dump /lost+found/#{sub}/s1 {}", dumped.display()),
+    );
+    let want = std::fs::read(img.dir.path().join("tree/a/sub/s1")).unwrap();
+    assert!(
+        std::fs::read(&dumped).unwrap_or_default() == want,
+        "/a/sub/s1 not kept"
+    );
+}

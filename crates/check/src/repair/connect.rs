@@ -16,7 +16,10 @@ use ffsck_io::Device;
 use std::collections::HashSet;
 
 pub fn handles(p: P) -> bool {
-    matches!(p, P::P4_UNATTACHED_INODE | P::P3_UNCONNECTED_DIR)
+    matches!(
+        p,
+        P::P4_UNATTACHED_INODE | P::P3_UNCONNECTED_DIR | P::P3_LOOPED_DIR
+    )
 }
 
 /// The blocks of `/lost+found` with the new entries in place, and the inodes they link.

@@ -277,3 +277,44 @@ fn release_one(
         Some(next)
     }
 }
+
+/// Problems the orphan list's release reports and fixes itself (the list is dropped from the
+/// bad inode on), and the orphan-file fixes made by [`apply_file`].
+pub fn handles(p: P) -> bool {
+    matches!(
+        p,
+        P::P0_ORPHAN_ILLEGAL_HEAD_INODE | P::P0_ORPHAN_ILLEGAL_INODE | P::P6_ORPHAN_BLOCK_DIRTY
+    )
+}
+
+/// A dirty orphan-file block agreed to be cleared: every block of the orphan file is written
+/// as a clean, empty orphan block (e2fsck reinitialises the whole file).
+pub fn apply_file(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
+    if !fixes.iter().any(|f| f.problem == P::P6_ORPHAN_BLOCK_DIRTY) {
+        return;
+    }
+    let fs = &p0.fs;
+    let ino = fs.sb.s_orphan_file_inum.get();
+    let Some(raw) = fs.read_inode(ino) else {
+        return;
+    };
+    let inode = RawInode::parse(&raw);
+    let bs = fs.geo.block_size as u64;
+    let blocks = inode.size() / bs;
+    let generation = inode.i_generation.get();
+    let extents = inode.flags() & flags::EXTENTS != 0;
+    let mut visit = |v: Visit| -> bool {
+        let Visit::Data { lblk, pblk } = v else {
+            return true;
+        };
+        if lblk >= blocks {
+            return false;
+        }
+        if pblk != 0 {
+            let clean = crate::orphan::clean_block(fs, ino, generation, pblk);
+            let _ = dev.write_at(&clean, pblk * bs);
+        }
+        true
+    };
+    filemap::walk(fs, &inode.block_bytes(), extents, false, &mut visit);
+}

@@ -1,0 +1,79 @@
+//! Superblock field fixes: the fields and feature combinations pass 0 found wrong are set as
+//! e2fsck sets them, and the superblock is written back with a good checksum. Made last in a
+//! round with the other superblock edits; the next round checks the result.
+
+use super::features::edit_super;
+use crate::problem::Problem as P;
+use crate::report::Finding;
+use ffsck_format::{Incompat, RoCompat};
+use ffsck_io::Device;
+
+/// What e2fsck puts in a bad `s_min_extra_isize` / `s_want_extra_isize`: the size of the inode
+/// fields beyond the first 128 bytes that it knows.
+const EXTRA_ISIZE: u16 = 32;
+
+pub fn handles(p: P) -> bool {
+    matches!(
+        p,
+        P::P0_SB_CSUM_INVALID
+            | P::P0_NONZERO_RESERVED_GDT_BLOCKS
+            | P::P0_64BIT_WITHOUT_EXTENTS
+            | P::P0_CSUM_SEED_WITHOUT_META_CSUM
+            | P::P0_META_AND_GDT_CSUM_SET
+            | P::P0_BAD_MIN_EXTRA_ISIZE
+            | P::P0_BAD_WANT_EXTRA_ISIZE
+            | P::P0_FUTURE_SB_LAST_MOUNT
+            | P::P0_FUTURE_SB_LAST_WRITE
+            | P::P6_ORPHAN_PRESENT_CLEAN_FILE
+            | P::P6_ORPHAN_PRESENT_NO_FILE
+    )
+}
+
+/// Apply the superblock fixes among `fixes` to the primary superblock in `dev`.
+pub fn apply(dev: &dyn Device, fixes: &[&Finding]) {
+    let mine: Vec<P> = fixes
+        .iter()
+        .map(|f| f.problem)
+        .filter(|&p| handles(p))
+        .collect();
+    if mine.is_empty() {
+        return;
+    }
+    let now = crate::report::now();
+    edit_super(dev, |sb| {
+        for p in &mine {
+            match p {
+                // (The checksum is recomputed on every write.)
+                P::P0_SB_CSUM_INVALID => {}
+                P::P0_NONZERO_RESERVED_GDT_BLOCKS => sb.s_reserved_gdt_blocks.set(0),
+                P::P0_64BIT_WITHOUT_EXTENTS => sb
+                    .s_feature_incompat
+                    .set(sb.s_feature_incompat.get() | Incompat::EXTENTS),
+                P::P0_CSUM_SEED_WITHOUT_META_CSUM => {
+                    sb.s_feature_incompat
+                        .set(sb.s_feature_incompat.get() & !Incompat::CSUM_SEED);
+                    sb.s_checksum_seed.set(0);
+                }
+                // With metadata_csum the descriptors' checksums are crc32c either way.
+                P::P0_META_AND_GDT_CSUM_SET => sb
+                    .s_feature_ro_compat
+                    .set(sb.s_feature_ro_compat.get() & !RoCompat::GDT_CSUM),
+                P::P0_BAD_MIN_EXTRA_ISIZE => sb.s_min_extra_isize.set(EXTRA_ISIZE),
+                P::P0_BAD_WANT_EXTRA_ISIZE => sb.s_want_extra_isize.set(EXTRA_ISIZE),
+                P::P0_FUTURE_SB_LAST_MOUNT => {
+                    sb.s_mtime.set(now as u32);
+                    sb.s_mtime_hi = (now >> 32) as u8;
+                }
+                P::P0_FUTURE_SB_LAST_WRITE => {
+                    sb.s_wtime.set(now as u32);
+                    sb.s_wtime_hi = (now >> 32) as u8;
+                }
+                // Nothing is on the orphan file (or there is none): the flag goes.
+                P::P6_ORPHAN_PRESENT_CLEAN_FILE | P::P6_ORPHAN_PRESENT_NO_FILE => sb
+                    .s_feature_ro_compat
+                    .set(sb.s_feature_ro_compat.get() & !RoCompat::ORPHAN_PRESENT),
+                _ => {}
+            }
+        }
+    });
+}
