@@ -402,7 +402,7 @@ fn recover_first(
     opts: &CheckOptions,
     f: &mut Findings,
 ) -> Result<pass0::Pass0Facts, OpenFailure> {
-    let needs = p0.fs.sb.incompat().has(ffsck_format::Incompat::RECOVER);
+    let needs = p0.fs.sb.incompat().has(ffsck_format::Incompat::RECOVER) || p0.journal.run_anyway;
     let Some(journal) = p0.journal.journal.as_ref().filter(|_| needs) else {
         return Ok(p0);
     };
@@ -437,7 +437,15 @@ fn recover_first(
             }
         }
     }
-    f.0.clear();
+    // (What led to running a journal without `needs_recovery` stays reported.)
+    f.0.retain(|x| {
+        matches!(
+            x.problem,
+            crate::problem::Problem::P0_JOURNAL_RECOVERY_CLEAR
+                | crate::problem::Problem::P0_JOURNAL_RUN
+                | crate::problem::Problem::P0_JOURNAL_RUN_DEFAULT
+        )
+    });
     plan.report(opts.policy, opts.policy == Policy::No, f);
     drop(p0);
     pass0::run_with(overlay, opts.superblock, opts.policy, jdev.as_ref(), f)

@@ -78,6 +78,9 @@ pub struct JournalFacts {
     /// The journal inode number pass 1 should treat as the journal (0 after the journal was
     /// judged bad and its removal accepted).
     pub journal_inum: u32,
+    /// The journal holds data without `needs_recovery`, and running it anyway was agreed to:
+    /// it is replayed as if the flag were set.
+    pub run_anyway: bool,
 }
 
 /// The check cannot continue (e2fsck: "Cannot proceed with file system check").
@@ -173,6 +176,7 @@ pub fn check(
         facts: JournalFacts {
             journal: None,
             journal_inum: sb.s_journal_inum.get(),
+            run_anyway: false,
         },
         has_journal: sb.compat().has(Compat::HAS_JOURNAL),
         reset_super: false,
@@ -459,7 +463,9 @@ fn check_flags(c: &mut Ctx, jsb: &JournalSuperblock, backup_sb: bool) {
         } else {
             P::P0_JOURNAL_RUN
         };
-        if !c.ask(run, ProblemCtx::default()) {
+        if c.ask(run, ProblemCtx::default()) {
+            c.facts.run_anyway = true;
+        } else {
             c.ask(P::P0_JOURNAL_RESET_JOURNAL, ProblemCtx::default());
         }
     }

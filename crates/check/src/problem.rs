@@ -139,13 +139,13 @@ catalogue! {
     P0_JOURNAL_BAD_SUPER = 0x000015, Fix, 0, "The journal superblock is corrupt.\n";
     P0_JOURNAL_HAS_JOURNAL = 0x000016, Clear, PREEN_OK, "Superblock has_journal flag is clear, but a journal is present.\n";
     P0_JOURNAL_RECOVER_SET = 0x000017, Clear, PREEN_OK, "Superblock needs_recovery flag is set, but no journal is present.\n";
-    P0_JOURNAL_RECOVERY_CLEAR = 0x000018, None, INFO, "Superblock needs_recovery flag is clear, but the journal has data.";
-    P0_JOURNAL_RESET_JOURNAL = 0x000019, Clear, PREEN_NOMSG, "Clear the journal";
+    P0_JOURNAL_RECOVERY_CLEAR = 0x000018, None, INFO, "Superblock needs_recovery flag is clear, but journal has data.";
+    P0_JOURNAL_RESET_JOURNAL = 0x000019, Null, PREEN_NOMSG, "Clear journal";
     P0_JOURNAL_UNSUPP_ROCOMPAT = 0x000025, Abort, 0, "The journal superblock has an unknown read-only feature flag set.\n";
     P0_JOURNAL_UNSUPP_INCOMPAT = 0x000026, Abort, 0, "The journal superblock has an unknown incompatible feature flag set.\n";
     P0_JOURNAL_UNSUPP_VERSION = 0x000027, Abort, 0, "The journal version is not supported.\n";
     P0_CLEAR_V2_JOURNAL = 0x00002A, None, 0, "Found invalid V2 journal superblock fields (from V1 journal); clearing the fields beyond the V1 journal superblock";
-    P0_JOURNAL_RUN = 0x00002B, Fix, 0, "Run the journal anyway";
+    P0_JOURNAL_RUN = 0x00002B, Null, 0, "Run journal anyway";
     P0_JOURNAL_RUN_DEFAULT = 0x00002C, Fix, 0, "Recovery flag not set in the backup superblock, so running the journal anyway.\n";
     P0_ORPHAN_CLEAR_INODE = 0x000020, None, NO_OK, "{str} orphaned inode {ino} ({name})";
     P0_ORPHAN_ILLEGAL_HEAD_INODE = 0x000023, Clear, PREEN_OK, "Illegal inode {ino} in the orphaned inode list.\n";

@@ -150,3 +150,51 @@ fn an_invalid_journal_inode_is_dropped_and_recreated() {
         let _ = std::fs::remove_file(&copy);
     }
 }
+
+/// A journal holding a committed transaction while `needs_recovery` is clear: e2fsck asks
+/// "Run journal anyway?", and `-y` replays it. So must ffsck: the block lands where the
+/// transaction put it, the log is emptied, and the file system is clean.
+#[test]
+fn a_journal_with_data_but_no_recovery_flag_is_run_anyway() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024"], "16M");
+    let data: Vec<u8> = (0..1024u32).map(|i| (i * 7 + 3) as u8).collect();
+    let src = img.aux("block.bin");
+    std::fs::write(&src, &data).unwrap();
+    // debugfs writes a real transaction for block 1000 (a free block) and sets
+    // needs_recovery; the flag is then cleared.
+    common::debugfs_script(
+        &t,
+        &img,
+        &["jo", &format!("jw -b 1000 {}", src.display()), "jc"],
+    );
+    common::debugfs_script(&t, &img, &["feature -needs_recovery"]);
+    let before = common::read_all(&img.path);
+    assert_ne!(
+        &before[1000 * 1024..1001 * 1024],
+        &data[..],
+        "test setup: the block is only in the journal"
+    );
+    let n = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(
+        n.stdout.contains(
+            "Superblock needs_recovery flag is clear, but journal has data.\nRun journal anyway? no"
+        ),
+        "{}",
+        n.stdout
+    );
+    common::assert_same_bytes(&before, &common::read_all(&img.path), "ffsck -fn");
+    let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("Run journal anyway? yes"),
+        "{}",
+        run.stdout
+    );
+    let after = common::read_all(&img.path);
+    assert_eq!(&after[1000 * 1024..1001 * 1024], &data[..], "not replayed");
+    let (code, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(code, 0, "{out}");
+    let again = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert_eq!(again.code(), 0, "{}", again.stdout);
+}

@@ -71,6 +71,9 @@ pub fn can_fix(p: P) -> bool {
         || p == P::P0_JOURNAL_BAD_SUPER
         // Written back by the journal check itself when answered yes (`journal::load`).
         || p == P::P0_CLEAR_V2_JOURNAL
+        // Replayed by the check itself when answered yes (`engine::recover_first`).
+        || p == P::P0_JOURNAL_RUN
+        || p == P::P0_JOURNAL_RUN_DEFAULT
 }
 
 /// The blocks of every directory, by owner, in logical order.
@@ -855,7 +858,7 @@ mod tests {
         ),
         (
             P::P0_JOURNAL_RESET_JOURNAL,
-            "a journal with data but no needs_recovery is neither replayed nor reset",
+            "reset only when running the journal is refused, which -y never does",
         ),
         (
             P::P0_JOURNAL_UNSUPP_ROCOMPAT,
