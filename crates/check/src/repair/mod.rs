@@ -867,11 +867,6 @@ mod tests {
         (P::P0_JOURNAL_UNSUPP_INCOMPAT, "Abort?: as above"),
         (P::P0_JOURNAL_UNSUPP_VERSION, "Abort?: as above"),
         (
-            P::P0_JOURNAL_RUN,
-            "a journal with data but no needs_recovery is not replayed",
-        ),
-        (P::P0_JOURNAL_RUN_DEFAULT, "as above"),
-        (
             P::P0_INODE_COUNT_WRONG,
             "never reported: no check finds it yet",
         ),
