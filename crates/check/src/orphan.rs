@@ -142,7 +142,8 @@ pub fn check(fs: &Fs, policy: Policy, out: &mut Findings) {
             }
         }
         State::Corrupt => {
-            out.report(policy, P::P6_ORPHAN_FILE_CORRUPTED, ProblemCtx::default());
+            let ino = sb.s_orphan_file_inum.get();
+            out.report(policy, P::P6_ORPHAN_FILE_CORRUPTED, ProblemCtx::ino(ino));
         }
     }
 }

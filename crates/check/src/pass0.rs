@@ -111,6 +111,42 @@ fn allowed_range(geo: &Geometry, g: u32) -> (u64, u64) {
 
 /// e2fsck's descriptor sanity check: every bitmap and inode table inside its allowed range.
 fn descs_valid(geo: &Geometry, gds: &[RawGroupDesc]) -> bool {
+    descs_in_range(geo, gds) && descs_disjoint(geo, gds)
+}
+
+/// No bitmap or inode-table block of one descriptor lies on a superblock copy, a descriptor
+/// block, or another descriptor's bitmap or table (libext2fs refuses such descriptors too).
+/// Only called once every location is in range.
+fn descs_disjoint(geo: &Geometry, gds: &[RawGroupDesc]) -> bool {
+    let mut used = crate::bitmap::Bitmap::new(geo.blocks_count);
+    // Blocks reserved for descriptor growth count only with resize_inode (a stray
+    // s_reserved_gdt_blocks without it is a superblock field to fix, not a layout).
+    let mut geo = geo.clone();
+    if !geo.compat.has(Compat::RESIZE_INODE) {
+        geo.reserved_gdt_blocks = 0;
+    }
+    for g in 0..geo.group_count {
+        for (start, n) in geo.fixed_metadata_runs(g) {
+            for b in start..start.saturating_add(n).min(geo.blocks_count) {
+                used.set(b);
+            }
+        }
+    }
+    let ipg = u64::from(geo.inode_blocks_per_group);
+    gds.iter().all(|gd| {
+        let it = gd.inode_table();
+        [gd.block_bitmap(), gd.inode_bitmap()]
+            .into_iter()
+            .chain(it..it + ipg)
+            .all(|b| {
+                let fresh = !used.get(b);
+                used.set(b);
+                fresh
+            })
+    })
+}
+
+fn descs_in_range(geo: &Geometry, gds: &[RawGroupDesc]) -> bool {
     gds.iter().enumerate().all(|(g, gd)| {
         let (lo, hi) = allowed_range(geo, g as u32);
         let it = gd.inode_table();

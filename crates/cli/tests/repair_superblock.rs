@@ -137,3 +137,39 @@ fn superblock_fields_and_reserved_inodes_are_repaired() {
         run_case(&t, c);
     }
 }
+
+/// A primary descriptor whose inode table starts on its group's inode bitmap: the
+/// descriptors are refused as e2fsck refuses them, the backup copy is used, and the repair
+/// writes it back over the primary.
+#[test]
+fn overlapping_descriptors_are_replaced_from_the_backup() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    let stats = common::debugfs_r(&t, &img.path, "stats");
+    let line = stats
+        .lines()
+        .find(|l| l.trim_start().starts_with("Group  1:"))
+        .expect("test setup: a second group")
+        .to_owned();
+    let ib: u64 = line
+        .split("inode bitmap at ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .expect("test setup: group 1's inode bitmap");
+    common::debugfs_script(&t, &img, &[&format!("set_bg 1 inode_table {ib}")]);
+    let n = common::ffsck(&[std::ffi::OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(
+        n.stdout.contains("The group descriptors look bad"),
+        "{}",
+        n.stdout
+    );
+    assert!(!n.stdout.contains("garbage"), "{}", n.stdout);
+    let run = common::ffsck(&[std::ffi::OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
+    let (code, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("look bad"), "primary not rewritten\n{out}");
+    let after = common::debugfs_r(&t, &img.path, "stats");
+    assert!(after.contains(&line), "group 1 not restored:\n{after}");
+}

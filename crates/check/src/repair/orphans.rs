@@ -283,14 +283,35 @@ fn release_one(
 pub fn handles(p: P) -> bool {
     matches!(
         p,
-        P::P0_ORPHAN_ILLEGAL_HEAD_INODE | P::P0_ORPHAN_ILLEGAL_INODE | P::P6_ORPHAN_BLOCK_DIRTY
+        P::P0_ORPHAN_ILLEGAL_HEAD_INODE
+            | P::P0_ORPHAN_ILLEGAL_INODE
+            | P::P6_ORPHAN_BLOCK_DIRTY
+            | P::P6_ORPHAN_FILE_WITHOUT_JOURNAL
     )
 }
 
 /// A dirty orphan-file block agreed to be cleared: every block of the orphan file is written
 /// as a clean, empty orphan block (e2fsck reinitialises the whole file).
+///
+/// An orphan file without a journal has no use (the kernel only fills it in journalled
+/// transactions): its inode is zeroed and the `orphan_file` and `orphan_present` features
+/// cleared, as e2fsck does; the next round's allocation rebuild frees its blocks.
 pub fn apply_file(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
-    if !fixes.iter().any(|f| f.problem == P::P6_ORPHAN_BLOCK_DIRTY) {
+    let has = |p: P| fixes.iter().any(|f| f.problem == p);
+    if has(P::P6_ORPHAN_FILE_WITHOUT_JOURNAL) {
+        let ino = p0.fs.sb.s_orphan_file_inum.get();
+        if ino != 0 {
+            edit(p0, dev, ino, |i| i.as_mut_bytes().fill(0));
+        }
+        super::features::edit_super(dev, |sb| {
+            sb.s_feature_compat
+                .set(sb.s_feature_compat.get() & !Compat::ORPHAN_FILE);
+            sb.s_feature_ro_compat
+                .set(sb.s_feature_ro_compat.get() & !RoCompat::ORPHAN_PRESENT);
+        });
+        return;
+    }
+    if !has(P::P6_ORPHAN_BLOCK_DIRTY) {
         return;
     }
     let fs = &p0.fs;
