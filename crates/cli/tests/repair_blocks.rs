@@ -36,6 +36,22 @@ fn assert_tree_kept(t: &Tools, img: &Image, skip: &[&str]) {
     }
 }
 
+/// The block number after `key` ("block bitmap at ", "inode table at ") on group 0's line of
+/// `debugfs stats`.
+fn group0(t: &Tools, img: &Image, key: &str) -> u64 {
+    let s = common::debugfs_r(t, &img.path, "stats");
+    s.lines()
+        .filter(|l| l.trim().starts_with("Group  0:"))
+        .find_map(|l| {
+            let rest = l.split(key).nth(1)?;
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("test setup: no \"{key}\" for group 0 in\n{s}"))
+}
+
 /// e2fsck finds the damage, one `ffsck -fy` repairs it, and both checkers then find the
 /// file system clean.
 fn repair_once(t: &Tools, img: &Image, what: &str) -> common::Run {
@@ -101,17 +117,7 @@ fn blocks_shared_with_metadata_are_copied_to_the_file() {
     let Some(t) = common::tools() else { return };
     let img = common::mkfs(&t, "ext2", &[], "16M");
     // The block bitmap of group 0: pointed at by a file, it stays metadata.
-    let s = common::debugfs_r(&t, &img.path, "stats");
-    let bitmap: u64 = s
-        .lines()
-        .find_map(|l| {
-            let rest = l.trim().strip_prefix("Group  0: block bitmap at ")?;
-            rest.split(|c: char| !c.is_ascii_digit())
-                .next()?
-                .parse()
-                .ok()
-        })
-        .expect("test setup: block bitmap of group 0");
+    let bitmap = group0(&t, &img, "block bitmap at ");
     common::debugfs_w(&t, &img.path, &format!("sif /a/f3 block[0] {bitmap}"));
     repair_once(&t, &img, "ext2 block shared with a bitmap");
     assert_ne!(common::bmap(&t, &img.path, "/a/f3", 0), bitmap);
@@ -412,17 +418,7 @@ fn an_indirect_block_in_the_inode_table_is_copied_before_any_fix() {
     // /b/x's indirect block becomes the inode-table block holding the root directory's
     // inode: read as pointers, the inodes are mostly illegal blocks. A fix written there would
     // destroy the root and its neighbours; it must wait until pass 1D has made /b/x a copy.
-    let s = common::debugfs_r(&t, &img.path, "stats");
-    let itable: u64 = s
-        .lines()
-        .find_map(|l| {
-            let rest = l.split("inode table at ").nth(1)?;
-            rest.split(|c: char| !c.is_ascii_digit())
-                .next()?
-                .parse()
-                .ok()
-        })
-        .expect("test setup: inode table of group 0");
+    let itable = group0(&t, &img, "inode table at ");
     common::debugfs_w(&t, &img.path, &format!("sif /b/x block[IND] {itable}"));
     let run = repair_once(&t, &img, "ext2 indirect block in the inode table");
     assert!(
