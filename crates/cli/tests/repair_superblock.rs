@@ -1,7 +1,8 @@
 //! Repair of superblock fields and feature combinations (pass 0), a reserved inode's mode, the
-//! casefold flag without the feature, and the orphan file: each case breaks one thing with
-//! `debugfs -w` on an image built at run time, and one `ffsck -fy` must leave a file system
-//! e2fsck and ffsck both find clean, with the field set as e2fsck sets it.
+//! casefold flag without the feature, and the orphan file (cleaned, removed or recreated):
+//! each case breaks one thing with `debugfs -w` on an image built at run time, and one
+//! `ffsck -fy` must leave a file system e2fsck and ffsck both find clean, with the field set
+//! as e2fsck sets it.
 
 mod common;
 
@@ -94,6 +95,20 @@ const CASES: &[Case] = &[
         break_it: &["zap_block -f <12> -p 0x55 0"],
         says: "Orphan file (inode 12) block 0 is not clean.",
         after: None,
+    },
+    Case {
+        what: "an orphan file without a journal",
+        mkfs: &["-O", "orphan_file"],
+        break_it: &["feature -has_journal"],
+        says: "Superblock has orphan file without journal.",
+        after: None,
+    },
+    Case {
+        what: "a hole in a block-mapped orphan file",
+        mkfs: &["-O", "orphan_file,^extent,^64bit"],
+        break_it: &["punch <12> 1 1"],
+        says: "Orphan file (inode 12) contains hole at block 1.\nFailed to initialize orphan file.",
+        after: Some(("stat <12>", "(0-11):")),
     },
     Case {
         what: "casefold flag without the casefold feature",

@@ -287,6 +287,7 @@ pub fn handles(p: P) -> bool {
             | P::P0_ORPHAN_ILLEGAL_INODE
             | P::P6_ORPHAN_BLOCK_DIRTY
             | P::P6_ORPHAN_FILE_WITHOUT_JOURNAL
+            | P::P6_ORPHAN_FILE_CORRUPTED
     )
 }
 
@@ -338,4 +339,95 @@ pub fn apply_file(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
         true
     };
     filemap::walk(fs, &inode.block_bytes(), extents, false, &mut visit);
+}
+
+/// Blocks of a new orphan file: the size mke2fs and e2fsck give one, in whole clusters.
+fn orphan_file_blocks(fs_blocks: u64, cluster_ratio: u32) -> u64 {
+    let n = match fs_blocks {
+        b if b < 128 << 10 => 32,
+        b if b < 2 << 20 => b / 4096,
+        _ => 512,
+    };
+    let r = u64::from(cluster_ratio.max(1));
+    n.div_ceil(r) * r
+}
+
+/// A corrupt orphan file agreed to be recreated (e2fsck's "Recreate"): its blocks are given
+/// back in `facts`, new ones taken there and written as clean orphan blocks, and its inode
+/// made anew (same number). Returns whether the allocation changed (the caller rebuilds the
+/// bitmaps and counts); with no room the old file is left as it was.
+pub fn recreate_file(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    facts: &mut crate::engine::AllocFacts,
+    fixes: &[&Finding],
+) -> bool {
+    if !fixes
+        .iter()
+        .any(|f| f.problem == P::P6_ORPHAN_FILE_CORRUPTED)
+    {
+        return false;
+    }
+    let fs = &p0.fs;
+    let geo = &fs.geo;
+    let ino = fs.sb.s_orphan_file_inum.get();
+    let Some(inode) = super::inode::read_inode(p0, dev, ino) else {
+        return false;
+    };
+    let mut old = Vec::new();
+    let mut visit = |v: Visit| -> bool {
+        match v {
+            Visit::Data { pblk, .. } | Visit::Meta { pblk } if geo.is_valid_block(pblk) => {
+                old.push(pblk)
+            }
+            _ => {}
+        }
+        true
+    };
+    let extents = inode.flags() & flags::EXTENTS != 0;
+    filemap::walk(fs, &inode.block_bytes(), extents, false, &mut visit);
+    for &b in &old {
+        facts.block_used.clear(b);
+    }
+    let total = orphan_file_blocks(geo.blocks_count, geo.cluster_ratio);
+    let extent_mapped = geo.incompat.has(Incompat::EXTENTS);
+    let start = old.first().copied().unwrap_or(geo.first_data_block);
+    let made = super::newjournal::allocate(p0, dev, facts, ino, 0, total, start, extent_mapped);
+    let Some(file) = made else {
+        old.iter().for_each(|&b| facts.block_used.set(b));
+        return false;
+    };
+    let bs = fs.block_size() as u64;
+    for &pblk in file.data() {
+        let clean = crate::orphan::clean_block(fs, ino, 0, pblk);
+        let _ = dev.write_at(&clean, pblk * bs);
+    }
+    let bytes = total * bs;
+    let sectors = file.blocks() * (bs / 512);
+    let now = crate::report::now() as u32;
+    let large = geo.inode_size as usize > ffsck_format::inode::GOOD_OLD_INODE_SIZE;
+    edit(p0, dev, ino, |i| {
+        i.as_mut_bytes().fill(0);
+        i.i_mode.set(ffsck_format::inode::mode::S_IFREG | 0o600);
+        i.i_links_count.set(1);
+        i.i_size_lo.set(bytes as u32);
+        i.i_size_high.set((bytes >> 32) as u32);
+        i.i_blocks_lo.set(sectors as u32);
+        i.l_i_blocks_high.set((sectors >> 32) as u16);
+        i.i_atime.set(now);
+        i.i_ctime.set(now);
+        i.i_mtime.set(now);
+        if extent_mapped {
+            i.i_flags.set(flags::EXTENTS);
+        }
+        for (k, w) in i.i_block.iter_mut().enumerate() {
+            let r = &file.root[4 * k..4 * k + 4];
+            w.set(u32::from_le_bytes([r[0], r[1], r[2], r[3]]));
+        }
+        if large {
+            i.i_extra_isize.set(32);
+        }
+    });
+    facts.inode_used.set(u64::from(ino.saturating_sub(1)));
+    true
 }
