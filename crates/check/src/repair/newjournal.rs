@@ -387,43 +387,11 @@ pub fn create(
     let Some(file) = allocate(p0, dev, facts, ino::JOURNAL, 0, total, start, extent_mapped) else {
         return (total, Err(NO_SPACE));
     };
-    let (root, mapping) = (file.root, file.mapping);
-    write_data(dev, &mapping.data, bs, &journal_super(p0, log, fc));
+    let root = file.root;
+    write_data(dev, file.data(), bs, &journal_super(p0, log, fc));
 
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as u32);
     let bytes = total * bs as u64;
-    let sectors = (total + mapping.meta_blocks()) * (bs as u64 / 512);
-    let large = geo.inode_size as usize > ffsck_format::inode::GOOD_OLD_INODE_SIZE;
-    edit(p0, dev, ino::JOURNAL, |i| {
-        i.as_mut_bytes().fill(0);
-        i.i_mode.set(mode::S_IFREG | 0o600);
-        i.i_links_count.set(1);
-        i.i_size_lo.set(bytes as u32);
-        i.i_size_high.set((bytes >> 32) as u32);
-        i.i_blocks_lo.set(sectors as u32);
-        i.l_i_blocks_high.set((sectors >> 32) as u16);
-        i.i_atime.set(now);
-        i.i_ctime.set(now);
-        i.i_mtime.set(now);
-        if extent_mapped {
-            i.i_flags.set(flags::EXTENTS);
-        }
-        for (k, w) in i.i_block.iter_mut().enumerate() {
-            w.set(u32::from_le_bytes([
-                root[4 * k],
-                root[4 * k + 1],
-                root[4 * k + 2],
-                root[4 * k + 3],
-            ]));
-        }
-        if large {
-            // The fields up to the creation time (32 bytes past the classic inode).
-            i.i_extra_isize.set(32);
-            i.i_crtime.set(now);
-        }
-    });
+    fresh_inode(p0, dev, ino::JOURNAL, &file, bytes, extent_mapped);
     edit_super(dev, |sb| {
         sb.s_feature_compat
             .set(sb.s_feature_compat.get() | Compat::HAS_JOURNAL);
@@ -443,6 +411,45 @@ pub fn create(
         sb.s_jnl_backup_type = JNL_BACKUP_BLOCKS;
     });
     (total, Ok(()))
+}
+
+/// Write inode `ino` as a new regular file (mode 0600, one link, made now) of `bytes` bytes
+/// that maps `file`.
+pub(super) fn fresh_inode(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    ino: u32,
+    file: &NewFile,
+    bytes: u64,
+    extent_mapped: bool,
+) {
+    let now = crate::report::now() as u32;
+    let sectors = file.blocks() * (p0.fs.block_size() as u64 / 512);
+    let large = p0.fs.geo.inode_size as usize > ffsck_format::inode::GOOD_OLD_INODE_SIZE;
+    edit(p0, dev, ino, |i| {
+        i.as_mut_bytes().fill(0);
+        i.i_mode.set(mode::S_IFREG | 0o600);
+        i.i_links_count.set(1);
+        i.i_size_lo.set(bytes as u32);
+        i.i_size_high.set((bytes >> 32) as u32);
+        i.i_blocks_lo.set(sectors as u32);
+        i.l_i_blocks_high.set((sectors >> 32) as u16);
+        i.i_atime.set(now);
+        i.i_ctime.set(now);
+        i.i_mtime.set(now);
+        if extent_mapped {
+            i.i_flags.set(flags::EXTENTS);
+        }
+        for (k, w) in i.i_block.iter_mut().enumerate() {
+            let r = &file.root[4 * k..4 * k + 4];
+            w.set(u32::from_le_bytes([r[0], r[1], r[2], r[3]]));
+        }
+        if large {
+            // The fields up to the creation time (32 bytes past the classic inode).
+            i.i_extra_isize.set(32);
+            i.i_crtime.set(now);
+        }
+    });
 }
 
 /// An empty jbd2 v2 superblock for a journal of `log` + `fc` blocks of this file system.

@@ -402,32 +402,7 @@ pub fn recreate_file(
         let clean = crate::orphan::clean_block(fs, ino, 0, pblk);
         let _ = dev.write_at(&clean, pblk * bs);
     }
-    let bytes = total * bs;
-    let sectors = file.blocks() * (bs / 512);
-    let now = crate::report::now() as u32;
-    let large = geo.inode_size as usize > ffsck_format::inode::GOOD_OLD_INODE_SIZE;
-    edit(p0, dev, ino, |i| {
-        i.as_mut_bytes().fill(0);
-        i.i_mode.set(ffsck_format::inode::mode::S_IFREG | 0o600);
-        i.i_links_count.set(1);
-        i.i_size_lo.set(bytes as u32);
-        i.i_size_high.set((bytes >> 32) as u32);
-        i.i_blocks_lo.set(sectors as u32);
-        i.l_i_blocks_high.set((sectors >> 32) as u16);
-        i.i_atime.set(now);
-        i.i_ctime.set(now);
-        i.i_mtime.set(now);
-        if extent_mapped {
-            i.i_flags.set(flags::EXTENTS);
-        }
-        for (k, w) in i.i_block.iter_mut().enumerate() {
-            let r = &file.root[4 * k..4 * k + 4];
-            w.set(u32::from_le_bytes([r[0], r[1], r[2], r[3]]));
-        }
-        if large {
-            i.i_extra_isize.set(32);
-        }
-    });
+    super::newjournal::fresh_inode(p0, dev, ino, &file, total * bs, extent_mapped);
     facts.inode_used.set(u64::from(ino.saturating_sub(1)));
     true
 }
