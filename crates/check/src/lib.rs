@@ -23,6 +23,7 @@ pub mod pass2;
 pub mod pass3;
 pub mod pass4;
 pub mod pass5;
+pub mod pathname;
 pub mod problem;
 pub mod quota;
 pub mod recovery;

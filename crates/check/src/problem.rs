@@ -4,7 +4,7 @@
 //! it corresponds to (for differential tests against e2fsck's problem log), the prompt a repair
 //! would ask, flags that drive the decision in `Context::fix`, and a message template over the
 //! typed `ProblemCtx`. Placeholders: {ino} {ino2} {dir} {blk} {blk2} {group} {num} {num2}
-//! {name} {str}, and {num:o} ({num} in octal).
+//! {name} {str}, {num:o} ({num} in octal), and {dirpath} ({dir} as "/path (ino)").
 
 use serde::Serialize;
 
@@ -291,13 +291,13 @@ catalogue! {
 
     // ---- Pass 2: directory structure ----
     P2_BAD_INODE_DOT = 0x020001, Fix, 0, "'.' entry in directory {dir} has inode {ino}, should be {dir}.\n";
-    P2_BAD_INO = 0x020002, Clear, 0, "Entry '{name}' in {dir} has bad inode #: {ino}.\n";
-    P2_UNUSED_INODE = 0x020003, Clear, 0, "Entry '{name}' in {dir} has deleted/unused inode {ino}.";
-    P2_LINK_DOT = 0x020004, Clear, 0, "Entry '{name}' in {dir} is a link to '.'";
-    P2_BB_INODE = 0x020005, Clear, 0, "Entry '{name}' in {dir} points to inode ({ino}) located in a bad block.\n";
-    P2_LINK_DIR = 0x020006, Clear, 0, "Entry '{name}' in {dir} is a link to directory {ino}.\n";
-    P2_LINK_ROOT = 0x020007, Clear, 0, "Entry '{name}' in {dir} is a link to the root inode.\n";
-    P2_BAD_NAME = 0x020008, Fix, 0, "Entry '{name}' in {dir} has illegal characters in its name.\n";
+    P2_BAD_INO = 0x020002, Clear, 0, "Entry '{name}' in {dirpath} has bad inode #: {ino}.\n";
+    P2_UNUSED_INODE = 0x020003, Clear, 0, "Entry '{name}' in {dirpath} has deleted/unused inode {ino}.";
+    P2_LINK_DOT = 0x020004, Clear, 0, "Entry '{name}' in {dirpath} is a link to '.'";
+    P2_BB_INODE = 0x020005, Clear, 0, "Entry '{name}' in {dirpath} points to inode ({ino}) located in a bad block.\n";
+    P2_LINK_DIR = 0x020006, Clear, 0, "Entry '{name}' in {dirpath} is a link to directory {ino}.\n";
+    P2_LINK_ROOT = 0x020007, Clear, 0, "Entry '{name}' in {dirpath} is a link to the root inode.\n";
+    P2_BAD_NAME = 0x020008, Fix, 0, "Entry '{name}' in {dirpath} has illegal characters in its name.\n";
     P2_MISSING_DOT = 0x020009, Fix, 0, "Missing '.' in directory inode {dir}.\n";
     P2_MISSING_DOT_DOT = 0x02000A, Fix, 0, "Missing '..' in directory inode {dir}.\n";
     P2_1ST_NOT_DOT = 0x02000B, Fix, 0, "First entry '{name}' (inode={ino}) in directory inode {dir} should be '.'\n";
@@ -313,16 +313,16 @@ catalogue! {
     P2_DOT_DOT_NULL_TERM = 0x020017, Fix, 0, "'..' directory entry in directory inode {dir} is not NULL terminated\n";
     P2_BAD_CHAR_DEV = 0x020018, Clear, 0, "Inode {ino} ({str}) is an illegal character device.\n";
     P2_BAD_BLOCK_DEV = 0x020019, Clear, 0, "Inode {ino} ({str}) is an illegal block device.\n";
-    P2_DUP_DOT = 0x02001A, Clear, 0, "Entry '{name}' in {dir} is a duplicate '.' entry.\n";
-    P2_DUP_DOT_DOT = 0x02001B, Clear, 0, "Entry '{name}' in {dir} is a duplicate '..' entry.\n";
-    P2_FINAL_RECLEN = 0x02001D, Fix, 0, "Entry '{name}' in {dir} has rec_len of {num}, should be {num2}.\n";
-    P2_SPLIT_DOT = 0x020024, Split, 0, "Directory entry for '.' in {dir} is big.\n";
+    P2_DUP_DOT = 0x02001A, Clear, 0, "Entry '{name}' in {dirpath} is a duplicate '.' entry.\n";
+    P2_DUP_DOT_DOT = 0x02001B, Clear, 0, "Entry '{name}' in {dirpath} is a duplicate '..' entry.\n";
+    P2_FINAL_RECLEN = 0x02001D, Fix, 0, "Entry '{name}' in {dirpath} has rec_len of {num}, should be {num2}.\n";
+    P2_SPLIT_DOT = 0x020024, Split, 0, "Directory entry for '.' in {dirpath} is big.\n";
     P2_BAD_FIFO = 0x020025, Clear, 0, "Inode {ino} ({str}) is an illegal FIFO.\n";
     P2_BAD_SOCKET = 0x020026, Clear, 0, "Inode {ino} ({str}) is an illegal socket.\n";
-    P2_SET_FILETYPE = 0x020027, None, PREEN_OK | NO_OK | NO_NOMSG, "Setting filetype for entry '{name}' in {dir} to {num}.";
-    P2_BAD_FILETYPE = 0x020028, Fix, 0, "Entry '{name}' in {dir} has an incorrect filetype (was {num}, should be {num2}).\n";
-    P2_CLEAR_FILETYPE = 0x020029, Clear, 0, "Entry '{name}' in {dir} has filetype set.\n";
-    P2_NULL_NAME = 0x020030, Clear, 0, "Entry '{name}' in {dir} has a zero-length name.\n";
+    P2_SET_FILETYPE = 0x020027, None, PREEN_OK | NO_OK | NO_NOMSG, "Setting filetype for entry '{name}' in {dirpath} to {num}.";
+    P2_BAD_FILETYPE = 0x020028, Fix, 0, "Entry '{name}' in {dirpath} has an incorrect filetype (was {num}, should be {num2}).\n";
+    P2_CLEAR_FILETYPE = 0x020029, Clear, 0, "Entry '{name}' in {dirpath} has filetype set.\n";
+    P2_NULL_NAME = 0x020030, Clear, 0, "Entry '{name}' in {dirpath} has a zero-length name.\n";
     P2_INVALID_SYMLINK = 0x020031, Clear, 0, "Symlink {str} (inode #{ino}) is invalid.\n";
     P2_FILE_ACL_BAD = 0x020032, Clear, 0, "Extended attribute block for inode {ino} ({str}) is invalid ({blk}).\n";
     P2_FEATURE_LARGE_FILES = 0x020033, Fix, PREEN_OK | NO_OK, "File system contains large files, but lacks LARGE_FILE flag in superblock.\n";
@@ -338,22 +338,22 @@ catalogue! {
     P2_HTREE_HASH_ORDER = 0x02003F, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has an unordered hash table\n";
     P2_HTREE_BAD_DEPTH = 0x020040, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: block {num} has invalid depth ({num2})\n";
     P2_DUPLICATE_DIRENT = 0x020041, Clear, 0, "Duplicate entry '{name}' found in directory {dir}.";
-    P2_NON_UNIQUE_FILE = 0x020042, Fix, 0, "Entry '{name}' in {dir} has a non-unique filename";
-    P2_REPORT_DUP_DIRENT = 0x020043, None, INFO, "Duplicate entry '{name}' found in {dir}; marking the directory to be rebuilt";
+    P2_NON_UNIQUE_FILE = 0x020042, Fix, 0, "Entry '{name}' in {dirpath} has a non-unique filename";
+    P2_REPORT_DUP_DIRENT = 0x020043, None, INFO, "Duplicate entry '{name}' found in {dirpath}; marking the directory to be rebuilt";
     P2_BLOCKS_HI_ZERO = 0x020044, Clear, PREEN_OK, "i_blocks_hi for inode {ino} ({str}) is {num}, should be zero.\n";
-    P2_INOREF_BG_INO_UNINIT = 0x020046, Fix, PREEN_OK, "Entry '{name}' in {dir} references inode {ino} in group {group} where _INODE_UNINIT is set.\n";
-    P2_INOREF_IN_UNUSED = 0x020047, Fix, PREEN_OK, "Entry '{name}' in {dir} references inode {ino} found in group {group}'s unused inodes area.\n";
+    P2_INOREF_BG_INO_UNINIT = 0x020046, Fix, PREEN_OK, "Entry '{name}' in {dirpath} references inode {ino} in group {group} where _INODE_UNINIT is set.\n";
+    P2_INOREF_IN_UNUSED = 0x020047, Fix, PREEN_OK, "Entry '{name}' in {dirpath} references inode {ino} found in group {group}'s unused inodes area.\n";
     P2_I_FILE_ACL_HI_ZERO = 0x020048, Clear, PREEN_OK, "i_file_acl_hi for inode {ino} ({str}) is {num}, should be zero.\n";
     P2_HTREE_ROOT_CSUM_INVALID = 0x020049, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: root node fails checksum.\n";
     P2_HTREE_NODE_CSUM_INVALID = 0x02004A, ClearHtree, PREEN_OK, "Problem in HTREE directory inode {dir}: internal node {num} fails checksum.\n";
     P2_LEAF_NODE_MISSING_CSUM = 0x02004C, Fix, PREEN_OK, "Directory inode {dir}, block #{num}, offset {num2}: directory has no checksum.\n";
     P2_LEAF_NODE_ONLY_CSUM_INVALID = 0x02004D, Fix, PREEN_OK, "Directory inode {dir}, block #{num}, offset {num2}: directory passes checks but fails checksum.\n";
     P2_BAD_INLINE_DIR_SIZE = 0x02004E, Fix, 0, "Inline directory inode {dir} size ({num}) must be a multiple of 4.\n";
-    P2_UNENCRYPTED_FILE = 0x020051, Clear, 0, "Encrypted entry '{name}' in {dir} references unencrypted inode {ino}.\n";
-    P2_INCONSISTENT_ENCRYPTION_POLICY = 0x020052, Clear, 0, "Encrypted entry '{name}' in {dir} references inode {ino}, which has a different encryption policy.\n";
-    P2_NON_UNIQUE_FILE_NO_RENAME = 0x020054, Clear, 0, "Duplicate filename entry '{name}' in {dir} found.";
-    P2_BAD_ENCRYPTED_NAME = 0x020050, Clear, 0, "Encrypted entry '{name}' in {dir} is too short.\n";
-    P2_BAD_ENCODED_NAME = 0x020053, Fix, 0, "Entry '{name}' in {dir} has illegal UTF-8 characters in its name.\n";
+    P2_UNENCRYPTED_FILE = 0x020051, Clear, 0, "Encrypted entry '{name}' in {dirpath} references unencrypted inode {ino}.\n";
+    P2_INCONSISTENT_ENCRYPTION_POLICY = 0x020052, Clear, 0, "Encrypted entry '{name}' in {dirpath} references inode {ino}, which has a different encryption policy.\n";
+    P2_NON_UNIQUE_FILE_NO_RENAME = 0x020054, Clear, 0, "Duplicate filename entry '{name}' in {dirpath} found.";
+    P2_BAD_ENCRYPTED_NAME = 0x020050, Clear, 0, "Encrypted entry '{name}' in {dirpath} is too short.\n";
+    P2_BAD_ENCODED_NAME = 0x020053, Fix, 0, "Entry '{name}' in {dirpath} has illegal UTF-8 characters in its name.\n";
 
     // ---- Pass 3: connectivity ----
     P3_NO_ROOT_INODE = 0x030001, Allocate, 0, "Root inode not allocated.";

@@ -31,6 +31,33 @@ pub struct ProblemCtx {
     pub name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub str: Option<String>,
+    /// The path of `dir`, for messages (`pathname::name_dirs`).
+    #[serde(skip_serializing_if = "Note::is_none")]
+    pub path: Note,
+}
+
+/// Text for the message only: a finding is the same finding whatever it says (two rounds
+/// of a repair may name a directory differently), so it takes no part in comparisons.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(transparent)]
+pub struct Note(pub Option<String>);
+
+impl Note {
+    fn is_none(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+impl PartialEq for Note {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Note {}
+
+impl std::hash::Hash for Note {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 impl ProblemCtx {
@@ -62,9 +89,16 @@ impl Finding {
     pub fn message(&self) -> String {
         let c = &self.ctx;
         let mut s = self.problem.info().message.to_string();
-        let subs: [(&str, String); 11] = [
+        // A directory as e2fsck names it, "/a/b (13)", or by number alone when its path
+        // was not looked up.
+        let dirpath = match &c.path.0 {
+            Some(p) => format!("{p} ({})", c.dir),
+            None => c.dir.to_string(),
+        };
+        let subs: [(&str, String); 12] = [
             ("{ino}", c.ino.to_string()),
             ("{ino2}", c.ino2.to_string()),
+            ("{dirpath}", dirpath),
             ("{dir}", c.dir.to_string()),
             ("{blk}", c.blk.to_string()),
             ("{blk2}", c.blk2.to_string()),

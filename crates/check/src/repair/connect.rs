@@ -7,9 +7,10 @@
 
 use super::Dirs;
 use crate::pass0::Pass0Facts;
+use crate::pathname::walk;
 use crate::problem::Problem as P;
 use crate::report::Finding;
-use ffsck_format::dir::{self as fdir, header_at};
+use ffsck_format::dir as fdir;
 use ffsck_format::inode::{FileType, RawInode};
 use ffsck_format::{ino as rino, Incompat};
 use ffsck_io::Device;
@@ -121,29 +122,6 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, plan: &Plan) {
             super::dirent::set_leaf_csum(p0, dev, plan.lpf, &mut b);
             let _ = dev.write_at(&b, pblk * bs);
         }
-    }
-}
-
-/// Call `f(offset, header, name)` for every well-formed entry of a leaf block, stopping at the
-/// first malformed one.
-pub(super) fn walk(b: &[u8], mut f: impl FnMut(usize, fdir::DirentHeader, &[u8])) {
-    let end = if fdir::has_tail(b) {
-        b.len() - fdir::TAIL_SIZE
-    } else {
-        b.len()
-    };
-    let mut off = 0usize;
-    // Entries are at least 12 bytes: this bounds the walk.
-    for _ in 0..=b.len() / 12 {
-        let Some(h) = header_at(&b[..end], off, b.len() as u32) else {
-            break;
-        };
-        let (rl, nl) = (h.rec_len as usize, usize::from(h.name_len));
-        if rl < 12 || rl % 4 != 0 || off + rl > end || 8 + nl > rl {
-            break;
-        }
-        f(off, h, &b[off + 8..off + 8 + nl]);
-        off += rl;
     }
 }
 

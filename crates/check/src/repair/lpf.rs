@@ -8,12 +8,13 @@
 //! round's allocation facts, so a rebuild of the allocation metadata in the same round keeps
 //! them. The unlinked inode is reconnected by the next round (`P4_UNATTACHED_INODE`).
 
-use super::connect::{insert, walk};
+use super::connect::insert;
 use super::inode::edit;
 use super::inode::read_inode;
 use super::Dirs;
 use crate::engine::AllocFacts;
 use crate::pass0::Pass0Facts;
+use crate::pathname::walk;
 use crate::problem::Problem as P;
 use crate::report::{Finding, ProblemCtx};
 use ffsck_format::dir as fdir;

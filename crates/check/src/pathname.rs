@@ -1,0 +1,117 @@
+//! Directory path names for messages, as e2fsck prints them (`Entry 'x' in /a/b (13)`): each
+//! directory's name is looked up in the parent pass 2 found for it, up to the root. A parent
+//! that is unknown, or a name that cannot be found, reads `???`.
+
+use crate::filemap::{self, Visit};
+use crate::fs::Fs;
+use crate::pass2::DirTable;
+use crate::report::Finding;
+use ffsck_format::dir::{self as fdir, header_at};
+use ffsck_format::ino;
+use ffsck_format::inode::{flags, RawInode};
+use std::collections::HashMap;
+
+/// Findings named per check at most: a hostile image can have a finding per entry.
+const MAX_NAMED: usize = 10_000;
+/// Path components looked up at most (deeper paths start with `.../`).
+const MAX_DEPTH: usize = 64;
+/// Blocks of one parent searched for a child's name at most.
+const MAX_BLOCKS: u64 = 4096;
+
+/// Call `f(offset, header, name)` for every well-formed entry of a leaf block, stopping at the
+/// first malformed one.
+pub(crate) fn walk(b: &[u8], mut f: impl FnMut(usize, fdir::DirentHeader, &[u8])) {
+    let end = if fdir::has_tail(b) {
+        b.len() - fdir::TAIL_SIZE
+    } else {
+        b.len()
+    };
+    let mut off = 0usize;
+    // Entries are at least 12 bytes: this bounds the walk.
+    for _ in 0..=b.len() / 12 {
+        let Some(h) = header_at(&b[..end], off, b.len() as u32) else {
+            break;
+        };
+        let (rl, nl) = (h.rec_len as usize, usize::from(h.name_len));
+        if rl < 12 || rl % 4 != 0 || off + rl > end || 8 + nl > rl {
+            break;
+        }
+        f(off, h, &b[off + 8..off + 8 + nl]);
+        off += rl;
+    }
+}
+
+/// Fill in the path of the directory (`ctx.dir`) of every finding whose message names it.
+pub fn name_dirs(fs: &Fs, dirs: &DirTable, findings: &mut [Finding]) {
+    let mut memo: HashMap<u32, String> = HashMap::new();
+    let wanted = findings
+        .iter_mut()
+        .filter(|f| f.ctx.dir != 0 && f.problem.info().message.contains("{dirpath}"))
+        .take(MAX_NAMED);
+    for f in wanted {
+        let dir = f.ctx.dir;
+        let path = match memo.get(&dir) {
+            Some(p) => p.clone(),
+            None => {
+                let p = path_of(fs, dirs, dir);
+                memo.insert(dir, p.clone());
+                p
+            }
+        };
+        f.ctx.path.0 = Some(path);
+    }
+}
+
+/// The path of directory `dir`.
+fn path_of(fs: &Fs, dirs: &DirTable, dir: u32) -> String {
+    let mut names: Vec<String> = Vec::new();
+    let mut cur = dir;
+    for _ in 0..MAX_DEPTH {
+        if cur == ino::ROOT {
+            names.reverse();
+            return format!("/{}", names.join("/"));
+        }
+        let parent = dirs.get(&cur).map_or(0, |l| l.parent);
+        match (parent, name_in(fs, parent, cur)) {
+            (0, _) | (_, None) => {
+                names.push("???".into());
+                names.reverse();
+                return format!("/{}", names.join("/"));
+            }
+            (p, Some(n)) => {
+                names.push(n);
+                cur = p;
+            }
+        }
+    }
+    names.reverse();
+    format!(".../{}", names.join("/"))
+}
+
+/// The name of the entry for `child` in directory `parent`, searched in its blocks.
+fn name_in(fs: &Fs, parent: u32, child: u32) -> Option<String> {
+    let raw = fs.read_inode(parent)?;
+    let inode = RawInode::parse(&raw);
+    if inode.flags() & flags::INLINE_DATA != 0 {
+        return None;
+    }
+    let extents = inode.flags() & flags::EXTENTS != 0;
+    let mut found = None;
+    let mut budget = MAX_BLOCKS;
+    let mut visit = |v: Visit| -> bool {
+        let Visit::Data { pblk, .. } = v else {
+            return true;
+        };
+        budget = budget.saturating_sub(1);
+        if let Some(b) = fs.read_block(pblk) {
+            walk(&b, |_, h, name| {
+                if found.is_none() && h.inode == child && name != b"." && name != b".." {
+                    found = Some(String::from_utf8_lossy(name).into_owned());
+                }
+            });
+        }
+        found.is_none() && budget > 0
+    };
+    filemap::walk(fs, &inode.block_bytes(), extents, false, &mut visit);
+    found
+}
