@@ -446,3 +446,24 @@ fn an_inline_symlink_whose_size_disagrees_with_its_target_is_cleared() {
     assert!(run.stdout.contains("is invalid"), "{}", run.stdout);
     common::assert_repaired(&t, &img, "inline symlink size");
 }
+
+/// Pass-2 messages name the directory by its path, as e2fsck prints it: the same line from
+/// both checkers, for an entry deep in the tree and one in the root.
+#[test]
+fn pass2_messages_name_directories_by_path() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    let inner = common::inode_of(&t, &img.path, "/a/sub/inner");
+    // Entries naming an inode no file uses.
+    common::debugfs_w(&t, &img.path, "link <1000> /a/sub/inner/ghost");
+    common::debugfs_w(&t, &img.path, "link <1001> /ghost2");
+    let (_, e2) = common::e2fsck_n(&t, &img.path);
+    let run = ffsck(&["-fn"], &img.path);
+    for line in [
+        format!("Entry 'ghost' in /a/sub/inner ({inner}) has deleted/unused inode 1000."),
+        "Entry 'ghost2' in / (2) has deleted/unused inode 1001.".to_owned(),
+    ] {
+        assert!(e2.contains(&line), "test setup: e2fsck says\n{e2}");
+        assert!(run.stdout.contains(&line), "{}", run.stdout);
+    }
+}
