@@ -278,6 +278,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     rep.pass_start(3);
     prog.start(3, 1);
     let p3 = pass3::run(&p1, &p2, policy, &mut f);
+    crate::pathname::name_dirs(&p0.fs, &p2.dirs, &mut f.0);
     flush(rep, &mut f, &mut all);
     if !p3.root_ok {
         // A repair that recreates the root (`repair::root`) goes on from the next round's

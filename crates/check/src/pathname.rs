@@ -46,7 +46,10 @@ pub fn name_dirs(fs: &Fs, dirs: &DirTable, findings: &mut [Finding]) {
     let mut memo: HashMap<u32, String> = HashMap::new();
     let wanted = findings
         .iter_mut()
-        .filter(|f| f.ctx.dir != 0 && f.problem.info().message.contains("{dirpath}"))
+        .filter(|f| {
+            let m = f.problem.info().message;
+            f.ctx.dir != 0 && (m.contains("{dirpath}") || m.contains("{dirname}"))
+        })
         .take(MAX_NAMED);
     for f in wanted {
         let dir = f.ctx.dir;

@@ -4,7 +4,8 @@
 //! it corresponds to (for differential tests against e2fsck's problem log), the prompt a repair
 //! would ask, flags that drive the decision in `Context::fix`, and a message template over the
 //! typed `ProblemCtx`. Placeholders: {ino} {ino2} {dir} {blk} {blk2} {group} {num} {num2}
-//! {name} {str}, {num:o} ({num} in octal), and {dirpath} ({dir} as "/path (ino)").
+//! {name} {str}, {num:o} ({num} in octal), {dirpath} ({dir} as "/path (ino)") and {dirname}
+//! ({dir} as "/path"; both fall back to the number when the path was not looked up).
 
 use serde::Serialize;
 
@@ -357,7 +358,7 @@ catalogue! {
 
     // ---- Pass 3: connectivity ----
     P3_NO_ROOT_INODE = 0x030001, Allocate, 0, "Root inode not allocated.";
-    P3_UNCONNECTED_DIR = 0x030003, Connect, 0, "Unconnected directory inode {ino} (was in {dir})\n";
+    P3_UNCONNECTED_DIR = 0x030003, Connect, 0, "Unconnected directory inode {ino} (was in {dirname})\n";
     P3_EXPAND_LF_DIR = 0x030002, Expand, 0, "No room in lost+found directory.";
     P3_NO_LF_DIR = 0x030004, Create, PREEN_OK, "/lost+found not found.";
     P3_BAD_DOT_DOT = 0x030005, Fix, PREEN_OK, "'..' in {str} ({ino}) is {dir}, should be {ino2}.\n";

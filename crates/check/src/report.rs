@@ -95,10 +95,12 @@ impl Finding {
             Some(p) => format!("{p} ({})", c.dir),
             None => c.dir.to_string(),
         };
-        let subs: [(&str, String); 12] = [
+        let dirname = c.path.0.clone().unwrap_or_else(|| c.dir.to_string());
+        let subs: [(&str, String); 13] = [
             ("{ino}", c.ino.to_string()),
             ("{ino2}", c.ino2.to_string()),
             ("{dirpath}", dirpath),
+            ("{dirname}", dirname),
             ("{dir}", c.dir.to_string()),
             ("{blk}", c.blk.to_string()),
             ("{blk2}", c.blk2.to_string()),

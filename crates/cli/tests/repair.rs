@@ -467,3 +467,17 @@ fn pass2_messages_name_directories_by_path() {
         assert!(run.stdout.contains(&line), "{}", run.stdout);
     }
 }
+
+/// Pass 3 names the directory an unconnected one was in by its path, as e2fsck does.
+#[test]
+fn pass3_names_the_old_parent_by_path() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    let inner = common::inode_of(&t, &img.path, "/a/sub/inner");
+    common::debugfs_w(&t, &img.path, "unlink /a/sub/inner");
+    let (_, e2) = common::e2fsck_n(&t, &img.path);
+    let run = ffsck(&["-fn"], &img.path);
+    let line = format!("Unconnected directory inode {inner} (was in /a/sub)");
+    assert!(e2.contains(&line), "test setup: e2fsck says\n{e2}");
+    assert!(run.stdout.contains(&line), "{}", run.stdout);
+}
