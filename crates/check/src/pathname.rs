@@ -13,10 +13,12 @@ use std::collections::HashMap;
 
 /// Findings named per check at most: a hostile image can have a finding per entry.
 const MAX_NAMED: usize = 10_000;
-/// Path components looked up at most (deeper paths start with `.../`).
+/// Path components looked up at most (deeper paths start with `...`).
 const MAX_DEPTH: usize = 64;
 /// Blocks of one parent searched for a child's name at most.
 const MAX_BLOCKS: u64 = 4096;
+/// Directory blocks read for all the names of one check at most.
+const MAX_READS: u64 = 1 << 18;
 
 /// Call `f(offset, header, name)` for every well-formed entry of a leaf block, stopping at the
 /// first malformed one.
@@ -43,7 +45,12 @@ pub(crate) fn walk(b: &[u8], mut f: impl FnMut(usize, fdir::DirentHeader, &[u8])
 
 /// Fill in the path of the directory (`ctx.dir`) of every finding whose message names it.
 pub fn name_dirs(fs: &Fs, dirs: &DirTable, findings: &mut [Finding]) {
-    let mut memo: HashMap<u32, String> = HashMap::new();
+    let mut namer = Namer {
+        fs,
+        dirs,
+        paths: HashMap::new(),
+        budget: MAX_READS,
+    };
     let wanted = findings
         .iter_mut()
         .filter(|f| {
@@ -52,69 +59,89 @@ pub fn name_dirs(fs: &Fs, dirs: &DirTable, findings: &mut [Finding]) {
         })
         .take(MAX_NAMED);
     for f in wanted {
-        let dir = f.ctx.dir;
-        let path = match memo.get(&dir) {
-            Some(p) => p.clone(),
-            None => {
-                let p = path_of(fs, dirs, dir);
-                memo.insert(dir, p.clone());
-                p
-            }
-        };
-        f.ctx.path.0 = Some(path);
+        f.ctx.path.0 = Some(namer.path(f.ctx.dir));
     }
 }
 
-/// The path of directory `dir`.
-fn path_of(fs: &Fs, dirs: &DirTable, dir: u32) -> String {
-    let mut names: Vec<String> = Vec::new();
-    let mut cur = dir;
-    for _ in 0..MAX_DEPTH {
-        if cur == ino::ROOT {
-            names.reverse();
-            return format!("/{}", names.join("/"));
-        }
-        let parent = dirs.get(&cur).map_or(0, |l| l.parent);
-        match (parent, name_in(fs, parent, cur)) {
-            (0, _) | (_, None) => {
-                names.push("???".into());
-                names.reverse();
-                return format!("/{}", names.join("/"));
-            }
-            (p, Some(n)) => {
-                names.push(n);
-                cur = p;
-            }
-        }
-    }
-    names.reverse();
-    format!(".../{}", names.join("/"))
+struct Namer<'a> {
+    fs: &'a Fs,
+    dirs: &'a DirTable,
+    /// Paths found so far, by directory (every ancestor named on the way is kept).
+    paths: HashMap<u32, String>,
+    /// Directory blocks all lookups together may still read.
+    budget: u64,
 }
 
-/// The name of the entry for `child` in directory `parent`, searched in its blocks.
-fn name_in(fs: &Fs, parent: u32, child: u32) -> Option<String> {
-    let raw = fs.read_inode(parent)?;
-    let inode = RawInode::parse(&raw);
-    if inode.flags() & flags::INLINE_DATA != 0 {
-        return None;
-    }
-    let extents = inode.flags() & flags::EXTENTS != 0;
-    let mut found = None;
-    let mut budget = MAX_BLOCKS;
-    let mut visit = |v: Visit| -> bool {
-        let Visit::Data { pblk, .. } = v else {
-            return true;
-        };
-        budget = budget.saturating_sub(1);
-        if let Some(b) = fs.read_block(pblk) {
-            walk(&b, |_, h, name| {
-                if found.is_none() && h.inode == child && name != b"." && name != b".." {
-                    found = Some(String::from_utf8_lossy(name).into_owned());
+impl Namer<'_> {
+    /// The path of directory `dir`.
+    fn path(&mut self, dir: u32) -> String {
+        // Up the parents to the root, or to a directory already named.
+        let mut chain = Vec::new();
+        let mut cur = dir;
+        let mut top = loop {
+            if cur == ino::ROOT {
+                break "/".to_string();
+            }
+            if let Some(p) = self.paths.get(&cur) {
+                break p.clone();
+            }
+            if chain.len() == MAX_DEPTH {
+                break "...".to_string();
+            }
+            let parent = self.dirs.get(&cur).map_or(0, |l| l.parent);
+            match (parent, self.name_in(parent, cur)) {
+                (0, _) | (_, None) => {
+                    chain.push((cur, "???".to_string()));
+                    break "/".to_string();
                 }
-            });
+                (p, Some(name)) => {
+                    chain.push((cur, name));
+                    cur = p;
+                }
+            }
+        };
+        // Down again, naming each directory of the chain.
+        for (d, name) in chain.into_iter().rev() {
+            top = match top.as_str() {
+                "/" => format!("/{name}"),
+                _ => format!("{top}/{name}"),
+            };
+            self.paths.insert(d, top.clone());
         }
-        found.is_none() && budget > 0
-    };
-    filemap::walk(fs, &inode.block_bytes(), extents, false, &mut visit);
-    found
+        top
+    }
+
+    /// The name of the entry for `child` in directory `parent`, searched in its blocks.
+    fn name_in(&mut self, parent: u32, child: u32) -> Option<String> {
+        let fs = self.fs;
+        let raw = fs.read_inode(parent)?;
+        let inode = RawInode::parse(&raw);
+        if inode.flags() & flags::INLINE_DATA != 0 {
+            return None;
+        }
+        let extents = inode.flags() & flags::EXTENTS != 0;
+        let mut found = None;
+        let allowed = MAX_BLOCKS.min(self.budget);
+        if allowed == 0 {
+            return None;
+        }
+        let mut budget = allowed;
+        let mut visit = |v: Visit| -> bool {
+            let Visit::Data { pblk, .. } = v else {
+                return true;
+            };
+            budget = budget.saturating_sub(1);
+            if let Some(b) = fs.read_block(pblk) {
+                walk(&b, |_, h, name| {
+                    if found.is_none() && h.inode == child && name != b"." && name != b".." {
+                        found = Some(String::from_utf8_lossy(name).into_owned());
+                    }
+                });
+            }
+            found.is_none() && budget > 0
+        };
+        filemap::walk(fs, &inode.block_bytes(), extents, false, &mut visit);
+        self.budget -= allowed - budget;
+        found
+    }
 }
