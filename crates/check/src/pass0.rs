@@ -324,6 +324,20 @@ pub fn run_with(
         });
     }
 
+    // Descriptors read from a backup are as old as the backup: their uninit flags and unused
+    // inode counts may no longer hold, so they are dropped (as libext2fs does) and every
+    // bitmap and inode table is read as it is on disk.
+    let mut gds = gds;
+    if sb_block != 0 && sb.has_group_csum() {
+        for (g, gd) in gds.iter_mut().enumerate() {
+            gd.bg_flags
+                .set(gd.flags() & !(BG_BLOCK_UNINIT | BG_INODE_UNINIT));
+            gd.set_itable_unused(0);
+            if let Some(c) = gd.compute_checksum(&sb, g as u32, geo.desc_size as usize) {
+                gd.bg_checksum.set(c);
+            }
+        }
+    }
     let csum_seed = sb.csum_seed();
     let fs = Fs {
         dev,

@@ -188,3 +188,25 @@ fn overlapping_descriptors_are_replaced_from_the_backup() {
     let after = common::debugfs_r(&t, &img.path, "stats");
     assert!(after.contains(&line), "group 1 not restored:\n{after}");
 }
+
+/// A primary superblock with a bad magic number: the backup is used, and its descriptors are
+/// read without their (stale) uninit flags, as libext2fs reads them. `-n` then reports what
+/// e2fsck -n reports, with the same exit code, and `-y` leaves a clean file system.
+#[test]
+fn a_backup_superblock_is_read_as_e2fsck_reads_it() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024"], "32M");
+    // s_magic, at byte 56 of the superblock.
+    common::patch(&img.path, 1024 + 56, &[0, 0]);
+    let (e2, e2_out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2, 4, "test setup: e2fsck -n\n{e2_out}");
+    let n = common::ffsck(&[std::ffi::OsStr::new("-fn"), img.path.as_os_str()]);
+    assert_eq!(n.code(), e2, "ffsck -n\n{}\ne2fsck -n\n{e2_out}", n.stdout);
+    for line in e2_out.lines().filter(|l| l.starts_with("Block bitmap differences:  +")) {
+        assert!(n.stdout.contains(line), "{line}\n{}", n.stdout);
+    }
+    let run = common::ffsck(&[std::ffi::OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
+    let (code, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(code, 0, "{out}");
+}
