@@ -109,9 +109,13 @@ fn allowed_range(geo: &Geometry, g: u32) -> (u64, u64) {
     }
 }
 
-/// e2fsck's descriptor sanity check: every bitmap and inode table inside its allowed range.
-fn descs_valid(geo: &Geometry, gds: &[RawGroupDesc]) -> bool {
-    descs_in_range(geo, gds) && descs_disjoint(geo, gds)
+/// e2fsck's descriptor sanity check: every bitmap and inode table inside its allowed range,
+/// and none on another's blocks.
+///
+/// The overlap check keeps a bit per block, so it is made only when the device really holds
+/// the blocks the superblock claims (a bigger file system is refused later anyway).
+fn descs_valid(geo: &Geometry, gds: &[RawGroupDesc], dev_blocks: u64) -> bool {
+    descs_in_range(geo, gds) && (geo.blocks_count > dev_blocks || descs_disjoint(geo, gds))
 }
 
 /// No bitmap or inode-table block of one descriptor lies on a superblock copy, a descriptor
@@ -173,7 +177,8 @@ fn try_candidate(dev: &dyn Device, offset: u64, sb_block: u64) -> Result<Candida
     let geo = Geometry::new(&sb).map_err(|e| e.to_string())?;
     let gds = read_descs(dev, &geo, sb_block)
         .ok_or_else(|| "cannot read group descriptors".to_string())?;
-    let descs_ok = descs_valid(&geo, &gds);
+    let dev_blocks = dev.size() / u64::from(geo.block_size);
+    let descs_ok = descs_valid(&geo, &gds, dev_blocks);
     Ok(Candidate {
         sb,
         geo,

@@ -2287,10 +2287,10 @@ fn walk_extent_node(
             // 1D moves it and the next round finds its header bad in the copy.
             let outer_quiet = w.quiet;
             w.quiet |= critical_collision(scan, out, ic, child);
-            let buf = fs.read_block(child);
-            match buf.as_deref().map(Node::parse) {
-                Some(Ok(c)) if depth > 0 && c.depth() == depth - 1 => {
-                    let buf = buf.as_deref().unwrap_or_default();
+            // (An unreadable block parses as no node.)
+            let buf = fs.read_block(child).unwrap_or_default();
+            match Node::parse(&buf) {
+                Ok(c) if depth > 0 && c.depth() == depth - 1 => {
                     if fs.has_metadata_csum() {
                         let off = extent::tail_offset(c.header.eh_max.get());
                         if off + 4 <= buf.len() {

@@ -447,6 +447,16 @@ fn an_inline_symlink_whose_size_disagrees_with_its_target_is_cleared() {
     common::assert_repaired(&t, &img, "inline symlink size");
 }
 
+/// Both `e2fsck -fn` and `ffsck -fn` print each of `lines` on `img`.
+fn both_say(t: &Tools, img: &Image, lines: &[String]) {
+    let (_, e2) = common::e2fsck_n(t, &img.path);
+    let run = ffsck(&["-fn"], &img.path);
+    for line in lines {
+        assert!(e2.contains(line), "test setup: e2fsck says\n{e2}");
+        assert!(run.stdout.contains(line), "{line}\n{}", run.stdout);
+    }
+}
+
 /// Pass-2 messages name the directory by its path, as e2fsck prints it: the same line from
 /// both checkers, for an entry deep in the tree and one in the root.
 #[test]
@@ -457,15 +467,14 @@ fn pass2_messages_name_directories_by_path() {
     // Entries naming an inode no file uses.
     common::debugfs_w(&t, &img.path, "link <1000> /a/sub/inner/ghost");
     common::debugfs_w(&t, &img.path, "link <1001> /ghost2");
-    let (_, e2) = common::e2fsck_n(&t, &img.path);
-    let run = ffsck(&["-fn"], &img.path);
-    for line in [
-        format!("Entry 'ghost' in /a/sub/inner ({inner}) has deleted/unused inode 1000."),
-        "Entry 'ghost2' in / (2) has deleted/unused inode 1001.".to_owned(),
-    ] {
-        assert!(e2.contains(&line), "test setup: e2fsck says\n{e2}");
-        assert!(run.stdout.contains(&line), "{}", run.stdout);
-    }
+    both_say(
+        &t,
+        &img,
+        &[
+            format!("Entry 'ghost' in /a/sub/inner ({inner}) has deleted/unused inode 1000."),
+            "Entry 'ghost2' in / (2) has deleted/unused inode 1001.".to_owned(),
+        ],
+    );
 }
 
 /// Pass 3 names the directory an unconnected one was in by its path, as e2fsck does.
@@ -475,9 +484,11 @@ fn pass3_names_the_old_parent_by_path() {
     let img = common::mkfs(&t, "ext4", &[], "16M");
     let inner = common::inode_of(&t, &img.path, "/a/sub/inner");
     common::debugfs_w(&t, &img.path, "unlink /a/sub/inner");
-    let (_, e2) = common::e2fsck_n(&t, &img.path);
-    let run = ffsck(&["-fn"], &img.path);
-    let line = format!("Unconnected directory inode {inner} (was in /a/sub)");
-    assert!(e2.contains(&line), "test setup: e2fsck says\n{e2}");
-    assert!(run.stdout.contains(&line), "{}", run.stdout);
+    both_say(
+        &t,
+        &img,
+        &[format!(
+            "Unconnected directory inode {inner} (was in /a/sub)"
+        )],
+    );
 }

@@ -202,7 +202,10 @@ fn a_backup_superblock_is_read_as_e2fsck_reads_it() {
     assert_eq!(e2, 4, "test setup: e2fsck -n\n{e2_out}");
     let n = common::ffsck(&[std::ffi::OsStr::new("-fn"), img.path.as_os_str()]);
     assert_eq!(n.code(), e2, "ffsck -n\n{}\ne2fsck -n\n{e2_out}", n.stdout);
-    for line in e2_out.lines().filter(|l| l.starts_with("Block bitmap differences:  +")) {
+    for line in e2_out
+        .lines()
+        .filter(|l| l.starts_with("Block bitmap differences:  +"))
+    {
         assert!(n.stdout.contains(line), "{line}\n{}", n.stdout);
     }
     let run = common::ffsck(&[std::ffi::OsStr::new("-fy"), img.path.as_os_str()]);
