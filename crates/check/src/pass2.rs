@@ -244,21 +244,12 @@ pub fn run_with(
             .collect()
     };
     let check_window = |w: &[DirBlock], mut pre: Vec<Option<BlockOut>>| -> Vec<BlockOut> {
-        let chunk = (w.len() / (threads * 4)).max(16);
+        let chunk = (w.len() / (threads * 16)).max(RUN_BLOCKS);
         let outs: Vec<Vec<BlockOut>> = w
             .par_chunks(chunk)
             .zip(pre.par_chunks_mut(chunk))
             .map(|(c, pre)| {
-                // One block buffer per chunk, not one allocation per block.
-                let mut buf = Vec::new();
-                let r: Vec<BlockOut> = c
-                    .iter()
-                    .zip(pre.iter_mut())
-                    .map(|(db, pre)| {
-                        pre.take()
-                            .unwrap_or_else(|| check_block(&ctx, db, &mut buf))
-                    })
-                    .collect();
+                let r = check_chunk(&ctx, c, pre);
                 progress.advance(c.len() as u64);
                 r
             })
@@ -418,7 +409,7 @@ impl crate::pass1::Stage for Early<'_> {
                             continue;
                         }
                     }
-                    let mut bo = check_block_read(&ctx, db, &mut buf, false);
+                    let mut bo = check_block_bytes(&ctx, db, &buf);
                     bo.events.shrink_to_fit();
                     bo.names.shrink_to_fit();
                     bo.findings.0.shrink_to_fit();
@@ -533,7 +524,7 @@ impl std::hash::Hasher for NameHash {
 }
 
 /// Directory blocks checked per window: parallel inside a window, merged in order after it.
-const WINDOW_BLOCKS: usize = 1024;
+const WINDOW_BLOCKS: usize = 4096;
 
 /// The sequential, order-dependent half of pass 2, fed window by window in block order.
 struct Merge {
@@ -689,18 +680,82 @@ fn display_name(raw: &[u8]) -> String {
     String::from_utf8_lossy(raw).into_owned()
 }
 
-fn check_block<F: Facts + ?Sized>(ctx: &Ctx<F>, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
-    check_block_read(ctx, db, buf, true)
+/// Blocks read with one system call when a window's blocks lie next to each other on disk.
+const RUN_BLOCKS: usize = 32;
+
+/// Check a chunk of a window's blocks in order, taking the outputs checked early from `pre`
+/// and reading each run of physically adjacent blocks with one read.
+fn check_chunk<F: Facts + ?Sized>(
+    ctx: &Ctx<F>,
+    blocks: &[DirBlock],
+    pre: &mut [Option<BlockOut>],
+) -> Vec<BlockOut> {
+    thread_local! {
+        // Kept across chunks: a fresh run buffer per chunk would be mapped, faulted in and
+        // unmapped every time (it is above malloc's mmap threshold).
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUF.with_borrow_mut(|buf| check_chunk_with(ctx, blocks, pre, buf))
 }
 
-/// Check one directory block; with `read` false, `buf` already holds it (a pipelined check
-/// read it to see whether its entries' inodes are scanned yet).
-fn check_block_read<F: Facts + ?Sized>(
+fn check_chunk_with<F: Facts + ?Sized>(
     ctx: &Ctx<F>,
-    db: &DirBlock,
+    blocks: &[DirBlock],
+    pre: &mut [Option<BlockOut>],
     buf: &mut Vec<u8>,
-    read: bool,
-) -> BlockOut {
+) -> Vec<BlockOut> {
+    let bs = ctx.fs.block_size();
+    let mut out = Vec::with_capacity(blocks.len());
+    let mut i = 0;
+    while i < blocks.len() {
+        if let Some(bo) = pre[i].take() {
+            out.push(bo);
+            i += 1;
+            continue;
+        }
+        let start = blocks[i].pblk;
+        let mut n = 1;
+        while start != 0
+            && n < RUN_BLOCKS
+            && i + n < blocks.len()
+            && pre[i + n].is_none()
+            && blocks[i + n].pblk == start + n as u64
+        {
+            n += 1;
+        }
+        buf.resize(n * bs, 0);
+        if n > 1 && ctx.fs.read_blocks_into(start, buf).is_ok() {
+            for (db, bytes) in blocks[i..i + n].iter().zip(buf.chunks_exact(bs)) {
+                out.push(check_block_bytes(ctx, db, bytes));
+            }
+        } else {
+            // One block, or a run whose read failed: each block on its own, so an unreadable
+            // block costs only itself.
+            for db in &blocks[i..i + n] {
+                out.push(check_block(ctx, db, buf));
+            }
+        }
+        i += n;
+    }
+    out
+}
+
+/// Check one directory block, reading it first (a hole needs no read).
+fn check_block<F: Facts + ?Sized>(ctx: &Ctx<F>, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
+    if db.pblk != 0 {
+        buf.resize(ctx.fs.block_size(), 0);
+        if ctx.fs.read_blocks_into(db.pblk, buf).is_err() {
+            return BlockOut {
+                dir: db.ino,
+                ..Default::default()
+            };
+        }
+    }
+    check_block_bytes(ctx, db, buf)
+}
+
+/// Check one directory block whose bytes are `buf` (not looked at for a hole).
+fn check_block_bytes<F: Facts + ?Sized>(ctx: &Ctx<F>, db: &DirBlock, buf: &[u8]) -> BlockOut {
     let mut bo = BlockOut {
         dir: db.ino,
         ..Default::default()
@@ -723,13 +778,6 @@ fn check_block_read<F: Facts + ?Sized>(
         }
         return bo;
     }
-    if read {
-        buf.resize(fs.block_size(), 0);
-        if fs.read_blocks_into(db.pblk, buf).is_err() {
-            return bo;
-        }
-    }
-    let buf = &buf[..];
     let bs = fs.block_size();
     let csum = fs.has_metadata_csum();
     let dx = if ctx.p1.kind(db.ino - 1) & kind::HTREE != 0 {
