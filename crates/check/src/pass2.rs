@@ -97,6 +97,7 @@ pub struct Pass2Facts {
 
 /// An order-dependent fact the merge must account for. (Plain references are counted
 /// directly in a shared atomic table: their order does not matter.)
+#[derive(Clone, Copy)]
 enum Event {
     /// `..` of directory `dir` names `target`.
     DotDot { dir: u32, target: u32 },
@@ -138,6 +139,73 @@ struct BlockOut {
     hash_range: Option<(u32, u32)>,
     /// A name could not be hashed as the kernel would (casefolded non-ASCII, SipHash).
     hash_unknown: bool,
+}
+
+impl Event {
+    /// The event with its name moved `base` bytes further into a name buffer.
+    fn rebased(self, base: u32) -> Event {
+        let at = |n: NameRef| NameRef {
+            start: n.start.saturating_add(base),
+            len: n.len,
+        };
+        match self {
+            Event::DotDot { .. } => self,
+            Event::Subdir { dir, child, name } => Event::Subdir {
+                dir,
+                child,
+                name: at(name),
+            },
+            Event::BadInode { dir, ino, name } => Event::BadInode {
+                dir,
+                ino,
+                name: at(name),
+            },
+        }
+    }
+}
+
+/// The outputs of consecutive blocks stored back to back: one set of vectors per chunk of a
+/// window, so that checking a block allocates nothing of its own (and the merge, on another
+/// thread, frees a few vectors per chunk instead of several per block).
+#[derive(Default)]
+struct Outs {
+    heads: Vec<Head>,
+    findings: Vec<crate::report::Finding>,
+    events: Vec<Event>,
+    names: Vec<u8>,
+}
+
+/// One block's share of an [`Outs`]: how many of the findings and events that follow the
+/// previous block's are its own, and its index facts.
+struct Head {
+    dir: u32,
+    findings: u32,
+    events: u32,
+    dx: Option<Box<htree::DxBlock>>,
+}
+
+impl Outs {
+    /// Move one block's output in, leaving `bo` empty (its vectors keep their capacity) for
+    /// the next block.
+    fn push(&mut self, bo: &mut BlockOut) {
+        let base = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.extend_from_slice(&bo.names);
+        bo.names.clear();
+        let events = bo.events.len() as u32;
+        self.events
+            .extend(bo.events.drain(..).map(|ev| ev.rebased(base)));
+        let findings = bo.findings.0.len() as u32;
+        self.findings.append(&mut bo.findings.0);
+        self.heads.push(Head {
+            dir: bo.dir,
+            findings,
+            events,
+            dx: bo.dx.take(),
+        });
+        bo.dir = 0;
+        bo.hash_range = None;
+        bo.hash_unknown = false;
+    }
 }
 
 impl BlockOut {
@@ -243,18 +311,16 @@ pub fn run_with(
             .map(|db| early_outs.next_if(|(e, _)| e == db).map(|(_, bo)| bo))
             .collect()
     };
-    let check_window = |w: &[DirBlock], mut pre: Vec<Option<BlockOut>>| -> Vec<BlockOut> {
+    let check_window = |w: &[DirBlock], mut pre: Vec<Option<BlockOut>>| -> Vec<Outs> {
         let chunk = (w.len() / (threads * 16)).max(RUN_BLOCKS);
-        let outs: Vec<Vec<BlockOut>> = w
-            .par_chunks(chunk)
+        w.par_chunks(chunk)
             .zip(pre.par_chunks_mut(chunk))
             .map(|(c, pre)| {
                 let r = check_chunk(&ctx, c, pre);
                 progress.advance(c.len() as u64);
                 r
             })
-            .collect();
-        outs.into_iter().flatten().collect()
+            .collect()
     };
     let mut windows = p1.dir_block_windows(WINDOW_BLOCKS);
     let mut pending = windows.next().map(|w| check_window(&w, with_early(&w)));
@@ -278,7 +344,11 @@ pub fn run_with(
             .par_iter()
             .map(|&i| check_inline_dir(&ctx, i))
             .collect();
-        m.merge(fs, policy, inline_outs, out);
+        let mut outs = Outs::default();
+        for mut bo in inline_outs {
+            outs.push(&mut bo);
+        }
+        m.merge(fs, policy, vec![outs], out);
     }
     let refs = refs.finish();
     let entries = refs.total();
@@ -409,7 +479,8 @@ impl crate::pass1::Stage for Early<'_> {
                             continue;
                         }
                     }
-                    let mut bo = check_block_bytes(&ctx, db, &buf);
+                    let mut bo = BlockOut::default();
+                    check_block_into(&ctx, db, &buf, &mut bo);
                     bo.events.shrink_to_fit();
                     bo.names.shrink_to_fit();
                     bo.findings.0.shrink_to_fit();
@@ -541,24 +612,41 @@ struct Merge {
 }
 
 impl Merge {
-    fn merge(&mut self, fs: &Fs, policy: Policy, outs: Vec<BlockOut>, out: &mut Findings) {
-        for mut bo in outs {
+    fn merge(&mut self, fs: &Fs, policy: Policy, outs: Vec<Outs>, out: &mut Findings) {
+        for o in outs {
+            self.merge_outs(fs, policy, o, out);
+        }
+    }
+
+    fn merge_outs(&mut self, fs: &Fs, policy: Policy, outs: Outs, out: &mut Findings) {
+        let Outs {
+            heads,
+            findings,
+            events,
+            names,
+        } = outs;
+        let mut findings = findings.into_iter();
+        let mut events = events.into_iter();
+        for h in heads {
             if self.aborted {
                 return;
             }
+            // Empty for almost every block: collecting nothing allocates nothing.
+            let mut found: Vec<crate::report::Finding> =
+                findings.by_ref().take(h.findings as usize).collect();
+            let block_events = events.by_ref().take(h.events as usize);
+            let mut dx = h.dx;
             // An unsalvaged corrupted block ends pass 2 (and the check) right there.
-            if let Some(i) = bo
-                .findings
-                .0
+            if let Some(i) = found
                 .iter()
                 .position(|f| f.problem == P::P2_DIR_CORRUPTED && !f.fixed)
             {
-                bo.findings.0.truncate(i + 1);
-                bo.dx = None;
+                found.truncate(i + 1);
+                dx = None;
                 self.aborted = true;
             }
-            if self.rehash.contains(&bo.dir) {
-                out.0.extend(bo.findings.0.into_iter().filter(|f| {
+            if self.rehash.contains(&h.dir) {
+                out.0.extend(found.into_iter().filter(|f| {
                     !matches!(
                         f.problem,
                         P::P2_REPORT_DUP_DIRENT
@@ -568,20 +656,15 @@ impl Merge {
                     )
                 }));
             } else {
-                if bo
-                    .findings
-                    .0
-                    .iter()
-                    .any(|f| f.problem == P::P2_REPORT_DUP_DIRENT)
-                {
-                    self.rehash.insert(bo.dir);
+                if found.iter().any(|f| f.problem == P::P2_REPORT_DUP_DIRENT) {
+                    self.rehash.insert(h.dir);
                 }
-                out.extend(bo.findings);
-                if let Some(d) = bo.dx {
-                    self.dx_facts.entry(bo.dir).or_default().push(*d);
+                out.0.extend(found);
+                if let Some(d) = dx {
+                    self.dx_facts.entry(h.dir).or_default().push(*d);
                 }
             }
-            for ev in bo.events {
+            for ev in block_events {
                 match ev {
                     Event::DotDot { dir, target } => {
                         if let Some(d) = self.dirs.get_mut(&dir) {
@@ -598,7 +681,7 @@ impl Merge {
                                         dir,
                                         ino: child,
                                         ino2: d.parent,
-                                        name: Some(display_name(name.get(&bo.names))),
+                                        name: Some(display_name(name.get(&names))),
                                         ..Default::default()
                                     },
                                 );
@@ -610,7 +693,7 @@ impl Merge {
                     }
                     Event::BadInode { dir, ino, name } => {
                         if self.bad_done.insert(ino) {
-                            let name = display_name(name.get(&bo.names));
+                            let name = display_name(name.get(&names));
                             let _ = process_bad_inode(fs, policy, dir, ino, &name, out);
                         }
                     }
@@ -689,7 +772,7 @@ fn check_chunk<F: Facts + ?Sized>(
     ctx: &Ctx<F>,
     blocks: &[DirBlock],
     pre: &mut [Option<BlockOut>],
-) -> Vec<BlockOut> {
+) -> Outs {
     thread_local! {
         // Kept across chunks: a fresh run buffer per chunk would be mapped, faulted in and
         // unmapped every time (it is above malloc's mmap threshold).
@@ -703,13 +786,17 @@ fn check_chunk_with<F: Facts + ?Sized>(
     blocks: &[DirBlock],
     pre: &mut [Option<BlockOut>],
     buf: &mut Vec<u8>,
-) -> Vec<BlockOut> {
+) -> Outs {
     let bs = ctx.fs.block_size();
-    let mut out = Vec::with_capacity(blocks.len());
+    let mut out = Outs {
+        heads: Vec::with_capacity(blocks.len()),
+        ..Default::default()
+    };
+    let mut bo = BlockOut::default();
     let mut i = 0;
     while i < blocks.len() {
-        if let Some(bo) = pre[i].take() {
-            out.push(bo);
+        if let Some(mut early) = pre[i].take() {
+            out.push(&mut early);
             i += 1;
             continue;
         }
@@ -726,13 +813,15 @@ fn check_chunk_with<F: Facts + ?Sized>(
         buf.resize(n * bs, 0);
         if n > 1 && ctx.fs.read_blocks_into(start, buf).is_ok() {
             for (db, bytes) in blocks[i..i + n].iter().zip(buf.chunks_exact(bs)) {
-                out.push(check_block_bytes(ctx, db, bytes));
+                check_block_into(ctx, db, bytes, &mut bo);
+                out.push(&mut bo);
             }
         } else {
             // One block, or a run whose read failed: each block on its own, so an unreadable
             // block costs only itself.
             for db in &blocks[i..i + n] {
-                out.push(check_block(ctx, db, buf));
+                check_block(ctx, db, buf, &mut bo);
+                out.push(&mut bo);
             }
         }
         i += n;
@@ -740,26 +829,32 @@ fn check_chunk_with<F: Facts + ?Sized>(
     out
 }
 
-/// Check one directory block, reading it first (a hole needs no read).
-fn check_block<F: Facts + ?Sized>(ctx: &Ctx<F>, db: &DirBlock, buf: &mut Vec<u8>) -> BlockOut {
+/// Check one directory block into the empty `bo`, reading it first (a hole needs no read).
+fn check_block<F: Facts + ?Sized>(
+    ctx: &Ctx<F>,
+    db: &DirBlock,
+    buf: &mut Vec<u8>,
+    bo: &mut BlockOut,
+) {
     if db.pblk != 0 {
         buf.resize(ctx.fs.block_size(), 0);
         if ctx.fs.read_blocks_into(db.pblk, buf).is_err() {
-            return BlockOut {
-                dir: db.ino,
-                ..Default::default()
-            };
+            bo.dir = db.ino;
+            return;
         }
     }
-    check_block_bytes(ctx, db, buf)
+    check_block_into(ctx, db, buf, bo)
 }
 
-/// Check one directory block whose bytes are `buf` (not looked at for a hole).
-fn check_block_bytes<F: Facts + ?Sized>(ctx: &Ctx<F>, db: &DirBlock, buf: &[u8]) -> BlockOut {
-    let mut bo = BlockOut {
-        dir: db.ino,
-        ..Default::default()
-    };
+/// Check one directory block whose bytes are `buf` (not looked at for a hole) into the empty
+/// `bo`.
+fn check_block_into<F: Facts + ?Sized>(
+    ctx: &Ctx<F>,
+    db: &DirBlock,
+    buf: &[u8],
+    bo: &mut BlockOut,
+) {
+    bo.dir = db.ino;
     let fs = ctx.fs;
     if db.pblk == 0 {
         // A hole pass 1 listed. With large_dir (and no inline data) holes are allowed.
@@ -776,7 +871,7 @@ fn check_block_bytes<F: Facts + ?Sized>(ctx: &Ctx<F>, db: &DirBlock, buf: &[u8])
                 },
             );
         }
-        return bo;
+        return;
     }
     let bs = fs.block_size();
     let csum = fs.has_metadata_csum();
@@ -826,7 +921,7 @@ fn check_block_bytes<F: Facts + ?Sized>(ctx: &Ctx<F>, db: &DirBlock, buf: &[u8])
                 db.pblk,
                 buf,
                 0,
-                &mut bo,
+                bo,
                 false,
                 Some(dx),
             );
@@ -843,7 +938,7 @@ fn check_block_bytes<F: Facts + ?Sized>(ctx: &Ctx<F>, db: &DirBlock, buf: &[u8])
                 &mut bo.findings,
             )));
         }
-        return bo;
+        return;
     }
 
     let mut failed_csum = false;
@@ -879,7 +974,7 @@ fn check_block_bytes<F: Facts + ?Sized>(ctx: &Ctx<F>, db: &DirBlock, buf: &[u8])
         db.pblk,
         &buf[..max],
         0,
-        &mut bo,
+        bo,
         false,
         dx,
     );
@@ -906,7 +1001,6 @@ fn check_block_bytes<F: Facts + ?Sized>(ctx: &Ctx<F>, db: &DirBlock, buf: &[u8])
             ..Default::default()
         }));
     }
-    bo
 }
 
 fn inode_seed(fs: &Fs, ino: u32) -> Option<u32> {
