@@ -52,7 +52,20 @@ impl Bitmap {
     }
     /// Indexes of set bits, ascending.
     pub fn iter_ones(&self) -> impl Iterator<Item = u64> + '_ {
-        self.words.iter().enumerate().flat_map(|(wi, &w)| {
+        self.iter_ones_in(0..self.words.len())
+    }
+    /// Number of 64-bit words (bit `i` is in word `i / 64`).
+    pub fn word_count(&self) -> usize {
+        self.words.len()
+    }
+    /// Indexes of the set bits of words `words` (clamped to the bitmap), ascending: a slice
+    /// of the bitmap for one worker.
+    pub fn iter_ones_in(&self, words: std::ops::Range<usize>) -> impl Iterator<Item = u64> + '_ {
+        let end = words.end.min(self.words.len());
+        let start = words.start.min(end);
+        let first = start;
+        self.words[start..end].iter().enumerate().flat_map(move |(k, &w)| {
+            let wi = first + k;
             let mut w = w;
             std::iter::from_fn(move || {
                 if w == 0 {

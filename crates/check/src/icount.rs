@@ -127,7 +127,7 @@ impl SharedCounter {
             }
             extra.extend(s.extra);
         }
-        extra.sort_unstable();
+        rayon::slice::ParallelSliceMut::par_sort_unstable(&mut extra[..]);
         let mut many = Vec::new();
         for run in extra.chunk_by(|a, b| a == b) {
             let idx = run[0];

@@ -485,7 +485,7 @@ pub fn run_with(
         },
         None => None,
     };
-    dir_blocks.sort_unstable_by_key(|d| dir_block_order(first_blocks_first, d));
+    dir_blocks.par_sort_unstable_by_key(|d| dir_block_order(first_blocks_first, d));
     let block_used = scan.claimed.into_bitmap();
     let inode_used = scan.inode_used.into_bitmap();
     let links = InodeCounts::from_parts(scan.links_one.into_bitmap(), links_many);

@@ -48,7 +48,7 @@ pub struct DirTable {
 
 impl DirTable {
     fn new(mut inos: Vec<u32>) -> Self {
-        inos.sort_unstable();
+        inos.par_sort_unstable();
         inos.dedup();
         let links = vec![DirLinks::default(); inos.len()];
         DirTable { inos, links }

@@ -28,12 +28,15 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
     let n = p1.inode_used.len();
     let mut done = Bitmap::new(n + 1);
     done.set(u64::from(ROOT));
+    // The directories of the current walk, in a list and a bitmap (a loop is a directory met
+    // twice), both emptied after each walk: nothing is allocated per directory.
+    let mut chain: Vec<u32> = Vec::new();
+    let mut on_chain = Bitmap::new(n + 1);
     for (&dir, links) in &p2.dirs {
         if dir == ROOT {
             continue;
         }
-        // Walk up the parent chain; `seen` detects loops, `done` stops at connected dirs.
-        let mut seen = std::collections::HashSet::new();
+        // Walk up the parent chain; `on_chain` detects loops, `done` stops at connected dirs.
         let mut cur = dir;
         // Reconnected to /lost+found: its `..` is fixed once it has its new parent.
         let mut connected = false;
@@ -42,7 +45,7 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
             if done.get(u64::from(cur)) {
                 break;
             }
-            if !seen.insert(cur) {
+            if on_chain.get(u64::from(cur)) {
                 // Reconnected to /lost+found, as an unconnected directory is: the loop's
                 // other entry for it is then a second link, dropped by the next pass 2.
                 let yes = out.report(
@@ -57,6 +60,8 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
                 connected |= yes && cur == dir;
                 break;
             }
+            on_chain.set(u64::from(cur));
+            chain.push(cur);
             let parent = p2.dirs.get(&cur).map_or(0, |l| l.parent);
             if parent == 0 {
                 let yes = out.report(
@@ -76,8 +81,9 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
             }
             cur = parent;
         }
-        for s in seen {
+        for s in chain.drain(..) {
             done.set(u64::from(s));
+            on_chain.clear(u64::from(s));
         }
         if links.dotdot != links.parent && !connected {
             out.report(

@@ -16,9 +16,13 @@ use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::ft;
 use ffsck_format::inode::{FileType, RawInode};
 use ffsck_format::RoCompat;
+use rayon::prelude::*;
 
 /// Most links a directory may have before `dir_nlink` stores 1 instead.
 const LINK_MAX: u16 = 65000;
+
+/// Bitmap words (64 inodes each) one worker looks through at a time.
+const WORDS_PER_TASK: usize = 1024;
 
 pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings) {
     let geo = &fs.geo;
@@ -28,17 +32,35 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
         sb.s_grp_quota_inum.get(),
         sb.s_prj_quota_inum.get(),
     ];
-    let mut dir_nlink_set = false;
-    for idx in p1.inode_used.iter_ones() {
-        let ino = idx as u32 + 1;
-        if ino == ffsck_format::ino::BAD
+    let skipped = |ino: u32| {
+        ino == ffsck_format::ino::BAD
             || (ino > ffsck_format::ino::ROOT && ino < geo.first_ino)
             || quota.contains(&ino)
             || ino == sb.s_orphan_file_inum.get()
             || p1.bb_inodes.binary_search(&ino).is_ok()
-        {
-            continue;
-        }
+    };
+    // Workers look through slices of the in-use inodes for the few whose count needs a
+    // closer look (none referenced, a count that differs, a directory past the link limit);
+    // those are then judged one by one in inode order, so the findings come in e2fsck's order.
+    let words = p1.inode_used.word_count();
+    let suspects: Vec<u64> = (0..words.div_ceil(WORDS_PER_TASK))
+        .into_par_iter()
+        .flat_map_iter(|t| {
+            p1.inode_used
+                .iter_ones_in(t * WORDS_PER_TASK..(t + 1) * WORDS_PER_TASK)
+                .filter(|&idx| {
+                    let counted = p2.refs.get(idx);
+                    !skipped(idx as u32 + 1)
+                        && (counted == 0
+                            || counted != p1.links.get(idx)
+                            || (counted > LINK_MAX
+                                && p1.kinds[idx as usize] & kind::TYPE_MASK == ft::DIR))
+                })
+        })
+        .collect();
+    let mut dir_nlink_set = false;
+    for idx in suspects {
+        let ino = idx as u32 + 1;
         let link_count = p1.links.get(idx);
         let mut counted = p2.refs.get(idx);
         let k = p1.kinds[idx as usize];

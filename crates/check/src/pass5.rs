@@ -7,6 +7,7 @@
 //! `Pass1Facts`. Frees: the bitmaps.
 
 use crate::bitmap::Bitmap;
+use rayon::prelude::*;
 use crate::fs::Fs;
 use crate::pass0::Pass0Facts;
 use crate::pass1::{kind, Pass1Facts};
@@ -121,65 +122,25 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
         }
     }
 
-    // Blocks.
+    // Blocks. Groups are compared in parallel and taken in group order. Free counts come from
+    // what was found and from the bitmap as it is on disk: e2fsck compares the descriptors
+    // with the latter unless the bitmap differences get fixed.
+    let block_groups: Vec<BlockGroup> = (0..geo.group_count)
+        .into_par_iter()
+        .map(|g| compare_blocks(p0, used, &uninit_marks, g))
+        .collect();
     let mut diffs = Vec::new();
-    // Free counts from what was found, and from the bitmap as it is on disk: e2fsck compares
-    // the descriptors with the latter unless the bitmap differences get fixed.
-    let mut group_free = vec![0u64; geo.group_count as usize];
-    let mut group_free_disk = vec![0u64; geo.group_count as usize];
+    let mut group_free = Vec::with_capacity(block_groups.len());
+    let mut group_free_disk = Vec::with_capacity(block_groups.len());
     let mut padding_bad = false;
     let mut csum_bad = Vec::new();
-    for g in 0..geo.group_count {
-        let first = geo.group_first_block(g);
-        let last = geo.group_last_block(g);
-        let disk = disk_block_bitmap(fs, p0, g);
-        let uninit = fs.has_group_csum() && fs.groups[g as usize].flags() & BG_BLOCK_UNINIT != 0;
-        let mut group_diff = false;
-        // Bitmaps have one bit per cluster; a cluster is in use if any of its blocks is.
-        let ratio = u64::from(geo.cluster_ratio);
-        let mut b = first;
-        while b <= last {
-            let cend = (b + ratio - 1).min(last);
-            let actual = (b..=cend).any(|x| used.get(x));
-            let bit = (b - first) / ratio;
-            let on_disk = match &disk {
-                Some(bits) if !uninit => test(bits, bit),
-                Some(_) => (b..=cend).any(|x| uninit_marks.get(x)),
-                None => false,
-            };
-            if !actual {
-                group_free[g as usize] += 1;
-            }
-            if !on_disk {
-                group_free_disk[g as usize] += 1;
-            }
-            if actual != on_disk {
-                diffs.push((b, actual));
-                group_diff = true;
-            }
-            b += ratio;
-        }
-        if let (Some(bits), false) = (&disk, uninit) {
-            // Bits past the end of the file system in the last group must be set.
-            if g == geo.group_count - 1 {
-                let n = last - first + 1;
-                if (n.div_ceil(ratio)..u64::from(geo.clusters_per_group)).any(|i| !test(bits, i)) {
-                    padding_bad = true;
-                }
-            }
-            if fs.has_metadata_csum() && !group_diff {
-                let len = (geo.clusters_per_group / 8) as usize;
-                let c = ffsck_format::csum::ext4_crc32c(fs.csum_seed, &bits[..len.min(bits.len())]);
-                let stored = fs.groups[g as usize].block_bitmap_csum();
-                let ok = if geo.desc_size >= 64 {
-                    c == stored
-                } else {
-                    c & 0xFFFF == stored
-                };
-                if !ok {
-                    csum_bad.push(g);
-                }
-            }
+    for (g, c) in block_groups.into_iter().enumerate() {
+        diffs.extend(c.diffs);
+        group_free.push(c.free);
+        group_free_disk.push(c.free_disk);
+        padding_bad |= c.padding_bad;
+        if c.csum_bad {
+            csum_bad.push(g as u32);
         }
     }
     let mut blocks_fixed = true;
@@ -226,60 +187,21 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
         );
     }
 
-    // Inodes.
-    let ipg = u64::from(geo.inodes_per_group);
+    // Inodes, the same way.
+    let inode_groups: Vec<InodeGroup> = (0..geo.group_count)
+        .into_par_iter()
+        .map(|g| compare_inodes(p0, p1, g))
+        .collect();
     let mut idiffs = Vec::new();
     let mut free_inodes = 0u64;
     let mut icsum_bad = Vec::new();
-    let mut group_counts = Vec::with_capacity(geo.group_count as usize);
-    for g in 0..geo.group_count {
-        let gd = &fs.groups[g as usize];
-        let uninit = fs.has_group_csum()
-            && gd.flags() & BG_INODE_UNINIT != 0
-            && p0.groups[g as usize].csum_ok;
-        let disk = if uninit || !p0.groups[g as usize].inode_bitmap_ok {
-            None
-        } else {
-            fs.read_block(gd.inode_bitmap())
-        };
-        let (mut free, mut dirs, mut free_disk, mut dirs_disk) = (0u64, 0u64, 0u64, 0u64);
-        let mut group_diff = false;
-        for i in 0..ipg {
-            let idx = u64::from(g) * ipg + i;
-            let actual = p1.inode_used.get(idx);
-            let on_disk = disk.as_ref().is_some_and(|bits| test(bits, i));
-            let is_dir = p1.kinds[idx as usize] & kind::TYPE_MASK == ft::DIR;
-            if !actual {
-                free += 1;
-            } else if is_dir {
-                dirs += 1;
-            }
-            if !on_disk {
-                free_disk += 1;
-            } else if is_dir {
-                dirs_disk += 1;
-            }
-            if actual != on_disk {
-                idiffs.push((idx + 1, actual));
-                group_diff = true;
-            }
+    let mut group_counts = Vec::with_capacity(inode_groups.len());
+    for (g, c) in inode_groups.into_iter().enumerate() {
+        idiffs.extend(c.diffs);
+        if c.csum_bad {
+            icsum_bad.push(g as u32);
         }
-        if let Some(bits) = &disk {
-            if fs.has_metadata_csum() && !group_diff {
-                let len = (ipg / 8) as usize;
-                let c = ffsck_format::csum::ext4_crc32c(fs.csum_seed, &bits[..len.min(bits.len())]);
-                let stored = gd.inode_bitmap_csum();
-                let ok = if geo.desc_size >= 64 {
-                    c == stored
-                } else {
-                    c & 0xFFFF == stored
-                };
-                if !ok {
-                    icsum_bad.push(g);
-                }
-            }
-        }
-        group_counts.push((free, dirs, free_disk, dirs_disk));
+        group_counts.push((c.free, c.dirs, c.free_disk, c.dirs_disk));
     }
     let mut inodes_fixed = true;
     if !idiffs.is_empty() {
@@ -352,5 +274,139 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
     Pass5Facts {
         free_blocks,
         free_inodes,
+    }
+}
+
+/// One group's block bitmap compared with what pass 1 found.
+struct BlockGroup {
+    /// Free clusters found, and free per the bitmap on disk.
+    free: u64,
+    free_disk: u64,
+    /// `(first block of the cluster, in use)` where the two differ.
+    diffs: Vec<(u64, bool)>,
+    /// The last group's bits past the end of the file system are not all set.
+    padding_bad: bool,
+    /// The bitmap matches but its checksum does not.
+    csum_bad: bool,
+}
+
+fn compare_blocks(p0: &Pass0Facts, used: &Bitmap, uninit_marks: &Bitmap, g: u32) -> BlockGroup {
+    let fs = &p0.fs;
+    let geo = &fs.geo;
+    let first = geo.group_first_block(g);
+    let last = geo.group_last_block(g);
+    let disk = disk_block_bitmap(fs, p0, g);
+    let uninit = fs.has_group_csum() && fs.groups[g as usize].flags() & BG_BLOCK_UNINIT != 0;
+    let mut c = BlockGroup {
+        free: 0,
+        free_disk: 0,
+        diffs: Vec::new(),
+        padding_bad: false,
+        csum_bad: false,
+    };
+    // Bitmaps have one bit per cluster; a cluster is in use if any of its blocks is.
+    let ratio = u64::from(geo.cluster_ratio);
+    let mut b = first;
+    while b <= last {
+        let cend = (b + ratio - 1).min(last);
+        let actual = (b..=cend).any(|x| used.get(x));
+        let bit = (b - first) / ratio;
+        let on_disk = match &disk {
+            Some(bits) if !uninit => test(bits, bit),
+            Some(_) => (b..=cend).any(|x| uninit_marks.get(x)),
+            None => false,
+        };
+        c.free += u64::from(!actual);
+        c.free_disk += u64::from(!on_disk);
+        if actual != on_disk {
+            c.diffs.push((b, actual));
+        }
+        b += ratio;
+    }
+    if let (Some(bits), false) = (&disk, uninit) {
+        // Bits past the end of the file system in the last group must be set.
+        if g == geo.group_count - 1 {
+            let n = last - first + 1;
+            c.padding_bad =
+                (n.div_ceil(ratio)..u64::from(geo.clusters_per_group)).any(|i| !test(bits, i));
+        }
+        if fs.has_metadata_csum() && c.diffs.is_empty() {
+            let len = (geo.clusters_per_group / 8) as usize;
+            let sum = ffsck_format::csum::ext4_crc32c(fs.csum_seed, &bits[..len.min(bits.len())]);
+            c.csum_bad = !csum_matches(geo, sum, fs.groups[g as usize].block_bitmap_csum());
+        }
+    }
+    c
+}
+
+/// One group's inode bitmap compared with what pass 1 found.
+struct InodeGroup {
+    /// Free inodes and directories found, and per the bitmap on disk.
+    free: u64,
+    dirs: u64,
+    free_disk: u64,
+    dirs_disk: u64,
+    /// `(inode, in use)` where the two differ.
+    diffs: Vec<(u64, bool)>,
+    /// The bitmap matches but its checksum does not.
+    csum_bad: bool,
+}
+
+fn compare_inodes(p0: &Pass0Facts, p1: &Pass1Facts, g: u32) -> InodeGroup {
+    let fs = &p0.fs;
+    let geo = &fs.geo;
+    let ipg = u64::from(geo.inodes_per_group);
+    let gd = &fs.groups[g as usize];
+    let uninit =
+        fs.has_group_csum() && gd.flags() & BG_INODE_UNINIT != 0 && p0.groups[g as usize].csum_ok;
+    let disk = if uninit || !p0.groups[g as usize].inode_bitmap_ok {
+        None
+    } else {
+        fs.read_block(gd.inode_bitmap())
+    };
+    let mut c = InodeGroup {
+        free: 0,
+        dirs: 0,
+        free_disk: 0,
+        dirs_disk: 0,
+        diffs: Vec::new(),
+        csum_bad: false,
+    };
+    for i in 0..ipg {
+        let idx = u64::from(g) * ipg + i;
+        let actual = p1.inode_used.get(idx);
+        let on_disk = disk.as_ref().is_some_and(|bits| test(bits, i));
+        let is_dir = p1.kinds[idx as usize] & kind::TYPE_MASK == ft::DIR;
+        if !actual {
+            c.free += 1;
+        } else if is_dir {
+            c.dirs += 1;
+        }
+        if !on_disk {
+            c.free_disk += 1;
+        } else if is_dir {
+            c.dirs_disk += 1;
+        }
+        if actual != on_disk {
+            c.diffs.push((idx + 1, actual));
+        }
+    }
+    if let Some(bits) = &disk {
+        if fs.has_metadata_csum() && c.diffs.is_empty() {
+            let len = (ipg / 8) as usize;
+            let sum = ffsck_format::csum::ext4_crc32c(fs.csum_seed, &bits[..len.min(bits.len())]);
+            c.csum_bad = !csum_matches(geo, sum, gd.inode_bitmap_csum());
+        }
+    }
+    c
+}
+
+/// Whether a bitmap's checksum matches the one its descriptor stores (only the low 16 bits
+/// with 32-byte descriptors).
+fn csum_matches(geo: &ffsck_format::Geometry, sum: u32, stored: u32) -> bool {
+    if geo.desc_size >= 64 {
+        sum == stored
+    } else {
+        sum & 0xFFFF == stored
     }
 }
