@@ -394,7 +394,9 @@ pub fn run_with(
     };
     match stage {
         None if limits.dir_blocks_bytes.is_none() => {
-            for o in scan_groups(0..group_count) {
+            let outs = scan_groups(0..group_count);
+            acc.reserve(&outs);
+            for o in outs {
                 acc.absorb(o, policy, out);
             }
         }
@@ -676,6 +678,16 @@ struct Acc {
 }
 
 impl Acc {
+    /// Room for the lists of `outs` at once, so absorbing them never copies a list to grow it.
+    fn reserve(&mut self, outs: &[GroupOut]) {
+        let total = |f: fn(&GroupOut) -> usize| outs.iter().map(f).sum::<usize>();
+        self.dir_blocks.reserve(total(|o| o.dir_blocks.len()));
+        self.dirs.reserve(total(|o| o.dirs.len()));
+        self.links_many.reserve(total(|o| o.links_many.len()));
+        self.kinds_other.reserve(total(|o| o.kinds_other.len()));
+        self.summaries.reserve(outs.len());
+    }
+
     fn absorb(&mut self, o: GroupOut, policy: Policy, out: &mut Findings) {
         for f in o.findings.0 {
             if f.problem == P::P1_LOW_DTIME && !self.refugee_latched {
