@@ -26,6 +26,13 @@ impl Fs {
         self.read_blocks_into(blk, &mut buf).ok()?;
         Some(buf)
     }
+    /// Hint that blocks `blk..blk + count` will be read soon (see `Device::will_need`).
+    pub fn will_need_blocks(&self, blk: u64, count: u64) {
+        let bs = u64::from(self.geo.block_size);
+        if let (Some(off), Some(len)) = (blk.checked_mul(bs), count.checked_mul(bs)) {
+            self.dev.will_need(off, len);
+        }
+    }
     /// Read consecutive blocks into `buf` (whose length sets the count).
     pub fn read_blocks_into(&self, blk: u64, buf: &mut [u8]) -> Result<(), IoError> {
         let off = blk

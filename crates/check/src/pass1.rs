@@ -357,9 +357,24 @@ pub fn run_with(
         resize_cleared: p0.resize_cleared,
         metadata,
     };
+    let group_count = geo.group_count as usize;
+    // The used part of a group's inode table is hinted a few groups ahead of its scan, so
+    // the device works on the next tables while the workers check this one.
+    let ahead = 2 * rayon::current_num_threads().max(1);
+    let hint_table = |g: usize| {
+        if let (Some(st), Some(gd)) = (p0.groups.get(g), fs.groups.get(g)) {
+            if st.inode_table_ok {
+                let n = u64::from(fs.scannable_inodes(g as u32, st.csum_ok));
+                let bytes = n * u64::from(geo.inode_size);
+                fs.will_need_blocks(gd.inode_table(), bytes.div_ceil(u64::from(geo.block_size)));
+            }
+        }
+    };
+    (0..ahead.min(group_count)).for_each(hint_table);
     let scan_groups = |r: std::ops::Range<usize>| -> Vec<GroupOut> {
         r.into_par_iter()
             .map(|g| {
+                hint_table(g + ahead);
                 let o = scan_group(&scan, g as u32, p0.groups[g]);
                 progress.advance(1);
                 o
@@ -367,7 +382,6 @@ pub fn run_with(
             .collect()
     };
     let mut acc = Acc::default();
-    let group_count = geo.group_count as usize;
     let first_blocks_first = geo.compat.has(Compat::DIR_INDEX);
     // Under a memory limit the directory-block list goes to a scratch file in sorted runs
     // whenever it outgrows its share (and groups are scanned in batches, so the group

@@ -322,10 +322,14 @@ pub fn run_with(
             })
             .collect()
     };
-    let mut windows = p1.dir_block_windows(WINDOW_BLOCKS);
-    let mut pending = windows.next().map(|w| check_window(&w, with_early(&w)));
+    // One window ahead of the one being checked is hinted to the device, so its reads are
+    // under way while the workers check (and the merge takes) the windows before it.
+    let mut windows = p1.dir_block_windows(WINDOW_BLOCKS).inspect(|w| will_need(fs, w));
+    let first = windows.next();
+    let mut ahead = windows.next();
+    let mut pending = first.map(|w| check_window(&w, with_early(&w)));
     while let Some(cur) = pending.take() {
-        let next = windows.next().map(|w| {
+        let next = std::mem::replace(&mut ahead, windows.next()).map(|w| {
             let pre = with_early(&w);
             (w, pre)
         });
@@ -761,6 +765,27 @@ fn report_duplicate_names(
 
 fn display_name(raw: &[u8]) -> String {
     String::from_utf8_lossy(raw).into_owned()
+}
+
+/// Hint the device that the blocks of window `w` will be read, one hint per run of adjacent
+/// blocks.
+fn will_need(fs: &Fs, w: &[DirBlock]) {
+    let mut run: Option<(u64, u64)> = None;
+    for db in w.iter().filter(|db| db.pblk != 0) {
+        run = match run {
+            Some((start, n)) if db.pblk == start + n => Some((start, n + 1)),
+            Some((start, n)) if db.pblk >= start && db.pblk < start + n => Some((start, n)),
+            other => {
+                if let Some((start, n)) = other {
+                    fs.will_need_blocks(start, n);
+                }
+                Some((db.pblk, 1))
+            }
+        };
+    }
+    if let Some((start, n)) = run {
+        fs.will_need_blocks(start, n);
+    }
 }
 
 /// Blocks read with one system call when a window's blocks lie next to each other on disk.

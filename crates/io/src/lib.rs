@@ -53,6 +53,12 @@ pub trait Device: Send + Sync {
     fn flush(&self) -> Result<()>;
     /// Bytes read so far (for benchmarks and the read-once accounting).
     fn bytes_read(&self) -> u64;
+    /// Hint that `len` bytes from `offset` will be read soon: a backend may start reading
+    /// them in the background, so several reads are outstanding while the caller works on
+    /// earlier ones. Only a hint: it reads nothing into the caller and cannot fail.
+    fn will_need(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
 }
 
 /// Shared read accounting for backends.

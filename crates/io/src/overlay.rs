@@ -95,6 +95,10 @@ impl Device for Overlay {
         self.base.size()
     }
 
+    fn will_need(&self, offset: u64, len: u64) {
+        self.base.will_need(offset, len);
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let end = self.end_of(offset, buf.len())?;
         let staged = self.staged.read().map_err(|_| poisoned())?;

@@ -61,6 +61,10 @@ pub struct BenchArgs {
     /// Also run ffsck with 1..=nproc threads and report the scaling.
     #[arg(long)]
     pub scaling: bool,
+    /// Also profile one ffsck run with `perf record` and put its hottest symbols in the
+    /// report (skipped with a warning when perf is missing or not allowed).
+    #[arg(long)]
+    pub perf: bool,
     /// Seed for the generated tree (same seed, same image content).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -208,6 +212,8 @@ pub struct BenchResults {
     pub read_once: Option<crate::readonce::ReadOnce>,
     /// SVG figures written beside report.md.
     pub figures: Vec<crate::sweep::Figure>,
+    /// With --perf: the profile of one more ffsck run.
+    pub profile: Option<crate::perf::Profile>,
     pub warnings: Vec<String>,
     pub runs: Vec<RunRecord>,
 }
@@ -517,6 +523,15 @@ fn measure_all(
     }
 
     let mut warnings: Vec<String> = ro_warning.into_iter().collect();
+    let mut profile = None;
+    if args.perf {
+        match tools::resolve_tool(None, "perf").and_then(|perf| {
+            crate::perf::record(&perf, ffsck, &ffsck_args(args.threads, image), &args.out, 25)
+        }) {
+            Ok(p) => profile = Some(p),
+            Err(e) => warnings.push(format!("--perf: profile skipped: {e:#}")),
+        }
+    }
     if tools::is_debug_build(ffsck) {
         warnings.push(format!(
             "ffsck at {} looks like a debug build; build with `cargo build --release -p ffsck` \
@@ -564,6 +579,7 @@ fn measure_all(
         aged: None,
         read_once,
         figures: Vec::new(),
+        profile,
         warnings,
         runs: runner.records,
     })
@@ -748,6 +764,9 @@ pub fn render_markdown(r: &BenchResults) -> String {
         ));
     }
     out.push_str(&crate::sweep::render_figures(&r.figures));
+    if let Some(p) = &r.profile {
+        out.push_str(&crate::perf::render_markdown(p));
+    }
     if !r.warnings.is_empty() {
         out.push_str("\n### Warnings\n\n");
         for w in &r.warnings {

@@ -12,6 +12,7 @@ pub mod imagegen;
 pub mod markdown;
 pub mod metrics;
 pub mod mkfs;
+pub mod perf;
 pub mod plots;
 pub mod problem_log;
 pub mod readonce;
