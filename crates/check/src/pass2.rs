@@ -322,14 +322,15 @@ pub fn run_with(
             })
             .collect()
     };
-    // One window ahead of the one being checked is hinted to the device, so its reads are
-    // under way while the workers check (and the merge takes) the windows before it.
+    // The windows after the one being checked are hinted to the device, so their reads are
+    // under way while the workers check (and the merge takes) the windows before them.
     let mut windows = p1.dir_block_windows(WINDOW_BLOCKS).inspect(|w| will_need(fs, w));
     let first = windows.next();
-    let mut ahead = windows.next();
+    let mut ahead: std::collections::VecDeque<_> = windows.by_ref().take(HINT_WINDOWS).collect();
     let mut pending = first.map(|w| check_window(&w, with_early(&w)));
     while let Some(cur) = pending.take() {
-        let next = std::mem::replace(&mut ahead, windows.next()).map(|w| {
+        ahead.extend(windows.next());
+        let next = ahead.pop_front().map(|w| {
             let pre = with_early(&w);
             (w, pre)
         });
@@ -600,6 +601,10 @@ impl std::hash::Hasher for NameHash {
 
 /// Directory blocks checked per window: parallel inside a window, merged in order after it.
 const WINDOW_BLOCKS: usize = 4096;
+
+/// Windows whose blocks are hinted to the device ahead of the one being checked (measured on
+/// a cold cache: 4 saves about a sixth of pass 2's time against no hint; more saves nothing).
+const HINT_WINDOWS: usize = 4;
 
 /// The sequential, order-dependent half of pass 2, fed window by window in block order.
 struct Merge {
