@@ -54,6 +54,24 @@ impl Bitmap {
     pub fn iter_ones(&self) -> impl Iterator<Item = u64> + '_ {
         self.iter_ones_in(0..self.words.len())
     }
+    /// The 64 bits from bit `start` (any alignment), bit `start` lowest; bits past the end
+    /// read as 0.
+    pub fn bits64(&self, start: u64) -> u64 {
+        let word = |i: u64| {
+            usize::try_from(i)
+                .ok()
+                .and_then(|i| self.words.get(i))
+                .copied()
+                .unwrap_or(0)
+        };
+        let (wi, shift) = (start / 64, start % 64);
+        let lo = word(wi) >> shift;
+        if shift == 0 {
+            lo
+        } else {
+            lo | word(wi + 1) << (64 - shift)
+        }
+    }
     /// Number of 64-bit words (bit `i` is in word `i / 64`).
     pub fn word_count(&self) -> usize {
         self.words.len()

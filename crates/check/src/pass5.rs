@@ -34,6 +34,18 @@ fn disk_block_bitmap(fs: &Fs, p0: &Pass0Facts, g: u32) -> Option<Vec<u8>> {
     fs.read_block(gd.block_bitmap())
 }
 
+/// The 64 bits of an on-disk bitmap from bit `start`, bit `start` lowest; bits past its end
+/// read as 0.
+fn disk_bits64(bits: &[u8], start: u64) -> u64 {
+    let (byte, shift) = ((start / 8) as usize, start % 8);
+    let mut w = [0u8; 16];
+    if let Some(src) = bits.get(byte..) {
+        let n = src.len().min(16);
+        w[..n].copy_from_slice(&src[..n]);
+    }
+    (u128::from_le_bytes(w) >> shift) as u64
+}
+
 fn test(bits: &[u8], i: u64) -> bool {
     bits.get((i / 8) as usize)
         .is_some_and(|b| b & (1 << (i % 8)) != 0)
@@ -307,6 +319,24 @@ fn compare_blocks(p0: &Pass0Facts, used: &Bitmap, uninit_marks: &Bitmap, g: u32)
     // Bitmaps have one bit per cluster; a cluster is in use if any of its blocks is.
     let ratio = u64::from(geo.cluster_ratio);
     let mut b = first;
+    if let (Some(bits), false, 1) = (&disk, uninit, ratio) {
+        // One bit per block: 64 blocks at a time.
+        while b <= last {
+            let n = (last - b + 1).min(64);
+            let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+            let actual = used.bits64(b) & mask;
+            let on_disk = disk_bits64(bits, b - first) & mask;
+            c.free += n - u64::from(actual.count_ones());
+            c.free_disk += n - u64::from(on_disk.count_ones());
+            let mut diff = actual ^ on_disk;
+            while diff != 0 {
+                let i = u64::from(diff.trailing_zeros());
+                c.diffs.push((b + i, actual & (1 << i) != 0));
+                diff &= diff - 1;
+            }
+            b += n;
+        }
+    }
     while b <= last {
         let cend = (b + ratio - 1).min(last);
         let actual = (b..=cend).any(|x| used.get(x));
@@ -372,24 +402,31 @@ fn compare_inodes(p0: &Pass0Facts, p1: &Pass1Facts, g: u32) -> InodeGroup {
         diffs: Vec::new(),
         csum_bad: false,
     };
-    for i in 0..ipg {
-        let idx = u64::from(g) * ipg + i;
-        let actual = p1.inode_used.get(idx);
-        let on_disk = disk.as_ref().is_some_and(|bits| test(bits, i));
-        let is_dir = p1.kinds[idx as usize] & kind::TYPE_MASK == ft::DIR;
-        if !actual {
-            c.free += 1;
-        } else if is_dir {
-            c.dirs += 1;
+    // 64 inodes at a time; kinds are looked up only for inodes in use by either count.
+    let base = u64::from(g) * ipg;
+    let mut i = 0;
+    while i < ipg {
+        let n = (ipg - i).min(64);
+        let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let actual = p1.inode_used.bits64(base + i) & mask;
+        let on_disk = disk.as_ref().map_or(0, |bits| disk_bits64(bits, i)) & mask;
+        c.free += n - u64::from(actual.count_ones());
+        c.free_disk += n - u64::from(on_disk.count_ones());
+        let mut any = actual | on_disk;
+        while any != 0 {
+            let k = u64::from(any.trailing_zeros());
+            any &= any - 1;
+            let idx = base + i + k;
+            let (a, d) = (actual & (1 << k) != 0, on_disk & (1 << k) != 0);
+            if p1.kinds[idx as usize] & kind::TYPE_MASK == ft::DIR {
+                c.dirs += u64::from(a);
+                c.dirs_disk += u64::from(d);
+            }
+            if a != d {
+                c.diffs.push((idx + 1, a));
+            }
         }
-        if !on_disk {
-            c.free_disk += 1;
-        } else if is_dir {
-            c.dirs_disk += 1;
-        }
-        if actual != on_disk {
-            c.diffs.push((idx + 1, actual));
-        }
+        i += n;
     }
     if let Some(bits) = &disk {
         if fs.has_metadata_csum() && c.diffs.is_empty() {
@@ -408,5 +445,35 @@ fn csum_matches(geo: &ffsck_format::Geometry, sum: u32, stored: u32) -> bool {
         sum == stored
     } else {
         sum & 0xFFFF == stored
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_bitmap_words_match_bit_tests() {
+        let bits: Vec<u8> = (0..37u32).map(|i| (i * 0x9d + 7) as u8).collect();
+        for start in [0u64, 1, 7, 8, 63, 64, 100, 230, 290, 296, 400] {
+            let w = disk_bits64(&bits, start);
+            for k in 0..64 {
+                assert_eq!(w & (1 << k) != 0, test(&bits, start + k), "bit {start}+{k}");
+            }
+        }
+    }
+
+    #[test]
+    fn bitmap_words_match_bit_gets() {
+        let mut b = Bitmap::new(300);
+        for i in (0..300).filter(|i| i % 3 == 0 || i % 7 == 1) {
+            b.set(i);
+        }
+        for start in [0u64, 5, 63, 64, 130, 250, 299, 300] {
+            let w = b.bits64(start);
+            for k in 0..64 {
+                assert_eq!(w & (1 << k) != 0, b.get(start + k), "bit {start}+{k}");
+            }
+        }
     }
 }
