@@ -837,8 +837,11 @@ fn insane_blocks(
         let off = skew + i * isz;
         let raw = &table[off..off + isz];
         let ino = first_ino + i as u32;
-        // An all-zero slot is simply free: never used, never checksummed.
-        *bad = fs.has_metadata_csum() && raw.iter().any(|&b| b != 0) && {
+        // An all-zero slot is simply free: never used, never checksummed, never insane.
+        if raw.iter().all(|&b| b == 0) {
+            continue;
+        }
+        *bad = fs.has_metadata_csum() && {
             let (want, have, _) = inode_checksum(raw, fs.csum_seed, ino);
             want != have
         };

@@ -121,10 +121,17 @@ impl FileType {
 impl RawInode {
     /// Parse an on-disk inode of any size; bytes beyond the structure are the caller's.
     pub fn parse(buf: &[u8]) -> Self {
-        let mut full = [0u8; 160];
-        let n = buf.len().min(160);
-        full[..n].copy_from_slice(&buf[..n]);
-        let mut ino = Self::read_from_bytes(&full).unwrap_or_default();
+        const SIZE: usize = std::mem::size_of::<RawInode>();
+        let mut ino = match Self::read_from_prefix(buf) {
+            // The common case: one copy, straight from the inode table.
+            Ok((ino, _)) => ino,
+            Err(_) => {
+                let mut full = [0u8; SIZE];
+                let n = buf.len().min(SIZE);
+                full[..n].copy_from_slice(&buf[..n]);
+                Self::read_from_bytes(&full).unwrap_or_default()
+            }
+        };
         // With a 128-byte inode the extra fields do not exist; make sure they read as zero.
         if buf.len() <= GOOD_OLD_INODE_SIZE {
             ino.i_extra_isize.set(0);
