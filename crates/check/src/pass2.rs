@@ -529,54 +529,109 @@ fn names_beyond(buf: &[u8], bs: u32, frontier: u32) -> bool {
     false
 }
 
-/// A cheap hasher for the names of one block (the duplicate-name check). SipHash's defence
-/// against chosen collisions is not worth its cost here: a block holds at most
-/// `block_size / 12` names, which bounds the damage a hostile block can do.
-#[derive(Clone, Copy, Default)]
-struct NameHasher;
-
-impl std::hash::BuildHasher for NameHasher {
-    type Hasher = NameHash;
-    fn build_hasher(&self) -> NameHash {
-        NameHash(0)
-    }
+/// The names seen so far in one block, kept as positions in the block: compared one by one
+/// while there are few (most blocks of most directories hold a handful of entries), then
+/// through an open-addressing table that each thread reuses from block to block, so no block
+/// allocates.
+struct NameSet<'a> {
+    block: &'a [u8],
+    few: [u64; NameSet::FEW],
+    n: usize,
+    /// Slots of `(start + 1) << 8 | len` (0 is empty); empty until more than `FEW` names.
+    table: Vec<u64>,
 }
 
-/// The names seen so far in one block: compared one by one while there are few (most
-/// blocks of most directories hold a handful of entries, and need no allocation), hashed once
-/// there are more.
-#[derive(Default)]
-struct NameSet<'a> {
-    few: [&'a [u8]; NameSet::FEW],
-    n: usize,
-    many: Option<HashSet<&'a [u8], NameHasher>>,
+thread_local! {
+    static NAME_TABLE: std::cell::Cell<Vec<u64>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 impl<'a> NameSet<'a> {
     const FEW: usize = 8;
 
-    /// Add `name`; false if it was already there. `block_len` sizes the hash set.
-    fn insert(&mut self, name: &'a [u8], block_len: usize) -> bool {
-        if let Some(set) = &mut self.many {
-            return set.insert(name);
+    fn new(block: &'a [u8]) -> Self {
+        NameSet {
+            block,
+            few: [0; Self::FEW],
+            n: 0,
+            table: Vec::new(),
         }
-        if self.few[..self.n].contains(&name) {
-            return false;
+    }
+
+    /// The name a slot or key stands for.
+    fn name(block: &[u8], key: u64) -> &[u8] {
+        let start = (key >> 8).saturating_sub(1) as usize;
+        block
+            .get(start..start + (key & 0xFF) as usize)
+            .unwrap_or_default()
+    }
+
+    /// Add the name at `block[start..start + len]` (at most 255 bytes); false if it was
+    /// already there.
+    fn insert(&mut self, start: usize, len: usize) -> bool {
+        let key = ((start as u64 + 1) << 8) | len.min(0xFF) as u64;
+        let block = self.block;
+        let name = Self::name(block, key);
+        if self.table.is_empty() {
+            if self.few[..self.n]
+                .iter()
+                .any(|&k| Self::name(block, k) == name)
+            {
+                return false;
+            }
+            if self.n < Self::FEW {
+                self.few[self.n] = key;
+                self.n += 1;
+                return true;
+            }
+            // At least twice as many slots as the block can hold entries (12 bytes each at
+            // least), so the table is never more than half full.
+            let slots = (2 * (block.len() / 12 + 1)).next_power_of_two();
+            let mut table = NAME_TABLE.take();
+            table.clear();
+            table.resize(slots, 0);
+            self.table = table;
+            for k in self.few {
+                self.place(k);
+            }
         }
-        if self.n < Self::FEW {
-            self.few[self.n] = name;
-            self.n += 1;
-            return true;
+        self.place(key)
+    }
+
+    /// Put `key` in the table; false if an equal name is there already.
+    fn place(&mut self, key: u64) -> bool {
+        let block = self.block;
+        let name = Self::name(block, key);
+        let mut h = NameHash(0);
+        std::hash::Hasher::write(&mut h, name);
+        let mask = self.table.len() - 1;
+        let mut i = std::hash::Hasher::finish(&h) as usize & mask;
+        for _ in 0..self.table.len() {
+            match self.table[i] {
+                0 => {
+                    self.table[i] = key;
+                    return true;
+                }
+                k if Self::name(block, k) == name => return false,
+                _ => i = (i + 1) & mask,
+            }
         }
-        let mut set = HashSet::with_capacity_and_hasher(block_len / 32, NameHasher);
-        set.extend(self.few.iter().copied());
-        set.insert(name);
-        self.many = Some(set);
+        // Full (cannot happen, see `insert`): counted as new.
         true
     }
 }
 
-/// FxHash-style word-at-a-time multiply-rotate hash.
+impl Drop for NameSet<'_> {
+    fn drop(&mut self) {
+        if !self.table.is_empty() {
+            NAME_TABLE.set(std::mem::take(&mut self.table));
+        }
+    }
+}
+
+/// A cheap hash for the names of one block (the duplicate-name check): FxHash-style,
+/// word-at-a-time multiply-rotate. A defence against chosen collisions is not worth its cost
+/// here: a block holds at most `block_size / 12` names, which bounds the damage a hostile
+/// block can do.
 struct NameHash(u64);
 
 impl std::hash::Hasher for NameHash {
@@ -1070,7 +1125,7 @@ fn check_entries<F: Facts + ?Sized>(
         start_state.max(2)
     };
     let mut off = 0usize;
-    let mut names = NameSet::default();
+    let mut names = NameSet::new(buf);
     let mut dups_found = false;
     // Each entry is at least 12 bytes, so this bounds the walk even on garbage.
     for _ in 0..=buf.len() / 12 {
@@ -1164,7 +1219,7 @@ fn check_entries<F: Facts + ?Sized>(
             }
             // Every counted entry takes part, '.' and '..' included (a second '.' is a
             // duplicate too).
-            if counted && !names.insert(name, buf.len()) && !dups_found {
+            if counted && !dups_found && !names.insert(off + 8, name_len) {
                 bo.findings
                     .report(ctx.policy, P::P2_REPORT_DUP_DIRENT, pctx(name, ino));
                 dups_found = true;
@@ -1310,6 +1365,7 @@ fn check_entry<F: Facts + ?Sized>(
             }
         }
     } else if dot_state > 1
+        && fs.geo.incompat.has(Incompat::CASEFOLD)
         && std::str::from_utf8(name).is_err()
         && casefold_dir(fs, dir)
         && out.report(policy, P::P2_BAD_ENCODED_NAME, pctx())
@@ -1557,15 +1613,27 @@ mod tests {
 
     #[test]
     fn name_set_finds_duplicates_before_and_after_it_starts_hashing() {
-        let names: Vec<Vec<u8>> = (0..40).map(|i| format!("name-{i}").into_bytes()).collect();
-        let mut set = NameSet::default();
-        for (i, n) in names.iter().enumerate() {
-            assert!(set.insert(n, 4096), "{i} is new");
-            // Every name seen so far, whether kept in the small array or the hash set.
-            assert!(!set.insert(&names[i / 2], 4096), "{} seen", i / 2);
+        // A block of names back to back, each at a known position; the last two repeat
+        // earlier names.
+        let mut block = Vec::new();
+        let mut at = Vec::new();
+        for name in (0..40)
+            .map(|i| format!("name-{i}"))
+            .chain(["name-3".into(), "name-40".into()])
+        {
+            at.push((block.len(), name.len()));
+            block.extend_from_slice(name.as_bytes());
         }
-        assert!(!set.insert(b"name-3", 4096));
-        assert!(set.insert(b"name-40", 4096));
+        block.resize(4096, 0);
+        let mut set = NameSet::new(&block);
+        for i in 0..40 {
+            assert!(set.insert(at[i].0, at[i].1), "{i} is new");
+            // Every name seen so far, whether kept in the small array or the table.
+            let (s, l) = at[i / 2];
+            assert!(!set.insert(s, l), "{} seen", i / 2);
+        }
+        assert!(!set.insert(at[40].0, at[40].1));
+        assert!(set.insert(at[41].0, at[41].1));
     }
 }
 
