@@ -3,11 +3,13 @@
 //!
 //! The model: every pass costs the time to read its metadata (bytes over the sampled
 //! sequential rate, plus a per-read latency for scattered blocks) and a CPU cost per inode,
-//! directory block, directory entry or group. The per-unit CPU costs were measured on the
-//! `ffsck-lab bench` profiles (files, dirs, ext3, 250 000 inodes, warm cache) on one idle
-//! core; a short calibration loop on the threads the check will use scales them to the CPU
-//! time this machine offers right now (other load, steal, `SCHED_IDLE`, clock speed), which
-//! the load average reports too late and too coarsely. The same per-pass predictions weight
+//! directory block, directory entry or group. The per-unit CPU costs are in "reference
+//! cores" (one that runs the calibration loop at `REF_CALIBRATION_RATE`), fitted to the
+//! per-pass times (`-tt`) of the `ffsck-lab bench` profiles (files, dirs, ext3, 1 000 000
+//! inodes, warm cache); a short calibration loop on the threads the check will use scales
+//! them to the CPU this machine offers right now (other load, steal, `SCHED_IDLE`, clock
+//! speed: a core faster than the reference counts for more than one), which the load average
+//! reports too late and too coarsely. The same per-pass predictions weight
 //! the `-C 0` progress bar, so its ETA follows the model rather than fixed shares.
 //!
 //! Nothing here trusts the descriptors: counts are clamped to the geometry, so a hostile image
@@ -22,8 +24,10 @@ use std::time::Instant;
 
 /// Pass 1 CPU per scanned in-use inode (checks, extent root, bitmaps), seconds, and the extra
 /// for verifying its checksum (`metadata_csum`).
-const CPU_INODE_P1: f64 = 0.15e-6;
-const CPU_INODE_CSUM: f64 = 0.15e-6;
+const CPU_INODE_P1: f64 = 0.10e-6;
+const CPU_INODE_CSUM: f64 = 0.08e-6;
+/// Pass 1 CPU per directory inode on top of that (its facts and block list for pass 2).
+const CPU_DIR_P1: f64 = 0.25e-6;
 /// Pass 1 CPU per scanned but unused inode slot (a zero test).
 const CPU_SLOT_P1: f64 = 0.01e-6;
 /// Pass 1 CPU per extent-tree, indirect or xattr block it reads.
@@ -31,14 +35,16 @@ const CPU_TREE_BLOCK: f64 = 1.0e-6;
 /// Pass 2 CPU per directory block (framing, checksum, lookups), without the read.
 const CPU_DIR_BLOCK: f64 = 1.0e-6;
 /// Pass 2 CPU per directory entry.
-const CPU_ENTRY: f64 = 0.15e-6;
-/// Pass 3 CPU per directory (parent walk) and pass 4 per directory plus per inode slot.
-const CPU_DIR_P3: f64 = 0.15e-6;
+const CPU_ENTRY: f64 = 0.12e-6;
+/// Pass 3 CPU per directory (parent walk, on one thread) and pass 4 per directory plus per
+/// inode slot (in parallel).
+const CPU_DIR_P3: f64 = 0.05e-6;
 const CPU_DIR_P4: f64 = 0.10e-6;
 const CPU_SLOT_P4: f64 = 0.005e-6;
-/// Pass 5 CPU per block and per inode slot compared against the on-disk bitmaps.
-const CPU_BLOCK_P5: f64 = 0.005e-6;
-const CPU_SLOT_P5: f64 = 0.005e-6;
+/// Pass 5 CPU per block and per inode slot compared against the on-disk bitmaps (64 at a
+/// time, groups in parallel).
+const CPU_BLOCK_P5: f64 = 0.001e-6;
+const CPU_SLOT_P5: f64 = 0.001e-6;
 /// Bytes of one pass-1 inode-table read.
 const ITABLE_CHUNK: u64 = 128 * 1024;
 /// Groups whose inode tables are sampled.
@@ -179,9 +185,10 @@ pub fn estimate(dev: &dyn Device, threads: usize) -> Result<Estimate, String> {
         threads
     };
     let rate = calibrate(&s.itable, geo.inode_size as usize, threads);
-    // Reference cores' worth of CPU the worker threads get together, and one thread alone.
-    let par = (rate / REF_CALIBRATION_RATE).clamp(0.01, threads as f64);
-    let serial = (par / threads as f64).min(1.0);
+    // Reference cores' worth of CPU the worker threads get together, and one thread alone
+    // (a core faster than the reference counts for more than one).
+    let par = (rate / REF_CALIBRATION_RATE).clamp(0.01, 4.0 * threads as f64);
+    let serial = par / threads as f64;
     let groups = u64::from(geo.group_count);
     let bitmap_bytes = 2 * groups * bs;
     let entries = inodes_used + 2 * dirs;
@@ -197,15 +204,18 @@ pub fn estimate(dev: &dyn Device, threads: usize) -> Result<Estimate, String> {
     pass_secs[1] = f(itable_bytes) / read_rate
         + f(itable_reads) * read_latency / par
         + f(tree_blocks) * (read_latency + CPU_TREE_BLOCK) / par
-        + (f(inodes_used) * cpu_inode + f(slots.saturating_sub(inodes_used)) * CPU_SLOT_P1) / par;
+        + (f(inodes_used) * cpu_inode
+            + f(dirs) * CPU_DIR_P1
+            + f(slots.saturating_sub(inodes_used)) * CPU_SLOT_P1)
+            / par;
     // Pass 2: one read per directory block, each costing the probed single-block latency.
     pass_secs[2] = f(dir_blocks) * read_latency / par
         + (f(dir_blocks) * CPU_DIR_BLOCK + f(entries) * CPU_ENTRY) / par;
     pass_secs[3] = f(dirs) * CPU_DIR_P3 / serial;
-    pass_secs[4] = (f(dirs) * CPU_DIR_P4 + f(inodes_count) * CPU_SLOT_P4) / serial;
+    pass_secs[4] = (f(dirs) * CPU_DIR_P4 + f(inodes_count) * CPU_SLOT_P4) / par;
     pass_secs[5] = f(bitmap_bytes) / read_rate
         + f(2 * groups) * read_latency
-        + (f(geo.blocks_count) * CPU_BLOCK_P5 + f(inodes_count) * CPU_SLOT_P5) / serial;
+        + (f(geo.blocks_count) * CPU_BLOCK_P5 + f(inodes_count) * CPU_SLOT_P5) / par;
     let gdt_bytes = u64::from(geo.gdt_blocks) * bs;
     pass_secs[0] = f(gdt_bytes) / read_rate + read_latency;
 
