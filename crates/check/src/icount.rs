@@ -44,6 +44,29 @@ impl InodeCounts {
         }
     }
 
+    /// `get` for lookups in ascending index order: `at` (start it at `position(first)`) keeps
+    /// the place in the list of counts above one, so a sweep costs no search per index.
+    pub fn get_ascending(&self, idx: u64, at: &mut usize) -> u16 {
+        if self.one.get(idx) {
+            return 1;
+        }
+        let Ok(idx) = u32::try_from(idx) else {
+            return 0;
+        };
+        while self.many.get(*at).is_some_and(|&(i, _)| i < idx) {
+            *at += 1;
+        }
+        match self.many.get(*at) {
+            Some(&(i, c)) if i == idx => c,
+            _ => 0,
+        }
+    }
+
+    /// Where a sweep from index `idx` starts in the list of counts above one.
+    pub fn position(&self, idx: u64) -> usize {
+        self.many.partition_point(|&(i, _)| u64::from(i) < idx)
+    }
+
     /// Sum of all counts.
     pub fn total(&self) -> u64 {
         self.one.count_ones() + self.many.iter().map(|&(_, c)| u64::from(c)).sum::<u64>()
@@ -194,6 +217,20 @@ impl std::ops::Index<usize> for InodeKinds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ascending_lookups_match_searches() {
+        let mut c = InodeCounts::new(100);
+        for i in 0..100u32 {
+            c.push(i, (i % 4) as u16);
+        }
+        for first in [0u64, 1, 37, 99] {
+            let mut at = c.position(first);
+            for i in first..100 {
+                assert_eq!(c.get_ascending(i, &mut at), c.get(i), "index {i} from {first}");
+            }
+        }
+    }
 
     #[test]
     fn shards_from_many_threads_add_up() {

@@ -305,14 +305,28 @@ pub fn run_with(
     // the calling thread merges window k in block order.
     let threads = rayon::current_num_threads().max(1);
     // Each window comes with the outputs of its blocks checked early (in block order, so a
-    // cursor over the early outputs pairs them with their blocks).
+    // cursor over the early outputs pairs them with their blocks); without a pipelined pass
+    // 1 there are none, and nothing is allocated for them.
     let mut with_early = |w: &[DirBlock]| -> Vec<Option<BlockOut>> {
+        if early_outs.peek().is_none() {
+            return Vec::new();
+        }
         w.iter()
             .map(|db| early_outs.next_if(|(e, _)| e == db).map(|(_, bo)| bo))
             .collect()
     };
     let check_window = |w: &[DirBlock], mut pre: Vec<Option<BlockOut>>| -> Vec<Outs> {
         let chunk = (w.len() / (threads * 16)).max(RUN_BLOCKS);
+        if pre.is_empty() {
+            return w
+                .par_chunks(chunk)
+                .map(|c| {
+                    let r = check_chunk(&ctx, c, &mut []);
+                    progress.advance(c.len() as u64);
+                    r
+                })
+                .collect();
+        }
         w.par_chunks(chunk)
             .zip(pre.par_chunks_mut(chunk))
             .map(|(c, pre)| {
@@ -852,7 +866,8 @@ fn will_need(fs: &Fs, w: &[DirBlock]) {
 const RUN_BLOCKS: usize = 32;
 
 /// Check a chunk of a window's blocks in order, taking the outputs checked early from `pre`
-/// and reading each run of physically adjacent blocks with one read.
+/// (empty when there are none) and reading each run of physically adjacent blocks with one
+/// read.
 fn check_chunk<F: Facts + ?Sized>(
     ctx: &Ctx<F>,
     blocks: &[DirBlock],
@@ -880,7 +895,7 @@ fn check_chunk_with<F: Facts + ?Sized>(
     let mut bo = BlockOut::default();
     let mut i = 0;
     while i < blocks.len() {
-        if let Some(mut early) = pre[i].take() {
+        if let Some(mut early) = pre.get_mut(i).and_then(Option::take) {
             out.push(&mut early);
             i += 1;
             continue;
@@ -890,7 +905,7 @@ fn check_chunk_with<F: Facts + ?Sized>(
         while start != 0
             && n < RUN_BLOCKS
             && i + n < blocks.len()
-            && pre[i + n].is_none()
+            && pre.get(i + n).is_none_or(Option::is_none)
             && blocks[i + n].pblk == start + n as u64
         {
             n += 1;

@@ -46,13 +46,16 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
     let suspects: Vec<u64> = (0..words.div_ceil(WORDS_PER_TASK))
         .into_par_iter()
         .flat_map_iter(|t| {
+            let first = (t * WORDS_PER_TASK * 64) as u64;
+            let (mut at_refs, mut at_links) = (p2.refs.position(first), p1.links.position(first));
             p1.inode_used
                 .iter_ones_in(t * WORDS_PER_TASK..(t + 1) * WORDS_PER_TASK)
-                .filter(|&idx| {
-                    let counted = p2.refs.get(idx);
+                .filter(move |&idx| {
+                    let counted = p2.refs.get_ascending(idx, &mut at_refs);
+                    let links = p1.links.get_ascending(idx, &mut at_links);
                     !skipped(idx as u32 + 1)
                         && (counted == 0
-                            || counted != p1.links.get(idx)
+                            || counted != links
                             || (counted > LINK_MAX
                                 && p1.kinds[idx as usize] & kind::TYPE_MASK == ft::DIR))
                 })
