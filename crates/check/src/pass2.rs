@@ -844,26 +844,40 @@ fn display_name(raw: &[u8]) -> String {
     String::from_utf8_lossy(raw).into_owned()
 }
 
-/// Hint the device that the blocks of window `w` will be read, one hint per run of adjacent
-/// blocks.
+/// Hint the device that the blocks of window `w` will be read: one hint per run of nearby
+/// blocks. Runs are joined across gaps of up to `HINT_GAP_BYTES`, so a cold device gets a few
+/// large reads rather than many small ones (the gaps, mostly file data, are read too).
 fn will_need(fs: &Fs, w: &[DirBlock]) {
+    let bs = u64::from(fs.geo.block_size);
+    let (gap, most) = ((HINT_GAP_BYTES / bs).max(1), (HINT_MAX_BYTES / bs).max(1));
     let mut run: Option<(u64, u64)> = None;
     for db in w.iter().filter(|db| db.pblk != 0) {
         run = match run {
-            Some((start, n)) if db.pblk == start + n => Some((start, n + 1)),
-            Some((start, n)) if db.pblk >= start && db.pblk < start + n => Some((start, n)),
+            // Ascending within a window (except at the first-blocks boundary with dir_index).
+            Some((start, end))
+                if db.pblk >= start
+                    && db.pblk <= end.saturating_add(gap)
+                    && db.pblk - start < most =>
+            {
+                Some((start, end.max(db.pblk + 1)))
+            }
             other => {
-                if let Some((start, n)) = other {
-                    fs.will_need_blocks(start, n);
+                if let Some((start, end)) = other {
+                    fs.will_need_blocks(start, end - start);
                 }
-                Some((db.pblk, 1))
+                Some((db.pblk, db.pblk.saturating_add(1)))
             }
         };
     }
-    if let Some((start, n)) = run {
-        fs.will_need_blocks(start, n);
+    if let Some((start, end)) = run {
+        fs.will_need_blocks(start, end - start);
     }
 }
+
+/// Largest gap between directory blocks that one read-ahead hint spans, and the most one
+/// hint covers.
+const HINT_GAP_BYTES: u64 = 64 * 1024;
+const HINT_MAX_BYTES: u64 = 8 << 20;
 
 /// Blocks read with one system call when a window's blocks lie next to each other on disk.
 const RUN_BLOCKS: usize = 32;
