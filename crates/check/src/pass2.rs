@@ -317,24 +317,19 @@ pub fn run_with(
     };
     let check_window = |w: &[DirBlock], mut pre: Vec<Option<BlockOut>>| -> Vec<Outs> {
         let chunk = (w.len() / (threads * 16)).max(RUN_BLOCKS);
+        let run = |c: &[DirBlock], pre: &mut [Option<BlockOut>]| {
+            let r = check_chunk(&ctx, c, pre);
+            progress.advance(c.len() as u64);
+            r
+        };
         if pre.is_empty() {
-            return w
-                .par_chunks(chunk)
-                .map(|c| {
-                    let r = check_chunk(&ctx, c, &mut []);
-                    progress.advance(c.len() as u64);
-                    r
-                })
-                .collect();
+            w.par_chunks(chunk).map(|c| run(c, &mut [])).collect()
+        } else {
+            w.par_chunks(chunk)
+                .zip(pre.par_chunks_mut(chunk))
+                .map(|(c, pre)| run(c, pre))
+                .collect()
         }
-        w.par_chunks(chunk)
-            .zip(pre.par_chunks_mut(chunk))
-            .map(|(c, pre)| {
-                let r = check_chunk(&ctx, c, pre);
-                progress.advance(c.len() as u64);
-                r
-            })
-            .collect()
     };
     // The windows after the one being checked are hinted to the device, so their reads are
     // under way while the workers check (and the merge takes) the windows before them.
