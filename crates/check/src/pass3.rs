@@ -37,13 +37,19 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
             continue;
         }
         // Walk up the parent chain; `on_chain` detects loops, `done` stops at connected dirs.
+        // A directory's links are looked up only once the walk reaches it unfinished (most
+        // walks end at their first parent, which is done: no lookup at all).
         let mut cur = dir;
+        let mut cur_links = *links;
         // Reconnected to /lost+found: its `..` is fixed once it has its new parent.
         let mut connected = false;
         // A chain can never be longer than the number of directories.
         for _ in 0..=p2.dirs.len() {
             if done.get(u64::from(cur)) {
                 break;
+            }
+            if cur != dir {
+                cur_links = p2.dirs.get(&cur).copied().unwrap_or_default();
             }
             if on_chain.get(u64::from(cur)) {
                 // Reconnected to /lost+found, as an unconnected directory is: the loop's
@@ -53,7 +59,7 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
                     P::P3_LOOPED_DIR,
                     ProblemCtx {
                         ino: cur,
-                        dir: p2.dirs.get(&cur).map_or(0, |l| l.parent),
+                        dir: cur_links.parent,
                         ..Default::default()
                     },
                 );
@@ -62,14 +68,14 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
             }
             on_chain.set(u64::from(cur));
             chain.push(cur);
-            let parent = p2.dirs.get(&cur).map_or(0, |l| l.parent);
+            let parent = cur_links.parent;
             if parent == 0 {
                 let yes = out.report(
                     policy,
                     P::P3_UNCONNECTED_DIR,
                     ProblemCtx {
                         ino: cur,
-                        dir: p2.dirs.get(&cur).map_or(0, |l| l.dotdot),
+                        dir: cur_links.dotdot,
                         ..Default::default()
                     },
                 );
