@@ -333,7 +333,14 @@ pub fn run_with(
     };
     // The windows after the one being checked are hinted to the device, so their reads are
     // under way while the workers check (and the merge takes) the windows before them.
-    let mut windows = p1.dir_block_windows(WINDOW_BLOCKS).inspect(|w| will_need(fs, w));
+    // Under a memory limit that made pass 1 spill, windows stay small: their outputs are
+    // held in memory.
+    let window = if p1.dir_spill.is_some() {
+        SPILLED_WINDOW_BLOCKS
+    } else {
+        WINDOW_BLOCKS
+    };
+    let mut windows = p1.dir_block_windows(window).inspect(|w| will_need(fs, w));
     let first = windows.next();
     let mut ahead: std::collections::VecDeque<_> = windows.by_ref().take(HINT_WINDOWS).collect();
     let mut pending = first.map(|w| check_window(&w, with_early(&w)));
@@ -667,6 +674,8 @@ impl std::hash::Hasher for NameHash {
 /// (Two windows of outputs are held at a time, about 100 bytes per block; smaller windows
 /// measured slower on 2 cores, larger ones no faster.)
 const WINDOW_BLOCKS: usize = 16384;
+/// The same when the directory-block list was spilled (`--max-memory`).
+const SPILLED_WINDOW_BLOCKS: usize = 1024;
 
 /// Windows whose blocks are hinted to the device ahead of the one being checked (measured on
 /// a cold cache with 4096-block windows: 16384 blocks ahead saved about a sixth of pass 2's
