@@ -81,19 +81,21 @@ impl Bitmap {
     pub fn iter_ones_in(&self, words: std::ops::Range<usize>) -> impl Iterator<Item = u64> + '_ {
         let end = words.end.min(self.words.len());
         let start = words.start.min(end);
-        let first = start;
-        self.words[start..end].iter().enumerate().flat_map(move |(k, &w)| {
-            let wi = first + k;
-            let mut w = w;
-            std::iter::from_fn(move || {
-                if w == 0 {
-                    return None;
-                }
-                let b = w.trailing_zeros() as u64;
-                w &= w - 1;
-                Some(wi as u64 * 64 + b)
+        self.words[start..end]
+            .iter()
+            .enumerate()
+            .flat_map(move |(k, &w)| {
+                let wi = start + k;
+                let mut w = w;
+                std::iter::from_fn(move || {
+                    if w == 0 {
+                        return None;
+                    }
+                    let b = w.trailing_zeros() as u64;
+                    w &= w - 1;
+                    Some(wi as u64 * 64 + b)
+                })
             })
-        })
     }
 }
 

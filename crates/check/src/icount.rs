@@ -227,7 +227,11 @@ mod tests {
         for first in [0u64, 1, 37, 99] {
             let mut at = c.position(first);
             for i in first..100 {
-                assert_eq!(c.get_ascending(i, &mut at), c.get(i), "index {i} from {first}");
+                assert_eq!(
+                    c.get_ascending(i, &mut at),
+                    c.get(i),
+                    "index {i} from {first}"
+                );
             }
         }
     }

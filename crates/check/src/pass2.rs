@@ -969,12 +969,7 @@ fn check_block<F: Facts + ?Sized>(
 
 /// Check one directory block whose bytes are `buf` (not looked at for a hole) into the empty
 /// `bo`.
-fn check_block_into<F: Facts + ?Sized>(
-    ctx: &Ctx<F>,
-    db: &DirBlock,
-    buf: &[u8],
-    bo: &mut BlockOut,
-) {
+fn check_block_into<F: Facts + ?Sized>(ctx: &Ctx<F>, db: &DirBlock, buf: &[u8], bo: &mut BlockOut) {
     bo.dir = db.ino;
     let fs = ctx.fs;
     if db.pblk == 0 {
@@ -1035,17 +1030,7 @@ fn check_block_into<F: Facts + ?Sized>(
         // An interior node holds one empty entry: nothing to check but the index. The root
         // block's entries ('.' and '..') are checked first.
         if db.lblk == 0 {
-            check_entries(
-                ctx,
-                db.ino,
-                db.lblk,
-                db.pblk,
-                buf,
-                0,
-                bo,
-                false,
-                Some(dx),
-            );
+            check_entries(ctx, db.ino, db.lblk, db.pblk, buf, 0, bo, false, Some(dx));
         }
         if bo.dx.is_none() {
             bo.dx = Some(Box::new(htree::parse_interior(
@@ -1088,17 +1073,7 @@ fn check_block_into<F: Facts + ?Sized>(
         }
     }
     let before = bo.findings.0.len();
-    check_entries(
-        ctx,
-        db.ino,
-        db.lblk,
-        db.pblk,
-        &buf[..max],
-        0,
-        bo,
-        false,
-        dx,
-    );
+    check_entries(ctx, db.ino, db.lblk, db.pblk, &buf[..max], 0, bo, false, dx);
     if failed_csum && bo.findings.0.len() == before {
         bo.findings.report(
             ctx.policy,

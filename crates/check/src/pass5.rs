@@ -7,7 +7,6 @@
 //! `Pass1Facts`. Frees: the bitmaps.
 
 use crate::bitmap::Bitmap;
-use rayon::prelude::*;
 use crate::fs::Fs;
 use crate::pass0::Pass0Facts;
 use crate::pass1::{kind, Pass1Facts};
@@ -15,6 +14,7 @@ use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::ft;
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use rayon::prelude::*;
 
 pub struct Pass5Facts {
     pub free_blocks: u64,

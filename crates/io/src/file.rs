@@ -98,9 +98,10 @@ impl Device for FileDevice {
         self.counter.get()
     }
     fn will_need(&self, offset: u64, len: u64) {
-        // The kernel queues the reads and returns at once; a hint it refuses changes nothing.
+        // The kernel starts the reads in the background; a hint it refuses changes nothing.
         if let Some(len) = std::num::NonZeroU64::new(len.min(self.size.saturating_sub(offset))) {
-            let _ = rustix::fs::fadvise(&self.file, offset, Some(len), rustix::fs::Advice::WillNeed);
+            let _ =
+                rustix::fs::fadvise(&self.file, offset, Some(len), rustix::fs::Advice::WillNeed);
         }
     }
 }

@@ -526,7 +526,13 @@ fn measure_all(
     let mut profile = None;
     if args.perf {
         match tools::resolve_tool(None, "perf").and_then(|perf| {
-            crate::perf::record(&perf, ffsck, &ffsck_args(args.threads, image), &args.out, 25)
+            crate::perf::record(
+                &perf,
+                ffsck,
+                &ffsck_args(args.threads, image),
+                &args.out,
+                25,
+            )
         }) {
             Ok(p) => profile = Some(p),
             Err(e) => warnings.push(format!("--perf: profile skipped: {e:#}")),

@@ -37,7 +37,13 @@ pub struct Profile {
 }
 
 /// Profile one run of `ffsck args` with `perf` into `out`, keeping the `top` hottest symbols.
-pub fn record(perf: &Path, ffsck: &Path, args: &[OsString], out: &Path, top: usize) -> Result<Profile> {
+pub fn record(
+    perf: &Path,
+    ffsck: &Path,
+    args: &[OsString],
+    out: &Path,
+    top: usize,
+) -> Result<Profile> {
     let data = out.join("perf.data");
     let report = out.join("perf-report.txt");
     let status = Command::new(perf)
@@ -55,7 +61,16 @@ pub fn record(perf: &Path, ffsck: &Path, args: &[OsString], out: &Path, top: usi
         bail!("perf record wrote no samples ({status}); is perf_event_paranoid too strict?");
     }
     let text = Command::new(perf)
-        .args(["report", "--stdio", "--no-children", "--sort", "sym", "-g", "none", "-i"])
+        .args([
+            "report",
+            "--stdio",
+            "--no-children",
+            "--sort",
+            "sym",
+            "-g",
+            "none",
+            "-i",
+        ])
         .arg(&data)
         .stderr(Stdio::null())
         .output()
