@@ -2,13 +2,29 @@
 //! that `uninit_bg` uses for group descriptors.
 //!
 //! The kernel's `ext4_chksum(seed, data)` is a raw crc32c update with neither pre- nor
-//! post-inversion; the `crc32c` crate computes the standard (inverted) form with a hardware
-//! instruction where the CPU has one, so we convert at the boundary.
+//! post-inversion; the `crc32c` crate computes the standard (inverted) form with the CPU's
+//! crc32 instruction, so we convert at the boundary. Whole blocks (directory, extent, bitmap
+//! and inode-table blocks are most of what a check reads) go to `crc-fast` instead, which
+//! folds with carry-less multiplication (VPCLMULQDQ where the CPU has it) at about twice the
+//! speed on 4 KiB; its per-call setup makes it the slower of the two on short inputs.
+
+/// Inputs from this length up are checksummed with `crc-fast`.
+const FOLD_MIN: usize = 1024;
 
 /// `ext4_chksum`: raw crc32c update of `seed` with `data`.
 #[inline]
 pub fn ext4_crc32c(seed: u32, data: &[u8]) -> u32 {
-    !crc32c::crc32c_append(!seed, data)
+    if data.len() >= FOLD_MIN {
+        // The digest's state is the raw register; `finalize` inverts it.
+        let mut d = crc_fast::Digest::new_with_init_state(
+            crc_fast::CrcAlgorithm::Crc32Iscsi,
+            u64::from(seed),
+        );
+        d.update(data);
+        !(d.finalize() as u32)
+    } else {
+        !crc32c::crc32c_append(!seed, data)
+    }
 }
 
 /// Seed for the checksums of one inode's metadata (inode, extent blocks, directory blocks).
@@ -35,6 +51,20 @@ mod tests {
     fn crc32c_matches_standard_vector() {
         // Standard CRC-32C of "123456789" is 0xE3069283; the kernel form is its complement.
         assert_eq!(ext4_crc32c(!0, b"123456789"), !0xE306_9283);
+    }
+    #[test]
+    fn crc32c_long_inputs_chain_like_short_ones() {
+        // Both implementations are in use (by length): a long input must give what the same
+        // bytes fed in short pieces give, from any seed.
+        let data: Vec<u8> = (0..9000u32).map(|i| (i * 31 + i / 7) as u8).collect();
+        for (seed, len) in [(!0u32, 1024), (0x1234_5678, 4096), (0, 5000), (7, 9000)] {
+            let whole = ext4_crc32c(seed, &data[..len]);
+            let pieces = data[..len]
+                .chunks(FOLD_MIN - 1)
+                .fold(seed, |c, part| ext4_crc32c(c, part));
+            assert_eq!(whole, pieces, "seed {seed:#x}, {len} bytes");
+        }
+        assert_eq!(ext4_crc32c(!0, &[0u8; 4096]), !crc32c::crc32c(&[0u8; 4096]));
     }
     #[test]
     fn crc16_matches_standard_vector() {
