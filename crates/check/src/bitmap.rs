@@ -38,18 +38,6 @@ impl Bitmap {
     pub fn count_ones(&self) -> u64 {
         self.words.iter().map(|w| u64::from(w.count_ones())).sum()
     }
-    /// Set every bit `other` has; returns, for each index already set here, its index.
-    /// (Both bitmaps have the same length.)
-    pub fn union_with(&mut self, other: &Bitmap, both: &mut impl FnMut(u64)) {
-        for (wi, (w, &o)) in self.words.iter_mut().zip(&other.words).enumerate() {
-            let mut common = *w & o;
-            while common != 0 {
-                both(wi as u64 * 64 + u64::from(common.trailing_zeros()));
-                common &= common - 1;
-            }
-            *w |= o;
-        }
-    }
     /// Indexes of set bits, ascending.
     pub fn iter_ones(&self) -> impl Iterator<Item = u64> + '_ {
         self.iter_ones_in(0..self.words.len())
@@ -75,6 +63,20 @@ impl Bitmap {
     /// Number of 64-bit words (bit `i` is in word `i / 64`).
     pub fn word_count(&self) -> usize {
         self.words.len()
+    }
+    /// The words (bit `i` is bit `i % 64` of word `i / 64`; bits past the end are 0).
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+    /// A bitmap of `len` bits made of `words`; bits past `len` are cleared.
+    pub fn from_words(mut words: Vec<u64>, len: u64) -> Self {
+        words.resize(len.div_ceil(64) as usize, 0);
+        if len % 64 != 0 {
+            if let Some(last) = words.last_mut() {
+                *last &= (1u64 << (len % 64)) - 1;
+            }
+        }
+        Bitmap { words, len }
     }
     /// Indexes of the set bits of words `words` (clamped to the bitmap), ascending: a slice
     /// of the bitmap for one worker.

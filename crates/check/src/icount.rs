@@ -2,9 +2,9 @@
 //! kinds (file type and flags), each a bitmap or two for the common values plus a sorted list
 //! of the rest.
 //!
-//! Most inodes of a real file system are regular files or directories with one link and no
-//! special flags, so these take a fraction of a byte per inode plus a few bytes per exception,
-//! instead of two or three bytes per inode.
+//! Most inodes of a real file system are regular files with one link or leaf directories with
+//! two, with no special flags, so these take a fraction of a byte per inode plus a few bytes
+//! per exception, instead of two or three bytes per inode.
 
 use crate::bitmap::Bitmap;
 use std::sync::Mutex;
@@ -13,7 +13,8 @@ use std::sync::Mutex;
 #[derive(Debug, Clone)]
 pub struct InodeCounts {
     one: Bitmap,
-    /// `(index, count)` for every count above one, ascending by index.
+    two: Bitmap,
+    /// `(index, count)` for every count above two, ascending by index.
     many: Vec<(u32, u16)>,
 }
 
@@ -21,19 +22,24 @@ impl InodeCounts {
     pub fn new(len: u64) -> Self {
         InodeCounts {
             one: Bitmap::new(len),
+            two: Bitmap::new(len),
             many: Vec::new(),
         }
     }
 
-    /// From a bitmap of the counts of one and the other counts, ascending by index.
-    pub fn from_parts(one: Bitmap, many: Vec<(u32, u16)>) -> Self {
+    /// From bitmaps of the counts of one and of two (no index in both) and the other counts,
+    /// ascending by index.
+    pub fn from_parts(one: Bitmap, two: Bitmap, many: Vec<(u32, u16)>) -> Self {
         debug_assert!(many.windows(2).all(|w| w[0].0 < w[1].0));
-        InodeCounts { one, many }
+        InodeCounts { one, two, many }
     }
 
     pub fn get(&self, idx: u64) -> u16 {
         if self.one.get(idx) {
             return 1;
+        }
+        if self.two.get(idx) {
+            return 2;
         }
         let Ok(idx) = u32::try_from(idx) else {
             return 0;
@@ -45,10 +51,13 @@ impl InodeCounts {
     }
 
     /// `get` for lookups in ascending index order: `at` (start it at `position(first)`) keeps
-    /// the place in the list of counts above one, so a sweep costs no search per index.
+    /// the place in the list of counts above two, so a sweep costs no search per index.
     pub fn get_ascending(&self, idx: u64, at: &mut usize) -> u16 {
         if self.one.get(idx) {
             return 1;
+        }
+        if self.two.get(idx) {
+            return 2;
         }
         let Ok(idx) = u32::try_from(idx) else {
             return 0;
@@ -62,14 +71,16 @@ impl InodeCounts {
         }
     }
 
-    /// Where a sweep from index `idx` starts in the list of counts above one.
+    /// Where a sweep from index `idx` starts in the list of counts above two.
     pub fn position(&self, idx: u64) -> usize {
         self.many.partition_point(|&(i, _)| u64::from(i) < idx)
     }
 
     /// Sum of all counts.
     pub fn total(&self) -> u64 {
-        self.one.count_ones() + self.many.iter().map(|&(_, c)| u64::from(c)).sum::<u64>()
+        self.one.count_ones()
+            + 2 * self.two.count_ones()
+            + self.many.iter().map(|&(_, c)| u64::from(c)).sum::<u64>()
     }
 
     /// Record the count of `idx`; calls must come in ascending index order.
@@ -77,6 +88,7 @@ impl InodeCounts {
         match count {
             0 => {}
             1 => self.one.set(u64::from(idx)),
+            2 => self.two.set(u64::from(idx)),
             _ => {
                 debug_assert!(self.many.last().is_none_or(|&(i, _)| i < idx));
                 self.many.push((idx, count));
@@ -93,9 +105,9 @@ impl InodeCounts {
 }
 
 /// Counts incremented by many threads at once. Each worker thread counts in a shard of its
-/// own (no cache line is shared between workers): the first increment of an index in a shard
-/// sets a bit, later ones are logged. `finish` adds the shards up. Counts saturate at
-/// `u16::MAX`, as e2fsck's do.
+/// own (no cache line is shared between workers): the first and second increments of an index
+/// in a shard set a bit in one bitmap and then another, later ones are logged. `finish` adds
+/// the shards up a word at a time. Counts saturate at `u16::MAX`, as e2fsck's do.
 pub struct SharedCounter {
     len: u64,
     shards: Vec<Shard>,
@@ -107,8 +119,11 @@ struct Shard(Mutex<ShardCounts>);
 
 #[derive(Default)]
 struct ShardCounts {
-    /// Allocated on the shard's first increment.
+    /// Counted at least once here (allocated on the shard's first increment).
     first: Option<Bitmap>,
+    /// Counted at least twice here (allocated on the shard's first second increment).
+    second: Option<Bitmap>,
+    /// One entry per increment past the second.
     extra: Vec<u32>,
 }
 
@@ -130,35 +145,76 @@ impl SharedCounter {
         let shard = rayon::current_thread_index().map_or(0, |t| t + 1) % self.shards.len();
         // Only this worker takes this lock: it is never contended.
         if let Ok(mut s) = self.shards[shard].0.lock() {
+            let s = &mut *s;
             let first = s.first.get_or_insert_with(|| Bitmap::new(self.len));
-            if first.get(idx) {
-                s.extra.push(idx as u32);
-            } else {
+            if !first.get(idx) {
                 first.set(idx);
+                return;
+            }
+            let second = s.second.get_or_insert_with(|| Bitmap::new(self.len));
+            if !second.get(idx) {
+                second.set(idx);
+            } else {
+                s.extra.push(idx as u32);
             }
         }
     }
 
     pub fn finish(self) -> InodeCounts {
-        let mut one = Bitmap::new(self.len);
-        let mut extra: Vec<u32> = Vec::new();
-        for shard in self.shards {
-            let s = shard.0.into_inner().unwrap_or_default();
-            if let Some(first) = &s.first {
-                // Counted in an earlier shard too: one more reference.
-                one.union_with(first, &mut |i| extra.push(i as u32));
+        let shards: Vec<ShardCounts> = self
+            .shards
+            .into_iter()
+            .map(|s| s.0.into_inner().unwrap_or_default())
+            .collect();
+        let maps: Vec<&Bitmap> = shards
+            .iter()
+            .flat_map(|s| [s.first.as_ref(), s.second.as_ref()])
+            .flatten()
+            .collect();
+        // Every bitmap adds one to the indexes it holds. Summed bit-sliced, a word at a time,
+        // into a counter per bit that stops at three: low bit `lo`, high bit `hi`.
+        let words = self.len.div_ceil(64) as usize;
+        let (mut lo, mut hi) = (vec![0u64; words], vec![0u64; words]);
+        for m in &maps {
+            for ((l, h), &add) in lo.iter_mut().zip(hi.iter_mut()).zip(m.words()) {
+                let carry = *l & add;
+                let full = *h & carry;
+                *h |= carry;
+                *l = (*l ^ add) | full;
             }
-            extra.extend(s.extra);
         }
+        // A logged increment is at least the third of its index.
+        let mut extra: Vec<u32> = shards.iter().flat_map(|s| s.extra.iter().copied()).collect();
         rayon::slice::ParallelSliceMut::par_sort_unstable(&mut extra[..]);
-        let mut many = Vec::new();
-        for run in extra.chunk_by(|a, b| a == b) {
-            let idx = run[0];
-            let count = u16::try_from(run.len() + 1).unwrap_or(u16::MAX);
-            one.clear(u64::from(idx));
-            many.push((idx, count));
+        for &i in &extra {
+            let (w, bit) = ((i / 64) as usize, 1u64 << (i % 64));
+            if let (Some(l), Some(h)) = (lo.get_mut(w), hi.get_mut(w)) {
+                (*l, *h) = (*l | bit, *h | bit);
+            }
         }
-        InodeCounts { one, many }
+        // Three or more: the exact count is each shard's bitmaps plus its logged increments.
+        let mut logged = extra.chunk_by(|a, b| a == b).peekable();
+        let mut many = Vec::new();
+        for (wi, (l, h)) in lo.iter_mut().zip(hi.iter_mut()).enumerate() {
+            let mut three = *l & *h;
+            (*l, *h) = (*l & !*h, *h & !*l);
+            while three != 0 {
+                let idx = wi as u64 * 64 + u64::from(three.trailing_zeros());
+                three &= three - 1;
+                let mut n = maps.iter().filter(|m| m.get(idx)).count();
+                while let Some(run) = logged.next_if(|run| u64::from(run[0]) <= idx) {
+                    if u64::from(run[0]) == idx {
+                        n += run.len();
+                    }
+                }
+                many.push((idx as u32, u16::try_from(n).unwrap_or(u16::MAX)));
+            }
+        }
+        InodeCounts {
+            one: Bitmap::from_words(lo, self.len),
+            two: Bitmap::from_words(hi, self.len),
+            many,
+        }
     }
 }
 
@@ -258,6 +314,29 @@ mod tests {
             assert_eq!(counts.get(i), (i % 5) as u16, "index {i}");
         }
         assert_eq!(counts.total(), refs.len() as u64);
+    }
+
+    #[test]
+    fn counts_saturate_and_classes_do_not_overlap() {
+        use rayon::prelude::*;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let counts = pool.install(|| {
+            let s = SharedCounter::new(200);
+            // Index 7 past u16::MAX; 64 and 65 (one word apart) twice and three times.
+            (0..70_000u32).into_par_iter().for_each(|_| s.increment(7));
+            for i in [64, 64, 65, 65, 65, 199] {
+                s.increment(i);
+            }
+            s.increment(200); // past the end: ignored
+            s.finish()
+        });
+        assert_eq!(counts.get(7), u16::MAX);
+        assert_eq!((counts.get(64), counts.get(65), counts.get(199)), (2, 3, 1));
+        assert_eq!(counts.get(0) + counts.get(200), 0);
+        assert_eq!(counts.total(), u64::from(u16::MAX) + 2 + 3 + 1);
     }
 
     #[test]

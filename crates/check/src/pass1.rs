@@ -230,8 +230,10 @@ struct Scan<'a> {
     fs: &'a Fs,
     policy: Policy,
     claimed: AtomicBitmap,
-    /// Inodes with exactly one link (the rest are in each group's `links_many`).
+    /// Inodes with exactly one link, and with exactly two (the rest are in each group's
+    /// `links_many`).
     links_one: AtomicBitmap,
+    links_two: AtomicBitmap,
     /// Inodes whose kind byte is exactly a plain directory / regular file.
     kind_dir: AtomicBitmap,
     kind_reg: AtomicBitmap,
@@ -340,6 +342,7 @@ pub fn run_with(
         claimed,
         inode_used: AtomicBitmap::new(n_inodes as u64),
         links_one: AtomicBitmap::new(n_inodes as u64),
+        links_two: AtomicBitmap::new(n_inodes as u64),
         kind_dir: AtomicBitmap::new(n_inodes as u64),
         kind_reg: AtomicBitmap::new(n_inodes as u64),
         ea_refs: Mutex::new(BTreeMap::new()),
@@ -504,7 +507,11 @@ pub fn run_with(
     dir_blocks.par_sort_unstable_by_key(|d| dir_block_order(first_blocks_first, d));
     let block_used = scan.claimed.into_bitmap();
     let inode_used = scan.inode_used.into_bitmap();
-    let links = InodeCounts::from_parts(scan.links_one.into_bitmap(), links_many);
+    let links = InodeCounts::from_parts(
+        scan.links_one.into_bitmap(),
+        scan.links_two.into_bitmap(),
+        links_many,
+    );
     let kinds = InodeKinds::from_parts(
         scan.kind_dir.into_bitmap(),
         scan.kind_reg.into_bitmap(),
@@ -800,6 +807,9 @@ fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
                     0 => {}
                     1 => {
                         scan.links_one.test_and_set(u64::from(ino - 1));
+                    }
+                    2 => {
+                        scan.links_two.test_and_set(u64::from(ino - 1));
                     }
                     n => out.links_many.push((ino - 1, n)),
                 }
