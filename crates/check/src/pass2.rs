@@ -340,20 +340,29 @@ pub fn run_with(
     } else {
         WINDOW_BLOCKS
     };
-    let mut windows = p1.dir_block_windows(window).inspect(|w| will_need(fs, w));
+    // Hinting costs a page-cache lookup per block, so it runs beside the checking too: a
+    // window is hinted by the thread that merges, while the others check the window before.
+    let mut windows = p1.dir_block_windows(window);
     let first = windows.next();
     let mut ahead: std::collections::VecDeque<_> = windows.by_ref().take(HINT_WINDOWS).collect();
+    first.iter().chain(&ahead).for_each(|w| will_need(fs, w));
     let mut pending = first.map(|w| check_window(&w, with_early(&w)));
     while let Some(cur) = pending.take() {
-        ahead.extend(windows.next());
+        let hint = windows.next();
         let next = ahead.pop_front().map(|w| {
             let pre = with_early(&w);
             (w, pre)
         });
         let (checked, ()) = rayon::join(
             || next.map(|(w, pre)| check_window(&w, pre)),
-            || m.merge(fs, policy, cur, out),
+            || {
+                if let Some(w) = &hint {
+                    will_need(fs, w);
+                }
+                m.merge(fs, policy, cur, out);
+            },
         );
+        ahead.extend(hint);
         if m.aborted {
             break;
         }
