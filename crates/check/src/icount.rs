@@ -184,29 +184,41 @@ impl SharedCounter {
             }
         }
         // A logged increment is at least the third of its index.
-        let mut extra: Vec<u32> = shards.iter().flat_map(|s| s.extra.iter().copied()).collect();
-        rayon::slice::ParallelSliceMut::par_sort_unstable(&mut extra[..]);
-        for &i in &extra {
-            let (w, bit) = ((i / 64) as usize, 1u64 << (i % 64));
-            if let (Some(l), Some(h)) = (lo.get_mut(w), hi.get_mut(w)) {
+        let logged = || {
+            shards
+                .iter()
+                .flat_map(|s| s.extra.iter().map(|&i| i as usize))
+        };
+        for i in logged() {
+            let bit = 1u64 << (i % 64);
+            if let (Some(l), Some(h)) = (lo.get_mut(i / 64), hi.get_mut(i / 64)) {
                 (*l, *h) = (*l | bit, *h | bit);
             }
         }
-        // Three or more: the exact count is each shard's bitmaps plus its logged increments.
-        let mut logged = extra.chunk_by(|a, b| a == b).peekable();
-        let mut many = Vec::new();
-        for (wi, (l, h)) in lo.iter_mut().zip(hi.iter_mut()).enumerate() {
-            let mut three = *l & *h;
+        // Three or more: the exact count is each shard's bitmaps plus its logged increments,
+        // tallied by rank among these indexes (no sort of the logs, which can be long: one
+        // entry per child of a large directory).
+        let three: Vec<u64> = lo.iter().zip(&hi).map(|(l, h)| l & h).collect();
+        let mut rank = Vec::with_capacity(three.len());
+        let mut total = 0usize;
+        for w in &three {
+            rank.push(total);
+            total += w.count_ones() as usize;
+        }
+        let mut tally = vec![0u32; total];
+        for i in logged() {
+            let below = three[i / 64] & ((1u64 << (i % 64)) - 1);
+            let t = &mut tally[rank[i / 64] + below.count_ones() as usize];
+            *t = t.saturating_add(1);
+        }
+        let mut many = Vec::with_capacity(total);
+        for (wi, ((l, h), mut t)) in lo.iter_mut().zip(hi.iter_mut()).zip(three).enumerate() {
             (*l, *h) = (*l & !*h, *h & !*l);
-            while three != 0 {
-                let idx = wi as u64 * 64 + u64::from(three.trailing_zeros());
-                three &= three - 1;
-                let mut n = maps.iter().filter(|m| m.get(idx)).count();
-                while let Some(run) = logged.next_if(|run| u64::from(run[0]) <= idx) {
-                    if u64::from(run[0]) == idx {
-                        n += run.len();
-                    }
-                }
+            while t != 0 {
+                let idx = wi as u64 * 64 + u64::from(t.trailing_zeros());
+                t &= t - 1;
+                let n = maps.iter().filter(|m| m.get(idx)).count() as u32;
+                let n = n.saturating_add(tally[many.len()]);
                 many.push((idx as u32, u16::try_from(n).unwrap_or(u16::MAX)));
             }
         }

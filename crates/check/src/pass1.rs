@@ -215,7 +215,7 @@ struct GroupOut {
     dup_blocks: Vec<u64>,
     summary: ClaimSummary,
     counts: Counts,
-    /// `(ino - 1, i_links_count)` of this group's inodes with more than one link.
+    /// `(ino - 1, i_links_count)` of this group's inodes with more than two links.
     links_many: Vec<(u32, u16)>,
     /// `(ino - 1, kind)` of this group's inodes other than plain files and directories.
     kinds_other: Vec<(u32, u8)>,
@@ -411,11 +411,23 @@ pub fn run_with(
     };
     match stage {
         None if limits.dir_blocks_bytes.is_none() => {
-            let outs = scan_groups(0..group_count);
-            acc.reserve(&outs);
-            for o in outs {
-                acc.absorb(o, policy, out);
-            }
+            let mut outs = scan_groups(0..group_count);
+            // The directory-block lists, the longest, are joined on one thread while the rest
+            // is merged in group order on another.
+            let lists: Vec<Vec<DirBlock>> = outs
+                .iter_mut()
+                .map(|o| std::mem::take(&mut o.dir_blocks))
+                .collect();
+            let (blocks, ()) = rayon::join(
+                || lists.concat(),
+                || {
+                    acc.reserve(&outs);
+                    for o in outs {
+                        acc.absorb(o, policy, out);
+                    }
+                },
+            );
+            acc.dir_blocks = blocks;
         }
         None => {
             let batch = pipeline_batch(group_count, rayon::current_num_threads());

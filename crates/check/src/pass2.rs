@@ -282,14 +282,14 @@ pub fn run_with(
     // in inode order.
     let mut inline: Vec<u32> = p1
         .dirs
-        .iter()
+        .par_iter()
         .filter(|d| p1.kinds[(d.ino - 1) as usize] & kind::INLINE != 0)
         .map(|d| d.ino)
         .collect();
     inline.sort_unstable();
 
     let mut m = Merge {
-        dirs: DirTable::new(p1.dirs.iter().map(|d| d.ino).collect()),
+        dirs: DirTable::new(p1.dirs.par_iter().map(|d| d.ino).collect()),
         bad_done: HashSet::new(),
         rehash: BTreeSet::new(),
         dx_facts: BTreeMap::new(),
