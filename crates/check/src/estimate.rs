@@ -24,8 +24,8 @@ use std::time::Instant;
 
 /// Pass 1 CPU per scanned in-use inode (checks, extent root, bitmaps), seconds, and the extra
 /// for verifying its checksum (`metadata_csum`).
-const CPU_INODE_P1: f64 = 0.10e-6;
-const CPU_INODE_CSUM: f64 = 0.08e-6;
+const CPU_INODE_P1: f64 = 0.085e-6;
+const CPU_INODE_CSUM: f64 = 0.065e-6;
 /// Pass 1 CPU per directory inode on top of that (its facts and block list for pass 2).
 const CPU_DIR_P1: f64 = 0.25e-6;
 /// Pass 1 CPU per scanned but unused inode slot (a zero test).
@@ -33,13 +33,13 @@ const CPU_SLOT_P1: f64 = 0.01e-6;
 /// Pass 1 CPU per extent-tree, indirect or xattr block it reads.
 const CPU_TREE_BLOCK: f64 = 1.0e-6;
 /// Pass 2 CPU per directory block (framing, checksum, lookups), without the read.
-const CPU_DIR_BLOCK: f64 = 1.0e-6;
+const CPU_DIR_BLOCK: f64 = 0.65e-6;
 /// Pass 2 CPU per directory entry.
-const CPU_ENTRY: f64 = 0.12e-6;
+const CPU_ENTRY: f64 = 0.09e-6;
 /// Pass 3 CPU per directory (parent walk, on one thread) and pass 4 per directory plus per
 /// inode slot (in parallel).
-const CPU_DIR_P3: f64 = 0.05e-6;
-const CPU_DIR_P4: f64 = 0.10e-6;
+const CPU_DIR_P3: f64 = 0.015e-6;
+const CPU_DIR_P4: f64 = 0.02e-6;
 const CPU_SLOT_P4: f64 = 0.005e-6;
 /// Pass 5 CPU per block and per inode slot compared against the on-disk bitmaps (64 at a
 /// time, groups in parallel).
