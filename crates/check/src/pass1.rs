@@ -101,7 +101,6 @@ pub struct DirFacts {
     pub ino: u32,
     /// `i_generation`, which seeds the checksums of the directory's blocks.
     pub generation: u32,
-    pub size: u64,
 }
 
 #[derive(Default, Debug, Clone, Copy, serde::Serialize)]
@@ -1409,7 +1408,6 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
             out.dirs.push(DirFacts {
                 ino,
                 generation: inode.i_generation.get(),
-                size: inode.size(),
             });
         }
         FileType::Regular => out.counts.regular += 1,
