@@ -345,7 +345,12 @@ pub fn run_with(
     let mut windows = p1.dir_block_windows(window);
     let first = windows.next();
     let mut ahead: std::collections::VecDeque<_> = windows.by_ref().take(HINT_WINDOWS).collect();
-    first.iter().chain(&ahead).for_each(|w| will_need(fs, w));
+    // Nothing else runs yet: the first windows are hinted by all the workers, in slices (a
+    // file system whose directories have one block each needs a hint per block).
+    first.iter().chain(&ahead).for_each(|w| {
+        w.par_chunks(HINT_SLICE_BLOCKS)
+            .for_each(|c| will_need(fs, c))
+    });
     let mut pending = first.map(|w| check_window(&w, with_early(&w)));
     while let Some(cur) = pending.take() {
         let hint = windows.next();
@@ -890,6 +895,8 @@ fn will_need(fs: &Fs, w: &[DirBlock]) {
 /// Largest gap between directory blocks that one read-ahead hint spans, and the most one
 /// hint covers.
 const HINT_GAP_BYTES: u64 = 64 * 1024;
+/// Blocks per slice when the first windows are hinted in parallel.
+const HINT_SLICE_BLOCKS: usize = 1024;
 const HINT_MAX_BYTES: u64 = 8 << 20;
 
 /// Blocks read with one system call when a window's blocks lie next to each other on disk.
