@@ -34,15 +34,22 @@ impl InodeCounts {
         InodeCounts { one, two, many }
     }
 
-    pub fn get(&self, idx: u64) -> u16 {
+    /// The count of `idx` if the bitmaps hold it (one or two), else its index in the list.
+    fn small(&self, idx: u64) -> Result<u16, Option<u32>> {
         if self.one.get(idx) {
-            return 1;
+            Ok(1)
+        } else if self.two.get(idx) {
+            Ok(2)
+        } else {
+            Err(u32::try_from(idx).ok())
         }
-        if self.two.get(idx) {
-            return 2;
-        }
-        let Ok(idx) = u32::try_from(idx) else {
-            return 0;
+    }
+
+    pub fn get(&self, idx: u64) -> u16 {
+        let idx = match self.small(idx) {
+            Ok(c) => return c,
+            Err(None) => return 0,
+            Err(Some(i)) => i,
         };
         match self.many.binary_search_by_key(&idx, |&(i, _)| i) {
             Ok(at) => self.many[at].1,
@@ -53,14 +60,10 @@ impl InodeCounts {
     /// `get` for lookups in ascending index order: `at` (start it at `position(first)`) keeps
     /// the place in the list of counts above two, so a sweep costs no search per index.
     pub fn get_ascending(&self, idx: u64, at: &mut usize) -> u16 {
-        if self.one.get(idx) {
-            return 1;
-        }
-        if self.two.get(idx) {
-            return 2;
-        }
-        let Ok(idx) = u32::try_from(idx) else {
-            return 0;
+        let idx = match self.small(idx) {
+            Ok(c) => return c,
+            Err(None) => return 0,
+            Err(Some(i)) => i,
         };
         while self.many.get(*at).is_some_and(|&(i, _)| i < idx) {
             *at += 1;
