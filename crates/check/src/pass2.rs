@@ -340,8 +340,9 @@ pub fn run_with(
     } else {
         WINDOW_BLOCKS
     };
-    // Hinting costs a page-cache lookup per block, so it runs beside the checking too: a
-    // window is hinted by the thread that merges, while the others check the window before.
+    // Hinting costs a page-cache lookup per block, so it runs beside the checking too: the
+    // window after next is hinted on the merging side of the join, while the workers check
+    // the next one.
     let mut windows = p1.dir_block_windows(window);
     let first = windows.next();
     let mut ahead: std::collections::VecDeque<_> = windows.by_ref().take(HINT_WINDOWS).collect();
@@ -895,9 +896,9 @@ fn will_need(fs: &Fs, w: &[DirBlock]) {
 /// Largest gap between directory blocks that one read-ahead hint spans, and the most one
 /// hint covers.
 const HINT_GAP_BYTES: u64 = 64 * 1024;
+const HINT_MAX_BYTES: u64 = 8 << 20;
 /// Blocks per slice when the first windows are hinted in parallel.
 const HINT_SLICE_BLOCKS: usize = 1024;
-const HINT_MAX_BYTES: u64 = 8 << 20;
 
 /// Blocks read with one system call when a window's blocks lie next to each other on disk.
 const RUN_BLOCKS: usize = 32;
