@@ -167,8 +167,14 @@ pub struct CheckerSummary {
 pub struct ScalingRow {
     pub threads: usize,
     pub median_wall_s: f64,
+    pub min_wall_s: f64,
+    /// Median user + system CPU time: what the threads did in all. It grows with the thread
+    /// count only by the cost of working in parallel (contention, shared memory bandwidth).
+    pub median_cpu_s: f64,
     /// Median wall at 1 thread divided by median wall at this count.
     pub speedup_vs_1_thread: f64,
+    /// The same with the fastest runs (less of the machine's noise).
+    pub speedup_vs_1_thread_min: f64,
     /// e2fsck's median wall divided by ffsck's at this count.
     pub speedup_vs_e2fsck: f64,
 }
@@ -206,6 +212,8 @@ pub struct BenchResults {
     /// ffsck median peak RSS / e2fsck median peak RSS.
     pub rss_ratio_ffsck_over_e2fsck: f64,
     pub scaling: Vec<ScalingRow>,
+    /// With --scaling on a warm cache: the same thread counts on two reference loops.
+    pub ceiling: Option<crate::ceiling::Ceiling>,
     /// With --aged: what aging did (absent when it was skipped).
     pub aged: Option<crate::age::AgeReport>,
     /// Time to read the same metadata once (absent with --no-read-once or without e2image).
@@ -490,9 +498,13 @@ fn measure_all(
     }
 
     let mut scaling = Vec::new();
+    let mut ceiling = None;
     if args.scaling {
-        for threads in 1..=cpus {
-            for _ in 0..args.runs {
+        // Thread counts take turns, starting from a different one each run, so a slow spell
+        // of the machine falls on all of them alike.
+        for run in 0..args.runs {
+            for k in 0..cpus {
+                let threads = (k + run) % cpus + 1;
                 runner.measure(
                     "ffsck",
                     ffsck,
@@ -503,22 +515,32 @@ fn measure_all(
                 )?;
             }
         }
-        let walls = |t: usize| {
-            let walls: Vec<f64> = timed(&runner.records, "ffsck", Some(t), "scaling")
-                .iter()
-                .map(|r| r.wall_s)
-                .collect();
-            median(&walls).unwrap_or(f64::NAN)
+        let at = |t: usize| {
+            summarize(
+                "ffsck",
+                &timed(&runner.records, "ffsck", Some(t), "scaling"),
+            )
         };
-        let one = walls(1);
+        let one = at(1);
         for threads in 1..=cpus {
-            let wall = walls(threads);
+            let s = at(threads);
             scaling.push(ScalingRow {
                 threads,
-                median_wall_s: wall,
-                speedup_vs_1_thread: one / wall,
-                speedup_vs_e2fsck: e2_summary.median_wall_s / wall,
+                median_wall_s: s.median_wall_s,
+                min_wall_s: s.min_wall_s,
+                median_cpu_s: s.median_user_s + s.median_sys_s,
+                speedup_vs_1_thread: one.median_wall_s / s.median_wall_s,
+                speedup_vs_1_thread_min: one.min_wall_s / s.min_wall_s,
+                speedup_vs_e2fsck: e2_summary.median_wall_s / s.median_wall_s,
             });
+        }
+        // The machine's own ceiling means nothing on a cold cache (the copy loop would time
+        // the disk).
+        if !args.cold {
+            match crate::ceiling::measure(image, cpus, args.runs) {
+                Ok(c) => ceiling = Some(c),
+                Err(e) => eprintln!("machine ceiling skipped: {e:#}"),
+            }
         }
     }
 
@@ -582,6 +604,7 @@ fn measure_all(
         rss_ratio_ffsck_over_e2fsck: ff_summary.median_max_rss_kib / e2_summary.median_max_rss_kib,
         summary: vec![ff_summary, e2_summary],
         scaling,
+        ceiling,
         aged: None,
         read_once,
         figures: Vec::new(),
@@ -748,19 +771,43 @@ pub fn render_markdown(r: &BenchResults) -> String {
             .scaling
             .iter()
             .map(|s| {
+                let ceiling = r.ceiling.as_ref().and_then(|c| c.speedup(s.threads));
                 vec![
                     s.threads.to_string(),
                     format!("{:.3}", s.median_wall_s),
+                    format!("{:.3}", s.min_wall_s),
+                    format!("{:.3}", s.median_cpu_s),
                     format!("{:.2}×", s.speedup_vs_1_thread),
+                    format!("{:.2}×", s.speedup_vs_1_thread_min),
+                    ceiling.map_or("–".into(), |(c, _)| format!("{c:.2}×")),
+                    ceiling.map_or("–".into(), |(_, c)| format!("{c:.2}×")),
                     format!("{:.2}×", s.speedup_vs_e2fsck),
                 ]
             })
             .collect();
         out.push_str(&markdown::table(
-            &["threads", "median wall (s)", "vs 1 thread", "vs e2fsck"],
-            &[true, true, true, true],
+            &[
+                "threads",
+                "median wall (s)",
+                "min wall (s)",
+                "median CPU (s)",
+                "vs 1 thread",
+                "vs 1 thread (min)",
+                "machine: compute",
+                "machine: copy",
+                "vs e2fsck",
+            ],
+            &[true; 9],
             &rows,
         ));
+        if let Some(c) = &r.ceiling {
+            out.push_str(&format!(
+                "\nThread counts take turns run by run. *Machine* is the ceiling: the speedup \
+                 over 1 thread of a compute-bound loop and of a page-cache `pread` of the \
+                 image's first {:.0} MiB, at the same thread count on this machine.\n",
+                c.copy_bytes as f64 / f64::from(1 << 20)
+            ));
+        }
     }
     if let (Some(ro), [ff, e2, ..]) = (&r.read_once, r.summary.as_slice()) {
         out.push_str(&crate::readonce::render_markdown(

@@ -4,6 +4,7 @@
 
 pub mod age;
 pub mod bench;
+pub mod ceiling;
 pub mod child;
 pub mod conformance;
 pub mod corrupt;

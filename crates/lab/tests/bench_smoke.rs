@@ -52,6 +52,27 @@ fn tiny_bench_writes_results_and_report() {
     let cpus = std::thread::available_parallelism().unwrap().get();
     assert_eq!(json["runs"].as_array().unwrap().len(), 8 + 3 * cpus);
     assert_eq!(results.scaling.len(), cpus);
+    // Thread counts take turns: each run starts one count later than the run before.
+    let order: Vec<u64> = json["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["phase"] == "scaling")
+        .map(|r| r["threads"].as_u64().unwrap())
+        .collect();
+    let want: Vec<u64> = (0..3)
+        .flat_map(|run| (0..cpus).map(move |k| ((k + run) % cpus + 1) as u64))
+        .collect();
+    assert_eq!(order, want);
+    let ceiling = results
+        .ceiling
+        .as_ref()
+        .expect("warm scaling measures the ceiling");
+    assert_eq!(ceiling.rows.len(), cpus);
+    assert!(ceiling
+        .rows
+        .iter()
+        .all(|r| r.compute_s > 0.0 && r.copy_s > 0.0));
 
     // A freshly built file system must be clean for the reference checker.
     assert_eq!(results.summary[1].outcomes, ["0"]);
@@ -65,6 +86,7 @@ fn tiny_bench_writes_results_and_report() {
     assert!(report.contains("| ffsck "), "{report}");
     assert!(report.contains("| e2fsck "), "{report}");
     assert!(report.contains("Speedup"));
+    assert!(report.contains("machine: compute"), "{report}");
     // Without --keep the built image is removed; the tree is always removed.
     assert!(!results.image.exists());
     let leftovers: Vec<_> = std::fs::read_dir(&out)
