@@ -350,8 +350,8 @@ fn alloc_facts(
         _ => std::mem::take(&mut p1.dir_blocks),
     };
     let mut dirs_per_group = vec![0u32; geo.group_count as usize];
-    for d in &p1.dirs {
-        if let Some(n) = dirs_per_group.get_mut(geo.group_of_inode(d.ino) as usize) {
+    for &ino in p1.dirs.inos().iter() {
+        if let Some(n) = dirs_per_group.get_mut(geo.group_of_inode(ino) as usize) {
             *n += 1;
         }
     }

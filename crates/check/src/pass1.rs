@@ -26,7 +26,7 @@ use ffsck_format::inode::{
 use ffsck_format::{ino, Compat, Incompat, RoCompat};
 use rayon::prelude::*;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use zerocopy::FromBytes;
 
 mod encryption;
@@ -95,12 +95,43 @@ impl ClaimSummary {
     }
 }
 
-/// Directory facts pass 2 and 3 need.
+/// A directory one group's scan found.
 #[derive(Clone, Copy, Debug)]
 pub struct DirFacts {
     pub ino: u32,
     /// `i_generation`, which seeds the checksums of the directory's blocks.
     pub generation: u32,
+}
+
+/// The directories pass 1 found, ascending by inode number. The numbers are shared with
+/// pass 2's table of parents rather than copied; the generations (which seed the checksums
+/// of directory blocks) are kept only on a file system with metadata checksums.
+#[derive(Debug, Default)]
+pub struct DirList {
+    inos: Arc<[u32]>,
+    generations: Vec<u32>,
+}
+
+impl DirList {
+    /// The directories' inode numbers, ascending.
+    pub fn inos(&self) -> &Arc<[u32]> {
+        &self.inos
+    }
+    pub fn len(&self) -> usize {
+        self.inos.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.inos.is_empty()
+    }
+    /// The generation of directory `ino` (`None`: not listed, or no checksums to seed).
+    pub fn generation(&self, ino: u32) -> Option<u32> {
+        generation_of(&self.inos, &self.generations, ino)
+    }
+}
+
+fn generation_of(inos: &[u32], generations: &[u32], ino: u32) -> Option<u32> {
+    let at = inos.binary_search(&ino).ok()?;
+    generations.get(at).copied()
 }
 
 #[derive(Default, Debug, Clone, Copy, serde::Serialize)]
@@ -152,7 +183,7 @@ pub struct Pass1Facts {
     pub dir_blocks: Vec<DirBlock>,
     /// The directory-block list, when a memory limit sent it to a scratch file.
     pub dir_spill: Option<crate::spill::DirBlockSpill>,
-    pub dirs: Vec<DirFacts>,
+    pub dirs: DirList,
     pub summaries: Vec<ClaimSummary>,
     pub bucket_shift: u32,
     pub counts: Counts,
@@ -383,7 +414,10 @@ pub fn run_with(
             })
             .collect()
     };
-    let mut acc = Acc::default();
+    let mut acc = Acc {
+        keep_generations: fs.has_metadata_csum(),
+        ..Acc::default()
+    };
     let first_blocks_first = geo.compat.has(Compat::DIR_INDEX);
     // Under a memory limit the directory-block list goes to a scratch file in sorted runs
     // whenever it outgrows its share (and groups are scanned in batches, so the group
@@ -455,7 +489,8 @@ pub fn run_with(
                     kind_reg: &scan.kind_reg,
                     inode_used: &scan.inode_used,
                     other: &acc.kinds_other,
-                    dirs: &acc.dirs,
+                    dir_inos: &acc.dir_inos,
+                    dir_generations: &acc.dir_generations,
                     bb_inodes: &scan.bb_inodes,
                     policies: &acc.policies,
                     frontier: (end as u64 * u64::from(geo.inodes_per_group))
@@ -471,7 +506,8 @@ pub fn run_with(
     }
     let Acc {
         mut dir_blocks,
-        dirs,
+        dir_inos,
+        dir_generations,
         mut dup_blocks,
         summaries,
         counts,
@@ -537,7 +573,10 @@ pub fn run_with(
         metadata: scan.metadata,
         dir_blocks,
         dir_spill,
-        dirs,
+        dirs: DirList {
+            inos: dir_inos.into(),
+            generations: dir_generations,
+        },
         summaries,
         bucket_shift: scan.bucket_shift,
         counts,
@@ -618,7 +657,8 @@ pub struct Partial<'a> {
     kind_reg: &'a AtomicBitmap,
     inode_used: &'a AtomicBitmap,
     other: &'a [(u32, u8)],
-    dirs: &'a [DirFacts],
+    dir_inos: &'a [u32],
+    dir_generations: &'a [u32],
     bb_inodes: &'a [u32],
     policies: &'a [(u32, u32)],
     /// Highest inode number whose group has been scanned.
@@ -631,8 +671,8 @@ pub trait Facts: Sync {
     fn kind(&self, idx: u32) -> u8;
     /// Whether inode `idx + 1` is in use.
     fn used(&self, idx: u32) -> bool;
-    /// Directories found so far, ascending by inode.
-    fn dir_list(&self) -> &[DirFacts];
+    /// The generation of directory `ino`, if found so far (and kept: only with checksums).
+    fn dir_generation(&self, ino: u32) -> Option<u32>;
     /// Whether inode `idx + 1` lies in an inode-table block on the bad-blocks list.
     fn in_bad_block(&self, idx: u32) -> bool;
     /// The encryption policy id of inode `ino` (`None`: not encrypted, or no context).
@@ -653,8 +693,8 @@ impl Facts for Pass1Facts {
     fn used(&self, idx: u32) -> bool {
         self.inode_used.get(u64::from(idx))
     }
-    fn dir_list(&self) -> &[DirFacts] {
-        &self.dirs
+    fn dir_generation(&self, ino: u32) -> Option<u32> {
+        self.dirs.generation(ino)
     }
     fn in_bad_block(&self, idx: u32) -> bool {
         self.bb_inodes.binary_search(&(idx + 1)).is_ok()
@@ -681,8 +721,8 @@ impl Facts for Partial<'_> {
     fn used(&self, idx: u32) -> bool {
         self.inode_used.get(u64::from(idx))
     }
-    fn dir_list(&self) -> &[DirFacts] {
-        self.dirs
+    fn dir_generation(&self, ino: u32) -> Option<u32> {
+        generation_of(self.dir_inos, self.dir_generations, ino)
     }
     fn in_bad_block(&self, idx: u32) -> bool {
         self.bb_inodes.binary_search(&(idx + 1)).is_ok()
@@ -696,7 +736,11 @@ impl Facts for Partial<'_> {
 #[derive(Default)]
 struct Acc {
     dir_blocks: Vec<DirBlock>,
-    dirs: Vec<DirFacts>,
+    dir_inos: Vec<u32>,
+    /// Empty on a file system without metadata checksums.
+    dir_generations: Vec<u32>,
+    /// Whether to keep `dir_generations`.
+    keep_generations: bool,
     dup_blocks: Vec<u64>,
     summaries: Vec<ClaimSummary>,
     counts: Counts,
@@ -714,7 +758,10 @@ impl Acc {
     fn reserve(&mut self, outs: &[GroupOut]) {
         let total = |f: fn(&GroupOut) -> usize| outs.iter().map(f).sum::<usize>();
         self.dir_blocks.reserve(total(|o| o.dir_blocks.len()));
-        self.dirs.reserve(total(|o| o.dirs.len()));
+        self.dir_inos.reserve(total(|o| o.dirs.len()));
+        if self.keep_generations {
+            self.dir_generations.reserve(total(|o| o.dirs.len()));
+        }
         self.links_many.reserve(total(|o| o.links_many.len()));
         self.kinds_other.reserve(total(|o| o.kinds_other.len()));
         self.summaries.reserve(outs.len());
@@ -729,7 +776,11 @@ impl Acc {
             out.0.push(f);
         }
         self.dir_blocks.extend(o.dir_blocks);
-        self.dirs.extend(o.dirs);
+        self.dir_inos.extend(o.dirs.iter().map(|d| d.ino));
+        if self.keep_generations {
+            self.dir_generations
+                .extend(o.dirs.iter().map(|d| d.generation));
+        }
         self.dup_blocks.extend(o.dup_blocks);
         self.summaries.push(o.summary);
         self.counts.add(&o.counts);

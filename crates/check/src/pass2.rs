@@ -24,6 +24,7 @@ use ffsck_format::inode::{FileType, RawInode};
 use ffsck_format::{ino as rino, Incompat};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 use zerocopy::FromBytes;
 
 /// Shortest valid encrypted name: one cipher block.
@@ -42,14 +43,15 @@ pub struct DirLinks {
 /// (denser and faster to look up than a tree map when there are millions of directories).
 #[derive(Debug, Default)]
 pub struct DirTable {
-    inos: Vec<u32>,
+    /// Pass 1's list of directories, shared.
+    inos: Arc<[u32]>,
     links: Vec<DirLinks>,
 }
 
 impl DirTable {
-    fn new(mut inos: Vec<u32>) -> Self {
-        inos.par_sort_unstable();
-        inos.dedup();
+    /// `inos` ascending, each once.
+    fn new(inos: Arc<[u32]>) -> Self {
+        debug_assert!(inos.windows(2).all(|w| w[0] < w[1]));
         let links = vec![DirLinks::default(); inos.len()];
         DirTable { inos, links }
     }
@@ -280,16 +282,16 @@ pub fn run_with(
 
     // Inline directories have no blocks; they are checked as pseudo-blocks after the blocks,
     // in inode order.
-    let mut inline: Vec<u32> = p1
+    let inline: Vec<u32> = p1
         .dirs
+        .inos()
         .par_iter()
-        .filter(|d| p1.kinds[(d.ino - 1) as usize] & kind::INLINE != 0)
-        .map(|d| d.ino)
+        .copied()
+        .filter(|&ino| p1.kinds[(ino - 1) as usize] & kind::INLINE != 0)
         .collect();
-    inline.sort_unstable();
 
     let mut m = Merge {
-        dirs: DirTable::new(p1.dirs.par_iter().map(|d| d.ino).collect()),
+        dirs: DirTable::new(p1.dirs.inos().clone()),
         bad_done: HashSet::new(),
         rehash: BTreeSet::new(),
         dx_facts: BTreeMap::new(),
@@ -1418,14 +1420,13 @@ impl<F: Facts + ?Sized> Ctx<'_, F> {
     /// The checksum seed of directory `ino`'s blocks, from the generation pass 1 kept (or,
     /// for an inode pass 1 did not list as a directory, from the inode on disk).
     fn inode_seed(&self, ino: u32) -> Option<u32> {
-        let dirs = self.p1.dir_list();
-        match dirs.binary_search_by_key(&ino, |d| d.ino) {
-            Ok(i) => Some(ffsck_format::csum::inode_seed(
+        match self.p1.dir_generation(ino) {
+            Some(generation) => Some(ffsck_format::csum::inode_seed(
                 self.fs.csum_seed,
                 ino,
-                dirs[i].generation,
+                generation,
             )),
-            Err(_) => inode_seed(self.fs, ino),
+            None => inode_seed(self.fs, ino),
         }
     }
 

@@ -403,6 +403,19 @@ pub fn cpu_times() -> (f64, f64) {
     (secs(ru.ru_utime), secs(ru.ru_stime))
 }
 
+/// Why a run under `--max-memory LIMIT` peaked at `peak` bytes anyway: what never spills.
+pub fn over_limit_note(peak: u64, limit: u64, dirs: Option<u64>) -> String {
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    let dirs = dirs.map_or(String::new(), |n| format!(" ({n} directories here)"));
+    format!(
+        "note: peak memory {:.1} MiB was above --max-memory {:.1} MiB. Only the \
+         directory-block list spills; the program itself, the bitmaps and 12-16 bytes per \
+         directory{dirs} stay in memory.",
+        mib(peak),
+        mib(limit)
+    )
+}
+
 pub fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

@@ -106,6 +106,25 @@ fn spilled_dir_blocks_give_the_same_findings() {
     // The scratch file is unlinked as soon as it is created.
     assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
 
+    // 1 MiB is below what never spills (the program alone takes more): a note says so, on
+    // stderr, and the exit code stays the check's. A limit far above the peak says nothing.
+    let run = |limit: &str| {
+        Command::new(common::ffsck_bin())
+            .args(["-fn", "--max-memory", limit])
+            .arg(&img.path)
+            .output()
+            .unwrap()
+    };
+    let tight = run("1M");
+    let note = String::from_utf8_lossy(&tight.stderr);
+    assert_eq!(tight.status.code(), Some(4), "{note}");
+    assert!(note.contains("was above --max-memory 1.0 MiB"), "{note}");
+    // 24000 made, their 8 parents, the root and lost+found.
+    assert!(note.contains("(24010 directories here)"), "{note}");
+    let roomy = run("4G");
+    assert_eq!(roomy.status.code(), Some(4));
+    assert!(!String::from_utf8_lossy(&roomy.stderr).contains("--max-memory"));
+
     let unlimited = peak_rss(&img, &["--threads", "1"]);
     let limited = peak_rss(&img, &["--threads", "1", "--max-memory", "1M"]);
     if let (Some(u), Some(l)) = (unlimited, limited) {
