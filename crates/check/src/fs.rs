@@ -33,6 +33,11 @@ impl Fs {
             self.dev.will_need(off, len);
         }
     }
+    /// Whether block `blk` is in the page cache already (`false` when the device cannot tell).
+    pub fn block_cached(&self, blk: u64) -> bool {
+        blk.checked_mul(u64::from(self.geo.block_size))
+            .is_some_and(|off| self.dev.is_cached(off))
+    }
     /// Read consecutive blocks into `buf` (whose length sets the count).
     pub fn read_blocks_into(&self, blk: u64, buf: &mut [u8]) -> Result<(), IoError> {
         let off = blk

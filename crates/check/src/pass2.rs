@@ -868,7 +868,15 @@ fn display_name(raw: &[u8]) -> String {
 /// Hint the device that the blocks of window `w` will be read: one hint per run of nearby
 /// blocks. Runs are joined across gaps of up to `HINT_GAP_BYTES`, so a cold device gets a few
 /// large reads rather than many small ones (the gaps, mostly file data, are read too).
+///
+/// A window whose probed blocks (`HINT_PROBES`, spread over it) are all in the page cache is
+/// not hinted: on a warm cache the hints' page lookups were about 5% of pass 2.
 fn will_need(fs: &Fs, w: &[DirBlock]) {
+    let step = w.len().div_ceil(HINT_PROBES).max(1);
+    let mut probed = w.iter().step_by(step).filter(|db| db.pblk != 0).peekable();
+    if probed.peek().is_some() && probed.all(|db| fs.block_cached(db.pblk)) {
+        return;
+    }
     let bs = u64::from(fs.geo.block_size);
     let (gap, most) = ((HINT_GAP_BYTES / bs).max(1), (HINT_MAX_BYTES / bs).max(1));
     let mut run: Option<(u64, u64)> = None;
@@ -899,6 +907,8 @@ fn will_need(fs: &Fs, w: &[DirBlock]) {
 /// hint covers.
 const HINT_GAP_BYTES: u64 = 64 * 1024;
 const HINT_MAX_BYTES: u64 = 8 << 20;
+/// Blocks of a window (or slice) probed for being cached before it is hinted.
+const HINT_PROBES: usize = 8;
 /// Blocks per slice when the first windows are hinted in parallel.
 const HINT_SLICE_BLOCKS: usize = 1024;
 

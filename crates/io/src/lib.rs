@@ -59,6 +59,13 @@ pub trait Device: Send + Sync {
     fn will_need(&self, offset: u64, len: u64) {
         let _ = (offset, len);
     }
+    /// Whether the byte at `offset` is in memory already (the page cache), so reading it
+    /// would not wait for the device. `false` when the backend cannot tell: callers then
+    /// hint as they would for a cold device.
+    fn is_cached(&self, offset: u64) -> bool {
+        let _ = offset;
+        false
+    }
 }
 
 /// Shared read accounting for backends.

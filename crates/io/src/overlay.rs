@@ -99,6 +99,10 @@ impl Device for Overlay {
         self.base.will_need(offset, len);
     }
 
+    fn is_cached(&self, offset: u64) -> bool {
+        self.base.is_cached(offset)
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let end = self.end_of(offset, buf.len())?;
         let staged = self.staged.read().map_err(|_| poisoned())?;
