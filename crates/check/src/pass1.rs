@@ -117,12 +117,6 @@ impl DirList {
     pub fn inos(&self) -> &Arc<[u32]> {
         &self.inos
     }
-    pub fn len(&self) -> usize {
-        self.inos.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.inos.is_empty()
-    }
     /// The generation of directory `ino` (`None`: not listed, or no checksums to seed).
     pub fn generation(&self, ino: u32) -> Option<u32> {
         generation_of(&self.inos, &self.generations, ino)
