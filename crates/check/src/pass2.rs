@@ -634,10 +634,8 @@ impl<'a> NameSet<'a> {
     fn place(&mut self, key: u64) -> bool {
         let block = self.block;
         let name = Self::name(block, key);
-        let mut h = NameHash(0);
-        std::hash::Hasher::write(&mut h, name);
         let mask = self.table.len() - 1;
-        let mut i = std::hash::Hasher::finish(&h) as usize & mask;
+        let mut i = Self::slot(name, self.table.len());
         for _ in 0..self.table.len() {
             match self.table[i] {
                 0 => {
@@ -650,6 +648,20 @@ impl<'a> NameSet<'a> {
         }
         // Full (cannot happen, see `insert`): counted as new.
         true
+    }
+}
+
+impl NameSet<'_> {
+    /// The first slot tried for `name` in a table of `slots` (a power of two). Taken from the
+    /// hash's high bits: the multiply carries every byte of the name into those, while the
+    /// low bits see only its first bytes (so names that differ late, `d00001`, `d00002`, ...,
+    /// would all start at one slot and each insert would probe past all the others).
+    fn slot(name: &[u8], slots: usize) -> usize {
+        let mut h = NameHash(0);
+        std::hash::Hasher::write(&mut h, name);
+        let bits = slots.trailing_zeros();
+        let hash = std::hash::Hasher::finish(&h);
+        hash.checked_shr(64 - bits).unwrap_or(0) as usize & (slots - 1)
     }
 }
 
@@ -1673,6 +1685,30 @@ mod tests {
         }
         assert!(!set.insert(at[40].0, at[40].1));
         assert!(set.insert(at[41].0, at[41].1));
+    }
+
+    #[test]
+    fn names_that_differ_only_late_spread_over_the_table() {
+        // A 4 KiB block's worth of same-length names, numbered at their end, as a big
+        // directory holds them: most must start at a slot of their own, or inserting them
+        // all costs quadratic probing.
+        let slots = 1024;
+        let mut firsts: Vec<usize> = (0..340)
+            .map(|i| NameSet::slot(format!("d{i:05}").as_bytes(), slots))
+            .collect();
+        assert!(firsts.iter().all(|&s| s < slots));
+        firsts.sort_unstable();
+        firsts.dedup();
+        assert!(firsts.len() > 250, "{} distinct first slots", firsts.len());
+        // Longer names, past one 8-byte word, too.
+        let mut long: Vec<usize> = (0..340)
+            .map(|i| NameSet::slot(format!("some-long-prefix-{i:05}").as_bytes(), slots))
+            .collect();
+        long.sort_unstable();
+        long.dedup();
+        assert!(long.len() > 250, "{} distinct first slots", long.len());
+        // The smallest table still gets a slot inside it.
+        assert!(NameSet::slot(b"x", 2) < 2);
     }
 }
 
