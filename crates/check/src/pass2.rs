@@ -630,6 +630,17 @@ impl<'a> NameSet<'a> {
         self.place(key)
     }
 
+    /// The first slot tried for `name` in a table of `slots` (a power of two). Taken from the
+    /// hash's high bits: the multiply carries every byte of the name into those, while the
+    /// low bits see only its first bytes (so names that differ late, `d00001`, `d00002`, ...,
+    /// would all start at one slot and each insert would probe past all the others).
+    fn slot(name: &[u8], slots: usize) -> usize {
+        let mut h = NameHash(0);
+        std::hash::Hasher::write(&mut h, name);
+        let bits = slots.trailing_zeros();
+        let hash = std::hash::Hasher::finish(&h);
+        hash.checked_shr(64 - bits).unwrap_or(0) as usize & (slots - 1)
+    }
     /// Put `key` in the table; false if an equal name is there already.
     fn place(&mut self, key: u64) -> bool {
         let block = self.block;
@@ -648,20 +659,6 @@ impl<'a> NameSet<'a> {
         }
         // Full (cannot happen, see `insert`): counted as new.
         true
-    }
-}
-
-impl NameSet<'_> {
-    /// The first slot tried for `name` in a table of `slots` (a power of two). Taken from the
-    /// hash's high bits: the multiply carries every byte of the name into those, while the
-    /// low bits see only its first bytes (so names that differ late, `d00001`, `d00002`, ...,
-    /// would all start at one slot and each insert would probe past all the others).
-    fn slot(name: &[u8], slots: usize) -> usize {
-        let mut h = NameHash(0);
-        std::hash::Hasher::write(&mut h, name);
-        let bits = slots.trailing_zeros();
-        let hash = std::hash::Hasher::finish(&h);
-        hash.checked_shr(64 - bits).unwrap_or(0) as usize & (slots - 1)
     }
 }
 
