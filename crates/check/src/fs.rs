@@ -26,17 +26,15 @@ impl Fs {
         self.read_blocks_into(blk, &mut buf).ok()?;
         Some(buf)
     }
-    /// Hint that blocks `blk..blk + count` will be read soon (see `Device::will_need`).
-    pub fn will_need_blocks(&self, blk: u64, count: u64) {
+    /// Hint that the runs of blocks `(first, count)` will be read soon (see
+    /// `Device::will_need`).
+    pub fn will_need_blocks(&self, runs: &[(u64, u64)]) {
         let bs = u64::from(self.geo.block_size);
-        if let (Some(off), Some(len)) = (blk.checked_mul(bs), count.checked_mul(bs)) {
-            self.dev.will_need(off, len);
-        }
-    }
-    /// Whether block `blk` is in the page cache already (`false` when the device cannot tell).
-    pub fn block_cached(&self, blk: u64) -> bool {
-        blk.checked_mul(u64::from(self.geo.block_size))
-            .is_some_and(|off| self.dev.is_cached(off))
+        let bytes: Vec<(u64, u64)> = runs
+            .iter()
+            .filter_map(|&(blk, count)| Some((blk.checked_mul(bs)?, count.checked_mul(bs)?)))
+            .collect();
+        self.dev.will_need(&bytes);
     }
     /// Read consecutive blocks into `buf` (whose length sets the count).
     pub fn read_blocks_into(&self, blk: u64, buf: &mut [u8]) -> Result<(), IoError> {

@@ -393,16 +393,10 @@ pub fn run_with(
             if st.inode_table_ok {
                 let n = u64::from(fs.scannable_inodes(g as u32, st.csum_ok));
                 let bytes = n * u64::from(geo.inode_size);
-                let (start, count) = (gd.inode_table(), bytes.div_ceil(u64::from(geo.block_size)));
-                // A table whose first, middle and last blocks are cached is not hinted (the
-                // hint's page lookups are wasted on a warm cache).
-                let cached = count > 0
-                    && [0, count / 2, count - 1]
-                        .iter()
-                        .all(|&i| fs.block_cached(start.saturating_add(i)));
-                if !cached {
-                    fs.will_need_blocks(start, count);
-                }
+                fs.will_need_blocks(&[(
+                    gd.inode_table(),
+                    bytes.div_ceil(u64::from(geo.block_size)),
+                )]);
             }
         }
     };

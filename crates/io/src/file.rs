@@ -97,13 +97,39 @@ impl Device for FileDevice {
     fn bytes_read(&self) -> u64 {
         self.counter.get()
     }
-    fn will_need(&self, offset: u64, len: u64) {
-        // The kernel starts the reads in the background; a hint it refuses changes nothing.
-        if let Some(len) = std::num::NonZeroU64::new(len.min(self.size.saturating_sub(offset))) {
+    fn will_need(&self, ranges: &[(u64, u64)]) {
+        let clamp = |&(offset, len): &(u64, u64)| {
+            std::num::NonZeroU64::new(len.min(self.size.saturating_sub(offset)))
+                .map(|len| (offset, len))
+        };
+        // When the first, middle and last bytes of up to `HINT_PROBES` ranges spread over
+        // the batch are in the page cache already, the batch is not hinted: on a warm cache
+        // the hints would only cost the kernel a lookup per page (about 5% of pass 2 on a
+        // file system of one-block directories).
+        let step = ranges.len().div_ceil(HINT_PROBES).max(1);
+        let mut probed = ranges.iter().step_by(step).filter_map(clamp).peekable();
+        let cached = probed.peek().is_some()
+            && probed.all(|(offset, len)| {
+                let last = offset + (len.get() - 1);
+                [offset, offset + len.get() / 2, last]
+                    .iter()
+                    .all(|&o| self.is_cached(o))
+            });
+        if cached {
+            return;
+        }
+        for (offset, len) in ranges.iter().filter_map(clamp) {
+            // The kernel starts the reads in the background; a hint it refuses changes
+            // nothing.
             let _ =
                 rustix::fs::fadvise(&self.file, offset, Some(len), rustix::fs::Advice::WillNeed);
         }
     }
+}
+
+impl FileDevice {
+    /// Whether the byte at `offset` is in the page cache, so reading it would not wait for
+    /// the device.
     fn is_cached(&self, offset: u64) -> bool {
         // One byte read with RWF_NOWAIT, which fails rather than wait for the device (and
         // on kernels without it, fails outright: then nothing counts as cached).
@@ -120,6 +146,9 @@ impl Device for FileDevice {
             )
     }
 }
+
+/// Ranges of a `will_need` batch probed for being in the page cache already.
+const HINT_PROBES: usize = 8;
 
 #[cfg(test)]
 mod tests {
@@ -138,5 +167,14 @@ mod tests {
         assert!(dev.is_cached(8191));
         // The probe reads nothing into the caller's accounting.
         assert_eq!(dev.bytes_read(), 0);
+        // Hints past the end, empty or overflowing are dropped, not a panic.
+        dev.will_need(&[
+            (0, 8192),
+            (8000, 1 << 20),
+            (8192, 10),
+            (u64::MAX, u64::MAX),
+            (4096, 0),
+        ]);
+        dev.will_need(&[]);
     }
 }

@@ -53,18 +53,12 @@ pub trait Device: Send + Sync {
     fn flush(&self) -> Result<()>;
     /// Bytes read so far (for benchmarks and the read-once accounting).
     fn bytes_read(&self) -> u64;
-    /// Hint that `len` bytes from `offset` will be read soon: a backend may start reading
-    /// them in the background, so several reads are outstanding while the caller works on
-    /// earlier ones. Only a hint: it reads nothing into the caller and cannot fail.
-    fn will_need(&self, offset: u64, len: u64) {
-        let _ = (offset, len);
-    }
-    /// Whether the byte at `offset` is in memory already (the page cache), so reading it
-    /// would not wait for the device. `false` when the backend cannot tell: callers then
-    /// hint as they would for a cold device.
-    fn is_cached(&self, offset: u64) -> bool {
-        let _ = offset;
-        false
+    /// Hint that the byte ranges `(offset, len)` will be read soon: a backend may start
+    /// reading them in the background, so several reads are outstanding while the caller
+    /// works on earlier ones, and may skip the lot when a sample of it is in memory already.
+    /// Only a hint: it reads nothing into the caller and cannot fail.
+    fn will_need(&self, ranges: &[(u64, u64)]) {
+        let _ = ranges;
     }
 }
 

@@ -95,12 +95,8 @@ impl Device for Overlay {
         self.base.size()
     }
 
-    fn will_need(&self, offset: u64, len: u64) {
-        self.base.will_need(offset, len);
-    }
-
-    fn is_cached(&self, offset: u64) -> bool {
-        self.base.is_cached(offset)
+    fn will_need(&self, ranges: &[(u64, u64)]) {
+        self.base.will_need(ranges);
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
