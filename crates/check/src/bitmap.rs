@@ -131,10 +131,43 @@ impl AtomicBitmap {
     pub fn get(&self, i: u64) -> bool {
         i < self.len && self.words[(i / 64) as usize].load(Ordering::Relaxed) & (1 << (i % 64)) != 0
     }
+    /// Or `bits` into word `word` (bit `i` is bit `i % 64` of word `i / 64`): one atomic
+    /// operation for up to 64 bits set elsewhere without one. Bits past the end are dropped.
+    pub fn or_word(&self, word: u64, bits: u64) {
+        let Some(w) = usize::try_from(word).ok().and_then(|i| self.words.get(i)) else {
+            return;
+        };
+        let first = word * 64;
+        let keep = match self.len - first {
+            n if n >= 64 => !0,
+            n => (1u64 << n) - 1,
+        };
+        if bits & keep != 0 {
+            w.fetch_or(bits & keep, Ordering::Relaxed);
+        }
+    }
     pub fn into_bitmap(self) -> Bitmap {
         Bitmap {
             words: self.words.into_iter().map(|w| w.into_inner()).collect(),
             len: self.len,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn or_word_sets_whole_words_and_drops_bits_past_the_end() {
+        let m = AtomicBitmap::new(100);
+        m.or_word(0, 0b101);
+        m.or_word(1, !0); // bits 64..128, of which 64..100 exist
+        m.or_word(2, !0); // no such word
+        m.or_word(u64::MAX, 1);
+        let b = m.into_bitmap();
+        assert_eq!(b.iter_ones().collect::<Vec<_>>()[..2], [0, 2]);
+        assert_eq!(b.count_ones(), 2 + 36);
+        assert!(b.get(99) && !b.get(1));
     }
 }

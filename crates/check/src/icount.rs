@@ -142,17 +142,28 @@ impl SharedCounter {
     }
 
     pub fn increment(&self, idx: u64) {
-        if idx >= self.len {
-            return;
-        }
+        self.increment_all(&[u32::try_from(idx).unwrap_or(u32::MAX)]);
+    }
+
+    /// Increment every index of `idxs` (repeats count again), taking this worker's shard once
+    /// for all of them: callers with many increments collect them first, so the lock is not
+    /// paid per increment.
+    pub fn increment_all(&self, idxs: &[u32]) {
         let shard = rayon::current_thread_index().map_or(0, |t| t + 1) % self.shards.len();
         // Only this worker takes this lock: it is never contended.
-        if let Ok(mut s) = self.shards[shard].0.lock() {
-            let s = &mut *s;
+        let Ok(mut s) = self.shards[shard].0.lock() else {
+            return;
+        };
+        let s = &mut *s;
+        for &idx in idxs {
+            let idx = u64::from(idx);
+            if idx >= self.len {
+                continue;
+            }
             let first = s.first.get_or_insert_with(|| Bitmap::new(self.len));
             if !first.get(idx) {
                 first.set(idx);
-                return;
+                continue;
             }
             let second = s.second.get_or_insert_with(|| Bitmap::new(self.len));
             if !second.get(idx) {

@@ -141,6 +141,9 @@ struct BlockOut {
     hash_range: Option<(u32, u32)>,
     /// A name could not be hashed as the kernel would (casefolded non-ASCII, SipHash).
     hash_unknown: bool,
+    /// Entry references (`ino - 1`) not yet added to the shared counter: added in batches
+    /// (`Ctx::add_refs`), as one lock per entry was a twentieth of pass 2.
+    refs: Vec<u32>,
 }
 
 impl Event {
@@ -380,7 +383,11 @@ pub fn run_with(
         // Inline directories have no blocks: their pseudo-blocks come last.
         let inline_outs: Vec<BlockOut> = inline
             .par_iter()
-            .map(|&i| check_inline_dir(&ctx, i))
+            .map(|&i| {
+                let mut bo = check_inline_dir(&ctx, i);
+                ctx.add_refs(&mut bo);
+                bo
+            })
             .collect();
         let mut outs = Outs::default();
         for mut bo in inline_outs {
@@ -519,6 +526,8 @@ impl crate::pass1::Stage for Early<'_> {
                     }
                     let mut bo = BlockOut::default();
                     check_block_into(&ctx, db, &buf, &mut bo);
+                    ctx.add_refs(&mut bo);
+                    bo.refs = Vec::new();
                     bo.events.shrink_to_fit();
                     bo.names.shrink_to_fit();
                     bo.findings.0.shrink_to_fit();
@@ -971,10 +980,17 @@ fn check_chunk_with<F: Facts + ?Sized>(
                 out.push(&mut bo);
             }
         }
+        if bo.refs.len() >= REF_BATCH {
+            ctx.add_refs(&mut bo);
+        }
         i += n;
     }
+    ctx.add_refs(&mut bo);
     out
 }
+
+/// References a chunk collects before adding them to the shared counter (16 KiB).
+const REF_BATCH: usize = 4096;
 
 /// Check one directory block into the empty `bo`, reading it first (a hole needs no read).
 fn check_block<F: Facts + ?Sized>(
@@ -1419,7 +1435,7 @@ fn check_entry<F: Facts + ?Sized>(
             name,
         });
     }
-    ctx.count_ref(ino);
+    bo.count_ref(ino);
     true
 }
 
@@ -1437,10 +1453,19 @@ impl<F: Facts + ?Sized> Ctx<'_, F> {
         }
     }
 
-    /// Count one directory-entry reference to `ino` (saturating, like e2fsck's icount).
-    fn count_ref(&self, ino: u32) {
+    /// Add the references `bo` collected to the shared counter.
+    fn add_refs(&self, bo: &mut BlockOut) {
+        self.refs.increment_all(&bo.refs);
+        bo.refs.clear();
+    }
+}
+
+impl BlockOut {
+    /// Count one directory-entry reference to `ino` (saturating, like e2fsck's icount), in
+    /// the next `Ctx::add_refs`.
+    fn count_ref(&mut self, ino: u32) {
         if ino != 0 {
-            self.refs.increment(u64::from(ino - 1));
+            self.refs.push(ino - 1);
         }
     }
 }
@@ -1456,13 +1481,13 @@ fn check_inline_dir<F: Facts + ?Sized>(ctx: &Ctx<F>, dir: u32) -> BlockOut {
     let ib = inode.block_bytes();
     let parent = u32::from_le_bytes([ib[0], ib[1], ib[2], ib[3]]);
     // The implicit '.' and '..' count as references like real entries.
-    ctx.count_ref(dir);
+    bo.count_ref(dir);
     bo.events.push(Event::DotDot {
         dir,
         target: parent,
     });
     if parent != 0 && parent <= ctx.fs.geo.inodes_count {
-        ctx.count_ref(parent);
+        bo.count_ref(parent);
     }
     let size = inode.size() as usize;
     // Findings name the part of an inline directory by block number: 0 for the entries in
