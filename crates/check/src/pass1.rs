@@ -878,7 +878,7 @@ fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
             let count = per_chunk.min(n - done);
             let first_blk = (done * isz) / bs;
             let last_blk = ((done + count) * isz).div_ceil(bs);
-            table.clear();
+            // Every byte is read over (or zeroed below), so the buffer is not cleared first.
             table.resize((last_blk - first_blk) * bs, 0);
             let at = start + first_blk as u64;
             if fs.read_blocks_into(at, &mut table).is_err() {
