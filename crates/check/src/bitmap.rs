@@ -131,6 +131,28 @@ impl AtomicBitmap {
     pub fn get(&self, i: u64) -> bool {
         i < self.len && self.words[(i / 64) as usize].load(Ordering::Relaxed) & (1 << (i % 64)) != 0
     }
+    /// Set bits `start..start + len` (clamped to the bitmap) with one atomic operation per
+    /// word they touch, calling `already` with each bit that was set before, ascending.
+    pub fn set_range(&self, start: u64, len: u64, mut already: impl FnMut(u64)) {
+        let end = start.saturating_add(len).min(self.len);
+        let mut i = start;
+        while i < end {
+            let word = i / 64;
+            let upto = ((word + 1) * 64).min(end);
+            let bits = upto - i;
+            let mask = if bits == 64 {
+                !0
+            } else {
+                ((1u64 << bits) - 1) << (i % 64)
+            };
+            let mut was = self.words[word as usize].fetch_or(mask, Ordering::Relaxed) & mask;
+            while was != 0 {
+                already(word * 64 + u64::from(was.trailing_zeros()));
+                was &= was - 1;
+            }
+            i = upto;
+        }
+    }
     /// Or `bits` into word `word` (bit `i` is bit `i % 64` of word `i / 64`): one atomic
     /// operation for up to 64 bits set elsewhere without one. Bits past the end are dropped.
     pub fn or_word(&self, word: u64, bits: u64) {
@@ -169,5 +191,23 @@ mod tests {
         assert_eq!(b.iter_ones().collect::<Vec<_>>()[..2], [0, 2]);
         assert_eq!(b.count_ones(), 2 + 36);
         assert!(b.get(99) && !b.get(1));
+    }
+
+    #[test]
+    fn set_range_reports_the_bits_set_before_across_words() {
+        let m = AtomicBitmap::new(300);
+        for i in [5, 63, 64, 130, 299] {
+            m.test_and_set(i);
+        }
+        let mut seen = Vec::new();
+        m.set_range(5, 290, |i| seen.push(i));
+        assert_eq!(seen, [5, 63, 64, 130]);
+        // Clamped to the end, and nothing past it.
+        seen.clear();
+        m.set_range(290, u64::MAX, |i| seen.push(i));
+        assert_eq!(seen, [290, 291, 292, 293, 294, 299]);
+        let b = m.into_bitmap();
+        assert_eq!(b.count_ones(), 295);
+        assert!(!b.get(4) && b.get(5) && b.get(297));
     }
 }

@@ -21,7 +21,7 @@ use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::{ft, DxRootInfo, DX_ROOT_INFO_OFFSET};
 use ffsck_format::extent::{self, Node};
 use ffsck_format::inode::{
-    flags as iflags, inode_checksum, FileType, RawInode, GOOD_OLD_INODE_SIZE,
+    flags as iflags, inode_checksum, inode_checksums_x3, FileType, RawInode, GOOD_OLD_INODE_SIZE,
 };
 use ffsck_format::{ino, Compat, Incompat, RoCompat};
 use rayon::prelude::*;
@@ -956,22 +956,44 @@ fn insane_blocks(
     let mut insane = vec![false; table.len().div_ceil(bs)];
     let mut csum_bad = vec![false; count];
     let mut badness = vec![0usize; insane.len()];
-    for (i, bad) in csum_bad.iter_mut().enumerate() {
-        let off = skew + i * isz;
-        let raw = &table[off..off + isz];
-        let ino = first_ino + i as u32;
-        // An all-zero slot is simply free: never used, never checksummed, never insane.
-        if raw.iter().all(|&b| b == 0) {
-            continue;
+    let slot = |i: usize| &table[skew + i * isz..skew + (i + 1) * isz];
+    // An all-zero slot is simply free: never used, never checksummed, never insane.
+    let free = |i: usize| slot(i).iter().all(|&b| b == 0);
+    if fs.has_metadata_csum() {
+        // Checksummed three at a time, side by side (see `inode_checksums_x3`).
+        let mut live = (0..count).filter(|&i| !free(i));
+        loop {
+            let three = [live.next(), live.next(), live.next()];
+            match three {
+                [Some(a), Some(b), Some(c)] => {
+                    let sums = inode_checksums_x3(
+                        [slot(a), slot(b), slot(c)],
+                        fs.csum_seed,
+                        [a, b, c].map(|i| first_ino + i as u32),
+                    );
+                    for (i, (want, have, _)) in [a, b, c].into_iter().zip(sums) {
+                        csum_bad[i] = want != have;
+                    }
+                }
+                rest => {
+                    for i in rest.into_iter().flatten() {
+                        let (want, have, _) =
+                            inode_checksum(slot(i), fs.csum_seed, first_ino + i as u32);
+                        csum_bad[i] = want != have;
+                    }
+                    break;
+                }
+            }
         }
-        *bad = fs.has_metadata_csum() && {
-            let (want, have, _) = inode_checksum(raw, fs.csum_seed, ino);
-            want != have
-        };
-        if per_block >= 2 {
-            let inode = RawInode::parse(raw);
-            if *bad || extent_head_insane(&inode) || block_map_insane(fs, &inode) {
-                badness[off / bs] += 1;
+    }
+    if per_block >= 2 {
+        for (i, &bad) in csum_bad.iter().enumerate() {
+            if free(i) {
+                continue;
+            }
+            let inode = RawInode::parse(slot(i));
+            if bad || extent_head_insane(&inode) || block_map_insane(fs, &inode) {
+                badness[(skew + i * isz) / bs] += 1;
             }
         }
     }
@@ -1903,11 +1925,11 @@ impl Scan<'_> {
     /// Claim a run of blocks for an inode; double claims go to the dup list.
     fn claim(&self, out: &mut GroupOut, start: u64, len: u64) {
         out.summary.add(start, len, self.bucket_shift);
-        for b in start..start + len {
-            if self.claimed.test_and_set(b) && !self.shared_blocks {
+        self.claimed.set_range(start, len, |b| {
+            if !self.shared_blocks {
                 out.dup_blocks.push(b);
             }
-        }
+        });
     }
 }
 

@@ -48,6 +48,20 @@ pub struct Extent {
     pub ee_start_lo: U32, // 0x8
 }
 const _: () = assert!(core::mem::size_of::<ExtentHeader>() == 12);
+/// What an entry reads as if its 12 bytes could not be viewed as one (they always can: the
+/// types are unaligned and exactly 12 bytes long).
+static NO_EXTENT: Extent = Extent {
+    ee_block: U32::ZERO,
+    ee_len: U16::ZERO,
+    ee_start_hi: U16::ZERO,
+    ee_start_lo: U32::ZERO,
+};
+static NO_INDEX: ExtentIndex = ExtentIndex {
+    ei_block: U32::ZERO,
+    ei_leaf_lo: U32::ZERO,
+    ei_leaf_hi: U16::ZERO,
+    ei_unused: U16::ZERO,
+};
 const _: () = assert!(core::mem::size_of::<Extent>() == 12);
 
 impl ExtentIndex {
@@ -120,11 +134,15 @@ impl<'a> Node<'a> {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
-    pub fn extent(&self, i: usize) -> Extent {
-        Extent::read_from_bytes(&self.entries[i * 12..i * 12 + 12]).unwrap_or_default()
+    /// Leaf entry `i`, in place (entries are read where they lie, not copied out).
+    pub fn extent(&self, i: usize) -> &'a Extent {
+        let entries: &'a [u8] = self.entries;
+        Extent::ref_from_bytes(&entries[i * 12..i * 12 + 12]).unwrap_or(&NO_EXTENT)
     }
-    pub fn index(&self, i: usize) -> ExtentIndex {
-        ExtentIndex::read_from_bytes(&self.entries[i * 12..i * 12 + 12]).unwrap_or_default()
+    /// Index entry `i`, in place.
+    pub fn index(&self, i: usize) -> &'a ExtentIndex {
+        let entries: &'a [u8] = self.entries;
+        ExtentIndex::ref_from_bytes(&entries[i * 12..i * 12 + 12]).unwrap_or(&NO_INDEX)
     }
 }
 

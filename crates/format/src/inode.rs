@@ -186,8 +186,62 @@ const CSUM_HI_OFFSET: usize = 0x82;
 /// `i_checksum_hi` exists only when the extra fields reach past it.
 const CSUM_HI_EXTRA_END: u16 = 4;
 
-/// Compute an inode's crc32c over its full on-disk bytes `raw` (length `s_inode_size`).
-/// Returns (computed, stored, whether both halves are present).
+/// `inode_checksum` of three inodes at once (the scan checks a table's inodes in threes): the
+/// three CRCs are computed side by side.
+pub fn inode_checksums_x3(raws: [&[u8]; 3], fs_seed: u32, inos: [u32; 3]) -> [(u32, u32, bool); 3] {
+    let mut bufs = [[0u8; 8 + FAST_INODE]; 3];
+    let [b0, b1, b2] = &mut bufs;
+    let lens = [
+        one_pass_input(raws[0], inos[0], b0),
+        one_pass_input(raws[1], inos[1], b1),
+        one_pass_input(raws[2], inos[2], b2),
+    ];
+    match lens {
+        [Some(len), Some(l1), Some(l2)] if l1 == len && l2 == len => {
+            let crcs = csum::ext4_crc32c_x3(fs_seed, [&b0[..len], &b1[..len], &b2[..len]]);
+            [0, 1, 2].map(|i| checksum_result(raws[i], crcs[i]))
+        }
+        _ => [0, 1, 2].map(|i| inode_checksum(raws[i], fs_seed, inos[i])),
+    }
+}
+
+/// Inodes up to this size are checksummed in one pass over a copy.
+const FAST_INODE: usize = 512;
+
+/// The usual inode sizes are checksummed in one pass over inode number, generation and the
+/// inode with its checksum fields zeroed (the same CRC as chaining the pieces): that input,
+/// written into `buf`, and its length; `None` for other sizes.
+fn one_pass_input(raw: &[u8], ino: u32, buf: &mut [u8; 8 + FAST_INODE]) -> Option<usize> {
+    if !(GOOD_OLD_INODE_SIZE..=FAST_INODE).contains(&raw.len()) {
+        return None;
+    }
+    let base = RawInode::parse(raw);
+    buf[..4].copy_from_slice(&ino.to_le_bytes());
+    buf[4..8].copy_from_slice(&base.i_generation.get().to_le_bytes());
+    let body = &mut buf[8..8 + raw.len()];
+    body.copy_from_slice(raw);
+    body[CSUM_LO_OFFSET..CSUM_LO_OFFSET + 2].fill(0);
+    if raw.len() > GOOD_OLD_INODE_SIZE && base.extra_isize() >= CSUM_HI_EXTRA_END {
+        body[CSUM_HI_OFFSET..CSUM_HI_OFFSET + 2].fill(0);
+    }
+    Some(8 + raw.len())
+}
+
+/// (computed, stored, both halves present) for the full CRC `c` of inode `raw`.
+fn checksum_result(raw: &[u8], c: u32) -> (u32, u32, bool) {
+    let base = RawInode::parse(raw);
+    let stored_lo = u32::from(base.l_i_checksum_lo.get());
+    if raw.len() > GOOD_OLD_INODE_SIZE && base.extra_isize() >= CSUM_HI_EXTRA_END {
+        (
+            c,
+            stored_lo | (u32::from(base.i_checksum_hi.get()) << 16),
+            true,
+        )
+    } else {
+        (c & 0xFFFF, stored_lo, false)
+    }
+}
+
 /// Store the checksum `inode_checksum` computes into `raw`.
 pub fn set_inode_checksum(raw: &mut [u8], fs_seed: u32, ino: u32) {
     let (want, _, has_hi) = inode_checksum(raw, fs_seed, ino);
@@ -198,34 +252,15 @@ pub fn set_inode_checksum(raw: &mut [u8], fs_seed: u32, ino: u32) {
     }
 }
 
+/// Compute an inode's crc32c over its full on-disk bytes `raw` (length `s_inode_size`).
+/// Returns (computed, stored, whether both halves are present).
 pub fn inode_checksum(raw: &[u8], fs_seed: u32, ino: u32) -> (u32, u32, bool) {
+    let mut buf = [0u8; 8 + FAST_INODE];
+    if let Some(len) = one_pass_input(raw, ino, &mut buf) {
+        return checksum_result(raw, csum::ext4_crc32c(fs_seed, &buf[..len]));
+    }
     let base = RawInode::parse(raw);
     let has_hi = raw.len() > GOOD_OLD_INODE_SIZE && base.extra_isize() >= CSUM_HI_EXTRA_END;
-    let stored_lo = u32::from(base.l_i_checksum_lo.get());
-    // The usual inode sizes: one pass over inode number, generation and the inode with its
-    // checksum fields zeroed (the same CRC as chaining the pieces, in one call).
-    const FAST: usize = 512;
-    if raw.len() <= FAST && raw.len() >= GOOD_OLD_INODE_SIZE {
-        let mut buf = [0u8; 8 + FAST];
-        buf[..4].copy_from_slice(&ino.to_le_bytes());
-        buf[4..8].copy_from_slice(&base.i_generation.get().to_le_bytes());
-        let body = &mut buf[8..8 + raw.len()];
-        body.copy_from_slice(raw);
-        body[CSUM_LO_OFFSET..CSUM_LO_OFFSET + 2].fill(0);
-        if has_hi {
-            body[CSUM_HI_OFFSET..CSUM_HI_OFFSET + 2].fill(0);
-        }
-        let c = csum::ext4_crc32c(fs_seed, &buf[..8 + raw.len()]);
-        return if has_hi {
-            (
-                c,
-                stored_lo | (u32::from(base.i_checksum_hi.get()) << 16),
-                true,
-            )
-        } else {
-            (c & 0xFFFF, stored_lo, false)
-        };
-    }
     let seed = csum::inode_seed(fs_seed, ino, base.i_generation.get());
     let zero = [0u8; 2];
     let mut c = csum::ext4_crc32c(seed, &raw[..CSUM_LO_OFFSET]);
@@ -243,15 +278,7 @@ pub fn inode_checksum(raw: &[u8], fs_seed: u32, ino: u32) -> (u32, u32, bool) {
             c = csum::ext4_crc32c(c, &raw[CSUM_HI_OFFSET..]);
         }
     }
-    if has_hi {
-        (
-            c,
-            stored_lo | (u32::from(base.i_checksum_hi.get()) << 16),
-            true,
-        )
-    } else {
-        (c & 0xFFFF, stored_lo, false)
-    }
+    checksum_result(raw, c)
 }
 
 #[cfg(test)]
@@ -275,6 +302,45 @@ mod tests {
             c
         } else {
             c & 0xFFFF
+        }
+    }
+
+    #[test]
+    fn three_inodes_at_once_give_what_each_gives_alone() {
+        let mut x = 0x2545_F491u32;
+        let mut random = |n: usize| -> Vec<u8> {
+            (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x as u8
+                })
+                .collect()
+        };
+        for sizes in [
+            [128, 128, 128],
+            [256, 256, 256],
+            [512, 512, 512],
+            [1024; 3],
+            [256, 128, 256],
+        ] {
+            let mut raws: Vec<Vec<u8>> = sizes.iter().map(|&n| random(n)).collect();
+            // One with the high half, one without.
+            for (raw, extra) in raws.iter_mut().zip([32u16, 0, 4]) {
+                if raw.len() > GOOD_OLD_INODE_SIZE {
+                    raw[128..130].copy_from_slice(&extra.to_le_bytes());
+                }
+            }
+            let inos = [12, 13, 9000];
+            let got = inode_checksums_x3([&raws[0], &raws[1], &raws[2]], 0xC0FF_EE00, inos);
+            for i in 0..3 {
+                assert_eq!(
+                    got[i],
+                    inode_checksum(&raws[i], 0xC0FF_EE00, inos[i]),
+                    "{sizes:?} #{i}"
+                );
+            }
         }
     }
 
