@@ -35,7 +35,7 @@ const CPU_TREE_BLOCK: f64 = 1.0e-6;
 /// Pass 2 CPU per directory block (framing, checksum, lookups), without the read.
 const CPU_DIR_BLOCK: f64 = 0.65e-6;
 /// Pass 2 CPU per directory entry.
-const CPU_ENTRY: f64 = 0.09e-6;
+const CPU_ENTRY: f64 = 0.06e-6;
 /// Pass 3 CPU per directory (parent walk, on one thread) and pass 4 per directory plus per
 /// inode slot (in parallel).
 const CPU_DIR_P3: f64 = 0.015e-6;
@@ -65,6 +65,11 @@ const MIN_RATE: f64 = 20e6;
 const MAX_RATE: f64 = 20e9;
 const MIN_LATENCY: f64 = 1.0e-6;
 const MAX_LATENCY: f64 = 20e-3;
+/// A sampled sequential rate at least this high means the reads come from the page cache (or
+/// from a device that serves parallel requests as fast): then the worker threads' reads of
+/// the inode tables overlap, each thread copying its own groups, instead of waiting on one
+/// device in turn.
+const PARALLEL_READ_RATE: f64 = 2e9;
 
 /// What the model predicts for one run.
 #[derive(Clone, Debug, Default)]
@@ -201,7 +206,12 @@ pub fn estimate(dev: &dyn Device, threads: usize) -> Result<Estimate, String> {
 
     let mut pass_secs = [0.0; 6];
     // Pass 1: inode tables in large reads, tree blocks one by one, inodes checked in parallel.
-    pass_secs[1] = f(itable_bytes) / read_rate
+    let read_par = if read_rate >= PARALLEL_READ_RATE {
+        threads as f64
+    } else {
+        1.0
+    };
+    pass_secs[1] = f(itable_bytes) / (read_rate * read_par)
         + f(itable_reads) * read_latency / par
         + f(tree_blocks) * (read_latency + CPU_TREE_BLOCK) / par
         + (f(inodes_used) * cpu_inode
