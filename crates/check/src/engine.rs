@@ -54,6 +54,10 @@ impl std::fmt::Debug for CheckOptions {
     }
 }
 
+/// Why a check under `--max-memory` stopped: its scratch file failed it.
+const SCRATCH_FAILED: &str =
+    "The scratch file of --max-memory could not be written or read back: check aborted.";
+
 /// How the engine schedules the passes and bounds its memory. The findings and their order
 /// are the same whatever these say.
 #[derive(Clone, Debug)]
@@ -245,6 +249,10 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         dir_blocks_bytes: tuning
             .max_memory
             .map(|m| usize::try_from(m / 4).unwrap_or(usize::MAX)),
+        // The directories' parent links (8 bytes each) an eighth.
+        dir_links_bytes: tuning
+            .max_memory
+            .map(|m| usize::try_from(m / 8).unwrap_or(usize::MAX)),
         scratch_dir: tuning.scratch_dir.clone(),
     };
     let mut early = (tuning.pipeline && tuning.max_memory.is_none())
@@ -259,15 +267,12 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     }
     rep.pass_start(2);
     prog.start(2, p1.dir_block_count());
-    let p2 = pass2::run_with(&p0, &p1, policy, &mut f, prog, early);
+    let p2 = pass2::run_with(&p0, &p1, policy, &mut f, prog, early, &limits);
     pass2::large_files(&p0.fs, p1.counts.large_files, policy, &mut f);
     crate::pathname::name_dirs(&p0.fs, &p2.dirs, &mut f.0);
     flush(rep, &mut f, &mut all);
-    if p1.dir_spill.as_ref().is_some_and(|s| s.failed()) {
-        return aborted(
-            all,
-            "The scratch file of --max-memory could not be read back: check aborted.",
-        );
+    if p1.dir_spill.as_ref().is_some_and(|s| s.failed()) || p2.dirs.spill_failed() {
+        return aborted(all, SCRATCH_FAILED);
     }
     if p2.aborted {
         return aborted(
@@ -280,6 +285,9 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     let p3 = pass3::run(&p1, &p2, policy, &mut f);
     crate::pathname::name_dirs(&p0.fs, &p2.dirs, &mut f.0);
     flush(rep, &mut f, &mut all);
+    if p2.dirs.spill_failed() {
+        return aborted(all, SCRATCH_FAILED);
+    }
     if !p3.root_ok {
         // A repair that recreates the root (`repair::root`) goes on from the next round's
         // check; passes 4 and 5 would count a tree without its root.

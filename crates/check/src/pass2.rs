@@ -31,7 +31,7 @@ use zerocopy::FromBytes;
 const ENCRYPTED_NAME_MIN: usize = 16;
 
 /// Parent links of one directory.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DirLinks {
     /// The inode its `..` entry names (0 if missing).
     pub dotdot: u32,
@@ -41,28 +41,61 @@ pub struct DirLinks {
 
 /// `DirLinks` of every directory, by inode number: one sorted array, searched by halving
 /// (denser and faster to look up than a tree map when there are millions of directories).
-#[derive(Debug, Default)]
+/// Under `--max-memory` the links go to a scratch file once they outgrow their share.
+#[derive(Default)]
 pub struct DirTable {
     /// Pass 1's list of directories, shared.
     inos: Arc<[u32]>,
-    links: Vec<DirLinks>,
+    links: Links,
+}
+
+enum Links {
+    Memory(Vec<DirLinks>),
+    Spilled(crate::spill::SpilledLinks),
+}
+
+impl Default for Links {
+    fn default() -> Self {
+        Links::Memory(Vec::new())
+    }
 }
 
 impl DirTable {
-    /// `inos` ascending, each once.
-    fn new(inos: Arc<[u32]>) -> Self {
+    /// `inos` ascending, each once; the links spill when `inos.len()` of them would take more
+    /// than `limits.dir_links_bytes`.
+    fn new(inos: Arc<[u32]>, limits: &crate::spill::Limits) -> Self {
         debug_assert!(inos.windows(2).all(|w| w[0] < w[1]));
-        let links = vec![DirLinks::default(); inos.len()];
+        let n = inos.len();
+        let spilled = limits
+            .dir_links_bytes
+            .filter(|&limit| n.saturating_mul(std::mem::size_of::<DirLinks>()) > limit)
+            .and_then(|limit| {
+                // Without a scratch file the links simply stay in memory.
+                crate::spill::SpilledLinks::create(limits.scratch_dir.as_deref(), n, limit).ok()
+            });
+        let links = match spilled {
+            Some(s) => Links::Spilled(s),
+            None => Links::Memory(vec![DirLinks::default(); n]),
+        };
         DirTable { inos, links }
     }
-    pub fn get(&self, ino: &u32) -> Option<&DirLinks> {
-        self.inos.binary_search(ino).ok().map(|i| &self.links[i])
+    fn link(&self, i: usize) -> DirLinks {
+        match &self.links {
+            Links::Memory(v) => v[i],
+            Links::Spilled(s) => s.get(i),
+        }
     }
-    pub fn get_mut(&mut self, ino: &u32) -> Option<&mut DirLinks> {
-        self.inos
-            .binary_search(ino)
-            .ok()
-            .map(|i| &mut self.links[i])
+    pub fn get(&self, ino: &u32) -> Option<DirLinks> {
+        self.inos.binary_search(ino).ok().map(|i| self.link(i))
+    }
+    /// Change the links of directory `ino`, if it is one.
+    pub fn update(&mut self, ino: &u32, f: impl FnOnce(&mut DirLinks)) {
+        if let Ok(i) = self.inos.binary_search(ino) {
+            match &mut self.links {
+                Links::Memory(v) => f(&mut v[i]),
+                Links::Spilled(s) => s.update(i, f),
+            }
+        }
     }
     pub fn contains_key(&self, ino: &u32) -> bool {
         self.inos.binary_search(ino).is_ok()
@@ -74,16 +107,19 @@ impl DirTable {
         self.inos.is_empty()
     }
     /// Directories in ascending inode order.
-    pub fn iter(&self) -> impl Iterator<Item = (&u32, &DirLinks)> {
-        self.inos.iter().zip(&self.links)
+    pub fn iter(&self) -> impl Iterator<Item = (u32, DirLinks)> + '_ {
+        self.inos
+            .iter()
+            .enumerate()
+            .map(|(i, &ino)| (ino, self.link(i)))
     }
-}
-
-impl<'a> IntoIterator for &'a DirTable {
-    type Item = (&'a u32, &'a DirLinks);
-    type IntoIter = std::iter::Zip<std::slice::Iter<'a, u32>, std::slice::Iter<'a, DirLinks>>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.inos.iter().zip(&self.links)
+    /// The links went to a scratch file that could not be written or read back.
+    pub fn spill_failed(&self) -> bool {
+        matches!(&self.links, Links::Spilled(s) if s.failed())
+    }
+    /// The links are in a scratch file (`--max-memory`).
+    pub fn spilled(&self) -> bool {
+        matches!(self.links, Links::Spilled(_))
     }
 }
 
@@ -245,7 +281,7 @@ pub fn run(
     out: &mut Findings,
     progress: &crate::engine::Progress,
 ) -> Pass2Facts {
-    run_with(p0, p1, policy, out, progress, None)
+    run_with(p0, p1, policy, out, progress, None, &Default::default())
 }
 
 /// Pass 2, taking the blocks a pipelined check already checked during pass 1 from `early`
@@ -257,6 +293,7 @@ pub fn run_with(
     out: &mut Findings,
     progress: &crate::engine::Progress,
     early: Option<Early>,
+    limits: &crate::spill::Limits,
 ) -> Pass2Facts {
     let fs = &p0.fs;
     let n = fs.geo.inodes_count as usize;
@@ -294,16 +331,14 @@ pub fn run_with(
         .collect();
 
     let mut m = Merge {
-        dirs: DirTable::new(p1.dirs.inos().clone()),
+        dirs: DirTable::new(p1.dirs.inos().clone(), limits),
         bad_done: HashSet::new(),
         rehash: BTreeSet::new(),
         dx_facts: BTreeMap::new(),
         aborted: false,
     };
     // The root is its own parent.
-    if let Some(r) = m.dirs.get_mut(&rino::ROOT) {
-        r.parent = rino::ROOT;
-    }
+    m.dirs.update(&rino::ROOT, |r| r.parent = rino::ROOT);
 
     // Blocks are checked window by window so that memory holds the outputs of at most two
     // windows, however many directory blocks there are: while the workers check window k+1,
@@ -861,12 +896,10 @@ impl Merge {
             for ev in block_events {
                 match ev {
                     Event::DotDot { dir, target } => {
-                        if let Some(d) = self.dirs.get_mut(&dir) {
-                            d.dotdot = target;
-                        }
+                        self.dirs.update(&dir, |d| d.dotdot = target);
                     }
                     Event::Subdir { dir, child, name } => {
-                        if let Some(d) = self.dirs.get_mut(&child) {
+                        if let Some(d) = self.dirs.get(&child) {
                             if d.parent != 0 {
                                 out.report(
                                     policy,
@@ -881,7 +914,7 @@ impl Merge {
                                 );
                                 // Unfixed, the entry still counts as a reference.
                             } else {
-                                d.parent = dir;
+                                self.dirs.update(&child, |d| d.parent = dir);
                             }
                         }
                     }

@@ -32,7 +32,7 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
     // twice), both emptied after each walk: nothing is allocated per directory.
     let mut chain: Vec<u32> = Vec::new();
     let mut on_chain = Bitmap::new(n + 1);
-    for (&dir, links) in &p2.dirs {
+    for (dir, links) in p2.dirs.iter() {
         if dir == ROOT {
             continue;
         }
@@ -40,7 +40,7 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
         // A directory's links are looked up only once the walk reaches it unfinished (most
         // walks end at their first parent, which is done: no lookup at all).
         let mut cur = dir;
-        let mut cur_links = *links;
+        let mut cur_links = links;
         // Reconnected to /lost+found: its `..` is fixed once it has its new parent.
         let mut connected = false;
         // A chain can never be longer than the number of directories.
@@ -49,7 +49,7 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
                 break;
             }
             if cur != dir {
-                cur_links = p2.dirs.get(&cur).copied().unwrap_or_default();
+                cur_links = p2.dirs.get(&cur).unwrap_or_default();
             }
             if on_chain.get(u64::from(cur)) {
                 // Reconnected to /lost+found, as an unconnected directory is: the loop's

@@ -1,12 +1,16 @@
 //! Scratch-file spilling for `--max-memory`: the directory-block list, written by pass 1 as
-//! sorted runs to an unlinked scratch file and read back by pass 2 merged in its block order.
+//! sorted runs to an unlinked scratch file and read back by pass 2 merged in its block order;
+//! and the directories' parent links, which pass 2 sets and pass 3 follows, kept in pages of
+//! a scratch file with the pages in use cached.
 //!
 //! The list is the one table that grows with the number of directory blocks; spilled, it
 //! costs a small read buffer per run instead of 16 bytes per block (twice that while it grows
-//! and sorts). Reads are checked: a run that cannot be read back marks the spill failed, and
-//! the engine then aborts the check rather than skip blocks.
+//! and sorts). The links are 8 bytes per directory; spilled, they cost the cache. Reads and
+//! writes are checked: one that fails marks the spill failed, and the engine then aborts the
+//! check rather than trust what it saw.
 
 use crate::pass1::{dir_block_order, DirBlock};
+use crate::pass2::DirLinks;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -23,8 +27,31 @@ pub struct Limits {
     /// Bytes the directory-block list may hold in memory before it is spilled (`None`: no
     /// limit).
     pub dir_blocks_bytes: Option<usize>,
+    /// Bytes the directories' parent links may take in memory: past it they are spilled, and
+    /// their cache takes at most this (`None`: no limit).
+    pub dir_links_bytes: Option<usize>,
     /// Where scratch files go (default: `$TMPDIR`).
     pub scratch_dir: Option<std::path::PathBuf>,
+}
+
+/// A fresh scratch file under `dir` (or the temporary directory), unlinked at once so it
+/// disappears with the process.
+fn scratch_file(dir: Option<&Path>) -> std::io::Result<File> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = dir.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    let name = format!(
+        ".ffsck-scratch-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let path = dir.join(name);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(file)
 }
 
 /// A directory-block list spilled to a scratch file as sorted runs.
@@ -38,23 +65,9 @@ pub struct DirBlockSpill {
 }
 
 impl DirBlockSpill {
-    /// An empty spill in a fresh scratch file under `dir` (or the temporary directory),
-    /// unlinked at once so it disappears with the process.
+    /// An empty spill in a fresh scratch file under `dir` (or the temporary directory).
     pub fn create(dir: Option<&Path>, first_blocks_first: bool) -> std::io::Result<Self> {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let dir = dir.map_or_else(std::env::temp_dir, Path::to_path_buf);
-        let name = format!(
-            ".ffsck-scratch-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = dir.join(name);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
-        std::fs::remove_file(&path)?;
+        let file = scratch_file(dir)?;
         Ok(DirBlockSpill {
             file,
             runs: Vec::new(),
@@ -195,9 +208,209 @@ impl Iterator for Merged<'_> {
     }
 }
 
+/// Parent links of `len` directories (by position in the sorted directory list) in pages of
+/// a scratch file, with at most `cache_pages` pages in memory. Pages never written read as
+/// zeroes without a read; an evicted page is written back only if it changed. Shared
+/// (`&self`) by the passes that read it, so the cache sits behind a lock.
+pub struct SpilledLinks {
+    file: File,
+    len: usize,
+    cache: std::sync::Mutex<PageCache>,
+    failed: AtomicBool,
+}
+
+/// Links in one page of the scratch file (4 KiB).
+const LINKS_PER_PAGE: usize = 512;
+/// Bytes of one link on disk: `dotdot`, `parent`, little-endian.
+const LINK_BYTES: usize = 8;
+
+struct PageCache {
+    /// Cached pages; `slot_of[page]` is the index of a cached page here.
+    pages: Vec<CachedPage>,
+    slot_of: Vec<Option<u32>>,
+    /// Pages that are in the file (written at least once).
+    on_disk: Vec<bool>,
+    max_pages: usize,
+    /// The clock hand of the eviction sweep.
+    hand: usize,
+}
+
+struct CachedPage {
+    page: usize,
+    dirty: bool,
+    /// Used since the hand last passed.
+    referenced: bool,
+    links: Box<[DirLinks]>,
+}
+
+impl SpilledLinks {
+    /// Links of `len` directories, all zero, in a scratch file under `dir`, caching at most
+    /// `cache_bytes` of them (never fewer than four pages).
+    pub fn create(dir: Option<&Path>, len: usize, cache_bytes: usize) -> std::io::Result<Self> {
+        let pages = len.div_ceil(LINKS_PER_PAGE);
+        Ok(SpilledLinks {
+            file: scratch_file(dir)?,
+            len,
+            cache: std::sync::Mutex::new(PageCache {
+                pages: Vec::new(),
+                slot_of: vec![None; pages],
+                on_disk: vec![false; pages],
+                max_pages: (cache_bytes / (LINKS_PER_PAGE * LINK_BYTES)).max(4),
+                hand: 0,
+            }),
+            failed: AtomicBool::new(false),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether a page could not be written or read back (the check must not trust what it
+    /// saw).
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// The links of directory `i` (zero past the end).
+    pub fn get(&self, i: usize) -> DirLinks {
+        self.with(i, |l| *l).unwrap_or_default()
+    }
+
+    /// Change the links of directory `i` (nothing past the end).
+    pub fn update(&self, i: usize, f: impl FnOnce(&mut DirLinks)) {
+        self.with(i, |l| {
+            f(l);
+        });
+    }
+
+    /// Run `f` on directory `i`'s links in the cache, its page brought in first.
+    fn with<R>(&self, i: usize, f: impl FnOnce(&mut DirLinks) -> R) -> Option<R> {
+        if i >= self.len {
+            return None;
+        }
+        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let page = i / LINKS_PER_PAGE;
+        let slot = match c.slot_of[page] {
+            Some(slot) => slot as usize,
+            None => self.bring_in(&mut c, page),
+        };
+        let p = &mut c.pages[slot];
+        p.referenced = true;
+        let before = p.links[i % LINKS_PER_PAGE];
+        let r = f(&mut p.links[i % LINKS_PER_PAGE]);
+        p.dirty |= p.links[i % LINKS_PER_PAGE] != before;
+        Some(r)
+    }
+
+    /// Read `page` into the cache, evicting a page not used since the hand last passed if
+    /// the cache is full; returns its slot.
+    fn bring_in(&self, c: &mut PageCache, page: usize) -> usize {
+        let mut links = vec![DirLinks::default(); LINKS_PER_PAGE].into_boxed_slice();
+        if c.on_disk[page] {
+            let mut bytes = vec![0u8; LINKS_PER_PAGE * LINK_BYTES];
+            match self
+                .file
+                .read_exact_at(&mut bytes, (page * LINKS_PER_PAGE * LINK_BYTES) as u64)
+            {
+                Ok(()) => {
+                    for (l, b) in links.iter_mut().zip(bytes.chunks_exact(LINK_BYTES)) {
+                        l.dotdot = u32::from_le_bytes(b[0..4].try_into().unwrap_or_default());
+                        l.parent = u32::from_le_bytes(b[4..8].try_into().unwrap_or_default());
+                    }
+                }
+                Err(_) => self.failed.store(true, Ordering::Relaxed),
+            }
+        }
+        let fresh = CachedPage {
+            page,
+            dirty: false,
+            referenced: true,
+            links,
+        };
+        if c.pages.len() < c.max_pages {
+            c.pages.push(fresh);
+            c.slot_of[page] = Some((c.pages.len() - 1) as u32);
+            return c.pages.len() - 1;
+        }
+        // Every page is referenced at most once before the hand clears it: two sweeps at
+        // most find a victim.
+        let n = c.pages.len();
+        let mut slot = c.hand % n;
+        for _ in 0..2 * n {
+            if !c.pages[slot].referenced {
+                break;
+            }
+            c.pages[slot].referenced = false;
+            slot = (slot + 1) % n;
+        }
+        c.hand = (slot + 1) % n;
+        let old = std::mem::replace(&mut c.pages[slot], fresh);
+        c.slot_of[old.page] = None;
+        c.slot_of[page] = Some(slot as u32);
+        if old.dirty {
+            let bytes: Vec<u8> = old
+                .links
+                .iter()
+                .flat_map(|l| {
+                    let mut b = [0u8; LINK_BYTES];
+                    b[0..4].copy_from_slice(&l.dotdot.to_le_bytes());
+                    b[4..8].copy_from_slice(&l.parent.to_le_bytes());
+                    b
+                })
+                .collect();
+            let at = (old.page * LINKS_PER_PAGE * LINK_BYTES) as u64;
+            match self.file.write_all_at(&bytes, at) {
+                Ok(()) => c.on_disk[old.page] = true,
+                Err(_) => self.failed.store(true, Ordering::Relaxed),
+            }
+        }
+        slot
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spilled_links_read_back_what_was_set_through_a_small_cache() {
+        // 20 pages of links through a cache of 4, in an order that keeps evicting: every
+        // value must come back, whether its page stayed cached, was written back or never
+        // changed.
+        let n = 20 * LINKS_PER_PAGE + 7;
+        let links = SpilledLinks::create(None, n, 1).unwrap();
+        let mut model = vec![DirLinks::default(); n];
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..30_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let i = (x % n as u64) as usize;
+            if x & (1 << 40) != 0 {
+                let v = (x >> 32) as u32;
+                links.update(i, |l| l.parent = v);
+                model[i].parent = v;
+            } else {
+                links.update(i, |l| l.dotdot = i as u32);
+                model[i].dotdot = i as u32;
+            }
+            let j = ((x >> 20) % n as u64) as usize;
+            assert_eq!(links.get(j).parent, model[j].parent, "link {j}");
+        }
+        for (i, m) in model.iter().enumerate() {
+            let l = links.get(i);
+            assert_eq!((l.dotdot, l.parent), (m.dotdot, m.parent), "link {i}");
+        }
+        assert_eq!(links.get(n).parent, 0, "past the end");
+        links.update(n + 5, |l| l.parent = 9);
+        assert!(!links.failed());
+        assert!(links.cache.lock().unwrap().pages.len() <= 4);
+    }
 
     #[test]
     fn runs_merge_back_in_pass2_order() {

@@ -406,11 +406,12 @@ pub fn cpu_times() -> (f64, f64) {
 /// Why a run under `--max-memory LIMIT` peaked at `peak` bytes anyway: what never spills.
 pub fn over_limit_note(peak: u64, limit: u64, dirs: Option<u64>) -> String {
     let mib = |b: u64| b as f64 / f64::from(1 << 20);
-    let dirs = dirs.map_or(String::new(), |n| format!(" ({n} directories here)"));
+    let dirs = dirs.map_or(String::new(), |n| format!("; {n} directories here"));
     format!(
-        "note: peak memory {:.1} MiB was above --max-memory {:.1} MiB. Only the \
-         directory-block list spills; the program itself, the bitmaps and 12-16 bytes per \
-         directory{dirs} stay in memory.",
+        "note: peak memory {:.1} MiB was above --max-memory {:.1} MiB. The directory-block \
+         list and the directories' parent links spill; the program itself, the bitmaps and \
+         4-8 bytes per directory (its inode number, and its generation with \
+         metadata_csum{dirs}) stay in memory.",
         mib(peak),
         mib(limit)
     )
