@@ -44,8 +44,9 @@ pub struct DirLinks {
 /// Under `--max-memory` the links go to a scratch file once they outgrow their share.
 #[derive(Default)]
 pub struct DirTable {
-    /// Pass 1's list of directories, shared.
+    /// Pass 1's list of directories and its index, shared.
     inos: Arc<[u32]>,
+    index: Arc<crate::pass1::DirIndex>,
     links: Links,
 }
 
@@ -63,7 +64,8 @@ impl Default for Links {
 impl DirTable {
     /// `inos` ascending, each once; the links spill when `inos.len()` of them would take more
     /// than `limits.dir_links_bytes`.
-    fn new(inos: Arc<[u32]>, limits: &crate::spill::Limits) -> Self {
+    fn new(dirs: &crate::pass1::DirList, limits: &crate::spill::Limits) -> Self {
+        let inos = dirs.inos().clone();
         debug_assert!(inos.windows(2).all(|w| w[0] < w[1]));
         let n = inos.len();
         let spilled = limits
@@ -77,7 +79,11 @@ impl DirTable {
             Some(s) => Links::Spilled(s),
             None => Links::Memory(vec![DirLinks::default(); n]),
         };
-        DirTable { inos, links }
+        DirTable {
+            inos,
+            index: dirs.index().clone(),
+            links,
+        }
     }
     fn link(&self, i: usize) -> DirLinks {
         match &self.links {
@@ -86,11 +92,11 @@ impl DirTable {
         }
     }
     pub fn get(&self, ino: &u32) -> Option<DirLinks> {
-        self.inos.binary_search(ino).ok().map(|i| self.link(i))
+        self.index.position(*ino).map(|i| self.link(i))
     }
     /// Change the links of directory `ino`, if it is one.
     pub fn update(&mut self, ino: &u32, f: impl FnOnce(&mut DirLinks)) {
-        if let Ok(i) = self.inos.binary_search(ino) {
+        if let Some(i) = self.index.position(*ino) {
             match &mut self.links {
                 Links::Memory(v) => f(&mut v[i]),
                 Links::Spilled(s) => s.update(i, f),
@@ -98,7 +104,7 @@ impl DirTable {
         }
     }
     pub fn contains_key(&self, ino: &u32) -> bool {
-        self.inos.binary_search(ino).is_ok()
+        self.index.position(*ino).is_some()
     }
     pub fn len(&self) -> usize {
         self.inos.len()
@@ -331,7 +337,7 @@ pub fn run_with(
         .collect();
 
     let mut m = Merge {
-        dirs: DirTable::new(p1.dirs.inos().clone(), limits),
+        dirs: DirTable::new(&p1.dirs, limits),
         bad_done: HashSet::new(),
         rehash: BTreeSet::new(),
         dx_facts: BTreeMap::new(),
