@@ -249,10 +249,14 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         dir_blocks_bytes: tuning
             .max_memory
             .map(|m| usize::try_from(m / 4).unwrap_or(usize::MAX)),
-        // The directories' parent links (8 bytes each) an eighth.
+        // The directories' parent links (8 bytes each) an eighth, their generations (4
+        // bytes each, with metadata checksums) a sixteenth.
         dir_links_bytes: tuning
             .max_memory
             .map(|m| usize::try_from(m / 8).unwrap_or(usize::MAX)),
+        dir_generations_bytes: tuning
+            .max_memory
+            .map(|m| usize::try_from(m / 16).unwrap_or(usize::MAX)),
         scratch_dir: tuning.scratch_dir.clone(),
     };
     let mut early = (tuning.pipeline && tuning.max_memory.is_none())
@@ -271,7 +275,10 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     pass2::large_files(&p0.fs, p1.counts.large_files, policy, &mut f);
     crate::pathname::name_dirs(&p0.fs, &p2.dirs, &mut f.0);
     flush(rep, &mut f, &mut all);
-    if p1.dir_spill.as_ref().is_some_and(|s| s.failed()) || p2.dirs.spill_failed() {
+    if p1.dir_spill.as_ref().is_some_and(|s| s.failed())
+        || p1.dirs.spill_failed()
+        || p2.dirs.spill_failed()
+    {
         return aborted(all, SCRATCH_FAILED);
     }
     if p2.aborted {
@@ -358,7 +365,7 @@ fn alloc_facts(
         _ => std::mem::take(&mut p1.dir_blocks),
     };
     let mut dirs_per_group = vec![0u32; geo.group_count as usize];
-    for &ino in p1.dirs.inos().iter() {
+    for ino in p1.dirs.inos() {
         if let Some(n) = dirs_per_group.get_mut(geo.group_of_inode(ino) as usize) {
             *n += 1;
         }

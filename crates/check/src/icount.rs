@@ -272,6 +272,11 @@ impl InodeKinds {
         InodeKinds { dir, reg, other }
     }
 
+    /// The kinds other than plain directory and plain file: `(index, kind)`, ascending.
+    pub fn others(&self) -> &[(u32, u8)] {
+        &self.other
+    }
+
     pub fn get(&self, idx: u64) -> u8 {
         if self.reg.get(idx) {
             return ffsck_format::dir::ft::REG;

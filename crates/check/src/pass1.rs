@@ -103,37 +103,85 @@ pub struct DirFacts {
     pub generation: u32,
 }
 
-/// The directories pass 1 found, ascending by inode number. The numbers are shared with
-/// pass 2's table of parents rather than copied; the generations (which seed the checksums
-/// of directory blocks) are kept only on a file system with metadata checksums.
+/// The directories pass 1 found, ascending by inode number, as an index (shared with pass
+/// 2's table of parents rather than copied) that tells each one's position in that order; the
+/// generations (which seed the checksums of directory blocks) are kept, by position, only on
+/// a file system with metadata checksums.
 #[derive(Debug, Default)]
 pub struct DirList {
-    inos: Arc<[u32]>,
-    /// Where each directory is in `inos`, by inode number.
     index: Arc<DirIndex>,
-    generations: Vec<u32>,
+    generations: Generations,
+}
+
+/// The directories' generations, by position; under `--max-memory`, past their share, in a
+/// scratch file.
+#[derive(Debug)]
+enum Generations {
+    Memory(Vec<u32>),
+    Spilled(crate::spill::SpilledTable<u32>),
+}
+
+impl Default for Generations {
+    fn default() -> Self {
+        Generations::Memory(Vec::new())
+    }
 }
 
 impl DirList {
-    fn new(inos: Vec<u32>, generations: Vec<u32>, inodes_count: u32) -> Self {
-        let index = Arc::new(DirIndex::new(&inos, inodes_count));
+    /// `inos` ascending, each once, and their generations (or none).
+    fn new(
+        inos: &[u32],
+        generations: Vec<u32>,
+        inodes_count: u32,
+        limits: &crate::spill::Limits,
+    ) -> Self {
+        let bytes = generations.len().saturating_mul(4);
+        let spilled = limits
+            .dir_generations_bytes
+            .filter(|&limit| bytes > limit)
+            .and_then(|limit| {
+                // Without a scratch file they simply stay in memory.
+                crate::spill::SpilledTable::from_values(
+                    limits.scratch_dir.as_deref(),
+                    &generations,
+                    limit,
+                )
+                .ok()
+            });
         DirList {
-            inos: inos.into(),
-            index,
-            generations,
+            index: Arc::new(DirIndex::new(inos, inodes_count)),
+            generations: match spilled {
+                Some(s) => Generations::Spilled(s),
+                None => Generations::Memory(generations),
+            },
         }
     }
-    /// The directories' inode numbers, ascending.
-    pub fn inos(&self) -> &Arc<[u32]> {
-        &self.inos
+    /// The generations went to a scratch file that could not be read back.
+    pub fn spill_failed(&self) -> bool {
+        matches!(&self.generations, Generations::Spilled(s) if s.failed())
     }
-    /// Where each directory is in `inos`.
+    /// The directories' inode numbers, ascending.
+    pub fn inos(&self) -> impl Iterator<Item = u32> + '_ {
+        self.index.iter()
+    }
+    /// How many directories there are.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.index.len() == 0
+    }
+    /// Where each directory is among them, by inode number.
     pub fn index(&self) -> &Arc<DirIndex> {
         &self.index
     }
     /// The generation of directory `ino` (`None`: not listed, or no checksums to seed).
     pub fn generation(&self, ino: u32) -> Option<u32> {
-        self.generations.get(self.index.position(ino)?).copied()
+        let at = self.index.position(ino)?;
+        match &self.generations {
+            Generations::Memory(v) => v.get(at).copied(),
+            Generations::Spilled(s) => (at < s.len()).then(|| s.get(at)),
+        }
     }
 }
 
@@ -141,11 +189,12 @@ impl DirList {
 /// number in constant time (pass 2 looks one up per directory block and per entry naming a
 /// directory; halving a list of a million took a fifth of its merge): a bitmap of the
 /// directories' inodes, with the number of directories before each 64-bit word. 1.5 bits
-/// per inode.
+/// per inode, which also lists the directories in order (instead of 4 bytes each).
 #[derive(Debug, Default)]
 pub struct DirIndex {
     words: Vec<u64>,
     before: Vec<u32>,
+    len: usize,
 }
 
 impl DirIndex {
@@ -165,7 +214,31 @@ impl DirIndex {
                 b
             })
             .collect();
-        DirIndex { words, before }
+        DirIndex {
+            words,
+            before,
+            len: seen as usize,
+        }
+    }
+    /// How many directories it holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The directories' inode numbers, ascending (the `i`th is at position `i`).
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words.iter().enumerate().flat_map(|(w, &word)| {
+            let mut rest = word;
+            std::iter::from_fn(move || {
+                (rest != 0).then(|| {
+                    let bit = rest.trailing_zeros();
+                    rest &= rest - 1;
+                    w as u32 * 64 + bit
+                })
+            })
+        })
     }
     /// Where directory `ino` is in the list (`None`: not a listed directory).
     pub fn position(&self, ino: u32) -> Option<usize> {
@@ -683,7 +756,7 @@ pub fn run_with(
         metadata: scan.metadata,
         dir_blocks,
         dir_spill,
-        dirs: DirList::new(dir_inos, dir_generations, geo.inodes_count),
+        dirs: DirList::new(&dir_inos, dir_generations, geo.inodes_count, limits),
         summaries,
         bucket_shift: scan.bucket_shift,
         counts,
@@ -2858,5 +2931,8 @@ mod tests {
         }
         assert_eq!(index.position(u32::MAX), None);
         assert_eq!(DirIndex::default().position(2), None);
+        // It lists them too, in order.
+        assert_eq!(index.iter().collect::<Vec<_>>(), listed);
+        assert_eq!(index.len(), listed.len());
     }
 }

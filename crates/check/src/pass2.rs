@@ -44,15 +44,14 @@ pub struct DirLinks {
 /// Under `--max-memory` the links go to a scratch file once they outgrow their share.
 #[derive(Default)]
 pub struct DirTable {
-    /// Pass 1's list of directories and its index, shared.
-    inos: Arc<[u32]>,
+    /// Pass 1's index of the directories, shared: links are kept by position in it.
     index: Arc<crate::pass1::DirIndex>,
     links: Links,
 }
 
 enum Links {
     Memory(Vec<DirLinks>),
-    Spilled(crate::spill::SpilledLinks),
+    Spilled(crate::spill::SpilledTable<DirLinks>),
 }
 
 impl Default for Links {
@@ -65,22 +64,19 @@ impl DirTable {
     /// `inos` ascending, each once; the links spill when `inos.len()` of them would take more
     /// than `limits.dir_links_bytes`.
     fn new(dirs: &crate::pass1::DirList, limits: &crate::spill::Limits) -> Self {
-        let inos = dirs.inos().clone();
-        debug_assert!(inos.windows(2).all(|w| w[0] < w[1]));
-        let n = inos.len();
+        let n = dirs.len();
         let spilled = limits
             .dir_links_bytes
             .filter(|&limit| n.saturating_mul(std::mem::size_of::<DirLinks>()) > limit)
             .and_then(|limit| {
                 // Without a scratch file the links simply stay in memory.
-                crate::spill::SpilledLinks::create(limits.scratch_dir.as_deref(), n, limit).ok()
+                crate::spill::SpilledTable::create(limits.scratch_dir.as_deref(), n, limit).ok()
             });
         let links = match spilled {
             Some(s) => Links::Spilled(s),
             None => Links::Memory(vec![DirLinks::default(); n]),
         };
         DirTable {
-            inos,
             index: dirs.index().clone(),
             links,
         }
@@ -107,17 +103,17 @@ impl DirTable {
         self.index.position(*ino).is_some()
     }
     pub fn len(&self) -> usize {
-        self.inos.len()
+        self.index.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.inos.is_empty()
+        self.index.is_empty()
     }
     /// Directories in ascending inode order.
     pub fn iter(&self) -> impl Iterator<Item = (u32, DirLinks)> + '_ {
-        self.inos
+        self.index
             .iter()
             .enumerate()
-            .map(|(i, &ino)| (ino, self.link(i)))
+            .map(|(i, ino)| (ino, self.link(i)))
     }
     /// The links went to a scratch file that could not be written or read back.
     pub fn spill_failed(&self) -> bool {
@@ -327,13 +323,15 @@ pub fn run_with(
     };
 
     // Inline directories have no blocks; they are checked as pseudo-blocks after the blocks,
-    // in inode order.
+    // in inode order. (Their kind has the inline bit, so it is not a plain directory's: they
+    // are among the other kinds.)
     let inline: Vec<u32> = p1
-        .dirs
-        .inos()
-        .par_iter()
-        .copied()
-        .filter(|&ino| p1.kinds[(ino - 1) as usize] & kind::INLINE != 0)
+        .kinds
+        .others()
+        .iter()
+        .filter(|&&(_, k)| k & kind::INLINE != 0)
+        .map(|&(idx, _)| idx + 1)
+        .filter(|&ino| p1.dirs.index().position(ino).is_some())
         .collect();
 
     let mut m = Merge {

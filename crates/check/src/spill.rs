@@ -1,13 +1,13 @@
 //! Scratch-file spilling for `--max-memory`: the directory-block list, written by pass 1 as
 //! sorted runs to an unlinked scratch file and read back by pass 2 merged in its block order;
 //! and the directories' parent links, which pass 2 sets and pass 3 follows, kept in pages of
-//! a scratch file with the pages in use cached.
+//! a scratch file with the pages in use cached, as are their generations.
 //!
 //! The list is the one table that grows with the number of directory blocks; spilled, it
 //! costs a small read buffer per run instead of 16 bytes per block (twice that while it grows
-//! and sorts). The links are 8 bytes per directory; spilled, they cost the cache. Reads and
-//! writes are checked: one that fails marks the spill failed, and the engine then aborts the
-//! check rather than trust what it saw.
+//! and sorts). The links and generations are 8 and 4 bytes per directory; spilled, they cost
+//! the cache. Reads and writes are checked: one that fails marks the spill failed, and the
+//! engine then aborts the check rather than trust what it saw.
 
 use crate::pass1::{dir_block_order, DirBlock};
 use crate::pass2::DirLinks;
@@ -30,6 +30,8 @@ pub struct Limits {
     /// Bytes the directories' parent links may take in memory: past it they are spilled, and
     /// their cache takes at most this (`None`: no limit).
     pub dir_links_bytes: Option<usize>,
+    /// The same for the directories' generations (kept with metadata checksums).
+    pub dir_generations_bytes: Option<usize>,
     /// Where scratch files go (default: `$TMPDIR`).
     pub scratch_dir: Option<std::path::PathBuf>,
 }
@@ -208,25 +210,57 @@ impl Iterator for Merged<'_> {
     }
 }
 
-/// Parent links of `len` directories (by position in the sorted directory list) in pages of
-/// a scratch file, with at most `cache_pages` pages in memory. Pages never written read as
-/// zeroes without a read; an evicted page is written back only if it changed. Shared
-/// (`&self`) by the passes that read it, so the cache sits behind a lock.
-pub struct SpilledLinks {
+/// A fixed-size record of a [`SpilledTable`], as it is stored in the scratch file.
+pub trait Record: Copy + Default + PartialEq {
+    /// Bytes of one record on disk (a divisor of a page).
+    const BYTES: usize;
+    fn load(b: &[u8]) -> Self;
+    fn store(&self, b: &mut [u8]);
+}
+
+impl Record for u32 {
+    const BYTES: usize = 4;
+    fn load(b: &[u8]) -> Self {
+        u32::from_le_bytes(b[0..4].try_into().unwrap_or_default())
+    }
+    fn store(&self, b: &mut [u8]) {
+        b[0..4].copy_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl Record for DirLinks {
+    /// `dotdot`, `parent`, little-endian.
+    const BYTES: usize = 8;
+    fn load(b: &[u8]) -> Self {
+        DirLinks {
+            dotdot: u32::load(&b[0..4]),
+            parent: u32::load(&b[4..8]),
+        }
+    }
+    fn store(&self, b: &mut [u8]) {
+        self.dotdot.store(&mut b[0..4]);
+        self.parent.store(&mut b[4..8]);
+    }
+}
+
+/// Bytes of one page of a [`SpilledTable`]'s scratch file.
+const PAGE_BYTES: usize = 4096;
+
+/// A table of `len` records (one per directory, by its position in the sorted directory list:
+/// the parent links pass 2 sets and pass 3 follows, the generations that seed checksums) in
+/// pages of a scratch file, with at most `cache_bytes` of pages in memory. Pages never
+/// written read as zeroes without a read; an evicted page is written back only if it
+/// changed. Shared (`&self`) by the passes that read it, so the cache sits behind a lock.
+pub struct SpilledTable<T: Record> {
     file: File,
     len: usize,
-    cache: std::sync::Mutex<PageCache>,
+    cache: std::sync::Mutex<PageCache<T>>,
     failed: AtomicBool,
 }
 
-/// Links in one page of the scratch file (4 KiB).
-const LINKS_PER_PAGE: usize = 512;
-/// Bytes of one link on disk: `dotdot`, `parent`, little-endian.
-const LINK_BYTES: usize = 8;
-
-struct PageCache {
+struct PageCache<T> {
     /// Cached pages; `slot_of[page]` is the index of a cached page here.
-    pages: Vec<CachedPage>,
+    pages: Vec<CachedPage<T>>,
     slot_of: Vec<Option<u32>>,
     /// Pages that are in the file (written at least once).
     on_disk: Vec<bool>,
@@ -235,31 +269,61 @@ struct PageCache {
     hand: usize,
 }
 
-struct CachedPage {
+struct CachedPage<T> {
     page: usize,
     dirty: bool,
     /// Used since the hand last passed.
     referenced: bool,
-    links: Box<[DirLinks]>,
+    records: Box<[T]>,
 }
 
-impl SpilledLinks {
-    /// Links of `len` directories, all zero, in a scratch file under `dir`, caching at most
-    /// `cache_bytes` of them (never fewer than four pages).
+impl<T: Record> std::fmt::Debug for SpilledTable<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SpilledTable({} records)", self.len)
+    }
+}
+
+impl<T: Record> SpilledTable<T> {
+    const PER_PAGE: usize = PAGE_BYTES / T::BYTES;
+
+    /// `len` records, all zero, in a scratch file under `dir`, caching at most `cache_bytes`
+    /// of them (never fewer than four pages).
     pub fn create(dir: Option<&Path>, len: usize, cache_bytes: usize) -> std::io::Result<Self> {
-        let pages = len.div_ceil(LINKS_PER_PAGE);
-        Ok(SpilledLinks {
+        let pages = len.div_ceil(Self::PER_PAGE);
+        Ok(SpilledTable {
             file: scratch_file(dir)?,
             len,
             cache: std::sync::Mutex::new(PageCache {
                 pages: Vec::new(),
                 slot_of: vec![None; pages],
                 on_disk: vec![false; pages],
-                max_pages: (cache_bytes / (LINKS_PER_PAGE * LINK_BYTES)).max(4),
+                max_pages: (cache_bytes / PAGE_BYTES).max(4),
                 hand: 0,
             }),
             failed: AtomicBool::new(false),
         })
+    }
+
+    /// A table holding `values`, written out page by page (none of it cached).
+    pub fn from_values(
+        dir: Option<&Path>,
+        values: &[T],
+        cache_bytes: usize,
+    ) -> std::io::Result<Self> {
+        let t = Self::create(dir, values.len(), cache_bytes)?;
+        let mut bytes = vec![0u8; PAGE_BYTES];
+        {
+            let mut c = t.cache.lock().unwrap_or_else(|e| e.into_inner());
+            for (page, chunk) in values.chunks(Self::PER_PAGE).enumerate() {
+                bytes.fill(0);
+                for (v, b) in chunk.iter().zip(bytes.chunks_exact_mut(T::BYTES)) {
+                    v.store(b);
+                }
+                t.file.write_all_at(&bytes, (page * PAGE_BYTES) as u64)?;
+                c.on_disk[page] = true;
+            }
+        }
+        Ok(t)
     }
 
     pub fn len(&self) -> usize {
@@ -276,51 +340,51 @@ impl SpilledLinks {
         self.failed.load(Ordering::Relaxed)
     }
 
-    /// The links of directory `i` (zero past the end).
-    pub fn get(&self, i: usize) -> DirLinks {
-        self.with(i, |l| *l).unwrap_or_default()
+    /// Record `i` (zero past the end).
+    pub fn get(&self, i: usize) -> T {
+        self.with(i, |r| *r).unwrap_or_default()
     }
 
-    /// Change the links of directory `i` (nothing past the end).
-    pub fn update(&self, i: usize, f: impl FnOnce(&mut DirLinks)) {
-        self.with(i, |l| {
-            f(l);
+    /// Change record `i` (nothing past the end).
+    pub fn update(&self, i: usize, f: impl FnOnce(&mut T)) {
+        self.with(i, |r| {
+            f(r);
         });
     }
 
-    /// Run `f` on directory `i`'s links in the cache, its page brought in first.
-    fn with<R>(&self, i: usize, f: impl FnOnce(&mut DirLinks) -> R) -> Option<R> {
+    /// Run `f` on record `i` in the cache, its page brought in first.
+    fn with<R>(&self, i: usize, f: impl FnOnce(&mut T) -> R) -> Option<R> {
         if i >= self.len {
             return None;
         }
         let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        let page = i / LINKS_PER_PAGE;
+        let page = i / Self::PER_PAGE;
         let slot = match c.slot_of[page] {
             Some(slot) => slot as usize,
             None => self.bring_in(&mut c, page),
         };
         let p = &mut c.pages[slot];
         p.referenced = true;
-        let before = p.links[i % LINKS_PER_PAGE];
-        let r = f(&mut p.links[i % LINKS_PER_PAGE]);
-        p.dirty |= p.links[i % LINKS_PER_PAGE] != before;
-        Some(r)
+        let r = &mut p.records[i % Self::PER_PAGE];
+        let before = *r;
+        let out = f(r);
+        p.dirty |= *r != before;
+        Some(out)
     }
 
     /// Read `page` into the cache, evicting a page not used since the hand last passed if
     /// the cache is full; returns its slot.
-    fn bring_in(&self, c: &mut PageCache, page: usize) -> usize {
-        let mut links = vec![DirLinks::default(); LINKS_PER_PAGE].into_boxed_slice();
+    fn bring_in(&self, c: &mut PageCache<T>, page: usize) -> usize {
+        let mut records = vec![T::default(); Self::PER_PAGE].into_boxed_slice();
         if c.on_disk[page] {
-            let mut bytes = vec![0u8; LINKS_PER_PAGE * LINK_BYTES];
+            let mut bytes = vec![0u8; PAGE_BYTES];
             match self
                 .file
-                .read_exact_at(&mut bytes, (page * LINKS_PER_PAGE * LINK_BYTES) as u64)
+                .read_exact_at(&mut bytes, (page * PAGE_BYTES) as u64)
             {
                 Ok(()) => {
-                    for (l, b) in links.iter_mut().zip(bytes.chunks_exact(LINK_BYTES)) {
-                        l.dotdot = u32::from_le_bytes(b[0..4].try_into().unwrap_or_default());
-                        l.parent = u32::from_le_bytes(b[4..8].try_into().unwrap_or_default());
+                    for (r, b) in records.iter_mut().zip(bytes.chunks_exact(T::BYTES)) {
+                        *r = T::load(b);
                     }
                 }
                 Err(_) => self.failed.store(true, Ordering::Relaxed),
@@ -330,7 +394,7 @@ impl SpilledLinks {
             page,
             dirty: false,
             referenced: true,
-            links,
+            records,
         };
         if c.pages.len() < c.max_pages {
             c.pages.push(fresh);
@@ -353,18 +417,14 @@ impl SpilledLinks {
         c.slot_of[old.page] = None;
         c.slot_of[page] = Some(slot as u32);
         if old.dirty {
-            let bytes: Vec<u8> = old
-                .links
-                .iter()
-                .flat_map(|l| {
-                    let mut b = [0u8; LINK_BYTES];
-                    b[0..4].copy_from_slice(&l.dotdot.to_le_bytes());
-                    b[4..8].copy_from_slice(&l.parent.to_le_bytes());
-                    b
-                })
-                .collect();
-            let at = (old.page * LINKS_PER_PAGE * LINK_BYTES) as u64;
-            match self.file.write_all_at(&bytes, at) {
+            let mut bytes = vec![0u8; PAGE_BYTES];
+            for (r, b) in old.records.iter().zip(bytes.chunks_exact_mut(T::BYTES)) {
+                r.store(b);
+            }
+            match self
+                .file
+                .write_all_at(&bytes, (old.page * PAGE_BYTES) as u64)
+            {
                 Ok(()) => c.on_disk[old.page] = true,
                 Err(_) => self.failed.store(true, Ordering::Relaxed),
             }
@@ -382,8 +442,9 @@ mod tests {
         // 20 pages of links through a cache of 4, in an order that keeps evicting: every
         // value must come back, whether its page stayed cached, was written back or never
         // changed.
-        let n = 20 * LINKS_PER_PAGE + 7;
-        let links = SpilledLinks::create(None, n, 1).unwrap();
+        let per_page = SpilledTable::<DirLinks>::PER_PAGE;
+        let n = 20 * per_page + 7;
+        let links = SpilledTable::<DirLinks>::create(None, n, 1).unwrap();
         let mut model = vec![DirLinks::default(); n];
         let mut x = 0x2545_F491_4F6C_DD1Du64;
         for _ in 0..30_000 {
@@ -403,8 +464,7 @@ mod tests {
             assert_eq!(links.get(j).parent, model[j].parent, "link {j}");
         }
         for (i, m) in model.iter().enumerate() {
-            let l = links.get(i);
-            assert_eq!((l.dotdot, l.parent), (m.dotdot, m.parent), "link {i}");
+            assert_eq!(links.get(i), *m, "link {i}");
         }
         assert_eq!(links.get(n).parent, 0, "past the end");
         links.update(n + 5, |l| l.parent = 9);
@@ -413,31 +473,16 @@ mod tests {
     }
 
     #[test]
-    fn runs_merge_back_in_pass2_order() {
-        let mut spill = DirBlockSpill::create(None, true).unwrap();
-        let mut all = Vec::new();
-        let mut x = 12345u64;
-        for run in 0..5 {
-            let mut blocks = Vec::new();
-            for i in 0..(3000 + run * 1777) {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let d = DirBlock {
-                    pblk: (x >> 40) % 50_000,
-                    ino: (i % 900) as u32 + 1,
-                    lblk: ((x >> 20) % 3) as u32,
-                };
-                blocks.push(d);
-                all.push(d);
-            }
-            spill.push_run(&mut blocks).unwrap();
-            assert!(blocks.is_empty());
+    fn a_table_written_whole_reads_back_in_any_order() {
+        let values: Vec<u32> = (0..10_000u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        let t = SpilledTable::from_values(None, &values, 1).unwrap();
+        assert_eq!(t.len(), values.len());
+        for i in (0..values.len()).rev().step_by(7).chain(0..values.len()) {
+            assert_eq!(t.get(i), values[i], "value {i}");
         }
-        all.sort_unstable_by_key(|d| dir_block_order(true, d));
-        let back: Vec<DirBlock> = spill.iter().collect();
-        assert_eq!(back.len() as u64, spill.len());
-        assert_eq!(back, all);
-        assert!(!spill.failed());
+        assert_eq!(t.get(values.len()), 0);
+        assert!(!t.failed());
     }
 }

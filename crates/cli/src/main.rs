@@ -85,9 +85,10 @@ struct Args {
     #[arg(long)]
     pipeline: bool,
     /// Bound the memory of the tables that grow with the file system (e.g. 64M, 1G): past
-    /// it the directory-block list and the directories' parent links spill to a scratch
-    /// file. Slower, same findings. The bitmaps and 4-8 bytes per directory stay in memory;
-    /// a note on stderr says when the peak went above the limit.
+    /// it the directory-block list and the directories' parent links and generations spill
+    /// to scratch files. Slower, same findings. The bitmaps, and 4-8 bytes per directory
+    /// while pass 1 scans, stay in memory; a note on stderr says when the peak went above
+    /// the limit.
     #[arg(long = "max-memory", value_name = "SIZE", value_parser = parse_size)]
     max_memory: Option<u64>,
     /// Directory for --max-memory's scratch files (default: $TMPDIR).

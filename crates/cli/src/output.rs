@@ -409,9 +409,9 @@ pub fn over_limit_note(peak: u64, limit: u64, dirs: Option<u64>) -> String {
     let dirs = dirs.map_or(String::new(), |n| format!("; {n} directories here"));
     format!(
         "note: peak memory {:.1} MiB was above --max-memory {:.1} MiB. The directory-block \
-         list and the directories' parent links spill; the program itself, the bitmaps and \
-         4-8 bytes per directory (its inode number, and its generation with \
-         metadata_csum{dirs}) stay in memory.",
+         list and the directories' parent links and generations spill; the program itself, \
+         the bitmaps and, while pass 1 scans, 4-8 bytes per directory (its inode number, and \
+         its generation with metadata_csum{dirs}) stay in memory.",
         mib(peak),
         mib(limit)
     )

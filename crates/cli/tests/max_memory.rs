@@ -1,6 +1,7 @@
 //! `--max-memory`: on a directory-heavy image (one file per directory, the dirs profile's
 //! shape), a limit small enough to spill the directory-block list and the directories' parent
-//! links to scratch files gives the same findings, summary and exit code as an unlimited run,
+//! links and generations to scratch files gives the same findings, summary and exit code as
+//! an unlimited run,
 //! at any thread count, and a lower peak RSS (a sanity check of the spill, not a timing or
 //! size target).
 
@@ -88,7 +89,8 @@ fn spilled_dir_blocks_give_the_same_findings() {
     // 1 MiB: the list's share (a quarter) holds 16384 blocks, the image has over 24000; the
     // links' share (an eighth) holds 16384 directories, the image has 24010, so their pages
     // go out to the scratch file and back while pass 2 sets them (a second parent, a
-    // directory unlinked) and pass 3 follows them.
+    // directory unlinked) and pass 3 follows them; the generations' share (a sixteenth)
+    // holds 16384, so pass 2 reads the checksum seeds of the directory blocks from one.
     let scratch = tempfile::tempdir().unwrap();
     let scratch_s = scratch.path().to_str().unwrap().to_string();
     for n in [1, 2, 4] {
