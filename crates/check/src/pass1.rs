@@ -110,21 +110,8 @@ pub struct DirFacts {
 #[derive(Debug, Default)]
 pub struct DirList {
     index: Arc<DirIndex>,
-    generations: Generations,
-}
-
-/// The directories' generations, by position; under `--max-memory`, past their share, in a
-/// scratch file.
-#[derive(Debug)]
-enum Generations {
-    Memory(Vec<u32>),
-    Spilled(crate::spill::SpilledTable<u32>),
-}
-
-impl Default for Generations {
-    fn default() -> Self {
-        Generations::Memory(Vec::new())
-    }
+    /// By position; under `--max-memory`, past their share, in a scratch file.
+    generations: crate::spill::Table<u32>,
 }
 
 impl DirList {
@@ -135,30 +122,18 @@ impl DirList {
         inodes_count: u32,
         limits: &crate::spill::Limits,
     ) -> Self {
-        let bytes = generations.len().saturating_mul(4);
-        let spilled = limits
-            .dir_generations_bytes
-            .filter(|&limit| bytes > limit)
-            .and_then(|limit| {
-                // Without a scratch file they simply stay in memory.
-                crate::spill::SpilledTable::from_values(
-                    limits.scratch_dir.as_deref(),
-                    &generations,
-                    limit,
-                )
-                .ok()
-            });
         DirList {
             index: Arc::new(DirIndex::new(inos, inodes_count)),
-            generations: match spilled {
-                Some(s) => Generations::Spilled(s),
-                None => Generations::Memory(generations),
-            },
+            generations: crate::spill::Table::new(
+                generations,
+                limits.dir_generations_bytes,
+                limits.scratch_dir.as_deref(),
+            ),
         }
     }
     /// The generations went to a scratch file that could not be read back.
     pub fn spill_failed(&self) -> bool {
-        matches!(&self.generations, Generations::Spilled(s) if s.failed())
+        self.generations.failed()
     }
     /// The directories' inode numbers, ascending.
     pub fn inos(&self) -> impl Iterator<Item = u32> + '_ {
@@ -177,11 +152,7 @@ impl DirList {
     }
     /// The generation of directory `ino` (`None`: not listed, or no checksums to seed).
     pub fn generation(&self, ino: u32) -> Option<u32> {
-        let at = self.index.position(ino)?;
-        match &self.generations {
-            Generations::Memory(v) => v.get(at).copied(),
-            Generations::Spilled(s) => (at < s.len()).then(|| s.get(at)),
-        }
+        self.generations.get(self.index.position(ino)?)
     }
 }
 

@@ -39,53 +39,31 @@ pub struct DirLinks {
     pub parent: u32,
 }
 
-/// `DirLinks` of every directory, by inode number: one sorted array, searched by halving
-/// (denser and faster to look up than a tree map when there are millions of directories).
-/// Under `--max-memory` the links go to a scratch file once they outgrow their share.
+/// `DirLinks` of every directory, by inode number: one array in the order of pass 1's
+/// directory index, which finds a directory's position in constant time (denser and faster
+/// than a tree map when there are millions of directories). Under `--max-memory` the links go
+/// to a scratch file once they outgrow their share.
 #[derive(Default)]
 pub struct DirTable {
     /// Pass 1's index of the directories, shared: links are kept by position in it.
     index: Arc<crate::pass1::DirIndex>,
-    links: Links,
-}
-
-enum Links {
-    Memory(Vec<DirLinks>),
-    Spilled(crate::spill::SpilledTable<DirLinks>),
-}
-
-impl Default for Links {
-    fn default() -> Self {
-        Links::Memory(Vec::new())
-    }
+    links: crate::spill::Table<DirLinks>,
 }
 
 impl DirTable {
-    /// `inos` ascending, each once; the links spill when `inos.len()` of them would take more
-    /// than `limits.dir_links_bytes`.
+    /// All links zero; they spill when they would take more than `limits.dir_links_bytes`.
     fn new(dirs: &crate::pass1::DirList, limits: &crate::spill::Limits) -> Self {
-        let n = dirs.len();
-        let spilled = limits
-            .dir_links_bytes
-            .filter(|&limit| n.saturating_mul(std::mem::size_of::<DirLinks>()) > limit)
-            .and_then(|limit| {
-                // Without a scratch file the links simply stay in memory.
-                crate::spill::SpilledTable::create(limits.scratch_dir.as_deref(), n, limit).ok()
-            });
-        let links = match spilled {
-            Some(s) => Links::Spilled(s),
-            None => Links::Memory(vec![DirLinks::default(); n]),
-        };
         DirTable {
             index: dirs.index().clone(),
-            links,
+            links: crate::spill::Table::zeroed(
+                dirs.len(),
+                limits.dir_links_bytes,
+                limits.scratch_dir.as_deref(),
+            ),
         }
     }
     fn link(&self, i: usize) -> DirLinks {
-        match &self.links {
-            Links::Memory(v) => v[i],
-            Links::Spilled(s) => s.get(i),
-        }
+        self.links.get(i).unwrap_or_default()
     }
     pub fn get(&self, ino: &u32) -> Option<DirLinks> {
         self.index.position(*ino).map(|i| self.link(i))
@@ -93,10 +71,7 @@ impl DirTable {
     /// Change the links of directory `ino`, if it is one.
     pub fn update(&mut self, ino: &u32, f: impl FnOnce(&mut DirLinks)) {
         if let Some(i) = self.index.position(*ino) {
-            match &mut self.links {
-                Links::Memory(v) => f(&mut v[i]),
-                Links::Spilled(s) => s.update(i, f),
-            }
+            self.links.update(i, f);
         }
     }
     pub fn contains_key(&self, ino: &u32) -> bool {
@@ -117,11 +92,7 @@ impl DirTable {
     }
     /// The links went to a scratch file that could not be written or read back.
     pub fn spill_failed(&self) -> bool {
-        matches!(&self.links, Links::Spilled(s) if s.failed())
-    }
-    /// The links are in a scratch file (`--max-memory`).
-    pub fn spilled(&self) -> bool {
-        matches!(self.links, Links::Spilled(_))
+        self.links.failed()
     }
 }
 

@@ -243,6 +243,66 @@ impl Record for DirLinks {
     }
 }
 
+/// A per-directory table, by position in the sorted directory list: in memory, or, past its
+/// share of `--max-memory`, a [`SpilledTable`].
+#[derive(Debug)]
+pub enum Table<T: Record + std::fmt::Debug> {
+    Memory(Vec<T>),
+    Spilled(SpilledTable<T>),
+}
+
+impl<T: Record + std::fmt::Debug> Default for Table<T> {
+    fn default() -> Self {
+        Table::Memory(Vec::new())
+    }
+}
+
+impl<T: Record + std::fmt::Debug> Table<T> {
+    /// `values`, spilled under `dir` when they take more than `limit` bytes. Without a
+    /// scratch file they simply stay in memory.
+    pub fn new(values: Vec<T>, limit: Option<usize>, dir: Option<&Path>) -> Self {
+        match limit.filter(|&l| values.len().saturating_mul(T::BYTES) > l) {
+            Some(l) => match SpilledTable::from_values(dir, &values, l) {
+                Ok(t) => Table::Spilled(t),
+                Err(_) => Table::Memory(values),
+            },
+            None => Table::Memory(values),
+        }
+    }
+    /// `len` zero records, spilled as `new` would spill them.
+    pub fn zeroed(len: usize, limit: Option<usize>, dir: Option<&Path>) -> Self {
+        match limit.filter(|&l| len.saturating_mul(T::BYTES) > l) {
+            Some(l) => match SpilledTable::create(dir, len, l) {
+                Ok(t) => Table::Spilled(t),
+                Err(_) => Table::Memory(vec![T::default(); len]),
+            },
+            None => Table::Memory(vec![T::default(); len]),
+        }
+    }
+    /// Record `i` (`None` past the end).
+    pub fn get(&self, i: usize) -> Option<T> {
+        match self {
+            Table::Memory(v) => v.get(i).copied(),
+            Table::Spilled(s) => (i < s.len()).then(|| s.get(i)),
+        }
+    }
+    /// Change record `i` (nothing past the end).
+    pub fn update(&mut self, i: usize, f: impl FnOnce(&mut T)) {
+        match self {
+            Table::Memory(v) => {
+                if let Some(r) = v.get_mut(i) {
+                    f(r);
+                }
+            }
+            Table::Spilled(s) => s.update(i, f),
+        }
+    }
+    /// The records went to a scratch file that could not be written or read back.
+    pub fn failed(&self) -> bool {
+        matches!(self, Table::Spilled(s) if s.failed())
+    }
+}
+
 /// Bytes of one page of a [`SpilledTable`]'s scratch file.
 const PAGE_BYTES: usize = 4096;
 
