@@ -39,6 +39,21 @@ pub struct DirLinks {
     pub parent: u32,
 }
 
+impl crate::spill::Record for DirLinks {
+    /// `dotdot`, `parent`, little-endian.
+    const BYTES: usize = 8;
+    fn load(b: &[u8]) -> Self {
+        DirLinks {
+            dotdot: u32::load(&b[0..4]),
+            parent: u32::load(&b[4..8]),
+        }
+    }
+    fn store(&self, b: &mut [u8]) {
+        self.dotdot.store(&mut b[0..4]);
+        self.parent.store(&mut b[4..8]);
+    }
+}
+
 /// `DirLinks` of every directory, by inode number: one array in the order of pass 1's
 /// directory index, which finds a directory's position in constant time (denser and faster
 /// than a tree map when there are millions of directories). Under `--max-memory` the links go

@@ -10,7 +10,6 @@
 //! engine then aborts the check rather than trust what it saw.
 
 use crate::pass1::{dir_block_order, DirBlock};
-use crate::pass2::DirLinks;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -225,21 +224,6 @@ impl Record for u32 {
     }
     fn store(&self, b: &mut [u8]) {
         b[0..4].copy_from_slice(&self.to_le_bytes());
-    }
-}
-
-impl Record for DirLinks {
-    /// `dotdot`, `parent`, little-endian.
-    const BYTES: usize = 8;
-    fn load(b: &[u8]) -> Self {
-        DirLinks {
-            dotdot: u32::load(&b[0..4]),
-            parent: u32::load(&b[4..8]),
-        }
-    }
-    fn store(&self, b: &mut [u8]) {
-        self.dotdot.store(&mut b[0..4]);
-        self.parent.store(&mut b[4..8]);
     }
 }
 
@@ -496,6 +480,7 @@ impl<T: Record> SpilledTable<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pass2::DirLinks;
 
     #[test]
     fn spilled_links_read_back_what_was_set_through_a_small_cache() {
