@@ -386,7 +386,8 @@ impl GroupBits {
             *word |= 1 << (w % 64);
         }
     }
-    fn flush(&mut self, scan: &Scan) {
+    /// Or the bits into the shared bitmaps (and free them).
+    fn flush(self, scan: &Scan) {
         let shared = [
             &scan.inode_used,
             &scan.kind_dir,
@@ -394,8 +395,8 @@ impl GroupBits {
             &scan.links_one,
             &scan.links_two,
         ];
-        for (words, shared) in self.words.iter_mut().zip(shared) {
-            for (i, bits) in words.drain(..).enumerate() {
+        for (words, shared) in self.words.into_iter().zip(shared) {
+            for (i, bits) in words.into_iter().enumerate() {
                 if bits != 0 {
                     shared.or_word(self.first_word + i as u64, bits);
                 }
@@ -1030,8 +1031,7 @@ fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
     if let Ok(mut b) = scan.buffers.lock() {
         b.push(table);
     }
-    let mut bits = std::mem::take(&mut out.bits);
-    bits.flush(scan);
+    std::mem::take(&mut out.bits).flush(scan);
     out
 }
 
@@ -1057,10 +1057,12 @@ fn insane_blocks(
     let mut badness = vec![0usize; insane.len()];
     let slot = |i: usize| &table[skew + i * isz..skew + (i + 1) * isz];
     // An all-zero slot is simply free: never used, never checksummed, never insane.
-    let free = |i: usize| slot(i).iter().all(|&b| b == 0);
+    let free: Vec<bool> = (0..count)
+        .map(|i| slot(i).iter().all(|&b| b == 0))
+        .collect();
     if fs.has_metadata_csum() {
         // Checksummed three at a time, side by side (see `inode_checksums_x3`).
-        let mut live = (0..count).filter(|&i| !free(i));
+        let mut live = (0..count).filter(|&i| !free[i]);
         loop {
             let three = [live.next(), live.next(), live.next()];
             match three {
@@ -1087,7 +1089,7 @@ fn insane_blocks(
     }
     if per_block >= 2 {
         for (i, &bad) in csum_bad.iter().enumerate() {
-            if free(i) {
+            if free[i] {
                 continue;
             }
             let inode = RawInode::parse(slot(i));

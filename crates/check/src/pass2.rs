@@ -83,11 +83,9 @@ impl DirTable {
     pub fn get(&self, ino: &u32) -> Option<DirLinks> {
         self.index.position(*ino).map(|i| self.link(i))
     }
-    /// Change the links of directory `ino`, if it is one.
-    pub fn update(&mut self, ino: &u32, f: impl FnOnce(&mut DirLinks)) {
-        if let Some(i) = self.index.position(*ino) {
-            self.links.update(i, f);
-        }
+    /// Change the links of directory `ino`, if it is one; `f`'s result.
+    pub fn update<R>(&mut self, ino: &u32, f: impl FnOnce(&mut DirLinks) -> R) -> Option<R> {
+        self.links.update(self.index.position(*ino)?, f)
     }
     pub fn contains_key(&self, ino: &u32) -> bool {
         self.index.position(*ino).is_some()
@@ -680,22 +678,31 @@ impl<'a> NameSet<'a> {
             self.grow();
         }
         let key = Self::keyed(block, pos);
-        let mask = self.table.len() - 1;
-        let mut i = Self::slot_of(key, self.table.len());
-        // The table is at most half full, so an empty slot ends the probe.
-        for _ in 0..self.table.len() {
-            match self.table[i] {
-                0 => {
-                    self.table[i] = key;
-                    self.n += 1;
-                    return true;
-                }
-                k if k >> 32 == key >> 32 && Self::name(block, k) == name => return false,
-                _ => i = (i + 1) & mask,
+        let same = |k: u64| k >> 32 == key >> 32 && Self::name(block, k) == name;
+        match Self::probe(&self.table, key, same) {
+            Some(i) if self.table[i] == 0 => {
+                self.table[i] = key;
+                self.n += 1;
+                true
             }
+            Some(_) => false,
+            // Full (cannot happen: the table is kept at most half full): counted as new.
+            None => true,
         }
-        // Full (cannot happen, see above): counted as new.
-        true
+    }
+
+    /// The slot for `key` in `table`: the first, from its own, that is empty or holds a key
+    /// `same` accepts (`None`: the table is full).
+    fn probe(table: &[u64], key: u64, same: impl Fn(u64) -> bool) -> Option<usize> {
+        let mask = table.len() - 1;
+        let mut i = Self::slot_of(key, table.len());
+        for _ in 0..table.len() {
+            if table[i] == 0 || same(table[i]) {
+                return Some(i);
+            }
+            i = (i + 1) & mask;
+        }
+        None
     }
 
     /// `pos` (a name's place in the block) with the name's hash in its high half.
@@ -716,14 +723,8 @@ impl<'a> NameSet<'a> {
 
     /// Put `key`, whose name is not in `table`, in the first free slot from its own.
     fn put(table: &mut [u64], key: u64) {
-        let mask = table.len() - 1;
-        let mut i = Self::slot_of(key, table.len());
-        for _ in 0..table.len() {
-            if table[i] == 0 {
-                table[i] = key;
-                return;
-            }
-            i = (i + 1) & mask;
+        if let Some(i) = Self::probe(table, key, |_| false) {
+            table[i] = key;
         }
     }
 
@@ -889,22 +890,28 @@ impl Merge {
                         self.dirs.update(&dir, |d| d.dotdot = target);
                     }
                     Event::Subdir { dir, child, name } => {
-                        if let Some(d) = self.dirs.get(&child) {
-                            if d.parent != 0 {
+                        // The first directory naming it becomes its parent.
+                        let first = self.dirs.update(&child, |d| {
+                            let first = d.parent;
+                            if first == 0 {
+                                d.parent = dir;
+                            }
+                            first
+                        });
+                        if let Some(first) = first {
+                            if first != 0 {
                                 out.report(
                                     policy,
                                     P::P2_LINK_DIR,
                                     ProblemCtx {
                                         dir,
                                         ino: child,
-                                        ino2: d.parent,
+                                        ino2: first,
                                         name: Some(display_name(name.get(&names))),
                                         ..Default::default()
                                     },
                                 );
                                 // Unfixed, the entry still counts as a reference.
-                            } else {
-                                self.dirs.update(&child, |d| d.parent = dir);
                             }
                         }
                     }

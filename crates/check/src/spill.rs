@@ -267,17 +267,13 @@ impl<T: Record + std::fmt::Debug> Table<T> {
     pub fn get(&self, i: usize) -> Option<T> {
         match self {
             Table::Memory(v) => v.get(i).copied(),
-            Table::Spilled(s) => (i < s.len()).then(|| s.get(i)),
+            Table::Spilled(s) => s.get(i),
         }
     }
-    /// Change record `i` (nothing past the end).
-    pub fn update(&mut self, i: usize, f: impl FnOnce(&mut T)) {
+    /// Change record `i`; `f`'s result (`None` past the end).
+    pub fn update<R>(&mut self, i: usize, f: impl FnOnce(&mut T) -> R) -> Option<R> {
         match self {
-            Table::Memory(v) => {
-                if let Some(r) = v.get_mut(i) {
-                    f(r);
-                }
-            }
+            Table::Memory(v) => v.get_mut(i).map(f),
             Table::Spilled(s) => s.update(i, f),
         }
     }
@@ -311,6 +307,8 @@ struct PageCache<T> {
     max_pages: usize,
     /// The clock hand of the eviction sweep.
     hand: usize,
+    /// One page's bytes, for reads and write-backs.
+    bytes: Vec<u8>,
 }
 
 struct CachedPage<T> {
@@ -343,6 +341,7 @@ impl<T: Record> SpilledTable<T> {
                 on_disk: vec![false; pages],
                 max_pages: (cache_bytes / PAGE_BYTES).max(4),
                 hand: 0,
+                bytes: vec![0; PAGE_BYTES],
             }),
             failed: AtomicBool::new(false),
         })
@@ -355,16 +354,16 @@ impl<T: Record> SpilledTable<T> {
         cache_bytes: usize,
     ) -> std::io::Result<Self> {
         let t = Self::create(dir, values.len(), cache_bytes)?;
-        let mut bytes = vec![0u8; PAGE_BYTES];
         {
             let mut c = t.cache.lock().unwrap_or_else(|e| e.into_inner());
+            let PageCache { on_disk, bytes, .. } = &mut *c;
             for (page, chunk) in values.chunks(Self::PER_PAGE).enumerate() {
                 bytes.fill(0);
                 for (v, b) in chunk.iter().zip(bytes.chunks_exact_mut(T::BYTES)) {
                     v.store(b);
                 }
-                t.file.write_all_at(&bytes, (page * PAGE_BYTES) as u64)?;
-                c.on_disk[page] = true;
+                t.file.write_all_at(bytes, (page * PAGE_BYTES) as u64)?;
+                on_disk[page] = true;
             }
         }
         Ok(t)
@@ -384,20 +383,14 @@ impl<T: Record> SpilledTable<T> {
         self.failed.load(Ordering::Relaxed)
     }
 
-    /// Record `i` (zero past the end).
-    pub fn get(&self, i: usize) -> T {
-        self.with(i, |r| *r).unwrap_or_default()
+    /// Record `i` (`None` past the end).
+    pub fn get(&self, i: usize) -> Option<T> {
+        self.update(i, |r| *r)
     }
 
-    /// Change record `i` (nothing past the end).
-    pub fn update(&self, i: usize, f: impl FnOnce(&mut T)) {
-        self.with(i, |r| {
-            f(r);
-        });
-    }
-
-    /// Run `f` on record `i` in the cache, its page brought in first.
-    fn with<R>(&self, i: usize, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+    /// Run `f` on record `i` in the cache, its page brought in first; `f`'s result (`None`
+    /// past the end).
+    pub fn update<R>(&self, i: usize, f: impl FnOnce(&mut T) -> R) -> Option<R> {
         if i >= self.len {
             return None;
         }
@@ -417,63 +410,80 @@ impl<T: Record> SpilledTable<T> {
     }
 
     /// Read `page` into the cache, evicting a page not used since the hand last passed if
-    /// the cache is full; returns its slot.
+    /// the cache is full (its records and the I/O buffer are reused); returns its slot.
     fn bring_in(&self, c: &mut PageCache<T>, page: usize) -> usize {
-        let mut records = vec![T::default(); Self::PER_PAGE].into_boxed_slice();
-        if c.on_disk[page] {
-            let mut bytes = vec![0u8; PAGE_BYTES];
-            match self
-                .file
-                .read_exact_at(&mut bytes, (page * PAGE_BYTES) as u64)
-            {
-                Ok(()) => {
-                    for (r, b) in records.iter_mut().zip(bytes.chunks_exact(T::BYTES)) {
-                        *r = T::load(b);
-                    }
+        let slot = if c.pages.len() < c.max_pages {
+            c.pages.push(CachedPage {
+                page,
+                dirty: false,
+                referenced: true,
+                records: vec![T::default(); Self::PER_PAGE].into_boxed_slice(),
+            });
+            c.pages.len() - 1
+        } else {
+            // Every page is referenced at most once before the hand clears it: two sweeps at
+            // most find a victim.
+            let n = c.pages.len();
+            let mut slot = c.hand % n;
+            for _ in 0..2 * n {
+                if !c.pages[slot].referenced {
+                    break;
                 }
-                Err(_) => self.failed.store(true, Ordering::Relaxed),
+                c.pages[slot].referenced = false;
+                slot = (slot + 1) % n;
             }
-        }
-        let fresh = CachedPage {
-            page,
-            dirty: false,
-            referenced: true,
-            records,
+            c.hand = (slot + 1) % n;
+            self.evict(c, slot);
+            slot
         };
-        if c.pages.len() < c.max_pages {
-            c.pages.push(fresh);
-            c.slot_of[page] = Some((c.pages.len() - 1) as u32);
-            return c.pages.len() - 1;
-        }
-        // Every page is referenced at most once before the hand clears it: two sweeps at
-        // most find a victim.
-        let n = c.pages.len();
-        let mut slot = c.hand % n;
-        for _ in 0..2 * n {
-            if !c.pages[slot].referenced {
-                break;
+        let PageCache {
+            pages,
+            slot_of,
+            on_disk,
+            bytes,
+            ..
+        } = c;
+        let p = &mut pages[slot];
+        (p.page, p.dirty, p.referenced) = (page, false, true);
+        slot_of[page] = Some(slot as u32);
+        if !on_disk[page] {
+            p.records.fill(T::default());
+        } else if self
+            .file
+            .read_exact_at(bytes, (page * PAGE_BYTES) as u64)
+            .is_ok()
+        {
+            for (r, b) in p.records.iter_mut().zip(bytes.chunks_exact(T::BYTES)) {
+                *r = T::load(b);
             }
-            c.pages[slot].referenced = false;
-            slot = (slot + 1) % n;
-        }
-        c.hand = (slot + 1) % n;
-        let old = std::mem::replace(&mut c.pages[slot], fresh);
-        c.slot_of[old.page] = None;
-        c.slot_of[page] = Some(slot as u32);
-        if old.dirty {
-            let mut bytes = vec![0u8; PAGE_BYTES];
-            for (r, b) in old.records.iter().zip(bytes.chunks_exact_mut(T::BYTES)) {
-                r.store(b);
-            }
-            match self
-                .file
-                .write_all_at(&bytes, (old.page * PAGE_BYTES) as u64)
-            {
-                Ok(()) => c.on_disk[old.page] = true,
-                Err(_) => self.failed.store(true, Ordering::Relaxed),
-            }
+        } else {
+            p.records.fill(T::default());
+            self.failed.store(true, Ordering::Relaxed);
         }
         slot
+    }
+
+    /// Take the page in `slot` out of the cache, writing it back if it changed.
+    fn evict(&self, c: &mut PageCache<T>, slot: usize) {
+        let PageCache {
+            pages,
+            slot_of,
+            on_disk,
+            bytes,
+            ..
+        } = c;
+        let p = &pages[slot];
+        slot_of[p.page] = None;
+        if !p.dirty {
+            return;
+        }
+        for (r, b) in p.records.iter().zip(bytes.chunks_exact_mut(T::BYTES)) {
+            r.store(b);
+        }
+        match self.file.write_all_at(bytes, (p.page * PAGE_BYTES) as u64) {
+            Ok(()) => on_disk[p.page] = true,
+            Err(_) => self.failed.store(true, Ordering::Relaxed),
+        }
     }
 }
 
@@ -506,13 +516,17 @@ mod tests {
                 model[i].dotdot = i as u32;
             }
             let j = ((x >> 20) % n as u64) as usize;
-            assert_eq!(links.get(j).parent, model[j].parent, "link {j}");
+            assert_eq!(
+                links.get(j).map(|l| l.parent),
+                Some(model[j].parent),
+                "link {j}"
+            );
         }
         for (i, m) in model.iter().enumerate() {
-            assert_eq!(links.get(i), *m, "link {i}");
+            assert_eq!(links.get(i), Some(*m), "link {i}");
         }
-        assert_eq!(links.get(n).parent, 0, "past the end");
-        links.update(n + 5, |l| l.parent = 9);
+        assert_eq!(links.get(n), None, "past the end");
+        assert_eq!(links.update(n + 5, |l| l.parent = 9), None);
         assert!(!links.failed());
         assert!(links.cache.lock().unwrap().pages.len() <= 4);
     }
@@ -525,9 +539,9 @@ mod tests {
         let t = SpilledTable::from_values(None, &values, 1).unwrap();
         assert_eq!(t.len(), values.len());
         for i in (0..values.len()).rev().step_by(7).chain(0..values.len()) {
-            assert_eq!(t.get(i), values[i], "value {i}");
+            assert_eq!(t.get(i), Some(values[i]), "value {i}");
         }
-        assert_eq!(t.get(values.len()), 0);
+        assert_eq!(t.get(values.len()), None);
         assert!(!t.failed());
     }
 }

@@ -185,6 +185,22 @@ const CSUM_LO_OFFSET: usize = 0x7C;
 const CSUM_HI_OFFSET: usize = 0x82;
 /// `i_checksum_hi` exists only when the extra fields reach past it.
 const CSUM_HI_EXTRA_END: u16 = 4;
+/// Offsets of `i_generation` and `i_extra_isize`.
+const GENERATION_OFFSET: usize = 0x64;
+const EXTRA_ISIZE_OFFSET: usize = 0x80;
+
+/// The little-endian 16-bit field of `raw` at `at` (0 where `raw` ends first). The checksum
+/// reads its few fields straight from the bytes: parsing would copy the whole inode, and the
+/// scan parses each one once already.
+fn le16(raw: &[u8], at: usize) -> u16 {
+    raw.get(at..at + 2)
+        .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]))
+}
+
+/// The inode's checksum has its high half (`i_checksum_hi`).
+fn has_csum_hi(raw: &[u8]) -> bool {
+    raw.len() > GOOD_OLD_INODE_SIZE && le16(raw, EXTRA_ISIZE_OFFSET) >= CSUM_HI_EXTRA_END
+}
 
 /// `inode_checksum` of three inodes at once (the scan checks a table's inodes in threes): the
 /// three CRCs are computed side by side.
@@ -215,13 +231,12 @@ fn one_pass_input(raw: &[u8], ino: u32, buf: &mut [u8; 8 + FAST_INODE]) -> Optio
     if !(GOOD_OLD_INODE_SIZE..=FAST_INODE).contains(&raw.len()) {
         return None;
     }
-    let base = RawInode::parse(raw);
     buf[..4].copy_from_slice(&ino.to_le_bytes());
-    buf[4..8].copy_from_slice(&base.i_generation.get().to_le_bytes());
+    buf[4..8].copy_from_slice(&raw[GENERATION_OFFSET..GENERATION_OFFSET + 4]);
     let body = &mut buf[8..8 + raw.len()];
     body.copy_from_slice(raw);
     body[CSUM_LO_OFFSET..CSUM_LO_OFFSET + 2].fill(0);
-    if raw.len() > GOOD_OLD_INODE_SIZE && base.extra_isize() >= CSUM_HI_EXTRA_END {
+    if has_csum_hi(raw) {
         body[CSUM_HI_OFFSET..CSUM_HI_OFFSET + 2].fill(0);
     }
     Some(8 + raw.len())
@@ -229,14 +244,10 @@ fn one_pass_input(raw: &[u8], ino: u32, buf: &mut [u8; 8 + FAST_INODE]) -> Optio
 
 /// (computed, stored, both halves present) for the full CRC `c` of inode `raw`.
 fn checksum_result(raw: &[u8], c: u32) -> (u32, u32, bool) {
-    let base = RawInode::parse(raw);
-    let stored_lo = u32::from(base.l_i_checksum_lo.get());
-    if raw.len() > GOOD_OLD_INODE_SIZE && base.extra_isize() >= CSUM_HI_EXTRA_END {
-        (
-            c,
-            stored_lo | (u32::from(base.i_checksum_hi.get()) << 16),
-            true,
-        )
+    let stored_lo = u32::from(le16(raw, CSUM_LO_OFFSET));
+    if has_csum_hi(raw) {
+        let stored_hi = u32::from(le16(raw, CSUM_HI_OFFSET));
+        (c, stored_lo | stored_hi << 16, true)
     } else {
         (c & 0xFFFF, stored_lo, false)
     }
@@ -260,7 +271,7 @@ pub fn inode_checksum(raw: &[u8], fs_seed: u32, ino: u32) -> (u32, u32, bool) {
         return checksum_result(raw, csum::ext4_crc32c(fs_seed, &buf[..len]));
     }
     let base = RawInode::parse(raw);
-    let has_hi = raw.len() > GOOD_OLD_INODE_SIZE && base.extra_isize() >= CSUM_HI_EXTRA_END;
+    let has_hi = has_csum_hi(raw);
     let seed = csum::inode_seed(fs_seed, ino, base.i_generation.get());
     let zero = [0u8; 2];
     let mut c = csum::ext4_crc32c(seed, &raw[..CSUM_LO_OFFSET]);
