@@ -310,7 +310,7 @@ impl Pass1Facts {
     pub fn dir_block_windows(
         &self,
         n: usize,
-    ) -> Box<dyn Iterator<Item = std::borrow::Cow<'_, [DirBlock]>> + '_> {
+    ) -> Box<dyn Iterator<Item = std::borrow::Cow<'_, [DirBlock]>> + Send + '_> {
         match &self.dir_spill {
             Some(s) => {
                 let mut it = s.iter();

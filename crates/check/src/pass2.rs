@@ -23,7 +23,8 @@ use ffsck_format::group::BG_INODE_UNINIT;
 use ffsck_format::inode::{FileType, RawInode};
 use ffsck_format::{ino as rino, Incompat};
 use rayon::prelude::*;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use zerocopy::FromBytes;
 
@@ -328,10 +329,19 @@ pub fn run_with(
     // The root is its own parent.
     m.dirs.update(&rino::ROOT, |r| r.parent = rino::ROOT);
 
-    // Blocks are checked window by window so that memory holds the outputs of at most two
-    // windows, however many directory blocks there are: while the workers check window k+1,
-    // the calling thread merges window k in block order.
+    // Blocks are checked in chunks by all the workers at once, in any order, while one at a
+    // time merges the checked chunks in block order (`ordered::run`). The block list is
+    // taken window by window (from memory, or from the scratch file it spilled to), and at
+    // most two windows of outputs wait for the merge, however many blocks there are.
     let threads = rayon::current_num_threads().max(1);
+    // Under a memory limit that made pass 1 spill, windows stay small: their outputs are
+    // held in memory.
+    let window = if p1.dir_spill.is_some() {
+        SPILLED_WINDOW_BLOCKS
+    } else {
+        WINDOW_BLOCKS
+    };
+    let chunk = (window / (threads * 16)).max(RUN_BLOCKS);
     // Each window comes with the outputs of its blocks checked early (in block order, so a
     // cursor over the early outputs pairs them with their blocks); without a pipelined pass
     // 1 there are none, and nothing is allocated for them.
@@ -343,65 +353,65 @@ pub fn run_with(
             .map(|db| early_outs.next_if(|(e, _)| e == db).map(|(_, bo)| bo))
             .collect()
     };
-    let check_window = |w: &[DirBlock], mut pre: Vec<Option<BlockOut>>| -> Vec<Outs> {
-        let chunk = (w.len() / (threads * 16)).max(RUN_BLOCKS);
-        let run = |c: &[DirBlock], pre: &mut [Option<BlockOut>]| {
-            let r = check_chunk(&ctx, c, pre);
-            progress.advance(c.len() as u64);
-            r
-        };
-        if pre.is_empty() {
-            w.par_chunks(chunk).map(|c| run(c, &mut [])).collect()
-        } else {
-            w.par_chunks(chunk)
-                .zip(pre.par_chunks_mut(chunk))
-                .map(|(c, pre)| run(c, pre))
-                .collect()
-        }
-    };
     // The windows after the one being checked are hinted to the device, so their reads are
-    // under way while the workers check (and the merge takes) the windows before them.
-    // Under a memory limit that made pass 1 spill, windows stay small: their outputs are
-    // held in memory.
-    let window = if p1.dir_spill.is_some() {
-        SPILLED_WINDOW_BLOCKS
-    } else {
-        WINDOW_BLOCKS
-    };
-    // Hinting costs a page-cache lookup per block, so it runs beside the checking too: the
-    // window after next is hinted on the merging side of the join, while the workers check
-    // the next one.
+    // under way while the workers check the windows before them. Hinting costs a page-cache
+    // lookup per block, so it is a worker's job too: the first chunk of each window carries
+    // the window after it.
     let mut windows = p1.dir_block_windows(window);
     let first = windows.next();
-    let mut ahead: std::collections::VecDeque<_> = windows.by_ref().take(HINT_WINDOWS).collect();
+    let mut ahead: VecDeque<_> = windows.by_ref().take(HINT_WINDOWS).collect();
     // Nothing else runs yet: the first windows are hinted by all the workers, in slices (a
     // file system whose directories have one block each needs a hint per block).
     first.iter().chain(&ahead).for_each(|w| {
         w.par_chunks(HINT_SLICE_BLOCKS)
             .for_each(|c| will_need(fs, c))
     });
-    let mut pending = first.map(|w| check_window(&w, with_early(&w)));
-    while let Some(cur) = pending.take() {
-        let hint = windows.next();
-        let next = ahead.pop_front().map(|w| {
-            let pre = with_early(&w);
-            (w, pre)
-        });
-        let (checked, ()) = rayon::join(
-            || next.map(|(w, pre)| check_window(&w, pre)),
-            || {
-                if let Some(w) = &hint {
-                    will_need(fs, w);
-                }
-                m.merge(fs, policy, cur, out);
-            },
-        );
-        ahead.extend(hint);
-        if m.aborted {
-            break;
+    let mut cur = first.map(|w| {
+        let pre = with_early(&w);
+        (w, pre, 0usize)
+    });
+    let mut hint = None;
+    let feed = || loop {
+        let (w, pre, pos) = cur.as_mut()?;
+        if *pos < w.len() {
+            let span = *pos..(*pos + chunk).min(w.len());
+            *pos = span.end;
+            let blocks = match w {
+                Cow::Borrowed(all) => Cow::Borrowed(&all[span.clone()]),
+                Cow::Owned(all) => Cow::Owned(all[span.clone()].to_vec()),
+            };
+            let pre = match pre.get_mut(span) {
+                Some(p) => p.iter_mut().map(Option::take).collect(),
+                None => Vec::new(),
+            };
+            return Some(Chunk {
+                blocks,
+                pre,
+                hint: hint.take(),
+            });
         }
-        pending = checked;
-    }
+        let next = windows.next();
+        hint.clone_from(&next);
+        ahead.extend(next);
+        cur = ahead.pop_front().map(|w| {
+            let pre = with_early(&w);
+            (w, pre, 0)
+        });
+    };
+    let check = |c: Chunk| {
+        if let Some(h) = &c.hint {
+            will_need(fs, h);
+        }
+        let mut pre = c.pre;
+        let outs = check_chunk(&ctx, &c.blocks, &mut pre);
+        progress.advance(c.blocks.len() as u64);
+        outs
+    };
+    let merge = |outs: Outs| {
+        m.merge_outs(fs, policy, outs, out);
+        !m.aborted
+    };
+    crate::ordered::run(feed, check, merge, 2 * window / chunk);
     if !m.aborted {
         // Inline directories have no blocks: their pseudo-blocks come last.
         let inline_outs: Vec<BlockOut> = inline
@@ -803,6 +813,15 @@ impl std::hash::Hasher for NameHash {
     fn finish(&self) -> u64 {
         self.0
     }
+}
+
+/// A run of directory blocks for one worker to check (`ordered::run`).
+struct Chunk<'a> {
+    blocks: Cow<'a, [DirBlock]>,
+    /// Outputs of these blocks checked early, by position (empty when there are none).
+    pre: Vec<Option<BlockOut>>,
+    /// A later window to hint to the device first.
+    hint: Option<Cow<'a, [DirBlock]>>,
 }
 
 /// Directory blocks checked per window: parallel inside a window, merged in order after it.
