@@ -82,6 +82,12 @@ pub struct DxBlock {
 /// Read the root of every indexed directory (in parallel) before the block phase, so leaf
 /// blocks can be hashed without waiting for their root.
 pub fn read_roots(fs: &Fs, p1: &Pass1Facts) -> HashMap<u32, DxDir> {
+    // An indexed directory's kind is not a plain directory's, so it is among the other
+    // kinds: without one there, no directory block need be looked at.
+    let indexed = |&(_, k): &(u32, u8)| k & kind::HTREE != 0 && k & kind::INLINE == 0;
+    if !p1.kinds.others().iter().any(indexed) {
+        return HashMap::new();
+    }
     read_roots_of(fs, p1.dir_block_iter(), p1)
 }
 

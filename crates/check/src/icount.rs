@@ -130,6 +130,18 @@ struct ShardCounts {
     extra: Vec<u32>,
 }
 
+/// A zero bitmap for a shard, its pages written at once: a shard reads each bit before
+/// setting it, and a page first read and then written costs a copy of the zero page and a
+/// flush of the other cores' TLBs (see `bitmap::written_zeroes`, which cannot run here: it
+/// would let this worker take queued work while it holds its shard's lock).
+fn shard_bitmap(len: u64) -> Bitmap {
+    let mut words = vec![0u64; len.div_ceil(64) as usize];
+    for w in words.iter_mut().step_by(512) {
+        *w = std::hint::black_box(0);
+    }
+    Bitmap::from_words(words, len)
+}
+
 impl SharedCounter {
     pub fn new(len: u64) -> Self {
         let shards = rayon::current_num_threads().max(1) + 1;
@@ -160,12 +172,12 @@ impl SharedCounter {
             if idx >= self.len {
                 continue;
             }
-            let first = s.first.get_or_insert_with(|| Bitmap::new(self.len));
+            let first = s.first.get_or_insert_with(|| shard_bitmap(self.len));
             if !first.get(idx) {
                 first.set(idx);
                 continue;
             }
-            let second = s.second.get_or_insert_with(|| Bitmap::new(self.len));
+            let second = s.second.get_or_insert_with(|| shard_bitmap(self.len));
             if !second.get(idx) {
                 second.set(idx);
             } else {

@@ -32,7 +32,7 @@ use zerocopy::FromBytes;
 const ENCRYPTED_NAME_MIN: usize = 16;
 
 /// Parent links of one directory.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, zerocopy::FromZeros)]
 pub struct DirLinks {
     /// The inode its `..` entry names (0 if missing).
     pub dotdot: u32,

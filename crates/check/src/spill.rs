@@ -210,7 +210,7 @@ impl Iterator for Merged<'_> {
 }
 
 /// A fixed-size record of a [`SpilledTable`], as it is stored in the scratch file.
-pub trait Record: Copy + Default + PartialEq {
+pub trait Record: Copy + Default + PartialEq + Send + zerocopy::FromZeros {
     /// Bytes of one record on disk (a divisor of a page).
     const BYTES: usize;
     fn load(b: &[u8]) -> Self;
@@ -258,9 +258,9 @@ impl<T: Record + std::fmt::Debug> Table<T> {
         match limit.filter(|&l| len.saturating_mul(T::BYTES) > l) {
             Some(l) => match SpilledTable::create(dir, len, l) {
                 Ok(t) => Table::Spilled(t),
-                Err(_) => Table::Memory(vec![T::default(); len]),
+                Err(_) => Table::Memory(crate::bitmap::written_zeroes(len)),
             },
-            None => Table::Memory(vec![T::default(); len]),
+            None => Table::Memory(crate::bitmap::written_zeroes(len)),
         }
     }
     /// Record `i` (`None` past the end).
