@@ -90,7 +90,9 @@ impl<'f, C, O> Shared<'f, C, O> {
             match self.next_job(&mut st) {
                 Job::Merge(out) => {
                     drop(st);
+                    let unwinding = StopOnUnwind(self);
                     let go_on = (self.merge.lock().unwrap_or_else(PoisonError::into_inner))(out);
+                    std::mem::forget(unwinding);
                     st = self.lock();
                     st.merging = false;
                     if !go_on {
@@ -101,7 +103,9 @@ impl<'f, C, O> Shared<'f, C, O> {
                 }
                 Job::Check(chunk, at) => {
                     drop(st);
+                    let unwinding = StopOnUnwind(self);
                     let out = check(chunk);
+                    std::mem::forget(unwinding);
                     st = self.lock();
                     // Slots leave from the front only once checked, so this one is still
                     // there.
@@ -150,6 +154,20 @@ impl<'f, C, O> Shared<'f, C, O> {
             return Job::Done;
         }
         Job::Wait
+    }
+}
+
+/// Stops the run if dropped, which only happens while a `check` or `merge` panics: the
+/// other workers would otherwise wait forever for its chunk, and the panic would never reach
+/// the caller of `run`.
+struct StopOnUnwind<'s, 'f, C, O>(&'s Shared<'f, C, O>);
+
+impl<C, O> Drop for StopOnUnwind<'_, '_, C, O> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.stopped = true;
+        st.feed = None;
+        self.0.changed.notify_all();
     }
 }
 
@@ -206,6 +224,37 @@ mod tests {
                 // The chunk being merged is out too.
                 assert!(most_out <= ahead + 1, "{most_out} out, bound {ahead}");
             }
+        }
+    }
+
+    /// A check that panics ends the run with its panic on every thread count, rather than
+    /// leaving the other workers waiting for its chunk (which this test sees as a timeout).
+    #[test]
+    fn a_panicking_check_reaches_the_caller() {
+        for threads in [1, 2, 4] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let r = std::panic::catch_unwind(|| {
+                    pool(threads).install(|| {
+                        let mut next = 0usize;
+                        run(
+                            || {
+                                next += 1;
+                                (next <= 100).then_some(next)
+                            },
+                            |i: usize| {
+                                assert!(i != 3, "chunk 3");
+                                i
+                            },
+                            |_| true,
+                            4,
+                        )
+                    })
+                });
+                let _ = tx.send(r.is_err());
+            });
+            let panicked = rx.recv_timeout(std::time::Duration::from_secs(60));
+            assert_eq!(panicked, Ok(true), "{threads} threads");
         }
     }
 
