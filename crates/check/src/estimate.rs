@@ -63,7 +63,7 @@ const CALIBRATION_ROUNDS: usize = 1;
 /// Bounds on the measured I/O figures, so a sample of a few reads cannot predict nonsense.
 const MIN_RATE: f64 = 20e6;
 const MAX_RATE: f64 = 20e9;
-const MIN_LATENCY: f64 = 1.0e-6;
+const MIN_LATENCY: f64 = 0.1e-6;
 const MAX_LATENCY: f64 = 20e-3;
 /// A sampled sequential rate at least this high means the reads come from the page cache (or
 /// from a device that serves parallel requests as fast): then the worker threads' reads of

@@ -103,9 +103,20 @@ fn human_bytes(b: u64) -> String {
 }
 
 /// `--estimate`'s report.
+/// Decimals that show at least three significant digits of `secs` (and at least
+/// milliseconds), so the bench can compare even a tiny image's estimate with its run.
+fn secs_decimals(secs: f64) -> usize {
+    if secs > 0.0 && secs.is_finite() {
+        (2.0 - secs.log10().floor()).clamp(3.0, 6.0) as usize
+    } else {
+        3
+    }
+}
+
 pub fn render_estimate(dev: &str, e: &Estimate) -> String {
     let mut s = format!(
-        "{dev}: estimated time of ffsck -fn: {:.2} s; metadata to read: {} ({} bytes)\n",
+        "{dev}: estimated time of ffsck -fn: {:.*} s; metadata to read: {} ({} bytes)\n",
+        secs_decimals(e.total_secs()),
         e.total_secs(),
         human_bytes(e.metadata_bytes),
         e.metadata_bytes
@@ -139,4 +150,19 @@ pub fn render_estimate(dev: &str, e: &Estimate) -> String {
         e.read_latency * 1e6
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::secs_decimals;
+
+    #[test]
+    fn estimates_keep_three_significant_digits() {
+        assert_eq!(format!("{:.*}", secs_decimals(0.245), 0.245), "0.245");
+        assert_eq!(format!("{:.*}", secs_decimals(12.5), 12.5), "12.500");
+        assert_eq!(format!("{:.*}", secs_decimals(0.0004321), 0.0004321), "0.000432");
+        assert_eq!(format!("{:.*}", secs_decimals(1e-9), 1e-9), "0.000000");
+        assert_eq!(secs_decimals(0.0), 3);
+        assert_eq!(secs_decimals(f64::NAN), 3);
+    }
 }

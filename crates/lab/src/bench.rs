@@ -179,6 +179,43 @@ pub struct ScalingRow {
     pub speedup_vs_e2fsck: f64,
 }
 
+/// `ffsck --estimate` against the runs it predicted: one estimate just before each timed
+/// `ffsck -fn` of the comparison, in the same cache state (dropped first with --cold).
+#[derive(Debug, Clone, Serialize)]
+pub struct EstimateCheck {
+    /// Each prediction (seconds) and the wall time of the run that followed it.
+    pub pairs: Vec<(f64, f64)>,
+    pub median_predicted_s: f64,
+    /// Median prediction over ffsck's median wall.
+    pub ratio: f64,
+    /// The lowest and highest prediction-over-run ratio of a single pair.
+    pub worst_low: f64,
+    pub worst_high: f64,
+}
+
+impl EstimateCheck {
+    fn new(pairs: Vec<(f64, f64)>, measured_median_s: f64) -> Option<Self> {
+        let predicted: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+        let median_predicted_s = median(&predicted)?;
+        let ratios = pairs.iter().map(|(e, w)| e / w);
+        Some(EstimateCheck {
+            median_predicted_s,
+            ratio: median_predicted_s / measured_median_s,
+            worst_low: ratios.clone().fold(f64::INFINITY, f64::min),
+            worst_high: ratios.fold(f64::NEG_INFINITY, f64::max),
+            pairs,
+        })
+    }
+}
+
+/// The predicted seconds in `ffsck --estimate`'s report: its first line ends in
+/// "estimated time of ffsck -fn: SECONDS s; ...".
+fn parse_estimate(report: &str) -> Option<f64> {
+    let (_, rest) = report.lines().next()?.split_once("estimated time of ffsck -fn: ")?;
+    let secs: f64 = rest.split_once(" s")?.0.trim().parse().ok()?;
+    secs.is_finite().then_some(secs)
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ColdCache {
     pub requested: bool,
@@ -218,6 +255,8 @@ pub struct BenchResults {
     pub aged: Option<crate::age::AgeReport>,
     /// Time to read the same metadata once (absent with --no-read-once or without e2image).
     pub read_once: Option<crate::readonce::ReadOnce>,
+    /// `ffsck --estimate` against the timed runs (absent if it failed every time).
+    pub estimate: Option<EstimateCheck>,
     /// SVG figures written beside report.md.
     pub figures: Vec<crate::sweep::Figure>,
     /// With --perf: the profile of one more ffsck run.
@@ -362,6 +401,29 @@ struct Runner<'a> {
 }
 
 impl Runner<'_> {
+    /// Runs `ffsck --estimate` in the cache state the next run will see; `None` if it fails.
+    fn estimate(&mut self, ffsck: &Path, threads: Option<usize>, image: &Path) -> Option<f64> {
+        if self.cold.requested {
+            self.drop_caches();
+        }
+        let log_path = self.out.join("estimate.log");
+        let log = File::create(&log_path).ok()?;
+        let mut args = ffsck_args(threads, image);
+        args[0] = "--estimate".into();
+        let mut cmd = std::process::Command::new(ffsck);
+        cmd.args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().ok()?)
+            .stderr(log);
+        let outcome = child::run(&mut cmd, Some(self.timeout)).ok()?;
+        if outcome.code() != Some(0) {
+            return None;
+        }
+        let secs = parse_estimate(&std::fs::read_to_string(&log_path).ok()?)?;
+        eprintln!("ffsck --estimate: {secs:.3} s");
+        Some(secs)
+    }
+
     fn measure(
         &mut self,
         checker: &str,
@@ -458,9 +520,18 @@ fn measure_all(
     let ff_args = ffsck_args(args.threads, image);
     let e2_args: Vec<OsString> = vec!["-fn".into(), image.into()];
 
-    // Run 0 is the warm-up of each checker.
+    // Run 0 is the warm-up of each checker. Each timed ffsck run is predicted just before.
+    let mut estimates = Vec::new();
     for warmup in (0..=args.runs).map(|i| i == 0) {
+        let predicted = if warmup {
+            None
+        } else {
+            runner.estimate(ffsck, args.threads, image)
+        };
         runner.measure("ffsck", ffsck, &ff_args, args.threads, warmup, "compare")?;
+        if let (Some(p), Some(run)) = (predicted, runner.records.last()) {
+            estimates.push((p, run.wall_s));
+        }
         runner.measure("e2fsck", e2fsck, &e2_args, None, warmup, "compare")?;
     }
 
@@ -477,6 +548,7 @@ fn measure_all(
         &timed(&runner.records, "ffsck", args.threads, "compare"),
     );
     let e2_summary = summarize("e2fsck", &timed(&runner.records, "e2fsck", None, "compare"));
+    let estimate = EstimateCheck::new(estimates, ff_summary.median_wall_s);
 
     let mut read_once = None;
     let mut ro_warning = None;
@@ -607,6 +679,7 @@ fn measure_all(
         ceiling,
         aged: None,
         read_once,
+        estimate,
         figures: Vec::new(),
         profile,
         warnings,
@@ -816,6 +889,20 @@ pub fn render_markdown(r: &BenchResults) -> String {
             e2.median_wall_s,
         ));
     }
+    if let (Some(e), Some(ff)) = (&r.estimate, r.summary.first()) {
+        out.push_str(&format!(
+            "\n### Predicted time (`ffsck --estimate`)\n\n\
+             Made just before each timed `ffsck -fn` run, in the same cache state: median \
+             {:.3} s against {:.3} s measured, **{:.2}×** (single predictions over the run \
+             that followed: {:.2}× to {:.2}×, {} pairs).\n",
+            e.median_predicted_s,
+            ff.median_wall_s,
+            e.ratio,
+            e.worst_low,
+            e.worst_high,
+            e.pairs.len()
+        ));
+    }
     out.push_str(&crate::sweep::render_figures(&r.figures));
     if let Some(p) = &r.profile {
         out.push_str(&crate::perf::render_markdown(p));
@@ -827,4 +914,28 @@ pub fn render_markdown(r: &BenchResults) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_estimate, EstimateCheck};
+
+    #[test]
+    fn reads_the_estimate_line() {
+        let report = "/img: estimated time of ffsck -fn: 0.245 s; metadata to read: 2.18 GiB \
+                      (2342966272 bytes)\n  pass 0 (open): 0.000 s\n";
+        assert_eq!(parse_estimate(report), Some(0.245));
+        assert_eq!(parse_estimate("ffsck: cannot estimate /img: bad\n"), None);
+        assert_eq!(parse_estimate(""), None);
+    }
+
+    #[test]
+    fn estimate_ratios_pair_each_prediction_with_its_run() {
+        let e = EstimateCheck::new(vec![(0.3, 0.2), (0.2, 0.2), (0.25, 0.25)], 0.2).unwrap();
+        assert_eq!(e.median_predicted_s, 0.25);
+        assert!((e.ratio - 1.25).abs() < 1e-9);
+        assert!((e.worst_low - 1.0).abs() < 1e-9);
+        assert!((e.worst_high - 1.5).abs() < 1e-9);
+        assert!(EstimateCheck::new(Vec::new(), 0.2).is_none());
+    }
 }

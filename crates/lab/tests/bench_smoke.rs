@@ -87,6 +87,11 @@ fn tiny_bench_writes_results_and_report() {
     assert!(report.contains("| e2fsck "), "{report}");
     assert!(report.contains("Speedup"));
     assert!(report.contains("machine: compute"), "{report}");
+    // Each of the 3 timed ffsck runs was predicted by `ffsck --estimate` first.
+    let estimate = results.estimate.as_ref().expect("estimate check");
+    assert_eq!(estimate.pairs.len(), 3);
+    assert!(estimate.pairs.iter().all(|&(e, w)| e > 0.0 && w > 0.0));
+    assert!(report.contains("ffsck --estimate"), "{report}");
     // Without --keep the built image is removed; the tree is always removed.
     assert!(!results.image.exists());
     let leftovers: Vec<_> = std::fs::read_dir(&out)
