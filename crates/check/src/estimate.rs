@@ -3,7 +3,10 @@
 //!
 //! The model: every pass costs the time to read its metadata (bytes over the sampled
 //! sequential rate, plus a per-read latency for scattered blocks) and a CPU cost per inode,
-//! directory block, directory entry or group. The per-unit CPU costs are in "reference
+//! directory block, directory entry or group. When the sampled metadata is in the page cache
+//! the two add up (reading is copying, on the same cores); when it is on the device, the
+//! sample is read the way the check reads, with read-ahead hints for the whole batch first,
+//! and a pass takes the longer of its I/O and its CPU, which overlap. The per-unit CPU costs are in "reference
 //! cores" (one that runs the calibration loop at `REF_CALIBRATION_RATE`), fitted to the
 //! per-pass times (`-tt`) of the `ffsck-lab bench` profiles (files, dirs, ext3, 1 000 000
 //! inodes, warm cache); a short calibration loop on the threads the check will use scales
@@ -47,10 +50,18 @@ const CPU_BLOCK_P5: f64 = 0.001e-6;
 const CPU_SLOT_P5: f64 = 0.001e-6;
 /// Bytes of one pass-1 inode-table read.
 const ITABLE_CHUNK: u64 = 128 * 1024;
+/// Bytes of each group's inode table sampled off the device: large enough that the batch
+/// streams as pass 1's hinted reads do.
+const DEVICE_ITABLE_SAMPLE: u64 = 512 * 1024;
 /// Groups whose inode tables are sampled.
 const SAMPLE_GROUPS: u32 = 16;
-/// Directory blocks read (one per sampled directory) to time scattered reads.
+/// Directory blocks read one at a time (one per sampled directory) to time scattered reads
+/// from the page cache.
 const SAMPLE_DIR_READS: usize = 32;
+/// Off the device, the first blocks of all sampled directories up to this many bytes are
+/// hinted and read as one batch: the device's speed depends on how many reads are
+/// outstanding and how close together they lie, as in pass 2's windows.
+const SAMPLE_DIR_BYTES: u64 = 16 << 20;
 /// Inodes per second the calibration loop handles on one idle core of the machine the CPU
 /// costs were measured on (the best of repeated runs).
 const REF_CALIBRATION_RATE: f64 = 20e6;
@@ -87,6 +98,8 @@ pub struct Estimate {
     /// Sequential read rate (bytes per second) and scattered-read latency (seconds) measured.
     pub read_rate: f64,
     pub read_latency: f64,
+    /// The sample came from the device, not the page cache (and was timed with hints).
+    pub from_device: bool,
     /// Threads the check will use.
     pub threads: usize,
     /// Reference-core equivalents those threads get now (from the calibration loop).
@@ -115,6 +128,9 @@ struct Sample {
     tree_blocks: u64,
     /// Bytes per second of each timed inode-table read.
     rates: Vec<f64>,
+    /// The sampled inode tables were mostly not in the page cache: then they were hinted as
+    /// one batch and `rates` holds the batch's rate alone.
+    from_device: bool,
     /// First block of some sampled directories, read later to time scattered reads.
     dir_probe: Vec<u64>,
     /// One sampled inode-table chunk, the calibration loop's input.
@@ -184,7 +200,8 @@ pub fn estimate(dev: &dyn Device, threads: usize) -> Result<Estimate, String> {
     let read_rate = quantile(&mut s.rates, 0.75)
         .unwrap_or(MAX_RATE)
         .clamp(MIN_RATE, MAX_RATE);
-    let read_latency = probe_latency(dev, bs, &s.dir_probe).clamp(MIN_LATENCY, MAX_LATENCY);
+    let read_latency =
+        probe_latency(dev, bs, &s.dir_probe, s.from_device).clamp(MIN_LATENCY, MAX_LATENCY);
 
     let threads = if threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -207,22 +224,37 @@ pub fn estimate(dev: &dyn Device, threads: usize) -> Result<Estimate, String> {
     };
 
     let mut pass_secs = [0.0; 6];
-    // Pass 1: inode tables in large reads, tree blocks one by one, inodes checked in parallel.
-    let read_par = if read_rate >= PARALLEL_READ_RATE {
-        (threads as f64).powf(PARALLEL_READ_EXP)
+    let cpu_p1 = (f(inodes_used) * cpu_inode
+        + f(dirs) * CPU_DIR_P1
+        + f(slots.saturating_sub(inodes_used)) * CPU_SLOT_P1
+        + f(tree_blocks) * CPU_TREE_BLOCK)
+        / par;
+    let cpu_p2 = (f(dir_blocks) * CPU_DIR_BLOCK + f(entries) * CPU_ENTRY) / par;
+    if s.from_device {
+        // The check hints its reads ahead and works on earlier blocks meanwhile: each pass
+        // waits for the device or for the CPU, whichever is slower. The latency was measured
+        // the same way, over a hinted batch of scattered directory blocks.
+        pass_secs[1] =
+            (f(itable_bytes) / read_rate + f(tree_blocks) * read_latency).max(cpu_p1);
+        // Directory blocks close together stream at the device's rate, scattered ones cost a
+        // (hinted) read each: whichever bound is higher.
+        pass_secs[2] = (f(dir_blocks) * read_latency)
+            .max(f(dir_blocks * bs) / read_rate)
+            .max(cpu_p2);
     } else {
-        1.0
-    };
-    pass_secs[1] = f(itable_bytes) / (read_rate * read_par)
-        + f(itable_reads) * read_latency / par
-        + f(tree_blocks) * (read_latency + CPU_TREE_BLOCK) / par
-        + (f(inodes_used) * cpu_inode
-            + f(dirs) * CPU_DIR_P1
-            + f(slots.saturating_sub(inodes_used)) * CPU_SLOT_P1)
-            / par;
-    // Pass 2: one read per directory block, each costing the probed single-block latency.
-    pass_secs[2] = f(dir_blocks) * read_latency / par
-        + (f(dir_blocks) * CPU_DIR_BLOCK + f(entries) * CPU_ENTRY) / par;
+        // Pass 1: inode tables in large reads, tree blocks one by one, inodes checked in
+        // parallel.
+        let read_par = if read_rate >= PARALLEL_READ_RATE {
+            (threads as f64).powf(PARALLEL_READ_EXP)
+        } else {
+            1.0
+        };
+        pass_secs[1] = f(itable_bytes) / (read_rate * read_par)
+            + (f(itable_reads) + f(tree_blocks)) * read_latency / par
+            + cpu_p1;
+        // Pass 2: one read per directory block, each costing the probed single-block latency.
+        pass_secs[2] = f(dir_blocks) * read_latency / par + cpu_p2;
+    }
     pass_secs[3] = f(dirs) * CPU_DIR_P3 / serial;
     pass_secs[4] = (f(dirs) * CPU_DIR_P4 + f(inodes_count) * CPU_SLOT_P4) / par;
     pass_secs[5] = f(bitmap_bytes) / read_rate
@@ -245,6 +277,7 @@ pub fn estimate(dev: &dyn Device, threads: usize) -> Result<Estimate, String> {
         tree_blocks,
         read_rate,
         read_latency,
+        from_device: s.from_device,
         threads,
         parallelism: par,
         calibration_rate: rate,
@@ -272,25 +305,52 @@ fn sample(
     let extents = geo.incompat.has(Incompat::EXTENTS);
     let huge = geo.ro_compat.has(RoCompat::HUGE_FILE);
     let ptrs_per_block = bs / 4;
-    let mut buf = Vec::new();
-    for i in 0..n {
-        let g = live[i * live.len() / n];
-        let bytes = (u64::from(scannable[g]) * isz as u64).min(ITABLE_CHUNK) as usize;
-        let Some(off) = gds[g].inode_table().checked_mul(bs) else {
-            continue;
-        };
-        buf.resize(bytes, 0);
+    let region = |chunk: u64| -> Vec<(u64, usize)> {
+        (0..n)
+            .filter_map(|i| {
+                let g = live[i * live.len() / n];
+                let bytes = (u64::from(scannable[g]) * isz as u64).min(chunk) as usize;
+                Some((gds[g].inode_table().checked_mul(bs)?, bytes))
+            })
+            .collect()
+    };
+    let mut regions = region(ITABLE_CHUNK);
+    // Off the device, the check's reads are hinted ahead and outstanding together: time the
+    // sample that way too, as one larger batch.
+    let cached = regions
+        .iter()
+        .filter(|&&(off, _)| dev.is_cached(off) != Some(false))
+        .count();
+    s.from_device = cached * 2 < regions.len();
+    if s.from_device {
+        regions = region(DEVICE_ITABLE_SAMPLE);
+    }
+    // Everything is read before any of it is parsed, into buffers written beforehand (so no
+    // page fault is timed), and the batch's time, hints included, is the device's.
+    let mut tables: Vec<Vec<u8>> = regions.iter().map(|&(_, bytes)| vec![1u8; bytes]).collect();
+    let mut read_ok = vec![false; regions.len()];
+    let batch_start = Instant::now();
+    if s.from_device {
+        let ranges: Vec<(u64, u64)> = regions.iter().map(|&(o, b)| (o, b as u64)).collect();
+        dev.will_need(&ranges);
+    }
+    for ((&(off, bytes), buf), ok) in regions.iter().zip(&mut tables).zip(&mut read_ok) {
         let t = Instant::now();
-        if dev.read_at(&mut buf, off).is_err() {
-            continue;
-        }
+        *ok = dev.read_at(buf, off).is_ok();
         let secs = t.elapsed().as_secs_f64();
-        if s.itable.is_empty() {
-            s.itable = buf.clone();
-        }
-        if secs > 0.0 {
+        if *ok && secs > 0.0 && !s.from_device {
             s.rates.push(bytes as f64 / secs);
         }
+    }
+    let batch_secs = batch_start.elapsed().as_secs_f64();
+    let mut read_ok = read_ok.into_iter();
+    tables.retain(|_| read_ok.next().unwrap_or(false));
+    let batch_bytes: usize = tables.iter().map(Vec::len).sum();
+    if s.from_device && batch_secs > 0.0 && batch_bytes > 0 {
+        s.rates.push(batch_bytes as f64 / batch_secs);
+    }
+    s.itable = tables.first().cloned().unwrap_or_default();
+    for buf in &tables {
         for raw in buf.chunks_exact(isz) {
             s.slots += 1;
             let inode = RawInode::parse(raw);
@@ -310,7 +370,7 @@ fn sample(
             if ft == FileType::Directory {
                 s.dirs += 1;
                 s.dir_blocks += inode.size().div_ceil(bs).min(blocks.max(1));
-                if s.dir_probe.len() < SAMPLE_DIR_READS {
+                if (s.dir_probe.len() as u64) < SAMPLE_DIR_BYTES / bs {
                     if let Some(b) = first_block(&inode, bs) {
                         s.dir_probe.push(b);
                     }
@@ -410,14 +470,34 @@ fn first_block(inode: &RawInode, bs: u64) -> Option<u64> {
     (b != 0 && b.checked_mul(bs).is_some()).then_some(b)
 }
 
-/// Lower-quartile time of single-block reads at `blocks` (directory blocks pass 2 will read).
-fn probe_latency(dev: &dyn Device, bs: u64, blocks: &[u64]) -> f64 {
+/// Time per single-block read at `blocks` (directory blocks pass 2 will read): the lower
+/// quartile of reads one at a time, or with `batch` (off the device), the mean over the whole
+/// set hinted at once and read in block order, as pass 2 reads.
+fn probe_latency(dev: &dyn Device, bs: u64, blocks: &[u64], batch: bool) -> f64 {
     let mut buf = vec![0u8; bs as usize];
-    let mut times: Vec<f64> = blocks
+    let mut offsets: Vec<u64> = blocks.iter().filter_map(|&b| b.checked_mul(bs)).collect();
+    if !batch {
+        offsets.truncate(SAMPLE_DIR_READS);
+    } else {
+        offsets.sort_unstable();
+        let ranges: Vec<(u64, u64)> = offsets.iter().map(|&o| (o, bs)).collect();
+        dev.will_need(&ranges);
+        let t = Instant::now();
+        let read = offsets
+            .iter()
+            .filter(|&&o| dev.read_at(&mut buf, o).is_ok())
+            .count();
+        return if read > 0 {
+            t.elapsed().as_secs_f64() / read as f64
+        } else {
+            MIN_LATENCY
+        };
+    }
+    let mut times: Vec<f64> = offsets
         .iter()
-        .filter_map(|&b| {
+        .filter_map(|&o| {
             let t = Instant::now();
-            dev.read_at(&mut buf, b.checked_mul(bs)?).ok()?;
+            dev.read_at(&mut buf, o).ok()?;
             Some(t.elapsed().as_secs_f64())
         })
         .collect();

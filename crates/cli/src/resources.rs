@@ -143,11 +143,17 @@ pub fn render_estimate(dev: &str, e: &Estimate) -> String {
         e.calibration_rate / 1e6
     );
     s += &format!(
-        "  sample: {} inode slots, {} directories; read rate {:.0} MB/s, {:.1} us per block read\n",
+        "  sample: {} inode slots, {} directories; read rate {:.0} MB/s, {:.1} us per block read \
+         ({})\n",
         e.sampled_inodes,
         e.sampled_dirs,
         e.read_rate / 1e6,
-        e.read_latency * 1e6
+        e.read_latency * 1e6,
+        if e.from_device {
+            "from the device, hinted in batches"
+        } else {
+            "from the page cache"
+        }
     );
     s
 }

@@ -83,6 +83,32 @@ fn estimate_reports_time_and_bytes() {
     );
 }
 
+/// With the image out of the page cache, the estimate times its sample as the check reads (a
+/// hinted batch from the device) and says so.
+#[test]
+fn estimate_off_the_device_times_a_hinted_batch() {
+    use std::os::fd::AsRawFd;
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "64M");
+    let f = std::fs::File::open(&img.path).unwrap();
+    f.sync_all().unwrap();
+    // SAFETY: a plain syscall on a descriptor that stays open across it.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let run = common::ffsck(&["--estimate".as_ref(), "-v".as_ref(), img.path.as_os_str()]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout, run.stderr);
+    if run.stdout.contains("from the page cache") {
+        eprintln!("skipped: the file system under the temporary directory kept the image cached");
+        return;
+    }
+    assert!(run.stdout.contains("from the device"), "{}", run.stdout);
+    let secs: f64 = run
+        .stdout
+        .split_once("estimated time of ffsck -fn: ")
+        .and_then(|(_, r)| r.split_once(" s")?.0.parse().ok())
+        .unwrap_or_else(|| panic!("no estimate in {}", run.stdout));
+    assert!(secs.is_finite() && secs > 0.0, "{}", run.stdout);
+}
+
 #[test]
 fn estimate_of_garbage_is_an_error_not_a_crash() {
     let dir = tempfile::tempdir().unwrap();

@@ -97,6 +97,10 @@ impl Device for FileDevice {
     fn bytes_read(&self) -> u64 {
         self.counter.get()
     }
+    fn is_cached(&self, offset: u64) -> Option<bool> {
+        Some(self.in_page_cache(offset))
+    }
+
     fn will_need(&self, ranges: &[(u64, u64)]) {
         let clamp = |&(offset, len): &(u64, u64)| {
             std::num::NonZeroU64::new(len.min(self.size.saturating_sub(offset)))
@@ -113,7 +117,7 @@ impl Device for FileDevice {
                 let last = offset + (len.get() - 1);
                 [offset, offset + len.get() / 2, last]
                     .iter()
-                    .all(|&o| self.is_cached(o))
+                    .all(|&o| self.in_page_cache(o))
             });
         if cached {
             return;
@@ -130,7 +134,7 @@ impl Device for FileDevice {
 impl FileDevice {
     /// Whether the byte at `offset` is in the page cache, so reading it would not wait for
     /// the device.
-    fn is_cached(&self, offset: u64) -> bool {
+    fn in_page_cache(&self, offset: u64) -> bool {
         // One byte read with RWF_NOWAIT, which fails rather than wait for the device (and
         // on kernels without it, fails outright: then nothing counts as cached).
         let mut byte = [0u8; 1];
@@ -155,16 +159,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn is_cached_is_false_past_the_end_and_true_for_bytes_just_written() {
+    fn in_page_cache_is_false_past_the_end_and_true_for_bytes_just_written() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("img");
         std::fs::write(&path, vec![1u8; 8192]).unwrap();
         let dev = FileDevice::open_read_only(&path).unwrap();
-        assert!(!dev.is_cached(8192));
-        assert!(!dev.is_cached(u64::MAX));
+        assert!(!dev.in_page_cache(8192));
+        assert!(!dev.in_page_cache(u64::MAX));
         // Written through the page cache a moment ago, so resident.
-        assert!(dev.is_cached(0));
-        assert!(dev.is_cached(8191));
+        assert!(dev.in_page_cache(0));
+        assert!(dev.in_page_cache(8191));
         // The probe reads nothing into the caller's accounting.
         assert_eq!(dev.bytes_read(), 0);
         // Hints past the end, empty or overflowing are dropped, not a panic.

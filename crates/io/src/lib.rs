@@ -60,6 +60,12 @@ pub trait Device: Send + Sync {
     fn will_need(&self, ranges: &[(u64, u64)]) {
         let _ = ranges;
     }
+    /// Whether the byte at `offset` is in memory already (the page cache), so reading it would
+    /// not wait for the device; `None` when the backend cannot tell.
+    fn is_cached(&self, offset: u64) -> Option<bool> {
+        let _ = offset;
+        None
+    }
 }
 
 /// Shared read accounting for backends.
