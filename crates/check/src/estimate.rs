@@ -9,7 +9,7 @@
 //! and a pass takes the longer of its I/O and its CPU, which overlap. The per-unit CPU costs are in "reference
 //! cores" (one that runs the calibration loop at `REF_CALIBRATION_RATE`), fitted to the
 //! per-pass times (`-tt`) of the `ffsck-lab bench` profiles (files, dirs, ext3, 1 000 000
-//! inodes, warm cache); a short calibration loop on the threads the check will use scales
+//! inodes, warm cache; the directory costs refitted on a second, faster machine); a short calibration loop on the threads the check will use scales
 //! them to the CPU this machine offers right now (other load, steal, `SCHED_IDLE`, clock
 //! speed: a core faster than the reference counts for more than one), which the load average
 //! reports too late and too coarsely. The same per-pass predictions weight
@@ -30,13 +30,13 @@ use std::time::Instant;
 const CPU_INODE_P1: f64 = 0.085e-6;
 const CPU_INODE_CSUM: f64 = 0.065e-6;
 /// Pass 1 CPU per directory inode on top of that (its facts and block list for pass 2).
-const CPU_DIR_P1: f64 = 0.25e-6;
+const CPU_DIR_P1: f64 = 0.18e-6;
 /// Pass 1 CPU per scanned but unused inode slot (a zero test).
 const CPU_SLOT_P1: f64 = 0.01e-6;
 /// Pass 1 CPU per extent-tree, indirect or xattr block it reads.
 const CPU_TREE_BLOCK: f64 = 1.0e-6;
 /// Pass 2 CPU per directory block (framing, checksum, lookups), without the read.
-const CPU_DIR_BLOCK: f64 = 0.55e-6;
+const CPU_DIR_BLOCK: f64 = 0.45e-6;
 /// Pass 2 CPU per directory entry.
 const CPU_ENTRY: f64 = 0.06e-6;
 /// Pass 3 CPU per directory (parent walk, on one thread) and pass 4 per directory plus per
