@@ -6,14 +6,15 @@
 //! directory block, directory entry or group. When the sampled metadata is in the page cache
 //! the two add up (reading is copying, on the same cores); when it is on the device, the
 //! sample is read the way the check reads, with read-ahead hints for the whole batch first,
-//! and a pass takes the longer of its I/O and its CPU, which overlap. The per-unit CPU costs are in "reference
-//! cores" (one that runs the calibration loop at `REF_CALIBRATION_RATE`), fitted to the
-//! per-pass times (`-tt`) of the `ffsck-lab bench` profiles (files, dirs, ext3, 1 000 000
-//! inodes, warm cache; the directory costs refitted on a second, faster machine); a short calibration loop on the threads the check will use scales
-//! them to the CPU this machine offers right now (other load, steal, `SCHED_IDLE`, clock
-//! speed: a core faster than the reference counts for more than one), which the load average
-//! reports too late and too coarsely. The same per-pass predictions weight
-//! the `-C 0` progress bar, so its ETA follows the model rather than fixed shares.
+//! and a pass takes the longer of its I/O and its CPU, which overlap. The per-unit CPU costs
+//! are in "reference cores" (one that runs the calibration loop at `REF_CALIBRATION_RATE`),
+//! fitted to the per-pass times (`-tt`) of the `ffsck-lab bench` profiles (files, dirs, ext3,
+//! 1 000 000 inodes, warm cache; the directory costs refitted on a second, faster machine); a
+//! short calibration loop on the threads the check will use scales them to the CPU this
+//! machine offers right now (other load, steal, `SCHED_IDLE`, clock speed: a core faster than
+//! the reference counts for more than one), which the load average reports too late and too
+//! coarsely. The same per-pass predictions weight the `-C 0` progress bar, so its ETA follows
+//! the model rather than fixed shares.
 //!
 //! Nothing here trusts the descriptors: counts are clamped to the geometry, so a hostile image
 //! gives a wrong estimate, never a panic or a huge read.
@@ -234,8 +235,7 @@ pub fn estimate(dev: &dyn Device, threads: usize) -> Result<Estimate, String> {
         // The check hints its reads ahead and works on earlier blocks meanwhile: each pass
         // waits for the device or for the CPU, whichever is slower. The latency was measured
         // the same way, over a hinted batch of scattered directory blocks.
-        pass_secs[1] =
-            (f(itable_bytes) / read_rate + f(tree_blocks) * read_latency).max(cpu_p1);
+        pass_secs[1] = (f(itable_bytes) / read_rate + f(tree_blocks) * read_latency).max(cpu_p1);
         // Directory blocks close together stream at the device's rate, scattered ones cost a
         // (hinted) read each: whichever bound is higher.
         pass_secs[2] = (f(dir_blocks) * read_latency)
@@ -305,7 +305,7 @@ fn sample(
     let extents = geo.incompat.has(Incompat::EXTENTS);
     let huge = geo.ro_compat.has(RoCompat::HUGE_FILE);
     let ptrs_per_block = bs / 4;
-    let region = |chunk: u64| -> Vec<(u64, usize)> {
+    let regions_of = |chunk: u64| -> Vec<(u64, usize)> {
         (0..n)
             .filter_map(|i| {
                 let g = live[i * live.len() / n];
@@ -314,7 +314,7 @@ fn sample(
             })
             .collect()
     };
-    let mut regions = region(ITABLE_CHUNK);
+    let mut regions = regions_of(ITABLE_CHUNK);
     // Off the device, the check's reads are hinted ahead and outstanding together: time the
     // sample that way too, as one larger batch.
     let cached = regions
@@ -323,7 +323,7 @@ fn sample(
         .count();
     s.from_device = cached * 2 < regions.len();
     if s.from_device {
-        regions = region(DEVICE_ITABLE_SAMPLE);
+        regions = regions_of(DEVICE_ITABLE_SAMPLE);
     }
     // Everything is read before any of it is parsed, into buffers written beforehand (so no
     // page fault is timed), and the batch's time, hints included, is the device's.

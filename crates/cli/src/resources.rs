@@ -166,7 +166,10 @@ mod tests {
     fn estimates_keep_three_significant_digits() {
         assert_eq!(format!("{:.*}", secs_decimals(0.245), 0.245), "0.245");
         assert_eq!(format!("{:.*}", secs_decimals(12.5), 12.5), "12.500");
-        assert_eq!(format!("{:.*}", secs_decimals(0.0004321), 0.0004321), "0.000432");
+        assert_eq!(
+            format!("{:.*}", secs_decimals(0.0004321), 0.0004321),
+            "0.000432"
+        );
         assert_eq!(format!("{:.*}", secs_decimals(1e-9), 1e-9), "0.000000");
         assert_eq!(secs_decimals(0.0), 3);
         assert_eq!(secs_decimals(f64::NAN), 3);

@@ -211,7 +211,10 @@ impl EstimateCheck {
 /// The predicted seconds in `ffsck --estimate`'s report: its first line ends in
 /// "estimated time of ffsck -fn: SECONDS s; ...".
 fn parse_estimate(report: &str) -> Option<f64> {
-    let (_, rest) = report.lines().next()?.split_once("estimated time of ffsck -fn: ")?;
+    let (_, rest) = report
+        .lines()
+        .next()?
+        .split_once("estimated time of ffsck -fn: ")?;
     let secs: f64 = rest.split_once(" s")?.0.trim().parse().ok()?;
     secs.is_finite().then_some(secs)
 }
