@@ -335,13 +335,6 @@ mod tests {
         }
     }
 
-    fn pool(threads: usize) -> rayon::ThreadPool {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap()
-    }
-
     #[test]
     fn shards_from_many_threads_add_up() {
         use rayon::prelude::*;
@@ -349,7 +342,7 @@ mod tests {
         let refs: Vec<u64> = (0..2000u64)
             .flat_map(|i| (0..i % 5).map(move |_| i))
             .collect();
-        let pool = pool(3);
+        let pool = crate::test_pool(3);
         let counts = pool.install(|| {
             let s = SharedCounter::new(2000);
             refs.par_iter()
@@ -366,7 +359,7 @@ mod tests {
     #[test]
     fn counts_saturate_and_classes_do_not_overlap() {
         use rayon::prelude::*;
-        let pool = pool(2);
+        let pool = crate::test_pool(2);
         let counts = pool.install(|| {
             let s = SharedCounter::new(200);
             // Index 7 past u16::MAX; 64 and 65 (one word apart) twice and three times.

@@ -37,3 +37,12 @@ pub use engine::{check, CheckOptions, Outcome, Progress, Summary};
 pub use pass0::SuperHint;
 pub use problem::Problem;
 pub use report::{exit, Finding, Policy, ProblemCtx, Reporter};
+
+/// A thread pool of `threads` workers, for tests that run parallel code at several counts.
+#[cfg(test)]
+fn test_pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("test thread pool")
+}

@@ -176,13 +176,6 @@ mod tests {
     use super::run;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    fn pool(threads: usize) -> rayon::ThreadPool {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap()
-    }
-
     /// Every chunk is merged once, in feed order, and never more than `ahead` chunks wait
     /// besides the one being merged, whatever the thread count (more threads than
     /// chunks included).
@@ -194,7 +187,7 @@ mod tests {
                 let merged = AtomicUsize::new(0);
                 let mut order = Vec::new();
                 let mut most_out = 0;
-                pool(threads).install(|| {
+                crate::test_pool(threads).install(|| {
                     run(
                         || {
                             let i = fed.load(Ordering::SeqCst);
@@ -235,7 +228,7 @@ mod tests {
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
                 let r = std::panic::catch_unwind(|| {
-                    pool(threads).install(|| {
+                    crate::test_pool(threads).install(|| {
                         let mut next = 0usize;
                         run(
                             || {
@@ -264,7 +257,7 @@ mod tests {
         for threads in [1, 2, 4] {
             let mut next = 0usize;
             let mut merged = Vec::new();
-            pool(threads).install(|| {
+            crate::test_pool(threads).install(|| {
                 run(
                     || {
                         next += 1;
