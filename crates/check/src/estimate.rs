@@ -328,28 +328,29 @@ fn sample(
     // Everything is read before any of it is parsed, into buffers written beforehand (so no
     // page fault is timed), and the batch's time, hints included, is the device's.
     let mut tables: Vec<Vec<u8>> = regions.iter().map(|&(_, bytes)| vec![1u8; bytes]).collect();
-    let mut read_ok = vec![false; regions.len()];
     let batch_start = Instant::now();
     if s.from_device {
         let ranges: Vec<(u64, u64)> = regions.iter().map(|&(o, b)| (o, b as u64)).collect();
         dev.will_need(&ranges);
     }
-    for ((&(off, bytes), buf), ok) in regions.iter().zip(&mut tables).zip(&mut read_ok) {
+    for (&(off, bytes), buf) in regions.iter().zip(&mut tables) {
         let t = Instant::now();
-        *ok = dev.read_at(buf, off).is_ok();
+        if dev.read_at(buf, off).is_err() {
+            // Left out below.
+            buf.clear();
+            continue;
+        }
         let secs = t.elapsed().as_secs_f64();
-        if *ok && secs > 0.0 && !s.from_device {
+        if secs > 0.0 && !s.from_device {
             s.rates.push(bytes as f64 / secs);
         }
     }
     let batch_secs = batch_start.elapsed().as_secs_f64();
-    let mut read_ok = read_ok.into_iter();
-    tables.retain(|_| read_ok.next().unwrap_or(false));
+    tables.retain(|t| !t.is_empty());
     let batch_bytes: usize = tables.iter().map(Vec::len).sum();
     if s.from_device && batch_secs > 0.0 && batch_bytes > 0 {
         s.rates.push(batch_bytes as f64 / batch_secs);
     }
-    s.itable = tables.first().cloned().unwrap_or_default();
     for buf in &tables {
         for raw in buf.chunks_exact(isz) {
             s.slots += 1;
@@ -402,6 +403,7 @@ fn sample(
             }
         }
     }
+    s.itable = tables.into_iter().next().unwrap_or_default();
     s
 }
 

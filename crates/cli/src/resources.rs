@@ -102,7 +102,6 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
-/// `--estimate`'s report.
 /// Decimals that show at least three significant digits of `secs` (and at least
 /// milliseconds), so the bench can compare even a tiny image's estimate with its run.
 fn secs_decimals(secs: f64) -> usize {
@@ -113,6 +112,7 @@ fn secs_decimals(secs: f64) -> usize {
     }
 }
 
+/// `--estimate`'s report.
 pub fn render_estimate(dev: &str, e: &Estimate) -> String {
     let mut s = format!(
         "{dev}: estimated time of ffsck -fn: {:.*} s; metadata to read: {} ({} bytes)\n",

@@ -406,15 +406,15 @@ struct Runner<'a> {
 impl Runner<'_> {
     /// Runs `ffsck --estimate` in the cache state the next run will see; `None` if it fails.
     fn estimate(&mut self, ffsck: &Path, threads: Option<usize>, image: &Path) -> Option<f64> {
+        // Not counted with the runs' drops (the report says how many runs were cold); if it
+        // fails, the run's own drop fails too and is counted there.
         if self.cold.requested {
-            self.drop_caches();
+            let _ = drop_page_cache();
         }
         let log_path = self.out.join("estimate.log");
         let log = File::create(&log_path).ok()?;
-        let mut args = ffsck_args(threads, image);
-        args[0] = "--estimate".into();
         let mut cmd = std::process::Command::new(ffsck);
-        cmd.args(&args)
+        cmd.args(ffsck_args_for("--estimate", threads, image))
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone().ok()?)
             .stderr(log);
@@ -475,9 +475,7 @@ impl Runner<'_> {
     /// `sync; echo 3 > /proc/sys/vm/drop_caches`; failures are counted, not fatal, because
     /// the warm numbers are still worth having.
     fn drop_caches(&mut self) -> bool {
-        // SAFETY: plain syscall with no arguments.
-        unsafe { libc::sync() };
-        match std::fs::write("/proc/sys/vm/drop_caches", "3\n") {
+        match drop_page_cache() {
             Ok(()) => {
                 self.cold.drops_ok += 1;
                 true
@@ -491,8 +489,20 @@ impl Runner<'_> {
     }
 }
 
+/// `sync; echo 3 > /proc/sys/vm/drop_caches`.
+fn drop_page_cache() -> std::io::Result<()> {
+    // SAFETY: plain syscall with no arguments.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n")
+}
+
 fn ffsck_args(threads: Option<usize>, image: &Path) -> Vec<OsString> {
-    let mut args: Vec<OsString> = vec!["-fn".into()];
+    ffsck_args_for("-fn", threads, image)
+}
+
+/// `ffsck MODE [--threads N] IMAGE`.
+fn ffsck_args_for(mode: &str, threads: Option<usize>, image: &Path) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec![mode.into()];
     if let Some(t) = threads {
         args.push("--threads".into());
         args.push(t.to_string().into());
