@@ -24,6 +24,9 @@ pub struct CheckOptions {
     /// journal's reset after replay is staged there and written only after the file system's
     /// changes are committed.
     pub journal_dev: Option<Arc<dyn Device>>,
+    /// The time the check runs at, in seconds since the epoch (set by the caller's clock; 0
+    /// when there is none). A repair stamps it as the last-check and last-write times.
+    pub now: i64,
 }
 
 impl Default for CheckOptions {
@@ -37,6 +40,7 @@ impl Default for CheckOptions {
             journal_dev: None,
             optimize_dirs: false,
             tuning: Tuning::default(),
+            now: 0,
         }
     }
 }
@@ -50,6 +54,7 @@ impl std::fmt::Debug for CheckOptions {
             .field("journal_dev", &self.journal_dev.as_ref().map(|d| d.size()))
             .field("optimize_dirs", &self.optimize_dirs)
             .field("tuning", &self.tuning)
+            .field("now", &self.now)
             .finish()
     }
 }
@@ -152,6 +157,9 @@ pub struct Outcome {
     pub fatal: Option<String>,
     /// Allocation facts of a check that ran to the end.
     pub alloc: Option<AllocFacts>,
+    /// A repair found the state not valid and marked it valid. e2fsck counts that in the exit
+    /// code (1) but does not say the file system was modified.
+    pub marked_valid: bool,
 }
 
 fn flush(rep: &mut dyn Reporter, f: &mut Findings, all: &mut Vec<Finding>) {
@@ -235,6 +243,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
                 summary: None,
                 alloc: None,
                 fatal: Some(msg),
+                marked_valid: false,
             };
         }
     };
@@ -312,6 +321,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
             summary: None,
             fatal: None,
             alloc: Some(alloc),
+            marked_valid: false,
         };
     }
     rep.pass_start(4);
@@ -347,6 +357,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         summary: Some(summary),
         fatal: None,
         alloc: Some(alloc),
+        marked_valid: false,
     }
 }
 
@@ -389,6 +400,7 @@ fn aborted(findings: Vec<Finding>, why: &str) -> Outcome {
         summary: None,
         alloc: None,
         fatal: Some(why.into()),
+        marked_valid: false,
     }
 }
 

@@ -6,6 +6,7 @@ mod output;
 mod progress;
 mod repair;
 mod resources;
+mod skip;
 mod tty;
 
 use anyhow::Result;
@@ -253,10 +254,21 @@ fn real_main() -> Result<i32> {
     }
 
     let start = std::time::Instant::now();
+    // The clock a repair stamps into the superblock, and the skip decision is made by.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
     if !args.force {
-        if let Some(line) = output::clean_skip(&*dev, &dev_name) {
-            println!("{line}");
-            return Ok(exit::OK);
+        let journal = journal_overlay
+            .as_ref()
+            .map(|o| o.clone() as Arc<dyn Device>);
+        match skip::decide(dev.clone(), &dev_name, policy, journal.as_ref(), now) {
+            skip::Decision::Skip(line) => {
+                println!("{line}");
+                return Ok(exit::OK);
+            }
+            skip::Decision::Check(Some(why)) => println!("{why}"),
+            skip::Decision::Check(None) => {}
         }
     }
     let prog = Arc::new(Progress::default());
@@ -278,6 +290,7 @@ fn real_main() -> Result<i32> {
         journal_dev: journal_overlay
             .as_ref()
             .map(|o| o.clone() as Arc<dyn Device>),
+        now,
     };
     let ticker = args.progress_fd.map(|fd| {
         // The bar's ETA follows the run-time model (its sample costs a few reads).
@@ -323,7 +336,11 @@ fn real_main() -> Result<i32> {
     if let Some(t) = ticker {
         t.stop();
     }
-    let code = term.finish(&outcome, args.verbose);
+    let mut code = term.finish(&outcome, args.verbose);
+    // A state marked valid again counts as a change, though nothing else was (as in e2fsck).
+    if outcome.marked_valid && code & (exit::UNCORRECTED | exit::ERROR | exit::CANCELED) == 0 {
+        code |= exit::NONDESTRUCT;
+    }
     if let Some(path) = &args.problem_log {
         output::write_problem_log(path, &outcome, &dev_name, std::env::args().collect())?;
     }

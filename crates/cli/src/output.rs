@@ -4,8 +4,6 @@
 use anyhow::{Context, Result};
 use ffsck_check::problem::{Problem, Prompt};
 use ffsck_check::{exit, Finding, Outcome, Policy, Reporter};
-use ffsck_format::superblock::{RawSuperblock, STATE_ERROR, STATE_VALID};
-use ffsck_io::Device;
 use std::io::Write;
 use std::path::Path;
 
@@ -260,45 +258,6 @@ impl Reporter for Terminal {
         let _ = self.out.flush();
         yes
     }
-}
-
-/// Without -f, a cleanly unmounted file system is not checked (as e2fsck does).
-pub fn clean_skip(dev: &dyn Device, name: &str) -> Option<String> {
-    let mut buf = vec![0u8; 1024];
-    dev.read_at(&mut buf, 1024).ok()?;
-    let sb = RawSuperblock::parse(&buf)?;
-    let geo = ffsck_format::Geometry::new(&sb).ok()?;
-    let state = sb.s_state.get();
-    let max = sb.s_max_mnt_count.get() as i16;
-    let interval = sb.s_checkinterval.get();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let due = (max > 0 && sb.s_mnt_count.get() as i16 >= max)
-        || (interval > 0 && now >= u64::from(sb.s_lastcheck.get()) + u64::from(interval));
-    let recover = sb.incompat().has(ffsck_format::Incompat::RECOVER);
-    if state & STATE_VALID == 0
-        || state & STATE_ERROR != 0
-        || due
-        || recover
-        || sb.s_last_orphan.get() != 0
-    {
-        return None;
-    }
-    let used_inodes =
-        u64::from(geo.inodes_count).saturating_sub(u64::from(sb.s_free_inodes_count.get()));
-    let used_blocks = geo.blocks_count.saturating_sub(sb.free_blocks_count());
-    let label = sb.label();
-    let who = if label.is_empty() {
-        name.to_string()
-    } else {
-        label
-    };
-    Some(format!(
-        "{who}: clean, {used_inodes}/{} files, {used_blocks}/{} blocks",
-        geo.inodes_count, geo.blocks_count
-    ))
 }
 
 fn xml_escape(s: &str) -> String {

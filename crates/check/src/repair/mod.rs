@@ -19,6 +19,7 @@ mod inode;
 mod itable;
 mod journal;
 mod lpf;
+pub mod mark;
 mod newjournal;
 mod orphans;
 mod quota;
@@ -717,7 +718,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         findings.push(f.clone());
     }
     // The rounds ran out while still fixing (or a journal was made): verify what is left.
-    let verified = match last {
+    let mut verified = match last {
         Some(out) if (!out.findings.iter().any(|f| f.fixed) || preen_halt) && remade.is_none() => {
             out
         }
@@ -748,14 +749,28 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         .map(|f| f.problem)
         .collect();
     new_problems.dedup();
-    let changes = ov.extents().unwrap_or_default();
+    // Whether the check changed anything, before the superblock's marks below.
+    let changed = ov.extents().is_ok_and(|e| !e.is_empty());
     let mut code = verified.exit_code & !exit::NONDESTRUCT;
     if preen_halt {
         code |= exit::UNCORRECTED;
     }
-    if !changes.is_empty() {
+    if changed {
         code |= exit::NONDESTRUCT;
     }
+    // Last, as e2fsck ends a check that may write: mark the superblock (not after an aborted
+    // check, nor when the repair is not to be committed).
+    if opts.policy != Policy::No && verified.fatal.is_none() && new_problems.is_empty() {
+        let end = if preen_halt {
+            mark::End::PreenHalt
+        } else {
+            mark::End::Checked {
+                errors_left: code & exit::UNCORRECTED != 0,
+            }
+        };
+        verified.marked_valid = mark::apply(&*ov, end, opts.now);
+    }
+    let changes = ov.extents().unwrap_or_default();
     RepairOutcome {
         last: verified,
         findings,

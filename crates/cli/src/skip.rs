@@ -1,0 +1,166 @@
+//! Whether a check without `-f` may be skipped, decided as e2fsck decides it: a file system
+//! with errors, not cleanly unmounted, with stale backups, mounted too often or not checked
+//! for too long is checked (and the reason said); any other gets e2fsck's "clean" line.
+//!
+//! Not followed: e2fsck's deferral on battery power (`defer_check_on_battery`) and its
+//! e2fsck.conf options; a journal that needs recovery or an orphan list to release forces the
+//! check here (e2fsck replays or releases them first, then decides).
+
+use ffsck_check::report::Findings;
+use ffsck_check::{pass0, Policy, SuperHint};
+use ffsck_format::superblock::{STATE_ERROR, STATE_VALID};
+use ffsck_format::{Incompat, RoCompat};
+use ffsck_io::Device;
+use std::sync::Arc;
+
+/// A clock earlier than 1 January 2010 is taken to be wrong: intervals are then not judged.
+const SANE_CLOCK: i64 = 1_262_322_000;
+/// How far in the future a last-check time may be before it counts as wrong (e2fsck's
+/// default `accept_time_fudge`).
+const TIME_FUDGE: i64 = 86_400;
+
+/// What to do without `-f`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Print the line and exit 0.
+    Skip(String),
+    /// Check, after printing why when there is a line.
+    Check(Option<String>),
+}
+
+/// The name e2fsck gives the file system in its messages: its label when it has one (spaces
+/// and colons made underscores), else the device as given.
+pub fn display_name(label: &str, dev_name: &str) -> String {
+    if label.is_empty() {
+        return dev_name.to_string();
+    }
+    label
+        .chars()
+        .map(|c| {
+            if c.is_whitespace() || c == ':' {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// Decide whether the file system on `dev` is checked, at time `now` (seconds since the
+/// epoch), under `policy`.
+pub fn decide(
+    dev: Arc<dyn Device>,
+    dev_name: &str,
+    policy: Policy,
+    journal_dev: Option<&Arc<dyn Device>>,
+    now: i64,
+) -> Decision {
+    let mut found = Findings::default();
+    // A file system that does not open from its primary superblock is checked; the check says why.
+    let Ok(p0) = pass0::run_with(
+        dev.clone(),
+        SuperHint::default(),
+        Policy::No,
+        journal_dev,
+        &mut found,
+    ) else {
+        return Decision::Check(None);
+    };
+    let sb = &p0.fs.sb;
+    if p0.fs.sb_block != 0 {
+        return Decision::Check(None);
+    }
+    let name = display_name(&sb.label(), dev_name);
+    // A journal to replay or orphans to release: done (by the check) before anything else.
+    if sb.incompat().has(Incompat::RECOVER)
+        || sb.s_last_orphan.get() != 0
+        || (sb.compat().has(ffsck_format::Compat::ORPHAN_FILE)
+            && sb.ro_compat().has(RoCompat::ORPHAN_PRESENT))
+    {
+        return Decision::Check(None);
+    }
+
+    let forced = |why: String| Decision::Check(Some(format!("{name}{why}, check forced.")));
+    // What the superblock checks would fix is fixed, and then the whole file system checked;
+    // what they leave unfixed makes it a file system with errors.
+    let fixable = found.0.iter().any(|f| {
+        let info = f.problem.info().flags;
+        info & ffsck_check::problem::flag::INFO == 0 && policy.answer(f.problem)
+    });
+    if fixable {
+        return Decision::Check(None);
+    }
+    let errors = found.0.iter().any(|f| f.leaves_error());
+    let state = sb.s_state.get();
+    let broken_clock = now < SANE_CLOCK;
+    let stored_lastcheck = i64::from(sb.s_lastcheck.get()) | (i64::from(sb.s_lastcheck_hi) << 32);
+    let mut lastcheck = stored_lastcheck;
+    if lastcheck > now {
+        lastcheck -= TIME_FUDGE;
+    }
+    let mnt_count = u32::from(sb.s_mnt_count.get());
+    let max_mnt = sb.s_max_mnt_count.get() as i16;
+    let interval = i64::from(sb.s_checkinterval.get());
+    if state & STATE_ERROR != 0 || errors {
+        return forced(" contains a file system with errors".into());
+    }
+    if state & STATE_VALID == 0 {
+        return forced(" was not cleanly unmounted".into());
+    }
+    // (e2fsck compares with the backups only when it may write.)
+    if policy != Policy::No && ffsck_check::repair::mark::backup_differs(&*dev, sb) {
+        return forced(" primary superblock features different from backup".into());
+    }
+    if max_mnt > 0 && mnt_count >= max_mnt as u32 {
+        return forced(format!(
+            " has been mounted {mnt_count} times without being checked"
+        ));
+    }
+    if !broken_clock && interval != 0 && now < lastcheck {
+        return forced(" has filesystem last checked time in the future".into());
+    }
+    if !broken_clock && interval != 0 && now - lastcheck >= interval {
+        let days = (now - stored_lastcheck) / 86_400;
+        return forced(format!(" has gone {days} days without being checked"));
+    }
+    let mut line = String::new();
+    if broken_clock && interval != 0 {
+        line += &format!("{name}: ignoring check interval, broken_system_clock set\n");
+    }
+    // The counts as the descriptors have them (the kernel does not keep the superblock's up
+    // to date); e2fsck writes them back unless under -n, which keeps the superblock's.
+    let geo = &p0.fs.geo;
+    let (free_inodes, free_blocks) = if policy == Policy::No {
+        (
+            u64::from(sb.s_free_inodes_count.get()),
+            sb.free_blocks_count(),
+        )
+    } else {
+        p0.fs.groups.iter().fold((0u64, 0u64), |(i, b), g| {
+            (
+                i + u64::from(g.free_inodes_count()),
+                b + u64::from(g.free_blocks_count()) * u64::from(geo.cluster_ratio),
+            )
+        })
+    };
+    let inodes = u64::from(sb.s_inodes_count.get());
+    let blocks = sb.blocks_count();
+    line += &format!(
+        "{name}: clean, {}/{inodes} files, {}/{blocks} blocks",
+        inodes.wrapping_sub(free_inodes) & 0xFFFF_FFFF,
+        blocks.wrapping_sub(free_blocks)
+    );
+    let mut next_check: i64 = 100_000;
+    if max_mnt > 0 {
+        next_check = (i64::from(max_mnt) - i64::from(mnt_count)).max(1);
+    }
+    if !broken_clock && interval != 0 && now - stored_lastcheck >= interval {
+        next_check = 1;
+    }
+    if next_check == 1 {
+        line += " (check after next mount)";
+    } else if next_check <= 5 {
+        line += &format!(" (check in {next_check} mounts)");
+    }
+    Decision::Skip(line)
+}
