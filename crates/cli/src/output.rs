@@ -118,11 +118,7 @@ impl Terminal {
             let _ = writeln!(self.out, "\n{msg}");
         }
         if let Some(s) = &o.summary {
-            let name = if s.label.is_empty() {
-                self.dev.clone()
-            } else {
-                s.label.clone()
-            };
+            let name = crate::skip::display_name(&s.label, &self.dev);
             if code & exit::NONDESTRUCT != 0 && self.policy != Policy::Preen {
                 let _ = writeln!(self.out, "\n{name}: ***** FILE SYSTEM WAS MODIFIED *****");
             }

@@ -1,5 +1,7 @@
-//! Read-only guarantees: `-n` never changes a byte of the image (clean or corrupted), and a
-//! repair (`-y`, `-p`, `-a`) of a clean file system writes nothing either.
+//! Read-only guarantees: `-n` never changes a byte of the image (clean or corrupted); a forced
+//! repair (`-fy`, `-fp`) of a clean file system changes only what e2fsck marks in the primary
+//! superblock (the last-check and write times, and its checksum); `-a` without `-f` skips a
+//! clean file system and writes nothing.
 
 mod common;
 
@@ -54,11 +56,20 @@ fn no_leaves_corrupted_image_identical() {
     assert_ne!(run.code(), 101);
 }
 
-/// A repair run on a clean file system changes nothing: not a byte of the image.
-fn clean_untouched(flags: &[&str]) {
+/// A repair of a clean file system marks it checked, as e2fsck does: the primary superblock's
+/// last-check and write times become the run's, and nothing else changes but its checksum.
+fn clean_marked(flags: &[&str]) {
     let Some(t) = common::tools() else { return };
     let img = common::mkfs(&t, "ext4", &[], "16M");
-    let run = run_unchanged(&img, flags);
+    // A last check long past, so the new one shows.
+    common::debugfs_w(&t, &img.path, "ssv lastcheck @1600000000");
+    common::debugfs_w(&t, &img.path, "ssv wtime @1600000000");
+    let before = common::read_all(&img.path);
+    let mut args: Vec<&OsStr> = flags.iter().map(OsStr::new).collect();
+    args.push(img.path.as_os_str());
+    let start = now();
+    let run = common::ffsck(&args);
+    let end = now();
     assert_eq!(
         run.code(),
         0,
@@ -66,6 +77,29 @@ fn clean_untouched(flags: &[&str]) {
         run.stdout,
         run.stderr
     );
+    let after = common::read_all(&img.path);
+    // s_wtime, s_lastcheck and s_checksum of the primary superblock.
+    let marked = |i: usize| {
+        (1024 + 0x30..1024 + 0x34).contains(&i)
+            || (1024 + 0x40..1024 + 0x44).contains(&i)
+            || (1024 + 0x3FC..2048).contains(&i)
+    };
+    assert_eq!(before.len(), after.len());
+    let changed: Vec<usize> = (0..before.len())
+        .filter(|&i| before[i] != after[i])
+        .collect();
+    assert!(
+        changed.iter().all(|&i| marked(i)),
+        "ffsck {flags:?} changed bytes besides the marks: {:?}",
+        &changed[..changed.len().min(16)]
+    );
+    for (field, off) in [("last check", 0x40), ("write time", 0x30)] {
+        let t = i64::from(common::read_u32(&img.path, 1024 + off));
+        assert!(
+            t >= start - 60 && t <= end + 60,
+            "{field} {t} is not the run's time ({start}..{end})"
+        );
+    }
     let log = img.path.with_extension("img.ffsck-redo");
     assert!(
         !log.exists(),
@@ -74,17 +108,31 @@ fn clean_untouched(flags: &[&str]) {
     );
 }
 
-#[test]
-fn yes_leaves_clean_image_identical() {
-    clean_untouched(&["-fy"]);
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
 }
 
 #[test]
-fn preen_leaves_clean_image_identical() {
-    clean_untouched(&["-fp"]);
+fn yes_marks_clean_image_checked() {
+    clean_marked(&["-fy"]);
 }
 
+#[test]
+fn preen_marks_clean_image_checked() {
+    clean_marked(&["-fp"]);
+}
+
+/// Without -f a clean file system is skipped: not a byte is written.
 #[test]
 fn preen_alias_a_leaves_clean_image_identical() {
-    clean_untouched(&["-a"]);
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    let run = run_unchanged(&img, &["-a"]);
+    assert_eq!(run.code(), 0, "{}", run.stdout);
+    assert!(run.stdout.contains(": clean, "), "{}", run.stdout);
+    let log = img.path.with_extension("img.ffsck-redo");
+    assert!(!log.exists(), "a repair log was left: {}", log.display());
 }
