@@ -488,3 +488,17 @@ fn kernel_sees_a_checked_file_system() {
     assert!(!dump.contains("First error"), "{dump}");
     assert!(!dump.contains("Last error"), "{dump}");
 }
+
+/// With a label, e2fsck names the file system by it (spaces and colons made underscores; debugfs takes no space in one).
+#[test]
+fn a_labelled_file_system_is_named_by_its_label() {
+    let Some(t) = common::tools() else { return };
+    let setup = ssv(&["ssv volume_name my:vol", "ssv state 0"]);
+    let p = compare(&t, "label", &setup, "-p", true);
+    assert!(
+        p.starts_with("my_vol was not cleanly unmounted, check forced.\nmy_vol: "),
+        "{p}"
+    );
+    let p = compare(&t, "label", &ssv(&["ssv volume_name my:vol"]), "-p", true);
+    assert!(p.starts_with("my_vol: clean, "), "{p}");
+}
