@@ -644,4 +644,120 @@ mod tests {
         s.s_checksum.set(c);
         assert_eq!(s.verify(4096, 1024), Ok(1024));
     }
+
+    fn layouts() -> Vec<TagLayout> {
+        let mut v = Vec::new();
+        for (csum_v2, csum_v3) in [(false, false), (true, false), (false, true)] {
+            for is_64bit in [false, true] {
+                v.push(TagLayout {
+                    csum_v2,
+                    csum_v3,
+                    is_64bit,
+                });
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn tags_round_trip_in_every_layout() {
+        for l in layouts() {
+            let t = BlockTag {
+                blocknr: if l.is_64bit {
+                    0x1_2345_6789
+                } else {
+                    0x2345_6789
+                },
+                flags: tag_flag::ESCAPE | tag_flag::LAST_TAG,
+                checksum: if l.csum_v3 {
+                    0xDEAD_BEEF
+                } else if l.csum_v2 {
+                    0xBEEF
+                } else {
+                    0
+                },
+            };
+            let mut b = vec![0u8; l.tag_bytes()];
+            assert!(l.encode(&t, &mut b), "{l:?}");
+            assert_eq!(l.decode(&b), Some(t), "{l:?}");
+            // A 64-bit block number does not fit a 32-bit layout.
+            let big = BlockTag {
+                blocknr: 1 << 32,
+                ..t
+            };
+            assert_eq!(l.encode(&big, &mut b), l.is_64bit, "{l:?}");
+        }
+    }
+
+    #[test]
+    fn descriptor_and_commit_blocks_carry_their_checksums() {
+        for (incompat, compat) in [
+            (0, 0),
+            (0, feature::COMPAT_CHECKSUM),
+            (feature::INCOMPAT_CSUM_V2, 0),
+            (feature::INCOMPAT_CSUM_V3 | feature::INCOMPAT_64BIT, 0),
+        ] {
+            let mut sb = sample();
+            sb.s_feature_incompat.set(incompat);
+            sb.s_feature_compat.set(compat);
+            sb.s_uuid = [7; 16];
+            let f = LogFormat::of(&sb);
+            let per = f.tags_per_descriptor();
+            let tb = f.layout.tag_bytes();
+            // Full use of the block, and no more.
+            let room = 4096 - 12 - if f.csum_v23 { 4 } else { 0 };
+            assert!(16 + per * tb <= room && 16 + (per + 1) * tb > room, "{f:?}");
+            let tags: Vec<BlockTag> = (0..per as u64)
+                .map(|i| BlockTag {
+                    blocknr: 100 + i,
+                    flags: 0,
+                    checksum: f.data_checksum(5, &[i as u8; 4096]),
+                })
+                .collect();
+            assert!(f.descriptor(5, &[7; 16], &tags).is_some());
+            let d = f.descriptor(5, &[7; 16], &tags[..3]).unwrap();
+            assert_eq!(&d[..4], &JBD2_MAGIC_NUMBER.to_be_bytes());
+            assert_eq!(u32::from_be_bytes(d[4..8].try_into().unwrap()), 1);
+            assert_eq!(u32::from_be_bytes(d[8..12].try_into().unwrap()), 5);
+            let t0 = f.layout.decode(&d[12..]).unwrap();
+            assert_eq!(t0.flags, 0);
+            assert_eq!(&d[12 + tb..12 + tb + 16], &[7; 16]);
+            let t2 = f.layout.decode(&d[12 + tb + 16 + tb..]).unwrap();
+            assert_eq!(t2.blocknr, 102);
+            assert_eq!(t2.flags, tag_flag::SAME_UUID | tag_flag::LAST_TAG);
+            assert_eq!(t2.checksum, tags[2].checksum);
+            if f.csum_v23 {
+                let c = f.csum_without(&d, 4092);
+                assert_eq!(d[4092..], c.to_be_bytes());
+            }
+            assert!(f.descriptor(5, &[7; 16], &[]).is_none());
+
+            let c = f.commit(5, 1_700_000_000, 9, 0x1234_5678);
+            let h = CommitHeader::parse(&c).unwrap();
+            assert_eq!(h.h_header.h_blocktype.get(), blocktype::COMMIT);
+            assert_eq!(h.h_commit_sec.get(), 1_700_000_000);
+            assert_eq!(h.h_commit_nsec.get(), 9);
+            if f.csum_v23 {
+                assert_eq!(
+                    h.h_chksum[0].get(),
+                    f.csum_without(&c, COMMIT_CHKSUM_OFFSET)
+                );
+            } else if compat != 0 {
+                assert_eq!(h.h_chksum_type, CRC32_CHKSUM);
+                assert_eq!(h.h_chksum[0].get(), 0x1234_5678);
+            } else {
+                assert_eq!(h.h_chksum[0].get(), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn escape_zeroes_the_magic_only() {
+        let mut b = vec![0u8; 16];
+        b[..4].copy_from_slice(&JBD2_MAGIC_NUMBER.to_be_bytes());
+        b[4] = 1;
+        assert!(escape(&mut b));
+        assert_eq!(&b[..5], &[0, 0, 0, 0, 1]);
+        assert!(!escape(&mut b));
+    }
 }
