@@ -17,8 +17,8 @@
 //! too. e2fsck stamps the superblock's write time and written-kbytes, and its check time when
 //! it runs a journal anyway and checks (masked); the kernel's mount rewrites its mount fields,
 //! so for it the primary superblock is left out and `e2fsck -fn` must pass on a repaired
-//! result (the rest of the image, all file data and
-//! metadata, is still compared byte for byte).
+//! result (the rest of the image, all file data and metadata, is still compared byte for
+//! byte).
 
 use ffsck_check::journal_commit::{self, Transaction};
 use ffsck_check::report::Collect;

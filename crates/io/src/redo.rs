@@ -17,12 +17,14 @@
 //! A log is bound to the state it was made from. A new log gets an `Applied` header naming
 //! the device before anything else is written, so a log left by a run killed at any point
 //! names its device; a log naming another device is refused whatever its state. Each record
-//! carries the crc32c of the bytes it overwrites (`old u32` before the record): before a
-//! committed generation is replayed, every record's target must hold its old contents or its
-//! new ones (a generation partly applied); any other contents mean the device is not the one
-//! the log was made for, and nothing is written.
+//! is preceded by the crc32c of the bytes it overwrites, one per 512-byte sector (`n u32`,
+//! then `n` checksums): before a committed generation is replayed, every sector of every
+//! target must hold its old contents or its new ones (a generation partly applied, or a write
+//! torn between sectors, which land whole as jbd2 and e2fsprogs assume too); any other
+//! contents mean the device is not in the state the log was made from, and nothing is
+//! written.
 
-use crate::logfile::{LogStore, Record};
+use crate::logfile::{LogStore, Record, MAX_RECORD};
 use crate::{Device, IoError, Result};
 
 const MAGIC: &[u8; 8] = b"FFSCKRDO";
@@ -30,6 +32,9 @@ const VERSION: u32 = 2;
 const SLOT: u64 = 4096;
 const PAYLOAD: u64 = 2 * SLOT;
 const HEADER_LEN: usize = 72;
+
+/// Granularity of the old-contents checksums: a device sector.
+const SECTOR: usize = 512;
 
 /// Why a log is refused (`IoError::Refused`): its header names another device.
 pub const OTHER_DEVICE: &str = "made for another file system";
@@ -185,8 +190,11 @@ impl<S: LogStore> RedoLog<S> {
                 return Err(IoError::Refused(OTHER_STATE.into()));
             }
             dev.read_at(&mut cur, r.offset)?;
-            if cur != r.data && crc32c::crc32c(&cur) != *old {
-                return Err(IoError::Refused(OTHER_STATE.into()));
+            let sectors = cur.chunks(SECTOR).zip(r.data.chunks(SECTOR)).zip(old);
+            for ((c, new), crc) in sectors {
+                if c != new && crc32c::crc32c(c) != *crc {
+                    return Err(IoError::Refused(OTHER_STATE.into()));
+                }
             }
         }
         let records: Vec<Record> = records.into_iter().map(|(_, r)| r).collect();
@@ -229,7 +237,11 @@ impl<S: LogStore> RedoLog<S> {
         for r in records {
             old.resize(r.data.len(), 0);
             dev.read_at(&mut old, r.offset)?;
-            payload.extend_from_slice(&crc32c::crc32c(&old).to_le_bytes());
+            let n = old.len().div_ceil(SECTOR) as u32;
+            payload.extend_from_slice(&n.to_le_bytes());
+            for sector in old.chunks(SECTOR) {
+                payload.extend_from_slice(&crc32c::crc32c(sector).to_le_bytes());
+            }
             r.encode(&mut payload);
         }
         self.store.write_at(&payload, PAYLOAD)?;
@@ -293,7 +305,7 @@ fn newest_header(store: &dyn LogStore) -> Result<Option<Header>> {
 
 /// Read and verify the records a committed header describes, each with the checksum of the
 /// contents it overwrites.
-fn read_payload(store: &dyn LogStore, h: &Header) -> Option<Vec<(u32, Record)>> {
+fn read_payload(store: &dyn LogStore, h: &Header) -> Option<Vec<(Vec<u32>, Record)>> {
     let end = PAYLOAD.checked_add(h.payload_len)?;
     if end > store.len().ok()? {
         return None;
@@ -309,12 +321,31 @@ fn read_payload(store: &dyn LogStore, h: &Header) -> Option<Vec<(u32, Record)>> 
         }
         let mut w = [0u8; 4];
         store.read_at(&mut w, at).ok()?;
-        let (r, next) = Record::decode(store, at + 4, end)?;
+        let n = u32::from_le_bytes(w) as usize;
+        // Bounded by the longest record before anything is allocated.
+        if n > (MAX_RECORD as usize).div_ceil(SECTOR) {
+            return None;
+        }
+        let crcs_end = at.checked_add(4 + 4 * n as u64)?;
+        if crcs_end > end {
+            return None;
+        }
+        let mut raw_crcs = vec![0u8; 4 * n];
+        store.read_at(&mut raw_crcs, at + 4).ok()?;
+        let (r, next) = Record::decode(store, crcs_end, end)?;
+        if r.data.len().div_ceil(SECTOR) != n {
+            return None;
+        }
         raw.clear();
         raw.extend_from_slice(&w);
+        raw.extend_from_slice(&raw_crcs);
         r.encode(&mut raw);
         crc = crc32c::crc32c_append(crc, &raw);
-        records.push((u32::from_le_bytes(w), r));
+        let old = raw_crcs
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        records.push((old, r));
         at = next;
     }
     (at == end && crc == h.payload_crc).then_some(records)
