@@ -187,7 +187,9 @@ fn a_log_is_replayed_only_onto_the_state_it_was_made_from() {
         let mut log = ffsck_io::logfile::MemLog::default();
         let (mut redo, _) = RedoLog::open(&mut log, &dev, id()).unwrap();
         let ro = ReadOnly(&dev);
-        assert!(redo.commit_and_apply(&ro, &records, &mut |_| Ok(())).is_err());
+        assert!(redo
+            .commit_and_apply(&ro, &records, &mut |_| Ok(()))
+            .is_err());
         log
     };
     // The same state: replayed.
@@ -207,7 +209,10 @@ fn a_log_is_replayed_only_onto_the_state_it_was_made_from() {
     other[r0.offset as usize] ^= 0xFF;
     let dev = MemDevice::new(other.clone());
     let err = RedoLog::open(committed.clone(), &dev, id()).err().unwrap();
-    assert!(err.to_string().contains(ffsck_io::redo::OTHER_STATE), "{err}");
+    assert!(
+        err.to_string().contains(ffsck_io::redo::OTHER_STATE),
+        "{err}"
+    );
     assert_eq!(dev.snapshot(), other, "nothing may be written");
     // Another file system (another UUID): refused, whatever the log's state.
     let foreign = DeviceId {
@@ -216,7 +221,10 @@ fn a_log_is_replayed_only_onto_the_state_it_was_made_from() {
     };
     let dev = MemDevice::new(original.clone());
     let err = RedoLog::open(committed, &dev, foreign).err().unwrap();
-    assert!(err.to_string().contains(ffsck_io::redo::OTHER_DEVICE), "{err}");
+    assert!(
+        err.to_string().contains(ffsck_io::redo::OTHER_DEVICE),
+        "{err}"
+    );
     assert_eq!(dev.snapshot(), original);
     // Even a log that never got past its first header names its device.
     let mut fresh = ffsck_io::logfile::MemLog::default();
