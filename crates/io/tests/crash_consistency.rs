@@ -228,7 +228,7 @@ fn a_log_is_replayed_only_onto_the_state_it_was_made_from() {
     assert_eq!(dev.snapshot(), original);
     // Even a log that never got past its first header names its device.
     let mut fresh = ffsck_io::logfile::MemLog::default();
-    drop(RedoLog::open(&mut fresh, &dev, id()).unwrap());
+    let _ = RedoLog::open(&mut fresh, &dev, id()).unwrap();
     assert!(RedoLog::open(fresh, &dev, foreign).is_err());
 }
 
