@@ -46,10 +46,11 @@
 //! [`prepare`] says why, and the caller commits another way.
 //!
 //! A journal that needs recovery is first replayed on the device ([`plan_replay`],
-//! [`apply_replay`]): the replayed blocks (with the superblock still flagged), then the
+//! [`DeviceReplay::apply`]): the replayed blocks (with the superblock still flagged), then the
 //! emptied journal superblock, then the superblock without the flag, each flushed, so a
 //! crash leaves the journal valid and replayable until its superblock is reset, as the
-//! kernel's own replay does.
+//! kernel's own replay does. A log found without the flag, which the repair ran anyway as
+//! e2fsck does when told to, gets the flag set (and flushed) first.
 
 use crate::filemap::{self, Visit};
 use crate::fs::Fs;
@@ -457,9 +458,10 @@ pub fn prepare(
 /// A journal replay to make on the device before the generation is committed.
 pub struct DeviceReplay {
     pub replay: Replay,
-    /// Phase 1: the replayed blocks, the superblock still flagged and the journal superblock
-    /// as it is; phase 2: the emptied journal superblock; phase 3: the superblock unflagged.
-    phases: [Vec<Record>; 3],
+    /// (For a log run without the flag: the superblock flagged first.) Then the replayed
+    /// blocks, the superblock still flagged and the journal superblock as it is; the emptied
+    /// journal superblock; the superblock unflagged.
+    phases: Vec<Vec<Record>>,
 }
 
 impl DeviceReplay {
@@ -490,14 +492,32 @@ pub fn plan_replay(
     changes: &[Record],
 ) -> Result<Option<DeviceReplay>, String> {
     let p0 = open(dev.clone())?;
-    if !p0.fs.sb.incompat().has(Incompat::RECOVER) {
-        return Ok(None);
-    }
-    let j = usable_journal(&p0)?;
-    let replay = recovery::plan(&p0.fs, j);
+    let flagged = p0.fs.sb.incompat().has(Incompat::RECOVER);
+    let Some(j) = p0.journal.journal.as_ref().filter(|j| j.ext.is_none()) else {
+        return if flagged {
+            usable_journal(&p0).map(|_| None)
+        } else {
+            Ok(None)
+        };
+    };
     let jsb_off = j
         .sb_offset(&p0.fs)
         .ok_or("the journal superblock is not mapped")?;
+    // A log without the flag is replayed only where the repair ran it anyway (e2fsck's "run
+    // journal anyway"): its generation then holds the emptied journal superblock.
+    let ran_anyway = !flagged && j.sb.s_start.get() != 0 && {
+        let staged = changes
+            .iter()
+            .find(|c| c.offset <= jsb_off && jsb_off + 1024 <= c.offset + c.data.len() as u64);
+        staged.is_some_and(|c| {
+            let at = (jsb_off - c.offset) as usize;
+            JournalSuperblock::parse(&c.data[at..]).is_some_and(|s| s.s_start.get() == 0)
+        })
+    };
+    if !flagged && !ran_anyway {
+        return Ok(None);
+    }
+    let replay = recovery::plan(&p0.fs, j);
     let covered = |off: u64, len: u64| {
         changes
             .iter()
@@ -543,7 +563,18 @@ pub fn plan_replay(
             data,
         });
     }
-    let phases = [
+    let mut phases = Vec::new();
+    if ran_anyway {
+        // The flag first, so a crash during the replay leaves the log to be replayed again.
+        let mut sb_now = vec![0u8; SUPERBLOCK_SIZE];
+        dev.read_at(&mut sb_now, SUPERBLOCK_OFFSET)
+            .map_err(|e| format!("cannot read the superblock ({e})"))?;
+        phases.push(vec![Record {
+            offset: SUPERBLOCK_OFFSET,
+            data: with_recover(&sb_now, true).ok_or("the superblock cannot be parsed")?,
+        }]);
+    }
+    phases.extend([
         first,
         vec![Record {
             offset: jsb_off,
@@ -553,7 +584,7 @@ pub fn plan_replay(
             offset: SUPERBLOCK_OFFSET,
             data: sb_final,
         }],
-    ];
+    ]);
     Ok(Some(DeviceReplay { replay, phases }))
 }
 
