@@ -15,6 +15,7 @@ pub mod fs;
 pub mod htree;
 pub mod icount;
 pub mod journal;
+pub mod journal_commit;
 pub mod ordered;
 pub mod orphan;
 pub mod pass0;

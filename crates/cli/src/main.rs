@@ -63,9 +63,11 @@ struct Args {
     /// Write an e2fsck-format problem log (XML) to this file.
     #[arg(long = "problem-log")]
     problem_log: Option<PathBuf>,
-    /// Redo log of a repair (default: `DEVICE.ffsck-redo` beside an image file,
-    /// `/var/lib/ffsck/NAME.redo` for a block device). An unfinished log found there is
-    /// replayed before anything else.
+    /// Redo log for a repair the file system's journal cannot carry (no journal, the repair
+    /// changes the journal, or it is too large): the generation is committed there first, then
+    /// written in place. Without it such a repair is written in place, as e2fsck does. An
+    /// unfinished log found there is replayed before anything else, if it was made for this
+    /// file system in this state.
     #[arg(long = "repair-log")]
     repair_log: Option<PathBuf>,
     /// Save every block a repair overwrites to this file first (see --apply-undo).
@@ -310,18 +312,17 @@ fn real_main() -> Result<i32> {
     let outcome = if policy == Policy::No {
         ffsck_check::check(dev.clone(), &opts, &mut term)
     } else {
-        let log = args
-            .repair_log
-            .clone()
-            .unwrap_or_else(|| repair::default_log_path(&args.device));
-        let undo = args.undo_file.as_deref();
+        let how = repair::Commit {
+            device: &dev_name,
+            log: args.repair_log.as_deref(),
+            undo: args.undo_file.as_deref(),
+        };
         match repair::run(
             dev.clone(),
             &opts,
             journal_overlay.as_deref(),
             &mut term,
-            &log,
-            undo,
+            &how,
         ) {
             Ok(o) => o,
             Err(e) => {

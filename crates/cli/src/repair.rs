@@ -1,80 +1,88 @@
-//! The crash-safe repair path of the command line: finish an interrupted repair from its redo
-//! log, run the engine's repair against an overlay, then commit the staged generation (saving
-//! the old blocks to the undo file first when asked) and retire the log.
+//! The crash-safe repair path of the command line: finish an interrupted repair left in an
+//! explicit `--repair-log`, run the engine's repair against an overlay, then commit the staged
+//! generation. The commit goes through the file system's own jbd2 journal when it can carry
+//! it (`ffsck_check::journal_commit`), so the repair state lives on the device; otherwise
+//! (no journal, the repair changes it, too large) a one-line note says why, and the generation
+//! goes through `--repair-log PATH` if given, or is written in place as e2fsck does. The undo
+//! file, when asked for, saves the old contents of every byte any of these paths writes.
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
+use ffsck_check::journal_commit;
 use ffsck_check::repair::RepairOutcome;
 use ffsck_check::{exit, CheckOptions, Outcome, Reporter};
+use ffsck_format::{EXT2_MAGIC, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use ffsck_io::logfile::Record;
 use ffsck_io::overlay::Overlay;
-use ffsck_io::redo::{DeviceId, Recovery, RedoLog};
+use ffsck_io::redo::{self, DeviceId, Recovery, RedoLog};
 use ffsck_io::undo::{self, UndoLog};
-use ffsck_io::{Device, FileDevice};
+use ffsck_io::{Device, FileDevice, IoError};
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-/// Where the redo log of `device` lives unless `--repair-log` says otherwise: beside an image
-/// file, or under /var/lib/ffsck for a block device (never on the device being repaired).
-pub fn default_log_path(device: &Path) -> PathBuf {
-    let is_blockdev = std::fs::metadata(device).is_ok_and(|m| m.file_type().is_block_device());
-    let name = device
-        .file_name()
-        .map_or_else(|| "device".into(), |n| n.to_string_lossy().into_owned());
-    if is_blockdev {
-        PathBuf::from("/var/lib/ffsck").join(format!("{name}.redo"))
-    } else {
-        let mut p = device.as_os_str().to_owned();
-        p.push(".ffsck-redo");
-        PathBuf::from(p)
-    }
-}
-
-/// A log is tied to the device by its size (its location ties it to the device's name).
+/// A log or undo file is tied to the device by its size and the file system's UUID (zero
+/// when the device holds no ext2/3/4 superblock).
 fn device_id(dev: &dyn Device) -> DeviceId {
+    let mut tag = [0u8; 16];
+    let mut sb = [0u8; 0x78];
+    if dev.read_at(&mut sb, SUPERBLOCK_OFFSET).is_ok()
+        && u16::from_le_bytes([sb[0x38], sb[0x39]]) == EXT2_MAGIC
+    {
+        tag.copy_from_slice(&sb[0x68..0x78]);
+    }
     DeviceId {
         size: dev.size(),
-        tag: [0; 16],
+        tag,
     }
 }
 
-/// Repair `dev`: replay an unfinished log, check and fix through an overlay, commit.
-pub fn run(
-    dev: Arc<dyn Device>,
-    opts: &CheckOptions,
-    journal: Option<&Overlay>,
-    rep: &mut dyn Reporter,
-    log_path: &Path,
-    undo_path: Option<&Path>,
-) -> Result<Outcome> {
-    if let Some(dir) = log_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create {} for the repair log", dir.display()))?;
+/// Where a repair's generation goes.
+pub struct Commit<'a> {
+    /// Printed name of the device.
+    pub device: &'a str,
+    /// `--repair-log`: the log for a generation the journal cannot carry.
+    pub log: Option<&'a Path>,
+    /// `--undo-file`.
+    pub undo: Option<&'a Path>,
+}
+
+/// The message for a log that does not belong to this device and state.
+fn refused(e: IoError, log: &Path, device: &str) -> anyhow::Error {
+    match &e {
+        IoError::Refused(why) if why == redo::OTHER_DEVICE => anyhow!(
+            "the repair log {} was made for another file system; nothing was written; \
+             move it away to proceed",
+            log.display()
+        ),
+        IoError::Refused(why) if why == redo::OTHER_STATE => anyhow!(
+            "the repair log {} was made for another state of {device}; nothing was written; \
+             move it away to proceed",
+            log.display()
+        ),
+        _ => anyhow::Error::new(e).context(format!("repair log {}", log.display())),
     }
-    let existed = log_path.exists();
-    if !existed {
-        // A log this run creates is removed again if the run is cancelled before its commit;
-        // one left by an earlier run holds that run's repair and stays until it is replayed.
-        crate::interrupt::set_log(Some(log_path.to_path_buf()));
+}
+
+/// Finish the generation an interrupted run left in `log` (if it holds one), then retire it.
+fn finish_log(dev: &dyn Device, log: &Path, device: &str) -> Result<()> {
+    let nonempty = std::fs::metadata(log).is_ok_and(|m| m.len() > 0);
+    if !nonempty {
+        return Ok(());
     }
     let file = OpenOptions::new()
         .read(true)
         .write(true)
-        .create(true)
-        .truncate(false)
-        .open(log_path)
-        .with_context(|| format!("cannot open the repair log {}", log_path.display()))?;
-    let id = device_id(&*dev);
+        .open(log)
+        .with_context(|| format!("cannot open the repair log {}", log.display()))?;
     // Finishing an interrupted repair writes the device: a signal waits for it.
     crate::interrupt::begin_commit();
-    let opened = RedoLog::open(file, &*dev, id);
-    let mut cancelled = crate::interrupt::end_commit(false);
-    let (mut redo, recovery) =
-        opened.with_context(|| format!("repair log {}", log_path.display()))?;
+    let opened = RedoLog::open(file, dev, device_id(dev));
+    let cancelled = crate::interrupt::end_commit(false);
+    let (redo, recovery) = opened.map_err(|e| refused(e, log, device))?;
+    drop(redo);
+    std::fs::remove_file(log)
+        .with_context(|| format!("cannot remove the retired log {}", log.display()))?;
     if cancelled {
-        drop(redo);
-        let _ = std::fs::remove_file(log_path);
         println!(
             "ffsck: interrupted after finishing the last repair's log; nothing else was done."
         );
@@ -83,14 +91,31 @@ pub fn run(
     if let Recovery::Replayed { records, bytes, .. } = recovery {
         println!(
             "ffsck: finished an interrupted repair from {} ({records} records, {bytes} bytes).",
-            log_path.display()
+            log.display()
         );
-    } else if existed {
+    } else {
         println!(
             "ffsck: {}: the last repair had completed; nothing to replay.",
-            log_path.display()
+            log.display()
         );
     }
+    Ok(())
+}
+
+/// Repair `dev`: replay an unfinished log, check and fix through an overlay, commit.
+pub fn run(
+    dev: Arc<dyn Device>,
+    opts: &CheckOptions,
+    journal: Option<&Overlay>,
+    rep: &mut dyn Reporter,
+    how: &Commit,
+) -> Result<Outcome> {
+    if let Some(log) = how.log {
+        finish_log(&*dev, log, how.device)?;
+    }
+    // No log file exists before the commit (the journal needs none, and a `--repair-log` is
+    // created inside the commit): a signal until then has nothing to remove.
+    crate::interrupt::set_log(None);
 
     let RepairOutcome {
         mut last,
@@ -99,11 +124,7 @@ pub fn run(
         mut exit_code,
         new_problems,
         ..
-    } = {
-        // Until the commit, a signal removes the (now empty) log and stops the run.
-        crate::interrupt::set_log(Some(log_path.to_path_buf()));
-        ffsck_check::repair::repair(dev.clone(), opts, rep)
-    };
+    } = ffsck_check::repair::repair(dev.clone(), opts, rep);
     crate::interrupt::begin_commit();
 
     let interactive = rep.asks();
@@ -129,19 +150,7 @@ pub fn run(
                 data: e.data,
             })
             .collect();
-        let mut undo = match undo_path {
-            Some(p) => {
-                let f = File::create(p)
-                    .with_context(|| format!("cannot create the undo file {}", p.display()))?;
-                Some(UndoLog::create(f, id)?)
-            }
-            None => None,
-        };
-        redo.commit_and_apply(&*dev, &records, &mut |r| match undo.as_mut() {
-            Some(u) => u.save_before(&*dev, r),
-            None => Ok(()),
-        })
-        .context("committing the repair")?;
+        commit(&dev, &records, how).context("committing the repair")?;
     }
     if new_problems.is_empty() {
         if let Some(j) = journal {
@@ -150,11 +159,7 @@ pub fn run(
             commit_journal(j).context("resetting the external journal")?;
         }
     }
-    drop(redo);
-    let retired = std::fs::remove_file(log_path)
-        .with_context(|| format!("cannot remove the retired log {}", log_path.display()));
-    cancelled = crate::interrupt::end_commit(true);
-    retired?;
+    let cancelled = crate::interrupt::end_commit(true);
     if cancelled {
         println!("\nffsck: interrupted; the repair was finished first, as the signal came during its commit.");
         exit_code |= exit::CANCELED;
@@ -162,6 +167,99 @@ pub fn run(
     last.findings = findings;
     last.exit_code = exit_code;
     Ok(last)
+}
+
+/// Does the generation only rewrite the primary superblock (one 1024-byte write)?
+fn superblock_only(records: &[Record]) -> bool {
+    let end = SUPERBLOCK_OFFSET + SUPERBLOCK_SIZE as u64;
+    records
+        .iter()
+        .all(|r| r.offset >= SUPERBLOCK_OFFSET && r.offset + r.data.len() as u64 <= end)
+}
+
+/// Commit one generation (final contents of byte ranges): a pending journal replay on the
+/// device first, then the generation through the journal, the repair log, or in place.
+fn commit(dev: &Arc<dyn Device>, records: &[Record], how: &Commit) -> Result<()> {
+    let id = device_id(&**dev);
+    let mut undo = match how.undo {
+        Some(p) => {
+            let f = File::create(p)
+                .with_context(|| format!("cannot create the undo file {}", p.display()))?;
+            Some(UndoLog::create(f, id)?)
+        }
+        None => None,
+    };
+    let mut save = |recs: &[Record]| -> ffsck_io::Result<()> {
+        match undo.as_mut() {
+            Some(u) => u.save_before(&**dev, recs),
+            None => Ok(()),
+        }
+    };
+
+    // A journal that needed recovery is replayed on the device first, as the kernel does.
+    let mut why_not = None;
+    match journal_commit::plan_replay(dev.clone(), records) {
+        Ok(Some(replay)) => {
+            save(&replay.touched())?;
+            replay.apply(&**dev)?;
+        }
+        Ok(None) => {}
+        Err(why) => why_not = Some(why),
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let prepared = match why_not {
+        Some(why) => Err(why),
+        None => journal_commit::prepare(dev.clone(), records, (now.as_secs(), now.subsec_nanos())),
+    };
+    let why = match prepared {
+        Ok(tx) => {
+            save(&tx.touched())?;
+            tx.commit(&**dev)?;
+            return Ok(());
+        }
+        Err(why) => why,
+    };
+    let quiet = superblock_only(records);
+    match how.log {
+        Some(log) => {
+            if !quiet {
+                println!(
+                    "ffsck: not committing the repair through the journal: {why}; using the \
+                     repair log {}.",
+                    log.display()
+                );
+            }
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(log)
+                .with_context(|| format!("cannot open the repair log {}", log.display()))?;
+            let (mut redo, _) = RedoLog::open(file, &**dev, id)
+                .with_context(|| format!("repair log {}", log.display()))?;
+            redo.commit_and_apply(&**dev, records, &mut save)?;
+            drop(redo);
+            std::fs::remove_file(log)
+                .with_context(|| format!("cannot remove the retired log {}", log.display()))?;
+        }
+        None => {
+            if !quiet {
+                println!(
+                    "ffsck: not committing the repair through the journal: {why}; writing it \
+                     in place (give --repair-log PATH for a crash-safe commit)."
+                );
+            }
+            save(records)?;
+            for r in records {
+                dev.write_at(&r.data, r.offset)?;
+            }
+            dev.flush()?;
+        }
+    }
+    Ok(())
 }
 
 /// Write what the repair staged on the external journal's overlay to the journal device.

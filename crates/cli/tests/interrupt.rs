@@ -79,8 +79,15 @@ fn interrupt_repair(t: &common::Tools, sig: i32, name: &str) -> Landed {
     let Some((code, stderr)) = interrupt(&["-fy"], &img.path, sig) else {
         panic!("ffsck -fy finished before {name} could be sent");
     };
-    let log = img.path.with_extension("img.ffsck-redo");
-    assert!(!log.exists(), "{name}: a log was left behind\n{stderr}");
+    let left: Vec<_> = std::fs::read_dir(img.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "fs.img" && n != "tree")
+        .collect();
+    assert!(
+        left.is_empty(),
+        "{name}: files left beside the image: {left:?}\n{stderr}"
+    );
     if code == 32 | 1 {
         assert!(!stderr.contains("nothing was written"), "{name}: {stderr}");
         assert_eq!(

@@ -389,6 +389,189 @@ impl TagLayout {
     }
 }
 
+impl TagLayout {
+    /// Encode `tag` at the start of `out` (which must hold `tag_bytes()`), the inverse of
+    /// `decode`: v3 tags carry 32-bit flags and a 32-bit checksum, older ones 16-bit flags and
+    /// (with csum v2) the low 16 bits of the checksum. Returns false if `out` is too short or
+    /// the block number needs 64 bits the layout does not have.
+    pub fn encode(self, tag: &BlockTag, out: &mut [u8]) -> bool {
+        let n = self.tag_bytes();
+        if out.len() < n || (!self.is_64bit && tag.blocknr > u64::from(u32::MAX)) {
+            return false;
+        }
+        out[..n].fill(0);
+        let lo = (tag.blocknr & 0xFFFF_FFFF) as u32;
+        let hi = (tag.blocknr >> 32) as u32;
+        out[0..4].copy_from_slice(&lo.to_be_bytes());
+        if self.csum_v3 {
+            out[4..8].copy_from_slice(&tag.flags.to_be_bytes());
+            out[8..12].copy_from_slice(&hi.to_be_bytes());
+            out[12..16].copy_from_slice(&tag.checksum.to_be_bytes());
+            return true;
+        }
+        if self.csum_v2 {
+            out[4..6].copy_from_slice(&((tag.checksum & 0xFFFF) as u16).to_be_bytes());
+        }
+        out[6..8].copy_from_slice(&((tag.flags & 0xFFFF) as u16).to_be_bytes());
+        if self.is_64bit {
+            out[8..12].copy_from_slice(&hi.to_be_bytes());
+        }
+        true
+    }
+}
+
+/// How the blocks of one transaction are checksummed, from the journal's features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogFormat {
+    pub layout: TagLayout,
+    /// csum v2 or v3: descriptor tails, data-block tags and the commit block are checksummed
+    /// with crc32c seeded by `seed`.
+    pub csum_v23: bool,
+    /// `COMPAT_CHECKSUM`: the commit block carries a crc32 of the transaction's blocks.
+    pub compat_checksum: bool,
+    pub seed: u32,
+    pub block_size: usize,
+}
+
+impl LogFormat {
+    pub fn of(sb: &JournalSuperblock) -> Self {
+        LogFormat {
+            layout: TagLayout::of(sb),
+            csum_v23: sb.has_csum_v2or3(),
+            compat_checksum: sb.compat() & feature::COMPAT_CHECKSUM != 0,
+            seed: sb.csum_seed(),
+            block_size: sb.s_blocksize.get() as usize,
+        }
+    }
+
+    /// Bytes of a descriptor block available to tags (its checksum tail excluded).
+    fn tag_space(&self) -> usize {
+        self.block_size - if self.csum_v23 { BLOCK_TAIL_BYTES } else { 0 }
+    }
+
+    /// Tags one descriptor block holds: the first is followed by the journal's 16-byte UUID,
+    /// the others carry `SAME_UUID`.
+    pub fn tags_per_descriptor(&self) -> usize {
+        let tb = self.layout.tag_bytes();
+        let room = self
+            .tag_space()
+            .saturating_sub(core::mem::size_of::<JournalHeader>());
+        if room < tb + 16 {
+            return 0;
+        }
+        1 + (room - tb - 16) / tb
+    }
+
+    /// The checksum a descriptor tag stores for a logged block (as written to the log, i.e.
+    /// after escaping) of transaction `seq`; 0 without csum v2/v3.
+    pub fn data_checksum(&self, seq: u32, logged: &[u8]) -> u32 {
+        if !self.csum_v23 {
+            return 0;
+        }
+        let c = csum::ext4_crc32c(self.seed, &seq.to_be_bytes());
+        let c = csum::ext4_crc32c(c, logged);
+        if self.layout.csum_v3 {
+            c
+        } else {
+            c & 0xFFFF
+        }
+    }
+
+    /// crc32c of `buf` from the journal seed with the 4 bytes at `at` taken as zero.
+    fn csum_without(&self, buf: &[u8], at: usize) -> u32 {
+        let c = csum::ext4_crc32c(self.seed, &buf[..at]);
+        let c = csum::ext4_crc32c(c, &[0u8; 4]);
+        csum::ext4_crc32c(c, &buf[at + 4..])
+    }
+
+    /// A descriptor block of transaction `seq` listing `tags` (at most
+    /// `tags_per_descriptor()`; `SAME_UUID` and `LAST_TAG` are set here, `ESCAPE` and the
+    /// checksums come with each tag), `uuid` after the first tag, and the checksum tail.
+    /// `None` if the tags do not fit or a block number does not fit the layout.
+    pub fn descriptor(&self, seq: u32, uuid: &[u8; 16], tags: &[BlockTag]) -> Option<Vec<u8>> {
+        if tags.is_empty() || tags.len() > self.tags_per_descriptor() {
+            return None;
+        }
+        let mut b = vec![0u8; self.block_size];
+        put_header(&mut b, blocktype::DESCRIPTOR, seq);
+        let tb = self.layout.tag_bytes();
+        let mut at = core::mem::size_of::<JournalHeader>();
+        for (i, t) in tags.iter().enumerate() {
+            let mut flags = t.flags & !(tag_flag::SAME_UUID | tag_flag::LAST_TAG);
+            if i > 0 {
+                flags |= tag_flag::SAME_UUID;
+            }
+            if i + 1 == tags.len() {
+                flags |= tag_flag::LAST_TAG;
+            }
+            let tag = BlockTag { flags, ..*t };
+            if !self.layout.encode(&tag, &mut b[at..at + tb]) {
+                return None;
+            }
+            at += tb;
+            if i == 0 {
+                b[at..at + 16].copy_from_slice(uuid);
+                at += 16;
+            }
+        }
+        if self.csum_v23 {
+            let tail = self.block_size - BLOCK_TAIL_BYTES;
+            let c = self.csum_without(&b, tail);
+            b[tail..].copy_from_slice(&c.to_be_bytes());
+        }
+        Some(b)
+    }
+
+    /// The commit block of transaction `seq`, committed at `sec`.`nsec`. `crc32_sum` is the
+    /// running `crc32_be` (seeded with `!0`) of the transaction's descriptor and data blocks
+    /// in log order, used only with `COMPAT_CHECKSUM`.
+    pub fn commit(&self, seq: u32, sec: u64, nsec: u32, crc32_sum: u32) -> Vec<u8> {
+        let mut b = vec![0u8; self.block_size];
+        put_header(&mut b, blocktype::COMMIT, seq);
+        if self.compat_checksum && !self.csum_v23 {
+            b[0x0C] = CRC32_CHKSUM;
+            b[0x0D] = CRC32_CHKSUM_SIZE;
+            b[COMMIT_CHKSUM_OFFSET..COMMIT_CHKSUM_OFFSET + 4]
+                .copy_from_slice(&crc32_sum.to_be_bytes());
+        }
+        b[0x30..0x38].copy_from_slice(&sec.to_be_bytes());
+        b[0x38..0x3C].copy_from_slice(&nsec.to_be_bytes());
+        if self.csum_v23 {
+            let c = self.csum_without(&b, COMMIT_CHKSUM_OFFSET);
+            b[COMMIT_CHKSUM_OFFSET..COMMIT_CHKSUM_OFFSET + 4].copy_from_slice(&c.to_be_bytes());
+        }
+        b
+    }
+}
+
+/// Write a jbd2 block header at the start of `b`.
+fn put_header(b: &mut [u8], blocktype: u32, seq: u32) {
+    b[0..4].copy_from_slice(&JBD2_MAGIC_NUMBER.to_be_bytes());
+    b[4..8].copy_from_slice(&blocktype.to_be_bytes());
+    b[8..12].copy_from_slice(&seq.to_be_bytes());
+}
+
+/// Escape a block for the log: one whose first word is jbd2's magic would read as a log
+/// block, so the word is zeroed and the tag gets `ESCAPE` (replay puts the magic back).
+/// Returns whether it did.
+pub fn escape(block: &mut [u8]) -> bool {
+    if block.len() >= 4 && block[..4] == JBD2_MAGIC_NUMBER.to_be_bytes() {
+        block[..4].fill(0);
+        return true;
+    }
+    false
+}
+
+impl JournalSuperblock {
+    /// Store the checksum a v2/v3 journal superblock carries (no-op otherwise).
+    pub fn update_checksum(&mut self) {
+        if self.has_csum_v2or3() {
+            let c = self.compute_checksum();
+            self.s_checksum.set(c);
+        }
+    }
+}
+
 /// jbd2's v1 transaction checksum (`COMPAT_CHECKSUM`): the kernel's `crc32_be`, a
 /// most-significant-bit-first crc32 with neither pre- nor post-inversion (the caller seeds it
 /// with `!0`), which is the CRC-32/MPEG-2 update.
@@ -460,5 +643,121 @@ mod tests {
         let c = s.compute_checksum();
         s.s_checksum.set(c);
         assert_eq!(s.verify(4096, 1024), Ok(1024));
+    }
+
+    fn layouts() -> Vec<TagLayout> {
+        let mut v = Vec::new();
+        for (csum_v2, csum_v3) in [(false, false), (true, false), (false, true)] {
+            for is_64bit in [false, true] {
+                v.push(TagLayout {
+                    csum_v2,
+                    csum_v3,
+                    is_64bit,
+                });
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn tags_round_trip_in_every_layout() {
+        for l in layouts() {
+            let t = BlockTag {
+                blocknr: if l.is_64bit {
+                    0x1_2345_6789
+                } else {
+                    0x2345_6789
+                },
+                flags: tag_flag::ESCAPE | tag_flag::LAST_TAG,
+                checksum: if l.csum_v3 {
+                    0xDEAD_BEEF
+                } else if l.csum_v2 {
+                    0xBEEF
+                } else {
+                    0
+                },
+            };
+            let mut b = vec![0u8; l.tag_bytes()];
+            assert!(l.encode(&t, &mut b), "{l:?}");
+            assert_eq!(l.decode(&b), Some(t), "{l:?}");
+            // A 64-bit block number does not fit a 32-bit layout.
+            let big = BlockTag {
+                blocknr: 1 << 32,
+                ..t
+            };
+            assert_eq!(l.encode(&big, &mut b), l.is_64bit, "{l:?}");
+        }
+    }
+
+    #[test]
+    fn descriptor_and_commit_blocks_carry_their_checksums() {
+        for (incompat, compat) in [
+            (0, 0),
+            (0, feature::COMPAT_CHECKSUM),
+            (feature::INCOMPAT_CSUM_V2, 0),
+            (feature::INCOMPAT_CSUM_V3 | feature::INCOMPAT_64BIT, 0),
+        ] {
+            let mut sb = sample();
+            sb.s_feature_incompat.set(incompat);
+            sb.s_feature_compat.set(compat);
+            sb.s_uuid = [7; 16];
+            let f = LogFormat::of(&sb);
+            let per = f.tags_per_descriptor();
+            let tb = f.layout.tag_bytes();
+            // Full use of the block, and no more.
+            let room = 4096 - 12 - if f.csum_v23 { 4 } else { 0 };
+            assert!(16 + per * tb <= room && 16 + (per + 1) * tb > room, "{f:?}");
+            let tags: Vec<BlockTag> = (0..per as u64)
+                .map(|i| BlockTag {
+                    blocknr: 100 + i,
+                    flags: 0,
+                    checksum: f.data_checksum(5, &[i as u8; 4096]),
+                })
+                .collect();
+            assert!(f.descriptor(5, &[7; 16], &tags).is_some());
+            let d = f.descriptor(5, &[7; 16], &tags[..3]).unwrap();
+            assert_eq!(&d[..4], &JBD2_MAGIC_NUMBER.to_be_bytes());
+            assert_eq!(u32::from_be_bytes(d[4..8].try_into().unwrap()), 1);
+            assert_eq!(u32::from_be_bytes(d[8..12].try_into().unwrap()), 5);
+            let t0 = f.layout.decode(&d[12..]).unwrap();
+            assert_eq!(t0.flags, 0);
+            assert_eq!(&d[12 + tb..12 + tb + 16], &[7; 16]);
+            let t2 = f.layout.decode(&d[12 + tb + 16 + tb..]).unwrap();
+            assert_eq!(t2.blocknr, 102);
+            assert_eq!(t2.flags, tag_flag::SAME_UUID | tag_flag::LAST_TAG);
+            assert_eq!(t2.checksum, tags[2].checksum);
+            if f.csum_v23 {
+                let c = f.csum_without(&d, 4092);
+                assert_eq!(d[4092..], c.to_be_bytes());
+            }
+            assert!(f.descriptor(5, &[7; 16], &[]).is_none());
+
+            let c = f.commit(5, 1_700_000_000, 9, 0x1234_5678);
+            let h = CommitHeader::parse(&c).unwrap();
+            assert_eq!(h.h_header.h_blocktype.get(), blocktype::COMMIT);
+            assert_eq!(h.h_commit_sec.get(), 1_700_000_000);
+            assert_eq!(h.h_commit_nsec.get(), 9);
+            if f.csum_v23 {
+                assert_eq!(
+                    h.h_chksum[0].get(),
+                    f.csum_without(&c, COMMIT_CHKSUM_OFFSET)
+                );
+            } else if compat != 0 {
+                assert_eq!(h.h_chksum_type, CRC32_CHKSUM);
+                assert_eq!(h.h_chksum[0].get(), 0x1234_5678);
+            } else {
+                assert_eq!(h.h_chksum[0].get(), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn escape_zeroes_the_magic_only() {
+        let mut b = vec![0u8; 16];
+        b[..4].copy_from_slice(&JBD2_MAGIC_NUMBER.to_be_bytes());
+        b[4] = 1;
+        assert!(escape(&mut b));
+        assert_eq!(&b[..5], &[0, 0, 0, 0, 1]);
+        assert!(!escape(&mut b));
     }
 }

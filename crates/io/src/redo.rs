@@ -3,24 +3,43 @@
 //!
 //! Layout: two 4 KiB header slots (at 0 and 4096), then the records of the current generation
 //! from 8192. A header names its generation, its state (committed or applied), the device it
-//! belongs to and the length and checksum of the records. Headers alternate between the slots
-//! (generation `g` goes to slot `g % 2`), so a torn header write leaves the previous header
-//! intact, and the valid header with the highest generation is the truth:
+//! belongs to (size and file system UUID) and the length and checksum of the records. Headers
+//! alternate between the slots (generation `g` goes to slot `g % 2`), so a torn header write
+//! leaves the previous header intact, and the valid header with the highest generation is the
+//! truth:
 //!
 //! * no valid header, or the newest is `Applied`: the device is consistent; nothing to do.
 //! * the newest is `Committed` and its records check out: replay them (idempotent), then
 //!   retire the generation.
 //!
 //! A crash at any point therefore leaves the original device or the fully repaired one.
+//!
+//! A log is bound to the state it was made from. A new log gets an `Applied` header naming
+//! the device before anything else is written, so a log left by a run killed at any point
+//! names its device; a log naming another device is refused whatever its state. Each record
+//! is preceded by the crc32c of the bytes it overwrites, one per 512-byte sector (`n u32`,
+//! then `n` checksums): before a committed generation is replayed, every sector of every
+//! target must hold its old contents or its new ones (a generation partly applied, or a write
+//! torn between sectors, which land whole as jbd2 and e2fsprogs assume too); any other
+//! contents mean the device is not in the state the log was made from, and nothing is
+//! written.
 
-use crate::logfile::{LogStore, Record};
+use crate::logfile::{LogStore, Record, MAX_RECORD};
 use crate::{Device, IoError, Result};
 
 const MAGIC: &[u8; 8] = b"FFSCKRDO";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const SLOT: u64 = 4096;
 const PAYLOAD: u64 = 2 * SLOT;
 const HEADER_LEN: usize = 72;
+
+/// Granularity of the old-contents checksums: a device sector.
+const SECTOR: usize = 512;
+
+/// Why a log is refused (`IoError::Refused`): its header names another device.
+pub const OTHER_DEVICE: &str = "made for another file system";
+/// A committed record's target holds neither its old nor its new contents.
+pub const OTHER_STATE: &str = "made for another state of the device";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -126,14 +145,20 @@ impl<S: LogStore> RedoLog<S> {
             generation: 0,
         };
         let Some(h) = newest else {
+            // A new log: bind it to the device before anything else.
+            let h = Header {
+                generation: 0,
+                state: State::Applied,
+                device,
+                records: 0,
+                payload_len: 0,
+                payload_crc: 0,
+            };
+            log.write_header(&h)?;
             return Ok((log, Recovery::Clean { generation: 0 }));
         };
         if h.device != device {
-            return Err(IoError::Refused(format!(
-                "the repair log belongs to another device (size {} bytes); \
-                 move it away to proceed",
-                h.device.size
-            )));
+            return Err(IoError::Refused(OTHER_DEVICE.into()));
         }
         log.generation = h.generation;
         if h.state == State::Applied {
@@ -157,6 +182,22 @@ impl<S: LogStore> RedoLog<S> {
                 ))
             }
         };
+        // Every target must hold its old or its new contents before anything is written.
+        for (old, r) in &records {
+            let mut cur = vec![0u8; r.data.len()];
+            let end = r.offset.checked_add(r.data.len() as u64);
+            if end.is_none_or(|e| e > dev.size()) {
+                return Err(IoError::Refused(OTHER_STATE.into()));
+            }
+            dev.read_at(&mut cur, r.offset)?;
+            let sectors = cur.chunks(SECTOR).zip(r.data.chunks(SECTOR)).zip(old);
+            for ((c, new), crc) in sectors {
+                if c != new && crc32c::crc32c(c) != *crc {
+                    return Err(IoError::Refused(OTHER_STATE.into()));
+                }
+            }
+        }
+        let records: Vec<Record> = records.into_iter().map(|(_, r)| r).collect();
         let bytes = records.iter().map(|r| r.data.len() as u64).sum();
         apply_records(dev, &records)?;
         log.retire(&h)?;
@@ -185,14 +226,22 @@ impl<S: LogStore> RedoLog<S> {
         before_commit: &mut dyn FnMut(&[Record]) -> Result<()>,
     ) -> Result<()> {
         before_commit(records)?;
-        let header = self.commit(records)?;
+        let header = self.commit(dev, records)?;
         apply_records(dev, records)?;
         self.retire(&header)
     }
 
-    fn commit(&mut self, records: &[Record]) -> Result<Header> {
+    fn commit(&mut self, dev: &dyn Device, records: &[Record]) -> Result<Header> {
         let mut payload = Vec::new();
+        let mut old = Vec::new();
         for r in records {
+            old.resize(r.data.len(), 0);
+            dev.read_at(&mut old, r.offset)?;
+            let n = old.len().div_ceil(SECTOR) as u32;
+            payload.extend_from_slice(&n.to_le_bytes());
+            for sector in old.chunks(SECTOR) {
+                payload.extend_from_slice(&crc32c::crc32c(sector).to_le_bytes());
+            }
             r.encode(&mut payload);
         }
         self.store.write_at(&payload, PAYLOAD)?;
@@ -254,8 +303,9 @@ fn newest_header(store: &dyn LogStore) -> Result<Option<Header>> {
     Ok(best)
 }
 
-/// Read and verify the records a committed header describes.
-fn read_payload(store: &dyn LogStore, h: &Header) -> Option<Vec<Record>> {
+/// Read and verify the records a committed header describes, each with the checksum of the
+/// contents it overwrites.
+fn read_payload(store: &dyn LogStore, h: &Header) -> Option<Vec<(Vec<u32>, Record)>> {
     let end = PAYLOAD.checked_add(h.payload_len)?;
     if end > store.len().ok()? {
         return None;
@@ -266,11 +316,36 @@ fn read_payload(store: &dyn LogStore, h: &Header) -> Option<Vec<Record>> {
     let mut raw = Vec::new();
     // Each record takes at least its header, so the count is bounded by the payload length.
     for _ in 0..h.records {
-        let (r, next) = Record::decode(store, at, end)?;
+        if at.checked_add(4)? > end {
+            return None;
+        }
+        let mut w = [0u8; 4];
+        store.read_at(&mut w, at).ok()?;
+        let n = u32::from_le_bytes(w) as usize;
+        // Bounded by the longest record before anything is allocated.
+        if n > (MAX_RECORD as usize).div_ceil(SECTOR) {
+            return None;
+        }
+        let crcs_end = at.checked_add(4 + 4 * n as u64)?;
+        if crcs_end > end {
+            return None;
+        }
+        let mut raw_crcs = vec![0u8; 4 * n];
+        store.read_at(&mut raw_crcs, at + 4).ok()?;
+        let (r, next) = Record::decode(store, crcs_end, end)?;
+        if r.data.len().div_ceil(SECTOR) != n {
+            return None;
+        }
         raw.clear();
+        raw.extend_from_slice(&w);
+        raw.extend_from_slice(&raw_crcs);
         r.encode(&mut raw);
         crc = crc32c::crc32c_append(crc, &raw);
-        records.push(r);
+        let old = raw_crcs
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        records.push((old, r));
         at = next;
     }
     (at == end && crc == h.payload_crc).then_some(records)

@@ -1,7 +1,8 @@
 //! The undo file: the old contents of every device range a repair overwrites, saved and synced
 //! before the overwrite, so the image can be put back byte for byte.
 //!
-//! Layout: a 4 KiB header (magic, version, the device's size and tag, checksum), then records
+//! Layout: a 4 KiB header (magic, version, the device's size and tag: the UUID of the file
+//! system it was made from, checksum), then records
 //! (`logfile::Record`) of old contents in the order they were saved. Each range is saved once,
 //! the first time it is about to change, so restoring every record gives the original.
 
@@ -109,14 +110,23 @@ pub struct Restored {
 }
 
 /// Put back every saved range, newest first, and flush the device. Refuses a device whose size
-/// or tag differs from the one the undo file was made for.
+/// differs from the one the undo file was made for, or whose tag (file system UUID) differs
+/// from a non-zero recorded one.
 pub fn restore(store: &dyn LogStore, dev: &dyn Device, device: DeviceId) -> Result<Restored> {
     let saved_for = decode_header(store)?;
-    if saved_for.size != device.size || saved_for.tag != device.tag {
+    if saved_for.size != device.size {
         return Err(IoError::Refused(format!(
             "the undo file was made for another device (size {} bytes, this one {})",
             saved_for.size, device.size
         )));
+    }
+    // The tag is the file system's UUID (zero when the file had none to record).
+    if saved_for.tag != [0; 16] && saved_for.tag != device.tag {
+        return Err(IoError::Refused(
+            "the undo file was made for another file system (its UUID differs); \
+             nothing was written"
+                .into(),
+        ));
     }
     let end = store.len()?;
     let mut records = Vec::new();

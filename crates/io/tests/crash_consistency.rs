@@ -1,7 +1,10 @@
 //! Crash-point replay of the repair write path: cut the power after every possible number of
 //! writes and syncs, let each unsynced write be lost, kept or torn, reboot, recover, and require
 //! the original image or the fully repaired one, never a mix; the undo file must then give the
-//! original back byte for byte.
+//! original back byte for byte. A log is bound to its device and state: a log for another file
+//! system, or whose records' targets hold neither their old nor their new contents, is refused
+//! before anything is written. (The journal commit path is crash-tested in
+//! `crates/check/tests/journal_commit.rs`, as it needs the checker to build transactions.)
 
 use ffsck_io::logfile::{LogStore, Record};
 use ffsck_io::overlay::{Overlay, CHUNK};
@@ -60,7 +63,10 @@ fn fate_from(seed: u64) -> impl FnMut(usize, usize) -> Fate {
         match s % 3 {
             0 => Fate::Lost,
             1 => Fate::Kept,
-            _ => Fate::Torn((s >> 8) as usize % len.max(1)),
+            // A write tears between sectors: each 512-byte sector lands whole (the
+            // assumption jbd2 and e2fsprogs make too, and the redo log's old-contents
+            // checksums are per sector).
+            _ => Fate::Torn(512 * ((s >> 8) as usize % len.div_ceil(512).max(1))),
         }
     }
 }
@@ -166,6 +172,85 @@ fn torn_header_of_a_later_generation_keeps_the_earlier_state() {
         ..id()
     };
     assert!(RedoLog::open(log, &dev, other).is_err());
+}
+
+/// A committed generation whose device is no longer in either state it knows is refused, and
+/// nothing is written; a generation partly applied (some targets new, the rest old) is
+/// finished.
+#[test]
+fn a_log_is_replayed_only_onto_the_state_it_was_made_from() {
+    let original: Vec<u8> = (0..SIZE).map(|i| (i % 17) as u8).collect();
+    let (records, repaired) = records_for(&original, &sample_writes());
+    // A log committed but not applied: the device refuses writes after the log's.
+    let committed = {
+        let dev = SimDisk::new(original.clone(), Power::new(-1));
+        let mut log = ffsck_io::logfile::MemLog::default();
+        let (mut redo, _) = RedoLog::open(&mut log, &dev, id()).unwrap();
+        let ro = ReadOnly(&dev);
+        assert!(redo
+            .commit_and_apply(&ro, &records, &mut |_| Ok(()))
+            .is_err());
+        log
+    };
+    // The same state: replayed.
+    let dev = MemDevice::new(original.clone());
+    let (_, rec) = RedoLog::open(committed.clone(), &dev, id()).unwrap();
+    assert!(matches!(rec, Recovery::Replayed { .. }));
+    assert_eq!(dev.snapshot(), repaired);
+    // Half applied: the first record landed, the others not.
+    let mut half = original.clone();
+    let r0 = &records[0];
+    half[r0.offset as usize..r0.offset as usize + r0.data.len()].copy_from_slice(&r0.data);
+    let dev = MemDevice::new(half);
+    RedoLog::open(committed.clone(), &dev, id()).unwrap();
+    assert_eq!(dev.snapshot(), repaired);
+    // Another state of the device (one byte a record overwrites differs): refused.
+    let mut other = original.clone();
+    other[r0.offset as usize] ^= 0xFF;
+    let dev = MemDevice::new(other.clone());
+    let err = RedoLog::open(committed.clone(), &dev, id()).err().unwrap();
+    assert!(
+        err.to_string().contains(ffsck_io::redo::OTHER_STATE),
+        "{err}"
+    );
+    assert_eq!(dev.snapshot(), other, "nothing may be written");
+    // Another file system (another UUID): refused, whatever the log's state.
+    let foreign = DeviceId {
+        tag: [7; 16],
+        ..id()
+    };
+    let dev = MemDevice::new(original.clone());
+    let err = RedoLog::open(committed, &dev, foreign).err().unwrap();
+    assert!(
+        err.to_string().contains(ffsck_io::redo::OTHER_DEVICE),
+        "{err}"
+    );
+    assert_eq!(dev.snapshot(), original);
+    // Even a log that never got past its first header names its device.
+    let mut fresh = ffsck_io::logfile::MemLog::default();
+    let _ = RedoLog::open(&mut fresh, &dev, id()).unwrap();
+    assert!(RedoLog::open(fresh, &dev, foreign).is_err());
+}
+
+/// A device whose writes fail (reads go through).
+struct ReadOnly<'a>(&'a SimDisk);
+
+impl Device for ReadOnly<'_> {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> ffsck_io::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, _: &[u8], _: u64) -> ffsck_io::Result<()> {
+        Err(ffsck_io::IoError::ReadOnly)
+    }
+    fn flush(&self) -> ffsck_io::Result<()> {
+        Ok(())
+    }
+    fn bytes_read(&self) -> u64 {
+        0
+    }
 }
 
 proptest! {
