@@ -32,7 +32,7 @@ impl FileDevice {
         if ft.is_dir() {
             return Err(IoError::Open {
                 path: path.display().to_string(),
-                source: std::io::Error::new(std::io::ErrorKind::Other, "is a directory"),
+                source: std::io::Error::other("is a directory"),
             });
         }
         let mut opts = OpenOptions::new();
