@@ -178,7 +178,18 @@ fn block_read_only(f: &File) -> bool {
 /// here) is not locked.
 fn lock_image(path: &Path, exclusive: bool) -> Result<Option<File>, ()> {
     use rustix::fs::FlockOperation as Op;
-    let Ok(f) = File::open(path) else {
+    // Opened for writing where it can be for an exclusive lock: NFS emulates flock with
+    // byte-range locks, whose exclusive kind needs a writable descriptor.
+    let opened = if exclusive {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .or_else(|_| File::open(path))
+    } else {
+        File::open(path)
+    };
+    let Ok(f) = opened else {
         return Ok(None);
     };
     let op = if exclusive {
