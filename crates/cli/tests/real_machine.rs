@@ -224,6 +224,12 @@ fn wait_blocked_on_stdout(pid: u32) {
         (nr == "1" || nr == "64") && f.next() == Some("0x1")
     };
     for _ in 0..60_000 {
+        let ended = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |st| {
+            st.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        });
+        assert!(!ended, "process {pid} ended before blocking on its output");
         let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
             .unwrap_or_else(|_| panic!("process {pid} ended before blocking on its output"));
         if tasks.flatten().any(|t| writing(&t.path())) {
@@ -258,18 +264,30 @@ fn spawn_ffsck(
     if let Some(fd) = extra_fd {
         use std::os::fd::AsRawFd;
         let raw = fd.as_raw_fd();
-        // SAFETY: dup2 between two descriptors is async-signal-safe; `raw` is open in the
-        // parent, hence in the child until exec.
+        // SAFETY: as_fd_5 only calls async-signal-safe functions on a descriptor that is
+        // open in the parent, hence in the child until exec.
         unsafe {
-            c.pre_exec(move || {
-                if libc::dup2(raw, 5) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+            c.pre_exec(move || as_fd_5(raw));
         }
     }
     c.spawn().unwrap()
+}
+
+/// In a child between fork and exec: make `raw` its descriptor 5, kept across exec (dup2
+/// clears close-on-exec on the copy; when `raw` is 5 already, the flag is cleared on it).
+fn as_fd_5(raw: i32) -> std::io::Result<()> {
+    // SAFETY: fcntl and dup2 on descriptors are async-signal-safe and touch no memory.
+    let r = unsafe {
+        if raw == 5 {
+            libc::fcntl(5, libc::F_SETFD, 0)
+        } else {
+            libc::dup2(raw, 5)
+        }
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Wait for a child with a hang guard; its exit code (panics if killed by a signal).
@@ -798,14 +816,10 @@ fn util_linux_fsck_hands_the_progress_over_with_sigusr1() {
     {
         use std::os::fd::AsRawFd;
         let raw = prog_w.as_raw_fd();
-        // SAFETY: dup2 is async-signal-safe; `raw` is open until exec.
+        // SAFETY: as_fd_5 only calls async-signal-safe functions on a descriptor that is
+        // open in the parent, hence in the child until exec.
         unsafe {
-            c.pre_exec(move || {
-                if libc::dup2(raw, 5) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+            c.pre_exec(move || as_fd_5(raw));
         }
     }
     let mut fsck = c.spawn().unwrap();
