@@ -1,9 +1,11 @@
 //! SIGINT/SIGTERM: stop cleanly. Before a repair's commit nothing has been written, so ffsck
 //! removes its uncommitted log and exits 32 (e2fsck's "canceled"); during the commit the signal
 //! waits until the generation is applied, so the image is never left half repaired.
+//! SIGUSR1 and SIGUSR2 turn the progress output on and off (e2fsck's signals, which util-linux
+//! `fsck -C` sends), instead of ending the process as their default action would.
 
 use ffsck_check::exit;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 use signal_hook::iterator::Signals;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -33,17 +35,23 @@ fn state() -> std::sync::MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Start the thread that turns SIGINT and SIGTERM into a clean stop. Without it (the handler
-/// could not be installed) the signals keep their default action, which is still safe: the
-/// redo log finishes or discards an interrupted repair on the next run.
+/// Start the thread that turns SIGINT and SIGTERM into a clean stop and SIGUSR1 and SIGUSR2
+/// into progress on and off; the handlers are in place when this returns (call it first
+/// thing). Without it (the handlers could not be installed) the signals keep their default
+/// action, which is still safe: the redo log finishes or discards an interrupted repair on
+/// the next run.
 pub fn install() {
-    let Ok(mut signals) = Signals::new([SIGINT, SIGTERM]) else {
+    let Ok(mut signals) = Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGUSR2]) else {
         return;
     };
     let spawned = std::thread::Builder::new()
         .name("ffsck-signals".into())
         .spawn(move || {
             for sig in signals.forever() {
+                if sig == SIGUSR1 || sig == SIGUSR2 {
+                    crate::progress::set_on(sig == SIGUSR1);
+                    continue;
+                }
                 let mut st = state();
                 if st.committing {
                     st.pending = true;

@@ -1,6 +1,7 @@
 //! `ffsck`: the command line. Parses e2fsck-compatible flags, opens the device safely, runs the
 //! engine and renders its findings (terminal, preen, JSON, e2fsck problem log, `-C` progress).
 
+mod device;
 mod interrupt;
 mod output;
 mod progress;
@@ -12,7 +13,6 @@ mod tty;
 use anyhow::Result;
 use clap::Parser;
 use ffsck_check::{exit, CheckOptions, Policy, Progress, SuperHint};
-use ffsck_io::mounts::{mount_state, MountState};
 use ffsck_io::{Device, FileDevice};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -51,8 +51,9 @@ struct Args {
     /// The external journal device of the file system (as e2fsck's -j); read-only under -n.
     #[arg(short = 'j', value_name = "EXTERNAL_JOURNAL")]
     journal: Option<PathBuf>,
-    /// Write progress lines ("pass current max device") to this file descriptor; 0 draws a bar.
-    #[arg(short = 'C')]
+    /// Write progress lines ("pass current max device") to this file descriptor; 0 draws a bar;
+    /// -N writes nothing until SIGUSR1, then lines to descriptor N (SIGUSR2 stops them).
+    #[arg(short = 'C', allow_negative_numbers = true)]
     progress_fd: Option<i32>,
     /// Worker threads (default: one per core).
     #[arg(long = "threads", short = 'm')]
@@ -167,13 +168,13 @@ fn real_main() -> Result<i32> {
         return Ok(exit::USAGE);
     }
     let dev_name = args.device.display().to_string();
+    let progress_out = match progress::configure(args.progress_fd) {
+        Ok(o) => o,
+        Err(code) => return Ok(code),
+    };
     // Without -n, -p or -y the questions go to the person at the terminal (and the engine
     // proposes every fix it has, as under -y). Undo and estimates ask nothing.
     let interactive = modes == 0 && !args.estimate && args.apply_undo.is_none();
-    if interactive && !tty::is_terminal() {
-        eprintln!("ffsck: need terminal for interactive repairs");
-        return Ok(exit::ERROR);
-    }
     let policy = if args.yes || interactive {
         Policy::Yes
     } else if args.preen {
@@ -181,32 +182,34 @@ fn real_main() -> Result<i32> {
     } else {
         Policy::No
     };
-    if policy != Policy::No || args.apply_undo.is_some() {
-        // Repairs never touch a file system the kernel has mounted read-write.
-        if mount_state(&args.device) == MountState::ReadWrite {
-            eprintln!("{dev_name} is mounted read-write.\nffsck: Cannot continue, aborting.");
-            return Ok(exit::ERROR);
-        }
+    // e2fsck's mount rules, the file system found through any alias (loop devices, bind
+    // mounts, devices built on it), before anything is asked or opened.
+    let mode = if args.apply_undo.is_some() {
+        device::Mode::Undo
+    } else if policy == Policy::No {
+        device::Mode::Check
+    } else {
+        device::Mode::Repair
+    };
+    let access = match device::check_mount(&args.device, &dev_name, mode, args.force) {
+        Ok(a) => a,
+        Err(code) => return Ok(code),
+    };
+    if interactive && !tty::is_terminal() {
+        eprintln!("ffsck: need terminal for interactive repairs");
+        return Ok(exit::ERROR);
     }
+    // Locked, opened as the rules say, and refused at once if it cannot be written.
+    let opened = match device::open(&args.device, &dev_name, &access) {
+        Ok(o) => o,
+        Err(code) => return Ok(code),
+    };
     if let Some(undo) = &args.apply_undo {
+        let _holds = opened.into_holds();
         return repair::apply_undo(undo, &args.device);
     }
-    if mount_state(&args.device) != MountState::NotMounted {
-        eprintln!("Warning: {dev_name} is mounted; a read-only check of a mounted file system may report spurious errors.");
-    }
-
-    let opened = if policy == Policy::No {
-        FileDevice::open_read_only(&args.device)
-    } else {
-        FileDevice::open_read_write(&args.device)
-    };
-    let dev: Arc<dyn Device> = match opened {
-        Ok(d) => Arc::new(d),
-        Err(e) => {
-            eprintln!("ffsck: {e}\nffsck: cannot open {dev_name}: it must be a block device or an image file.");
-            return Ok(exit::ERROR);
-        }
-    };
+    let device::Opened { dev, holds: _holds } = opened;
+    let dev: Arc<dyn Device> = Arc::new(dev);
     if dev.size() == 0 {
         eprintln!("ffsck: {dev_name} is empty (0 bytes): no file system to check.");
         return Ok(exit::ERROR);
@@ -294,15 +297,22 @@ fn real_main() -> Result<i32> {
             .map(|o| o.clone() as Arc<dyn Device>),
         now,
     };
-    let ticker = args.progress_fd.map(|fd| {
-        // The bar's ETA follows the run-time model (its sample costs a few reads).
-        let model = (fd == 0)
-            .then(|| ffsck_check::estimate::estimate(&*dev, plan.threads).ok())
-            .flatten()
-            .map(|e| e.pass_secs);
-        progress::Ticker::start(fd, prog.clone(), dev_name.clone(), model)
-    });
+    // The bar's ETA follows the run-time model (its sample costs a few reads); a bar turned
+    // on later by SIGUSR1 does without.
+    let model = (args.progress_fd == Some(0))
+        .then(|| ffsck_check::estimate::estimate(&*dev, plan.threads).ok())
+        .flatten()
+        .map(|e| e.pass_secs);
+    let ticker = Some(progress::Ticker::start(
+        progress_out,
+        prog.clone(),
+        dev_name.clone(),
+        model,
+    ));
     let mut term = output::Terminal::new(policy, &dev_name);
+    if access.root {
+        term.root_file_system();
+    }
     if interactive {
         term.ask_on_terminal();
     }

@@ -19,7 +19,8 @@ const PASS_NAMES: [&str; 6] = [
 pub struct Terminal {
     policy: Policy,
     dev: String,
-    out: std::io::BufWriter<std::io::Stdout>,
+    /// Flushed at each line, so an interrupted run shows what it had found.
+    out: std::io::LineWriter<std::io::Stdout>,
     /// `-tt`: the pass under way and when it started, to print each pass's time.
     pass_timer: Option<(u8, std::time::Instant)>,
     /// A bitmap-differences line is being written: the next finding ends it first.
@@ -28,6 +29,8 @@ pub struct Terminal {
     interactive: bool,
     /// They answered `a`: yes to everything from then on.
     yes_to_all: bool,
+    /// The file system is the mounted root: a change to it needs a reboot.
+    root: bool,
 }
 
 /// Findings e2fsck writes on one line: a bitmap-differences header and its ranges.
@@ -52,12 +55,19 @@ impl Terminal {
         Terminal {
             policy,
             dev: dev.to_string(),
-            out: std::io::BufWriter::new(std::io::stdout()),
+            out: std::io::LineWriter::new(std::io::stdout()),
             pass_timer: None,
             line_open: false,
             interactive: false,
             yes_to_all: false,
+            root: false,
         }
+    }
+
+    /// The file system is the mounted (read-only) root: when the run changes it, say to
+    /// reboot and add e2fsck's REBOOT bit to the exit code.
+    pub fn root_file_system(&mut self) {
+        self.root = true;
     }
 
     /// Ask the person at the terminal instead of answering by the policy.
@@ -121,6 +131,10 @@ impl Terminal {
             let name = crate::skip::display_name(&s.label, &self.dev);
             if code & exit::NONDESTRUCT != 0 && self.policy != Policy::Preen {
                 let _ = writeln!(self.out, "\n{name}: ***** FILE SYSTEM WAS MODIFIED *****");
+            }
+            if code & exit::NONDESTRUCT != 0 && self.root {
+                let _ = writeln!(self.out, "{name}: ***** REBOOT SYSTEM *****");
+                code |= exit::REBOOT;
             }
             if code & exit::UNCORRECTED != 0 {
                 let _ = writeln!(

@@ -1,14 +1,81 @@
 //! Progress reporting for `-C fd`: e2fsck's "pass current max device" lines on a descriptor,
-//! or (for fd 0) a terminal bar with an ETA. Runs on its own thread, polling the engine's
-//! atomic counters, so the passes never block on output. The bar weights each pass by the
+//! or (for fd 0) a terminal bar with an ETA; SIGUSR1 turns it on and SIGUSR2 off, as in
+//! e2fsck. Runs on its own thread, polling the engine's atomic counters, so the passes never
+//! block on output. The bar weights each pass by the
 //! run-time model's prediction for it (`ffsck_check::estimate`) when one is available.
 
 use ffsck_check::Progress;
+use std::fs::File;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// Whether progress is shown: set by `-C` at the start, and by SIGUSR1 (on) and SIGUSR2 (off)
+/// at any time, as e2fsck's signals do (util-linux `fsck -C` hands the bar from one checker to
+/// the next with them).
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// Turn progress on or off (the signal thread's SIGUSR1 and SIGUSR2).
+pub fn set_on(on: bool) {
+    ON.store(on, Ordering::Relaxed);
+}
+
+/// Where progress goes when it is on.
+pub enum Output {
+    /// A bar on the terminal (`-C 0`, or SIGUSR1 without `-C`).
+    Bar,
+    /// e2fsck's "pass current max device" lines on this (duplicated) descriptor.
+    Lines(File),
+}
+
+/// The progress settings from `-C`: `None` shows nothing until SIGUSR1 (then a bar); `0` a
+/// bar; `N` lines on descriptor N; `-N` nothing until SIGUSR1, then lines on descriptor N
+/// (util-linux fsck passes this to every checker but the first). The descriptor is checked
+/// as e2fsck does; on error the message is printed and `Err` carries the exit code.
+pub fn configure(arg: Option<i32>) -> Result<Output, i32> {
+    let Some(n) = arg else {
+        return Ok(Output::Bar);
+    };
+    if n == 0 {
+        set_on(true);
+        return Ok(Output::Bar);
+    }
+    let fd = n.checked_abs().unwrap_or(-1);
+    match dup_fd(fd) {
+        Ok(f) => {
+            if n > 0 {
+                set_on(true);
+            }
+            Ok(Output::Lines(f))
+        }
+        Err(e) => {
+            let why = e.to_string();
+            let why = why.split(" (os error ").next().unwrap_or_default();
+            eprintln!("Error validating file descriptor {fd}: {why}");
+            eprintln!("ffsck: Invalid completion information file descriptor");
+            Err(ffsck_check::exit::ERROR)
+        }
+    }
+}
+
+/// A close-on-exec duplicate of the caller's descriptor `fd`: ours to write and to close,
+/// leaving theirs open (fsck front ends keep reading it after we exit).
+fn dup_fd(fd: i32) -> std::io::Result<File> {
+    use std::os::fd::FromRawFd;
+    if fd < 0 {
+        return Err(std::io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: F_DUPFD_CLOEXEC only reads `fd` (failing with EBADF if it is not open) and
+    // returns a new descriptor, which nothing else owns.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if new < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `new` was just created by fcntl and is owned by nothing else.
+    Ok(unsafe { File::from_raw_fd(new) })
+}
 
 pub struct Ticker {
     stop: Arc<AtomicBool>,
@@ -16,21 +83,19 @@ pub struct Ticker {
 }
 
 impl Ticker {
+    /// Follow the engine's counters on a thread, drawing to `out` whenever progress is on.
     /// `model`: predicted seconds per pass (index = pass), for the bar's weights and ETA.
-    pub fn start(fd: i32, prog: Arc<Progress>, dev: String, model: Option<[f64; 6]>) -> Self {
+    pub fn start(out: Output, prog: Arc<Progress>, dev: String, model: Option<[f64; 6]>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
-        let handle = std::thread::spawn(move || {
-            if fd == 0 {
-                bar_loop(&prog, &s2, model);
-            } else {
-                lines_loop(fd, &prog, &s2, &dev);
-            }
-        });
-        Ticker {
-            stop,
-            handle: Some(handle),
-        }
+        let handle = std::thread::Builder::new()
+            .name("ffsck-progress".into())
+            .spawn(move || match out {
+                Output::Bar => bar_loop(&prog, &s2, model),
+                Output::Lines(f) => lines_loop(f, &prog, &s2, &dev),
+            })
+            .ok();
+        Ticker { stop, handle }
     }
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -40,26 +105,21 @@ impl Ticker {
     }
 }
 
-fn lines_loop(fd: i32, prog: &Progress, stop: &AtomicBool, dev: &str) {
-    // Reopen the caller's descriptor through /proc so that dropping our handle never closes
-    // theirs (fsck front ends keep reading it after we exit).
-    if fd < 0 {
-        return;
-    }
-    let Ok(mut f) = std::fs::OpenOptions::new()
-        .write(true)
-        .open(format!("/proc/self/fd/{fd}"))
-    else {
-        return;
-    };
+fn lines_loop(mut f: File, prog: &Progress, stop: &AtomicBool, dev: &str) {
     let mut last = (u64::MAX, u64::MAX);
     loop {
-        let (pass, done, total) = prog.snapshot();
-        if pass > 0 && (pass, done) != last {
-            let _ = writeln!(f, "{pass} {done} {total} {dev}");
-            last = (pass, done);
+        let stopping = stop.load(Ordering::Relaxed);
+        if ON.load(Ordering::Relaxed) {
+            let (pass, done, total) = prog.snapshot();
+            if pass > 0 && (pass, done) != last {
+                let _ = writeln!(f, "{pass} {done} {total} {dev}");
+                last = (pass, done);
+            }
+        } else {
+            // Off: the next time it is turned on, the current position is written at once.
+            last = (u64::MAX, u64::MAX);
         }
-        if stop.load(Ordering::Relaxed) {
+        if stopping {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -71,18 +131,23 @@ fn lines_loop(fd: i32, prog: &Progress, stop: &AtomicBool, dev: &str) {
 const DEFAULT_WEIGHTS: [f64; 6] = [0.0, 0.60, 0.25, 0.02, 0.03, 0.10];
 
 fn bar_loop(prog: &Progress, stop: &AtomicBool, model: Option<[f64; 6]>) {
-    let bar = indicatif::ProgressBar::new(1000);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("Pass {prefix} [{bar:40}] {percent:>3}% ETA {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
     // Predicted seconds per pass; without a model, the fixed shares of a 1 s run.
     let secs = model
         .filter(|m| m.iter().all(|x| x.is_finite() && *x >= 0.0) && m.iter().sum::<f64>() > 0.0)
         .unwrap_or(DEFAULT_WEIGHTS);
     let total: f64 = secs.iter().sum();
     let start = std::time::Instant::now();
+    let mut bar: Option<indicatif::ProgressBar> = None;
     while !stop.load(Ordering::Relaxed) {
+        if !ON.load(Ordering::Relaxed) {
+            // Off (SIGUSR2): the bar is cleared from the terminal.
+            if let Some(b) = bar.take() {
+                b.finish_and_clear();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        let bar = bar.get_or_insert_with(new_bar);
         let (pass, done, count) = prog.snapshot();
         let p = pass.min(5) as usize;
         let frac = if count > 0 {
@@ -102,5 +167,16 @@ fn bar_loop(prog: &Progress, stop: &AtomicBool, model: Option<[f64; 6]>) {
         bar.set_message(format!("{}:{:02}", eta / 60, eta % 60));
         std::thread::sleep(Duration::from_millis(100));
     }
-    bar.finish_and_clear();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+}
+
+fn new_bar() -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(1000);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("Pass {prefix} [{bar:40}] {percent:>3}% ETA {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
 }

@@ -32,7 +32,7 @@ impl FileDevice {
         if ft.is_dir() {
             return Err(IoError::Open {
                 path: path.display().to_string(),
-                source: std::io::Error::new(std::io::ErrorKind::Other, "is a directory"),
+                source: std::io::Error::other("is a directory"),
             });
         }
         let mut opts = OpenOptions::new();
@@ -41,7 +41,17 @@ impl FileDevice {
             opts.custom_flags(libc::O_EXCL);
         }
         let file = opts.open(path).map_err(err)?;
-        let size = if ft.is_block_device() {
+        Self::from_file(file, write)
+    }
+
+    /// Wrap a file or block device the caller opened (with the flags its policy chose:
+    /// `O_EXCL` or not, locks held elsewhere). `writable`: the file was opened for writing
+    /// and repairs may write through it.
+    pub fn from_file(file: File, writable: bool) -> Result<Self> {
+        let meta = file
+            .metadata()
+            .map_err(|source| IoError::Io { offset: 0, source })?;
+        let size = if meta.file_type().is_block_device() {
             use std::io::{Seek, SeekFrom};
             let mut f = &file;
             f.seek(SeekFrom::End(0))
@@ -52,7 +62,7 @@ impl FileDevice {
         Ok(FileDevice {
             file,
             size,
-            writable: write,
+            writable,
             counter: ReadCounter::default(),
         })
     }
