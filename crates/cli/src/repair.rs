@@ -206,6 +206,17 @@ fn commit(dev: &Arc<dyn Device>, records: &[Record], how: &Commit) -> Result<()>
         Ok(None) => {}
         Err(why) => why_not = Some(why),
     }
+    if why_not.is_none() && superblock_only(records) {
+        // The marks of a check (and any other change of the primary superblock alone) are
+        // one 1024-byte write, which lands whole as the kernel and e2fsprogs assume: written
+        // in place, as e2fsck writes it, without cycling the journal on every boot.
+        save(records)?;
+        for r in records {
+            dev.write_at(&r.data, r.offset)?;
+        }
+        dev.flush()?;
+        return Ok(());
+    }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

@@ -930,7 +930,6 @@ fn root_tree(t: &Tools) -> Image {
         "etc",
         "tmp",
         "ffbin",
-        "var/lib/ffsck",
         "data",
     ] {
         std::fs::create_dir_all(tree.join(d)).unwrap();
@@ -980,10 +979,10 @@ fn in_root(img: &Image, lp: &Loop, bin: &Path, progress: &Path, cmd: &str) -> Ru
             script += &format!("mount --rbind /{d} {}/{d}\n", nr.display());
         }
     }
-    // fsck -l locks under /run; the pre-journal repair path keeps its redo log under
-    // /var/lib/ffsck (both writable at boot: /run is a tmpfs).
+    // fsck -l locks under /run (a tmpfs at boot); the root itself stays read-only, and the
+    // repair keeps its state on the device.
     script += &format!(
-        "mount -t tmpfs tmpfs {nr}/run\nmount -t tmpfs tmpfs {nr}/var/lib/ffsck\n\
+        "mount -t tmpfs tmpfs {nr}/run\n\
          mount --bind {bin} {nr}/ffbin\nexec 5>{progress}\nset +e\n\
          exec chroot {nr} env PATH=/ffbin:/usr/sbin:/usr/bin:/sbin:/bin E2FSCK_CONFIG=/dev/null \
          sh -c '{cmd}'\n",
