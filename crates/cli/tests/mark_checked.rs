@@ -386,10 +386,10 @@ fn backup_superblock_differs() {
         let o = i % 1024;
         journal.contains(&(i / 1024))
             || (i / 1024 == 1 || i / 1024 == 8193)
-            && ((0x30..0x34).contains(&o)
-                || (0x40..0x44).contains(&o)
-                || (0x178..0x180).contains(&o)
-                || o >= 0x3FC)
+                && ((0x30..0x34).contains(&o)
+                    || (0x40..0x44).contains(&o)
+                    || (0x178..0x180).contains(&o)
+                    || o >= 0x3FC)
     };
     let diff: Vec<usize> = (0..a.len())
         .filter(|&i| a[i] != b[i] && !volatile(i))

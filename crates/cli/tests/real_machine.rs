@@ -922,15 +922,7 @@ fn root_tree(t: &Tools) -> Image {
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
     for d in [
-        "usr",
-        "dev",
-        "proc",
-        "sys",
-        "run",
-        "etc",
-        "tmp",
-        "ffbin",
-        "data",
+        "usr", "dev", "proc", "sys", "run", "etc", "tmp", "ffbin", "data",
     ] {
         std::fs::create_dir_all(tree.join(d)).unwrap();
     }
