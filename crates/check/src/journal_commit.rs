@@ -69,6 +69,18 @@ use ffsck_io::Device;
 use std::sync::Arc;
 use zerocopy::{FromBytes, IntoBytes};
 
+/// How far the transaction's sequence number lies past the journal superblock's. The
+/// retired transaction stays in the log, so its number must never be one a recovery could
+/// expect at that place later. After an unmounted repair the kernel numbers from the
+/// emptied superblock on, past it. But a file system mounted read-only (the root at boot)
+/// has a kernel that loaded the journal before the repair and numbers its next transaction
+/// `s_sequence + 1` from memory, writing it from the start of the log, where this one lies:
+/// had this one the same number, a crash in the middle of the kernel's first commit could
+/// find this commit block where the kernel's was due and replay a half-written transaction.
+/// A gap of 2^20 is more transactions than the kernel writes before its log wraps over the
+/// retired one many times, and leaves 4,096 repairs before the numbers come round.
+const SEQUENCE_GAP: u32 = 1 << 20;
+
 /// More journal runs than this and the journal is not used (a hostile map could be huge).
 const MAX_RUNS: usize = 1 << 20;
 
@@ -387,8 +399,8 @@ pub fn prepare(
         ));
     }
 
-    // The transaction.
-    let seq = jsb.s_sequence.get().wrapping_add(1);
+    // The transaction, numbered well past any the kernel may still use (see SEQUENCE_GAP).
+    let seq = jsb.s_sequence.get().wrapping_add(SEQUENCE_GAP);
     let uuid = jsb.s_uuid;
     let mut log = Vec::with_capacity(descriptors + n);
     let mut pos = first;

@@ -104,39 +104,11 @@ pub(super) fn apply(dev: &dyn Device, end: End, now: i64) -> bool {
     marked_valid
 }
 
-/// The groups that hold a superblock backup, in order: every one without `sparse_super`, a
-/// few with it (1 and the powers of 3, 5 and 7), the two named ones with `sparse_super2`.
-fn backup_groups(geo: &Geometry) -> Vec<u32> {
-    let n = geo.group_count;
-    if geo.compat.has(ffsck_format::Compat::SPARSE_SUPER2) {
-        let mut v: Vec<u32> = geo
-            .backup_bgs
-            .iter()
-            .copied()
-            .filter(|&g| g >= 1 && g < n)
-            .collect();
-        v.dedup();
-        return v;
-    }
-    if !geo.ro_compat.has(RoCompat::SPARSE_SUPER) {
-        return (1..n).collect();
-    }
-    let mut v = vec![];
-    if n > 1 {
-        v.push(1);
-    }
-    for base in [3u32, 5, 7] {
-        let mut p = base;
-        while p < n {
-            v.push(p);
-            match p.checked_mul(base) {
-                Some(q) => p = q,
-                None => break,
-            }
-        }
-    }
-    v.sort_unstable();
-    v
+/// The groups that hold a superblock backup, in order (the geometry's rule: every one
+/// without `sparse_super`, 1 and the powers of 3, 5 and 7 with it, the two named ones with
+/// `sparse_super2`).
+fn backup_groups(geo: &Geometry) -> impl Iterator<Item = u32> + '_ {
+    (1..geo.group_count).filter(|&g| geo.group_has_super(g))
 }
 
 /// Whether the first readable superblock backup disagrees with the primary `sb` about the
@@ -146,7 +118,7 @@ pub fn backup_differs(dev: &dyn Device, sb: &RawSuperblock) -> bool {
     let Ok(geo) = Geometry::new(sb) else {
         return false;
     };
-    for g in backup_groups(&geo).into_iter().take(MAX_BACKUP_TRIES) {
+    for g in backup_groups(&geo).take(MAX_BACKUP_TRIES) {
         let off = geo.group_first_block(g) * u64::from(geo.block_size);
         let mut buf = vec![0u8; SB_SIZE];
         if dev.read_at(&mut buf, off).is_err() {
