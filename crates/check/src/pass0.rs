@@ -332,7 +332,7 @@ pub fn run_with(
                 }
                 (None, Err(e)) => {
                     let why = match e.problem {
-                        P::P0_OPEN_FAILED => e.why,
+                        P::P0_OPEN_FAILED | P::P0_SB_CSUM_BACKUP => e.why,
                         _ => format!("{} = {}", e.why, e.num),
                     };
                     return Err(OpenFailure::Corrupt(why));

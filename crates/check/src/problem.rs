@@ -132,7 +132,7 @@ catalogue! {
     P0_GDT_UNINIT = 0x000036, Fix, PREEN_OK, "Group descriptor {group} marked uninitialized without the feature set.\n";
     P0_GDT_ITABLE_UNUSED = 0x000038, Fix, PREEN_OK, "Group descriptor {group} has invalid unused inodes count {num}.";
     P0_BB_UNINIT_LAST = 0x000039, Fix, PREEN_OK, "Last group block bitmap uninitialized.";
-    P0_CHECK_DESC_FAILED = 0x000045, None, INFO | SB_ERROR, "The group descriptors look bad (group {group}); trying backup blocks.";
+    P0_CHECK_DESC_FAILED = 0x000045, None, INFO, "The group descriptors look bad (group {group}); trying backup blocks.";
     P0_FREE_INODE_COUNT = 0x00003F, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, "Setting free inodes count to {num} (was {num2})\n";
     P0_FREE_BLOCK_COUNT = 0x000040, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, "Setting free blocks count to {num} (was {num2})\n";
     P0_JOURNAL_BAD_INODE = 0x00000F, Clear, PREEN_OK, "Superblock has an invalid journal (inode {ino}).\n";
@@ -161,7 +161,7 @@ catalogue! {
     P0_FUTURE_SB_LAST_MOUNT = 0x000031, Fix, PREEN_OK | NO_OK, "Superblock last mount time ({str},\n\tnow = {name}) is in the future.\n";
     P0_FUTURE_SB_LAST_WRITE = 0x000032, Fix, PREEN_OK | NO_OK, "Superblock last write time ({str},\n\tnow = {name}) is in the future.\n";
     P0_GDT_CSUM_LATCH = 0x00003E, Fix, PREEN_OK, "One or more block group descriptor checksums are invalid.";
-    P0_OPEN_FAILED = 0x000044, None, INFO | SB_ERROR, "The superblock failed the checks for opening the file system ({str}); using the superblock at block {blk}.";
+    P0_OPEN_FAILED = 0x000044, None, INFO, "The superblock failed the checks for opening the file system ({str}); using the superblock at block {blk}.";
     P0_META_AND_GDT_CSUM_SET = 0x000046, Fix, PREEN_OK | NO_OK, "Superblock metadata_csum supersedes uninit_bg; both feature bits cannot be set simultaneously.";
     P0_64BIT_WITHOUT_EXTENTS = 0x000048, Fix, PREEN_OK | NO_OK, "Superblock 64bit filesystem needs extents to access the whole disk.";
     P0_FIRST_META_BG_TOO_BIG = 0x000049, Clear, 0, "First_meta_bg is too big.  ({num}, max value {num2}).  ";
@@ -171,6 +171,9 @@ catalogue! {
     P0_INVALID_QUOTA_INO = 0x00004F, Fix, PREEN_OK, "Invalid {str} quota inode {ino}.";
     // e2fsck has no problem code for this: it rejects the superblock and tries the backups.
     P0_SB_CSUM_INVALID = 0x000044, Fix, PREEN_OK | SB_ERROR, "Superblock checksum does not match the superblock.\n";
+    // As e2fsck, a primary failing its checksum is not used; unlike a failed open, that
+    // leaves the uncorrected bit under -n.
+    P0_SB_CSUM_BACKUP = 0x000044, None, INFO | SB_ERROR, "The superblock checksum does not match the superblock; using the superblock at block {blk}.";
     // e2fsck's check_super_block stops at these (exit 8); ffsck takes a backup superblock.
     P0_MISC_CORRUPT_SUPER = 0x00000B, None, INFO | SB_ERROR, "Corruption found in the superblock ({str} = {num}); using the superblock at block {blk}.";
     P0_FIRST_DATA_BLOCK = 0x000008, None, INFO | SB_ERROR, "The superblock's first data block is {num}, should be {num2}; using the superblock at block {blk}.";

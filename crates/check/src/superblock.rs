@@ -65,7 +65,11 @@ impl From<GeometryError> for Reject {
 pub fn rejects_primary(p: P) -> bool {
     matches!(
         p,
-        P::P0_OPEN_FAILED | P::P0_CHECK_DESC_FAILED | P::P0_MISC_CORRUPT_SUPER | P::P0_FIRST_DATA_BLOCK
+        P::P0_OPEN_FAILED
+            | P::P0_CHECK_DESC_FAILED
+            | P::P0_SB_CSUM_BACKUP
+            | P::P0_MISC_CORRUPT_SUPER
+            | P::P0_FIRST_DATA_BLOCK
     )
 }
 
@@ -97,7 +101,10 @@ pub fn csum_reject(sb: &RawSuperblock) -> Option<Reject> {
             sb.s_checksum_type
         )));
     }
-    (!sb.checksum_ok()).then(|| Reject::open(CSUM_MISMATCH))
+    (!sb.checksum_ok()).then(|| Reject {
+        problem: P::P0_SB_CSUM_BACKUP,
+        ..Reject::open(CSUM_MISMATCH)
+    })
 }
 
 /// Every rule but the checksum's.
