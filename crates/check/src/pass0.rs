@@ -14,8 +14,8 @@ use crate::report::{Findings, Policy, ProblemCtx};
 use crate::superblock::Reject;
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ffsck_format::{
-    Compat, Geometry, GeometryError, Incompat, RawGroupDesc, RawSuperblock, RoCompat, SUPERBLOCK_OFFSET,
-    SUPERBLOCK_SIZE,
+    Compat, Geometry, GeometryError, Incompat, RawGroupDesc, RawSuperblock, RoCompat,
+    SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE,
 };
 use ffsck_io::Device;
 use std::sync::Arc;

@@ -180,7 +180,6 @@ catalogue! {
     // e2fsck has no code for these: it refuses unknown features (or reports what a flipped
     // known one breaks) and treats a bad journal field as a bad journal.
     P0_SB_INCOMPAT_BACKUP = 0x00FF06, Fix, SB_ERROR, "The superblock's incompatible features ({str}) differ from those of every backup superblock ({name}).";
-    P0_SB_RO_COMPAT_BACKUP = 0x00FF07, Fix, SB_ERROR, "The superblock's read-only compatible features ({str}) differ from those of every backup superblock ({name}).";
     P0_SB_COMPAT_BACKUP = 0x00FF08, Fix, SB_ERROR, "The superblock's compatible features ({str}) differ from those of every backup superblock ({name}).";
     P0_SB_JOURNAL_INUM_BACKUP = 0x00000F, Fix, SB_ERROR, "The superblock names journal inode {ino}, every backup superblock inode {ino2}.";
     P0_SB_JOURNAL_UUID_BACKUP = 0x00FF09, Fix, SB_ERROR, "The superblock's journal UUID ({str}) differs from that of every backup superblock ({name}).";

@@ -182,6 +182,11 @@ pub fn field_reject(sb: &RawSuperblock, geo: &Geometry) -> Option<Reject> {
 /// Incompat bits the kernel sets on the primary alone while mounted (e2fsck leaves the
 /// backups' copies of the first two alone as well).
 const RUNTIME_INCOMPAT: u32 = Incompat::RECOVER | Incompat::EXTENTS | Incompat::ENCRYPT;
+/// The incompat bits taken from the backups: the known ones no kernel sets at run time. An
+/// unknown bit may be a newer kernel's, set on the primary alone: it is refused (as e2fsck
+/// refuses it), never dropped.
+/// metadata_csum_seed is left to e2fsck's own rule for it (cleared without metadata_csum).
+const COMPARED_INCOMPAT: u32 = Incompat::KNOWN & !RUNTIME_INCOMPAT & !Incompat::CSUM_SEED;
 /// At most this many backups are read for the comparison.
 const MAX_BACKUPS: usize = 32;
 
@@ -215,16 +220,15 @@ fn consensus(dev: &dyn Device, primary: &RawSuperblock, geo: &Geometry) -> Optio
 }
 
 fn same_fields(a: &RawSuperblock, b: &RawSuperblock) -> bool {
-    a.s_feature_incompat.get() & !RUNTIME_INCOMPAT == b.s_feature_incompat.get() & !RUNTIME_INCOMPAT
-        && a.ro_compat().unknown() == b.ro_compat().unknown()
+    a.s_feature_incompat.get() & COMPARED_INCOMPAT == b.s_feature_incompat.get() & COMPARED_INCOMPAT
         && a.compat().unknown() == b.compat().unknown()
-        && a.compat().has(Compat::HAS_JOURNAL) == b.compat().has(Compat::HAS_JOURNAL)
         && a.s_journal_inum.get() == b.s_journal_inum.get()
         && a.s_journal_uuid == b.s_journal_uuid
 }
 
 fn uuid_text(u: &[u8; 16]) -> String {
-    let hex = |r: std::ops::Range<usize>| u[r].iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let hex =
+        |r: std::ops::Range<usize>| u[r].iter().map(|b| format!("{b:02x}")).collect::<String>();
     [hex(0..4), hex(4..6), hex(6..8), hex(8..10), hex(10..16)].join("-")
 }
 
@@ -252,25 +256,33 @@ pub fn compare_with_backups(
     }
     let mut changed = false;
     let inc = sb.s_feature_incompat.get();
-    let want = (inc & RUNTIME_INCOMPAT) | (b.s_feature_incompat.get() & !RUNTIME_INCOMPAT);
+    let want = (inc & !COMPARED_INCOMPAT) | (b.s_feature_incompat.get() & COMPARED_INCOMPAT);
     if want != inc {
-        feature_finding(P::P0_SB_INCOMPAT_BACKUP, inc, want, Incompat(inc).names(), Incompat(want).names(), policy, out);
+        feature_finding(
+            P::P0_SB_INCOMPAT_BACKUP,
+            inc,
+            want,
+            Incompat(inc).names(),
+            Incompat(want).names(),
+            policy,
+            out,
+        );
         sb.s_feature_incompat.set(want);
         changed = true;
     }
-    let ro = sb.s_feature_ro_compat.get();
-    let want = (ro & RoCompat::KNOWN) | b.ro_compat().unknown();
-    if want != ro {
-        feature_finding(P::P0_SB_RO_COMPAT_BACKUP, ro, want, RoCompat(ro).names(), RoCompat(want).names(), policy, out);
-        sb.s_feature_ro_compat.set(want);
-        changed = true;
-    }
     let co = sb.s_feature_compat.get();
-    let want = (co & Compat::KNOWN & !Compat::HAS_JOURNAL)
-        | b.compat().unknown()
-        | (b.s_feature_compat.get() & Compat::HAS_JOURNAL);
+    // has_journal is left to e2fsck's rules for a journal without it and the reverse.
+    let want = (co & Compat::KNOWN) | b.compat().unknown();
     if want != co {
-        feature_finding(P::P0_SB_COMPAT_BACKUP, co, want, Compat(co).names(), Compat(want).names(), policy, out);
+        feature_finding(
+            P::P0_SB_COMPAT_BACKUP,
+            co,
+            want,
+            Compat(co).names(),
+            Compat(want).names(),
+            policy,
+            out,
+        );
         sb.s_feature_compat.set(want);
         changed = true;
     }
@@ -327,7 +339,6 @@ pub fn from_backups(p: P) -> bool {
     matches!(
         p,
         P::P0_SB_INCOMPAT_BACKUP
-            | P::P0_SB_RO_COMPAT_BACKUP
             | P::P0_SB_COMPAT_BACKUP
             | P::P0_SB_JOURNAL_INUM_BACKUP
             | P::P0_SB_JOURNAL_UUID_BACKUP
@@ -338,7 +349,6 @@ pub fn from_backups(p: P) -> bool {
 pub fn apply_fix(sb: &mut RawSuperblock, p: P, ctx: &ProblemCtx) {
     match p {
         P::P0_SB_INCOMPAT_BACKUP => sb.s_feature_incompat.set(ctx.num as u32),
-        P::P0_SB_RO_COMPAT_BACKUP => sb.s_feature_ro_compat.set(ctx.num as u32),
         P::P0_SB_COMPAT_BACKUP => sb.s_feature_compat.set(ctx.num as u32),
         P::P0_SB_JOURNAL_INUM_BACKUP => sb.s_journal_inum.set(ctx.num as u32),
         P::P0_SB_JOURNAL_UUID_BACKUP => {

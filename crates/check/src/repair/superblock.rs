@@ -27,7 +27,6 @@ pub fn handles(p: P) -> bool {
             | P::P6_ORPHAN_PRESENT_CLEAN_FILE
             | P::P6_ORPHAN_PRESENT_NO_FILE
             | P::P0_SB_INCOMPAT_BACKUP
-            | P::P0_SB_RO_COMPAT_BACKUP
             | P::P0_SB_COMPAT_BACKUP
             | P::P0_SB_JOURNAL_INUM_BACKUP
             | P::P0_SB_JOURNAL_UUID_BACKUP
