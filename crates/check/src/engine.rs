@@ -408,11 +408,20 @@ fn aborted(findings: Vec<Finding>, why: &str) -> Outcome {
 ///
 /// e2fsck marks the file system valid again after its superblock, descriptor, orphan-list and
 /// resize-inode checks, so a "no" to a pass-0 question does not by itself leave exit bit 4 set;
-/// only later passes (and fatal aborts, handled by the caller) do.
+/// only later passes (and fatal aborts, handled by the caller) do. Superblock findings are the
+/// exception: a superblock left wrong, or a check that had to read a backup superblock (the
+/// note names its block), leaves the bit.
 pub fn exit_code(findings: &[Finding]) -> i32 {
     let mut code = exit::OK;
     for f in findings {
         if f.leaves_error() && f.problem.pass() != 0 {
+            code |= exit::UNCORRECTED;
+        }
+        let flags = f.problem.info().flags;
+        if flags & crate::problem::flag::SB_ERROR != 0
+            && !f.fixed
+            && (flags & crate::problem::flag::INFO == 0 || f.ctx.blk != 0)
+        {
             code |= exit::UNCORRECTED;
         }
         if f.fixed {

@@ -33,6 +33,7 @@ pub mod relocate;
 pub mod repair;
 pub mod report;
 pub mod spill;
+pub mod superblock;
 
 pub use engine::{check, CheckOptions, Outcome, Progress, Summary};
 pub use pass0::SuperHint;

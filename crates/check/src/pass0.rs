@@ -11,10 +11,11 @@ use crate::fs::Fs;
 use crate::journal::JournalFacts;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
+use crate::superblock::Reject;
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ffsck_format::{
-    Compat, Geometry, Incompat, RawGroupDesc, RawSuperblock, RoCompat, SUPERBLOCK_OFFSET,
-    SUPERBLOCK_SIZE,
+    Compat, Geometry, GeometryError, Incompat, RawGroupDesc, RawSuperblock, RoCompat,
+    SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE,
 };
 use ffsck_io::Device;
 use std::sync::Arc;
@@ -172,11 +173,30 @@ struct Candidate {
     descs_ok: bool,
 }
 
-fn try_candidate(dev: &dyn Device, offset: u64, sb_block: u64) -> Result<Candidate, String> {
-    let sb = read_super_at(dev, offset).ok_or_else(|| "short read".to_string())?;
-    let geo = Geometry::new(&sb).map_err(|e| e.to_string())?;
+fn try_candidate(dev: &dyn Device, offset: u64, sb_block: u64) -> Result<Candidate, Reject> {
+    let sb = read_super_at(dev, offset).ok_or_else(|| Reject::from(GeometryError::BadMagic))?;
+    candidate(dev, sb, sb_block, true)
+}
+
+/// `sb`, read from `sb_block`, if it passes every superblock rule (but its checksum's, unless
+/// `csum`), with its descriptors.
+fn candidate(
+    dev: &dyn Device,
+    sb: RawSuperblock,
+    sb_block: u64,
+    csum: bool,
+) -> Result<Candidate, Reject> {
+    let geo = Geometry::new(&sb)?;
+    let reject = if csum {
+        crate::superblock::strict_reject(&sb, &geo)
+    } else {
+        crate::superblock::field_reject(&sb, &geo)
+    };
+    if let Some(r) = reject {
+        return Err(r);
+    }
     let gds = read_descs(dev, &geo, sb_block)
-        .ok_or_else(|| "cannot read group descriptors".to_string())?;
+        .ok_or_else(|| Reject::from(GeometryError::BadBlocksCount(geo.blocks_count)))?;
     let dev_blocks = dev.size() / u64::from(geo.block_size);
     let descs_ok = descs_valid(&geo, &gds, dev_blocks);
     Ok(Candidate {
@@ -238,9 +258,13 @@ pub fn run_with(
     // before judging its geometry (which would otherwise send us to the backups).
     // Likewise a primary superblock with incompat features we do not know is refused as it
     // stands (as e2fsck does), not taken as a sign of damage.
+    // The primary's feature and journal fields are compared with the backups first: a bit
+    // the backups agree the primary should not have is a finding, not a refusal.
+    let mut primary_sb = None;
     if hint.block.is_none() {
-        if let Some(sb) = read_super_at(&*dev, SUPERBLOCK_OFFSET) {
+        if let Some(mut sb) = read_super_at(&*dev, SUPERBLOCK_OFFSET) {
             if sb.s_magic.get() == ffsck_format::EXT2_MAGIC {
+                crate::superblock::compare_with_backups(&*dev, &mut sb, policy, out);
                 if sb.incompat().has(Incompat::JOURNAL_DEV) {
                     return Err(OpenFailure::Corrupt(
                         "it is an external journal device (journal_dev), not a file system".into(),
@@ -253,12 +277,13 @@ pub fn run_with(
                     ));
                 }
             }
+            primary_sb = Some(sb);
         }
     }
-    let primary = if hint.block.is_some() {
-        Err("not tried".to_string())
-    } else {
-        try_candidate(&*dev, SUPERBLOCK_OFFSET, 0)
+    let primary = match primary_sb.clone() {
+        _ if hint.block.is_some() => Err(Reject::from(GeometryError::BadMagic)),
+        Some(sb) => candidate(&*dev, sb, 0, true),
+        None => Err(Reject::from(GeometryError::BadMagic)),
     };
     // Index of the "primary failed" finding, to name the backup finally used.
     let mut open_failed = None;
@@ -267,18 +292,12 @@ pub fn run_with(
         first => {
             match &first {
                 Ok(_) => {
+                    open_failed = Some(out.0.len());
                     out.report(policy, P::P0_CHECK_DESC_FAILED, ProblemCtx::default());
                 }
                 Err(e) if hint.block.is_none() => {
                     open_failed = Some(out.0.len());
-                    out.report(
-                        policy,
-                        P::P0_OPEN_FAILED,
-                        ProblemCtx {
-                            str: Some(e.clone()),
-                            ..Default::default()
-                        },
-                    );
+                    out.report(policy, e.problem, e.ctx(0));
                 }
                 Err(_) => {}
             }
@@ -295,7 +314,29 @@ pub fn run_with(
             match (backup, first) {
                 (Some(b), _) => b,
                 (None, Ok(c)) => c,
-                (None, Err(e)) => return Err(OpenFailure::Corrupt(e)),
+                // No backup to take: a primary wrong only in its checksum is used, the
+                // checksum a finding of its own (below).
+                (None, Err(e))
+                    if e.why == crate::superblock::CSUM_MISMATCH
+                        && primary_sb
+                            .clone()
+                            .is_some_and(|sb| candidate(&*dev, sb, 0, false).is_ok()) =>
+                {
+                    if let Some(i) = open_failed.take() {
+                        out.0.truncate(i);
+                    }
+                    match primary_sb.and_then(|sb| candidate(&*dev, sb, 0, false).ok()) {
+                        Some(c) => c,
+                        None => return Err(OpenFailure::Corrupt(e.why)),
+                    }
+                }
+                (None, Err(e)) => {
+                    let why = match e.problem {
+                        P::P0_OPEN_FAILED | P::P0_SB_CSUM_BACKUP => e.why,
+                        _ => format!("{} = {}", e.why, e.num),
+                    };
+                    return Err(OpenFailure::Corrupt(why));
+                }
             }
         }
     };

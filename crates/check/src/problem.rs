@@ -83,6 +83,9 @@ pub mod flag {
     pub const NOT_A_FIX: u16 = 32;
     /// Not printed when the answer is no (the question is implied by a later fix).
     pub const NO_NOMSG: u16 = 64;
+    /// A superblock finding of pass 0: left unfixed (or, for a note, left standing under -n)
+    /// it sets the uncorrected exit bit, although other pass-0 answers do not.
+    pub const SB_ERROR: u16 = 128;
 }
 
 /// Static description of one problem.
@@ -167,7 +170,19 @@ catalogue! {
     P0_BAD_WANT_EXTRA_ISIZE = 0x00004E, Fix, 0, "Bad desired extra isize in superblock ({num}).";
     P0_INVALID_QUOTA_INO = 0x00004F, Fix, PREEN_OK, "Invalid {str} quota inode {ino}.";
     // e2fsck has no problem code for this: it rejects the superblock and tries the backups.
-    P0_SB_CSUM_INVALID = 0x000044, Fix, PREEN_OK, "Superblock checksum does not match the superblock.\n";
+    P0_SB_CSUM_INVALID = 0x000044, Fix, PREEN_OK | SB_ERROR, "Superblock checksum does not match the superblock.\n";
+    // As e2fsck, a primary failing its checksum is not used; unlike a failed open, that
+    // leaves the uncorrected bit under -n.
+    P0_SB_CSUM_BACKUP = 0x000044, None, INFO | SB_ERROR, "The superblock checksum does not match the superblock; using the superblock at block {blk}.";
+    // e2fsck's check_super_block stops at these (exit 8); ffsck takes a backup superblock.
+    P0_MISC_CORRUPT_SUPER = 0x00000B, None, INFO | SB_ERROR, "Corruption found in the superblock ({str} = {num}); using the superblock at block {blk}.";
+    P0_FIRST_DATA_BLOCK = 0x000008, None, INFO | SB_ERROR, "The superblock's first data block is {num}, should be {num2}; using the superblock at block {blk}.";
+    // e2fsck has no code for these: it refuses unknown features (or reports what a flipped
+    // known one breaks) and treats a bad journal field as a bad journal.
+    P0_SB_INCOMPAT_BACKUP = 0x00FF06, Fix, SB_ERROR, "The superblock's incompatible features ({str}) differ from those of every backup superblock ({name}).";
+    P0_SB_COMPAT_BACKUP = 0x00FF08, Fix, SB_ERROR, "The superblock's compatible features ({str}) differ from those of every backup superblock ({name}).";
+    P0_SB_JOURNAL_INUM_BACKUP = 0x00000F, Fix, SB_ERROR, "The superblock names journal inode {ino}, every backup superblock inode {ino2}.";
+    P0_SB_JOURNAL_UUID_BACKUP = 0x00FF09, Fix, SB_ERROR, "The superblock's journal UUID ({str}) differs from that of every backup superblock ({name}).";
     P0_UNSUPPORTED_FEATURE = 0x00FF01, None, FATAL, "The file system has unsupported features: {str}.";
     P0_JOURNAL_RECOVERING = 0x00FF02, None, INFO, "Recovering journal: {str}.";
     P0_JNL_TXN_CORRUPT = 0x00003A, None, 0, "Journal transaction {num} was corrupt, replay was aborted.";

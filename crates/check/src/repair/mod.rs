@@ -738,7 +738,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
     };
     // The repaired file system must open from its primary superblock and descriptors (a
     // check that has to fall back to a backup is not an error by itself, so say it here).
-    let primary_broken = |p: P| matches!(p, P::P0_OPEN_FAILED | P::P0_CHECK_DESC_FAILED);
+    let primary_broken = crate::superblock::rejects_primary;
     let mut new_problems: Vec<P> = verified
         .findings
         .iter()
@@ -849,7 +849,7 @@ fn restore_primary(ov: &Arc<Overlay>, opts: &mut CheckOptions) -> Vec<Finding> {
     notes
         .0
         .into_iter()
-        .filter(|f| matches!(f.problem, P::P0_OPEN_FAILED | P::P0_CHECK_DESC_FAILED))
+        .filter(|f| crate::superblock::rejects_primary(f.problem))
         .collect()
 }
 

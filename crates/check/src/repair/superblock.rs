@@ -26,6 +26,10 @@ pub fn handles(p: P) -> bool {
             | P::P0_FUTURE_SB_LAST_WRITE
             | P::P6_ORPHAN_PRESENT_CLEAN_FILE
             | P::P6_ORPHAN_PRESENT_NO_FILE
+            | P::P0_SB_INCOMPAT_BACKUP
+            | P::P0_SB_COMPAT_BACKUP
+            | P::P0_SB_JOURNAL_INUM_BACKUP
+            | P::P0_SB_JOURNAL_UUID_BACKUP
     )
 }
 
@@ -36,11 +40,19 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding]) {
         .map(|f| f.problem)
         .filter(|&p| handles(p))
         .collect();
+    let from_backups: Vec<&Finding> = fixes
+        .iter()
+        .copied()
+        .filter(|f| crate::superblock::from_backups(f.problem))
+        .collect();
     if mine.is_empty() {
         return;
     }
     let now = crate::report::now();
     edit_super(dev, |sb| {
+        for f in &from_backups {
+            crate::superblock::apply_fix(sb, f.problem, &f.ctx);
+        }
         for p in &mine {
             match p {
                 // (The checksum is recomputed on every write.)

@@ -1,0 +1,360 @@
+//! The superblock rules a copy must pass to be used (those of libext2fs's open and e2fsck's
+//! superblock check), and the comparison of the primary's feature and journal fields with the
+//! backup superblocks.
+//!
+//! A primary that breaks a rule is not used: pass 0 reads a backup instead (and a repair
+//! writes that backup over the primary). A primary whose features or journal fields differ,
+//! in a way no kernel or tool makes them differ, from backups that all agree with each other
+//! is corrected from them, each field a finding.
+
+use crate::problem::Problem as P;
+use crate::report::{Findings, Policy, ProblemCtx};
+use ffsck_format::superblock::CHECKSUM_TYPE_CRC32C;
+use ffsck_format::{Compat, Geometry, GeometryError, Incompat, RawSuperblock, RoCompat};
+use ffsck_io::Device;
+
+/// Why a superblock copy cannot be used, as the problem that says so.
+#[derive(Clone, Debug)]
+pub struct Reject {
+    pub problem: P,
+    pub why: String,
+    pub num: u64,
+    pub num2: u64,
+}
+
+impl Reject {
+    fn open(why: impl Into<String>) -> Self {
+        Reject {
+            problem: P::P0_OPEN_FAILED,
+            why: why.into(),
+            num: 0,
+            num2: 0,
+        }
+    }
+    fn field(name: &str, value: u64) -> Self {
+        Reject {
+            problem: P::P0_MISC_CORRUPT_SUPER,
+            why: name.into(),
+            num: value,
+            num2: 0,
+        }
+    }
+    /// The finding for the primary superblock, once the backup at `blk` was taken instead.
+    pub fn ctx(&self, blk: u64) -> ProblemCtx {
+        ProblemCtx {
+            str: Some(self.why.clone()),
+            num: self.num,
+            num2: self.num2,
+            blk,
+            ..Default::default()
+        }
+    }
+}
+
+impl From<GeometryError> for Reject {
+    fn from(e: GeometryError) -> Self {
+        match e {
+            // e2fsck's superblock check names these fields; libext2fs opens them.
+            GeometryError::BadFirstIno(v) => Reject::field("first_ino", u64::from(v)),
+            other => Reject::open(other.to_string()),
+        }
+    }
+}
+
+/// Whether `p` says the primary superblock was not used (a backup was, or none was usable).
+pub fn rejects_primary(p: P) -> bool {
+    matches!(
+        p,
+        P::P0_OPEN_FAILED
+            | P::P0_CHECK_DESC_FAILED
+            | P::P0_SB_CSUM_BACKUP
+            | P::P0_MISC_CORRUPT_SUPER
+            | P::P0_FIRST_DATA_BLOCK
+    )
+}
+
+/// Largest group sizes libext2fs accepts (a group count kept in 16 bits, less the slack the
+/// library keeps).
+const MAX_PER_GROUP: u64 = (1 << 16) - 8;
+/// Largest group descriptor.
+const MAX_DESC_SIZE: u64 = 1024;
+/// Largest cluster size, as a log of bytes beyond 1 KiB.
+const MAX_LOG_CLUSTER: u32 = 29 - 10;
+
+/// The rules `geo` (already built from `sb`) has not enforced. `None`: the copy is usable.
+pub fn strict_reject(sb: &RawSuperblock, geo: &Geometry) -> Option<Reject> {
+    csum_reject(sb).or_else(|| field_reject(sb, geo))
+}
+
+/// What libext2fs says of a superblock whose checksum does not verify.
+pub const CSUM_MISMATCH: &str = "superblock checksum does not match";
+
+/// The checksum rules alone (a copy failing only these is still usable when it is the only
+/// one: its checksum is then a finding of its own).
+pub fn csum_reject(sb: &RawSuperblock) -> Option<Reject> {
+    if !sb.has_metadata_csum() {
+        return None;
+    }
+    if sb.s_checksum_type != CHECKSUM_TYPE_CRC32C {
+        return Some(Reject::open(format!(
+            "unknown superblock checksum type {}",
+            sb.s_checksum_type
+        )));
+    }
+    (!sb.checksum_ok()).then(|| Reject {
+        problem: P::P0_SB_CSUM_BACKUP,
+        ..Reject::open(CSUM_MISMATCH)
+    })
+}
+
+/// Every rule but the checksum's.
+pub fn field_reject(sb: &RawSuperblock, geo: &Geometry) -> Option<Reject> {
+    if sb.s_rev_level.get() > 1 {
+        return Some(Reject::open(format!(
+            "revision level {} is too high",
+            sb.s_rev_level.get()
+        )));
+    }
+    let lb = sb.s_log_block_size.get();
+    let lc = sb.s_log_cluster_size.get();
+    let bigalloc = sb.ro_compat().has(RoCompat::BIGALLOC);
+    if lc > MAX_LOG_CLUSTER || lb > lc || (!bigalloc && lb != lc) {
+        return Some(Reject::open(format!(
+            "s_log_cluster_size {lc} does not fit s_log_block_size {lb}"
+        )));
+    }
+    if sb.s_log_groups_per_flex > 31 {
+        return Some(Reject::open(format!(
+            "s_log_groups_per_flex {} is out of range",
+            sb.s_log_groups_per_flex
+        )));
+    }
+    let ratio = u64::from(geo.cluster_ratio);
+    let bs = u64::from(geo.block_size);
+    let bpg = u64::from(sb.s_blocks_per_group.get());
+    let cpg = u64::from(sb.s_clusters_per_group.get());
+    if bpg != cpg * ratio {
+        return Some(Reject::open(format!(
+            "s_clusters_per_group {cpg} does not match s_blocks_per_group {bpg}"
+        )));
+    }
+    if !(8..=(8 * bs).min(MAX_PER_GROUP)).contains(&cpg) {
+        return Some(Reject::field("clusters_per_group", cpg));
+    }
+    if !(8..=(8 * bs * ratio).min(MAX_PER_GROUP * ratio)).contains(&bpg) {
+        return Some(Reject::field("blocks_per_group", bpg));
+    }
+    let ipb = bs / u64::from(geo.inode_size);
+    let ipg = u64::from(geo.inodes_per_group);
+    let ipg_max = (ipb * bpg.saturating_sub(4)).min((1 << 16) - ipb);
+    if ipg < ipb || ipg > ipg_max {
+        return Some(Reject::field("inodes_per_group", ipg));
+    }
+    let blocks = geo.blocks_count;
+    let blocks_max = if sb.is_64bit() {
+        (1 << 48) - 1
+    } else {
+        u64::from(u32::MAX)
+    };
+    if blocks > blocks_max {
+        return Some(Reject::field("blocks_count", blocks));
+    }
+    let r = sb.r_blocks_count();
+    if r > blocks / 2 {
+        return Some(Reject::field("r_blocks_count", r));
+    }
+    let ds = u64::from(sb.s_desc_size.get());
+    if ds > MAX_DESC_SIZE || !(ds == 0 || ds.is_power_of_two()) {
+        return Some(Reject::field("desc_size", ds));
+    }
+    let want_fdb = u64::from(lb == 0 && ratio == 1);
+    if geo.first_data_block != want_fdb {
+        return Some(Reject {
+            problem: P::P0_FIRST_DATA_BLOCK,
+            why: "first_data_block".into(),
+            num: geo.first_data_block,
+            num2: want_fdb,
+        });
+    }
+    None
+}
+
+/// Incompat bits the kernel sets on the primary alone while mounted (e2fsck leaves the
+/// backups' copies of the first two alone as well).
+const RUNTIME_INCOMPAT: u32 = Incompat::RECOVER | Incompat::EXTENTS | Incompat::ENCRYPT;
+/// The incompat bits taken from the backups: the known ones no kernel sets at run time. An
+/// unknown bit may be a newer kernel's, set on the primary alone: it is refused (as e2fsck
+/// refuses it), never dropped.
+/// metadata_csum_seed is left to e2fsck's own rule for it (cleared without metadata_csum).
+const COMPARED_INCOMPAT: u32 = Incompat::KNOWN & !RUNTIME_INCOMPAT & !Incompat::CSUM_SEED;
+/// At most this many backups are read for the comparison.
+const MAX_BACKUPS: usize = 32;
+
+/// The backup superblocks' common view of the fields compared, if every readable backup
+/// (same file system, good checksum, usable geometry) agrees.
+fn consensus(dev: &dyn Device, primary: &RawSuperblock, geo: &Geometry) -> Option<RawSuperblock> {
+    let bs = u64::from(geo.block_size);
+    let mut found: Option<RawSuperblock> = None;
+    let groups = (1..geo.group_count).filter(|&g| geo.group_has_super(g));
+    for g in groups.take(MAX_BACKUPS) {
+        let Some(off) = geo.group_first_block(g).checked_mul(bs) else {
+            continue;
+        };
+        let Some(b) = crate::pass0::read_super_at(dev, off) else {
+            continue;
+        };
+        let usable = b.s_uuid == primary.s_uuid
+            && b.checksum_ok()
+            && u32::from(b.s_block_group_nr.get()) == g
+            && Geometry::new(&b).is_ok_and(|bg| strict_reject(&b, &bg).is_none());
+        if !usable {
+            continue;
+        }
+        match &found {
+            None => found = Some(b),
+            Some(f) if same_fields(f, &b) => {}
+            Some(_) => return None,
+        }
+    }
+    found
+}
+
+fn same_fields(a: &RawSuperblock, b: &RawSuperblock) -> bool {
+    a.s_feature_incompat.get() & COMPARED_INCOMPAT == b.s_feature_incompat.get() & COMPARED_INCOMPAT
+        && a.compat().unknown() == b.compat().unknown()
+        && a.s_journal_inum.get() == b.s_journal_inum.get()
+        && a.s_journal_uuid == b.s_journal_uuid
+}
+
+fn uuid_text(u: &[u8; 16]) -> String {
+    let hex =
+        |r: std::ops::Range<usize>| u[r].iter().map(|b| format!("{b:02x}")).collect::<String>();
+    [hex(0..4), hex(4..6), hex(6..8), hex(8..10), hex(10..16)].join("-")
+}
+
+/// Compare the primary `sb` with the backups; each field that differs from their common
+/// value is a finding, and `sb` takes the backups' value (so the check goes on with it; a
+/// repair writes it). Only a primary with a good checksum is compared: one without is not
+/// used at all.
+pub fn compare_with_backups(
+    dev: &dyn Device,
+    sb: &mut RawSuperblock,
+    policy: Policy,
+    out: &mut Findings,
+) {
+    if !sb.checksum_ok() {
+        return;
+    }
+    let Ok(geo) = Geometry::new(sb) else {
+        return;
+    };
+    let Some(b) = consensus(dev, sb, &geo) else {
+        return;
+    };
+    if same_fields(sb, &b) {
+        return;
+    }
+    let mut changed = false;
+    let inc = sb.s_feature_incompat.get();
+    let want = (inc & !COMPARED_INCOMPAT) | (b.s_feature_incompat.get() & COMPARED_INCOMPAT);
+    if want != inc {
+        feature_finding(
+            P::P0_SB_INCOMPAT_BACKUP,
+            inc,
+            want,
+            Incompat(inc).names(),
+            Incompat(want).names(),
+            policy,
+            out,
+        );
+        sb.s_feature_incompat.set(want);
+        changed = true;
+    }
+    let co = sb.s_feature_compat.get();
+    // has_journal is left to e2fsck's rules for a journal without it and the reverse.
+    let want = (co & Compat::KNOWN) | b.compat().unknown();
+    if want != co {
+        feature_finding(
+            P::P0_SB_COMPAT_BACKUP,
+            co,
+            want,
+            Compat(co).names(),
+            Compat(want).names(),
+            policy,
+            out,
+        );
+        sb.s_feature_compat.set(want);
+        changed = true;
+    }
+    if sb.s_journal_inum.get() != b.s_journal_inum.get() {
+        let ctx = ProblemCtx {
+            ino: sb.s_journal_inum.get(),
+            ino2: b.s_journal_inum.get(),
+            num: u64::from(b.s_journal_inum.get()),
+            ..Default::default()
+        };
+        out.report(policy, P::P0_SB_JOURNAL_INUM_BACKUP, ctx);
+        sb.s_journal_inum.set(b.s_journal_inum.get());
+        changed = true;
+    }
+    if sb.s_journal_uuid != b.s_journal_uuid {
+        let (hi, lo) = b.s_journal_uuid.split_at(8);
+        let ctx = ProblemCtx {
+            str: Some(uuid_text(&sb.s_journal_uuid)),
+            name: Some(uuid_text(&b.s_journal_uuid)),
+            num: u64::from_le_bytes(hi.try_into().unwrap_or_default()),
+            num2: u64::from_le_bytes(lo.try_into().unwrap_or_default()),
+            ..Default::default()
+        };
+        out.report(policy, P::P0_SB_JOURNAL_UUID_BACKUP, ctx);
+        sb.s_journal_uuid = b.s_journal_uuid;
+        changed = true;
+    }
+    if changed {
+        sb.update_checksum();
+    }
+}
+
+fn feature_finding(
+    p: P,
+    was: u32,
+    want: u32,
+    was_names: Vec<String>,
+    want_names: Vec<String>,
+    policy: Policy,
+    out: &mut Findings,
+) {
+    let ctx = ProblemCtx {
+        num: u64::from(want),
+        num2: u64::from(was),
+        str: Some(was_names.join(" ")),
+        name: Some(want_names.join(" ")),
+        ..Default::default()
+    };
+    out.report(policy, p, ctx);
+}
+
+/// Whether `p` is a field `compare_with_backups` takes from the backups.
+pub fn from_backups(p: P) -> bool {
+    matches!(
+        p,
+        P::P0_SB_INCOMPAT_BACKUP
+            | P::P0_SB_COMPAT_BACKUP
+            | P::P0_SB_JOURNAL_INUM_BACKUP
+            | P::P0_SB_JOURNAL_UUID_BACKUP
+    )
+}
+
+/// The value a fix found by `compare_with_backups` puts in the primary superblock.
+pub fn apply_fix(sb: &mut RawSuperblock, p: P, ctx: &ProblemCtx) {
+    match p {
+        P::P0_SB_INCOMPAT_BACKUP => sb.s_feature_incompat.set(ctx.num as u32),
+        P::P0_SB_COMPAT_BACKUP => sb.s_feature_compat.set(ctx.num as u32),
+        P::P0_SB_JOURNAL_INUM_BACKUP => sb.s_journal_inum.set(ctx.num as u32),
+        P::P0_SB_JOURNAL_UUID_BACKUP => {
+            sb.s_journal_uuid[..8].copy_from_slice(&ctx.num.to_le_bytes());
+            sb.s_journal_uuid[8..].copy_from_slice(&ctx.num2.to_le_bytes());
+        }
+        _ => {}
+    }
+}
