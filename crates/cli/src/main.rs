@@ -1,6 +1,7 @@
 //! `ffsck`: the command line. Parses e2fsck-compatible flags, opens the device safely, runs the
 //! engine and renders its findings (terminal, preen, JSON, e2fsck problem log, `-C` progress).
 
+mod args;
 mod device;
 mod interrupt;
 mod output;
@@ -11,113 +12,11 @@ mod skip;
 mod tty;
 
 use anyhow::Result;
+use args::Args;
 use clap::Parser;
 use ffsck_check::{exit, CheckOptions, Policy, Progress, SuperHint};
 use ffsck_io::{Device, FileDevice};
-use std::path::PathBuf;
 use std::sync::Arc;
-
-/// Fast, parallel ext2/ext3/ext4 file system checker (e2fsck-compatible flags and exit codes).
-#[derive(Parser, Debug)]
-#[command(name = "ffsck", version, about, disable_help_flag = false)]
-struct Args {
-    /// Open read-only and answer "no" to every question.
-    #[arg(short = 'n')]
-    no: bool,
-    /// Answer "yes" to every question.
-    #[arg(short = 'y')]
-    yes: bool,
-    /// Preen: fix only what is safe without a human.
-    #[arg(short = 'p', short_alias = 'a')]
-    preen: bool,
-    /// Optimize directories: rebuild (and index) every directory (with -y or -p).
-    #[arg(short = 'D')]
-    optimize: bool,
-    /// Check even if the file system seems clean.
-    #[arg(short = 'f')]
-    force: bool,
-    /// Verbose summary.
-    #[arg(short = 'v')]
-    verbose: bool,
-    /// Print timing statistics.
-    #[arg(short = 't', action = clap::ArgAction::Count)]
-    timing: u8,
-    /// Use the superblock at this block number instead of the primary.
-    #[arg(short = 'b')]
-    superblock: Option<u64>,
-    /// Block size to use with -b.
-    #[arg(short = 'B')]
-    blocksize: Option<u32>,
-    /// The external journal device of the file system (as e2fsck's -j); read-only under -n.
-    #[arg(short = 'j', value_name = "EXTERNAL_JOURNAL")]
-    journal: Option<PathBuf>,
-    /// Write progress lines ("pass current max device") to this file descriptor; 0 draws a bar;
-    /// -N writes nothing until SIGUSR1, then lines to descriptor N (SIGUSR2 stops them).
-    #[arg(short = 'C', allow_negative_numbers = true)]
-    progress_fd: Option<i32>,
-    /// Worker threads (default: one per core).
-    #[arg(long = "threads", short = 'm')]
-    threads: Option<usize>,
-    /// Write the findings and summary as JSON to this file.
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// Write an e2fsck-format problem log (XML) to this file.
-    #[arg(long = "problem-log")]
-    problem_log: Option<PathBuf>,
-    /// Redo log for a repair the file system's journal cannot carry (no journal, the repair
-    /// changes the journal, or it is too large): the generation is committed there first, then
-    /// written in place. Without it such a repair is written in place, as e2fsck does. An
-    /// unfinished log found there is replayed before anything else, if it was made for this
-    /// file system in this state.
-    #[arg(long = "repair-log")]
-    repair_log: Option<PathBuf>,
-    /// Save every block a repair overwrites to this file first (see --apply-undo).
-    #[arg(long = "undo-file")]
-    undo_file: Option<PathBuf>,
-    /// Put back the blocks saved in an undo file, restoring DEVICE as it was before the repair.
-    #[arg(long = "apply-undo", value_name = "UNDO_FILE")]
-    apply_undo: Option<PathBuf>,
-    /// Predict the run time of `-fn` from the superblock, descriptors and a small sample, then exit.
-    #[arg(long)]
-    estimate: bool,
-    /// Use only idle cores (by the load average) and run under SCHED_IDLE.
-    #[arg(long)]
-    nice: bool,
-    /// Check directory blocks while pass 1 still scans later groups (pipelined passes 1-2).
-    /// The findings are the same either way; off by default, as it measured no faster on
-    /// 2 cores and holds the early pass-2 outputs (up to 32 MiB) until pass 1 ends.
-    #[arg(long)]
-    pipeline: bool,
-    /// Bound the memory of the tables that grow with the file system (e.g. 64M, 1G): past
-    /// it the directory-block list and the directories' parent links and generations spill
-    /// to scratch files. Slower, same findings. The bitmaps, and 4-8 bytes per directory
-    /// while pass 1 scans, stay in memory; a note on stderr says when the peak went above
-    /// the limit.
-    #[arg(long = "max-memory", value_name = "SIZE", value_parser = parse_size)]
-    max_memory: Option<u64>,
-    /// Directory for --max-memory's scratch files (default: $TMPDIR).
-    #[arg(long = "scratch-dir", value_name = "DIR")]
-    scratch_dir: Option<PathBuf>,
-    /// The device or image to check.
-    device: PathBuf,
-}
-
-/// A size with an optional K, M, G or T suffix (powers of 1024).
-fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&t[..t.len() - 1], 10),
-        Some('M') => (&t[..t.len() - 1], 20),
-        Some('G') => (&t[..t.len() - 1], 30),
-        Some('T') => (&t[..t.len() - 1], 40),
-        _ => (t, 0),
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("not a size: {s} (e.g. 64M)"))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("size too large: {s}"))
-}
 
 fn main() {
     tune_allocator();
@@ -159,6 +58,14 @@ fn real_main() -> Result<i32> {
             });
         }
     };
+    if let Some(what) = args.generate {
+        args::generate(what, &mut std::io::stdout().lock())?;
+        return Ok(exit::OK);
+    }
+    let Some(device) = args.device.clone() else {
+        eprintln!("ffsck: no device given");
+        return Ok(exit::USAGE);
+    };
     let modes = [args.no, args.yes, args.preen]
         .iter()
         .filter(|&&m| m)
@@ -167,7 +74,7 @@ fn real_main() -> Result<i32> {
         eprintln!("ffsck: only one of the options -p/-a, -n or -y may be specified.");
         return Ok(exit::USAGE);
     }
-    let dev_name = args.device.display().to_string();
+    let dev_name = device.display().to_string();
     let progress_out = match progress::configure(args.progress_fd) {
         Ok(o) => o,
         Err(code) => return Ok(code),
@@ -191,7 +98,7 @@ fn real_main() -> Result<i32> {
     } else {
         device::Mode::Repair
     };
-    let access = match device::check_mount(&args.device, &dev_name, mode, args.force) {
+    let access = match device::check_mount(&device, &dev_name, mode, args.force) {
         Ok(a) => a,
         Err(code) => return Ok(code),
     };
@@ -200,13 +107,13 @@ fn real_main() -> Result<i32> {
         return Ok(exit::ERROR);
     }
     // Locked, opened as the rules say, and refused at once if it cannot be written.
-    let opened = match device::open(&args.device, &dev_name, &access) {
+    let opened = match device::open(&device, &dev_name, &access) {
         Ok(o) => o,
         Err(code) => return Ok(code),
     };
     if let Some(undo) = &args.apply_undo {
         let _holds = opened.into_holds();
-        return repair::apply_undo(undo, &args.device);
+        return repair::apply_undo(undo, &device);
     }
     let device::Opened { dev, holds: _holds } = opened;
     let dev: Arc<dyn Device> = Arc::new(dev);

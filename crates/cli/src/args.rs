@@ -1,0 +1,197 @@
+//! The command line of `ffsck` (clap), and the hidden `--generate` that renders its man page and
+//! shell completions from the same definition, as `rg --generate` does.
+
+use clap::{CommandFactory, Parser, ValueEnum};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// The e2fsprogs release whose behaviour (verdicts, problem codes, exit codes, messages) ffsck
+/// follows; `-V` names it.
+macro_rules! follows {
+    () => {
+        "1.47.0"
+    };
+}
+pub const FOLLOWS_E2FSCK: &str = follows!();
+
+/// What `ffsck --version` prints after the program name: "0.1.0 (follows e2fsck 1.47.0)".
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (follows e2fsck ",
+    follows!(),
+    ")"
+);
+
+/// What `--generate` writes to standard output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Generate {
+    /// The man page, ffsck.8 (roff).
+    Man,
+    /// Completions for bash.
+    CompleteBash,
+    /// Completions for zsh.
+    CompleteZsh,
+    /// Completions for fish.
+    CompleteFish,
+}
+
+/// What `ffsck --help` and the man page's DESCRIPTION say ffsck is.
+const LONG_ABOUT: &str = "\
+Fast, parallel ext2/ext3/ext4 file system checker (e2fsck-compatible flags and exit codes).
+
+ffsck checks an ext2, ext3 or ext4 file system on DEVICE (a block device or an image file) \
+as e2fsck does, with the same flags, verdicts, problem codes and exit codes, using all cores. \
+A journal that needs recovery is replayed first (in memory under -n). Under -n nothing is \
+written. Under -y or -p every change is staged in memory, checked again, and committed as one \
+transaction in the file system's own journal, so a crash leaves the original or the repaired \
+file system. Without -n, -p or -y each fix is asked on the terminal.";
+
+/// The usage line: e2fsck's, with ffsck's own modes.
+const USAGE: &str = "\
+ffsck [-n|-p|-a|-y] [-f] [-v] [-t] [-D] [-b SUPERBLOCK] [-B BLOCKSIZE] [-C FD] [-j JOURNAL] [OPTIONS] DEVICE
+       ffsck --estimate [--threads N] [--nice] DEVICE
+       ffsck --apply-undo UNDO_FILE DEVICE";
+
+/// Fast, parallel ext2/ext3/ext4 file system checker (e2fsck-compatible flags and exit codes).
+#[derive(Parser, Debug)]
+#[command(
+    name = "ffsck",
+    version = VERSION,
+    about = "Fast, parallel ext2/ext3/ext4 file system checker (e2fsck-compatible flags and exit codes)",
+    long_about = LONG_ABOUT,
+    override_usage = USAGE
+)]
+pub struct Args {
+    /// Open read-only and answer "no" to every question.
+    #[arg(short = 'n')]
+    pub no: bool,
+    /// Answer "yes" to every question.
+    #[arg(short = 'y')]
+    pub yes: bool,
+    /// Preen: fix only what is safe without a human.
+    #[arg(short = 'p', short_alias = 'a')]
+    pub preen: bool,
+    /// Optimize directories: rebuild (and index) every directory (with -y or -p).
+    #[arg(short = 'D')]
+    pub optimize: bool,
+    /// Check even if the file system seems clean.
+    #[arg(short = 'f')]
+    pub force: bool,
+    /// Verbose summary.
+    #[arg(short = 'v')]
+    pub verbose: bool,
+    /// Print timing statistics.
+    #[arg(short = 't', action = clap::ArgAction::Count)]
+    pub timing: u8,
+    /// Use the superblock at this block number instead of the primary.
+    #[arg(short = 'b')]
+    pub superblock: Option<u64>,
+    /// Block size to use with -b.
+    #[arg(short = 'B')]
+    pub blocksize: Option<u32>,
+    /// The external journal device of the file system (as e2fsck's -j); read-only under -n.
+    #[arg(short = 'j', value_name = "EXTERNAL_JOURNAL")]
+    pub journal: Option<PathBuf>,
+    /// Write progress lines ("pass current max device") to this file descriptor; 0 draws a bar;
+    /// -N writes nothing until SIGUSR1, then lines to descriptor N (SIGUSR2 stops them).
+    #[arg(short = 'C', allow_negative_numbers = true)]
+    pub progress_fd: Option<i32>,
+    /// Worker threads (default: one per core).
+    #[arg(long = "threads", short = 'm')]
+    pub threads: Option<usize>,
+    /// Write the findings and summary as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write an e2fsck-format problem log (XML) to this file.
+    #[arg(long = "problem-log")]
+    pub problem_log: Option<PathBuf>,
+    /// Redo log for a repair the file system's journal cannot carry (no journal, the repair
+    /// changes the journal, or it is too large): the generation is committed there first, then
+    /// written in place. Without it such a repair is written in place, as e2fsck does. An
+    /// unfinished log found there is replayed before anything else, if it was made for this
+    /// file system in this state.
+    #[arg(long = "repair-log")]
+    pub repair_log: Option<PathBuf>,
+    /// Save every block a repair overwrites to this file first (see --apply-undo).
+    #[arg(long = "undo-file")]
+    pub undo_file: Option<PathBuf>,
+    /// Put back the blocks saved in an undo file, restoring DEVICE as it was before the repair.
+    #[arg(long = "apply-undo", value_name = "UNDO_FILE")]
+    pub apply_undo: Option<PathBuf>,
+    /// Predict the run time of `-fn` from the superblock, descriptors and a small sample, then exit.
+    #[arg(long)]
+    pub estimate: bool,
+    /// Use only idle cores (by the load average) and run under SCHED_IDLE.
+    #[arg(long)]
+    pub nice: bool,
+    /// Check directory blocks while pass 1 still scans later groups (pipelined passes 1-2).
+    /// The findings are the same either way; off by default, as it measured no faster on
+    /// 2 cores and holds the early pass-2 outputs (up to 32 MiB) until pass 1 ends.
+    #[arg(long)]
+    pub pipeline: bool,
+    /// Bound the memory of the tables that grow with the file system (e.g. 64M, 1G): past
+    /// it the directory-block list and the directories' parent links and generations spill
+    /// to scratch files. Slower, same findings. The bitmaps, and 4-8 bytes per directory
+    /// while pass 1 scans, stay in memory; a note on stderr says when the peak went above
+    /// the limit.
+    #[arg(long = "max-memory", value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
+    /// Directory for --max-memory's scratch files (default: $TMPDIR).
+    #[arg(long = "scratch-dir", value_name = "DIR")]
+    pub scratch_dir: Option<PathBuf>,
+    /// Write the man page or a shell's completions to standard output, then exit.
+    #[arg(long, value_name = "WHAT", hide = true)]
+    pub generate: Option<Generate>,
+    /// The device or image to check.
+    #[arg(required_unless_present = "generate")]
+    pub device: Option<PathBuf>,
+}
+
+/// A size with an optional K, M, G or T suffix (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 10),
+        Some('M') => (&t[..t.len() - 1], 20),
+        Some('G') => (&t[..t.len() - 1], 30),
+        Some('T') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("not a size: {s} (e.g. 64M)"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("size too large: {s}"))
+}
+
+/// The man page's sections that the flags do not give: exit status, files, environment,
+/// e2fsck compatibility, boot use, see also (roff, appended after OPTIONS).
+const MAN_EXTRA: &str = include_str!("../doc/ffsck.8.in");
+
+/// Writes what `--generate` asks for to `out`.
+pub fn generate(what: Generate, out: &mut dyn Write) -> std::io::Result<()> {
+    let mut cmd = Args::command();
+    let shell = match what {
+        Generate::Man => return man_page(cmd, out),
+        Generate::CompleteBash => clap_complete::Shell::Bash,
+        Generate::CompleteZsh => clap_complete::Shell::Zsh,
+        Generate::CompleteFish => clap_complete::Shell::Fish,
+    };
+    clap_complete::generate(shell, &mut cmd, "ffsck", out);
+    Ok(())
+}
+
+/// ffsck.8: clap_mangen's title, name, synopsis, description and options, then the written
+/// sections.
+fn man_page(cmd: clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
+    let man = clap_mangen::Man::new(cmd)
+        .section("8")
+        .source(format!("ffsck {}", env!("CARGO_PKG_VERSION")))
+        .manual("System Administration");
+    man.render_title(out)?;
+    man.render_name_section(out)?;
+    man.render_synopsis_section(out)?;
+    man.render_description_section(out)?;
+    man.render_options_section(out)?;
+    out.write_all(MAN_EXTRA.replace("@FOLLOWS@", FOLLOWS_E2FSCK).as_bytes())
+}
