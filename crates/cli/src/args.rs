@@ -170,14 +170,28 @@ const MAN_EXTRA: &str = include_str!("../doc/ffsck.8.in");
 
 /// Writes what `--generate` asks for to `out`.
 pub fn generate(what: Generate, out: &mut dyn Write) -> std::io::Result<()> {
-    let mut cmd = Args::command();
+    let cmd = Args::command();
     let shell = match what {
         Generate::Man => return man_page(cmd, out),
         Generate::CompleteBash => clap_complete::Shell::Bash,
         Generate::CompleteZsh => clap_complete::Shell::Zsh,
         Generate::CompleteFish => clap_complete::Shell::Fish,
     };
-    clap_complete::generate(shell, &mut cmd, "ffsck", out);
+    // Completions offer what the user may type: the same command without --generate.
+    let mut visible = clap::Command::new("ffsck")
+        .about(cmd.get_about().cloned().unwrap_or_default())
+        .version(VERSION);
+    for arg in cmd.get_arguments().filter(|a| a.get_id() != "generate") {
+        let arg = if arg.get_id() == "device" {
+            arg.clone()
+                .required_unless_present(clap::builder::Resettable::<clap::Id>::Reset)
+                .required(true)
+        } else {
+            arg.clone()
+        };
+        visible = visible.arg(arg);
+    }
+    clap_complete::generate(shell, &mut visible, "ffsck", out);
     Ok(())
 }
 
