@@ -2,7 +2,8 @@
 # Make sure the tools the demo and tests need are present: a Rust toolchain and e2fsprogs
 # (mke2fs, debugfs, e2fsck), installing e2fsprogs from Debian's packages when missing; and,
 # best effort, xfsprogs (mkfs.xfs, xfs_repair, xfs_db) for the XFS experiments, whose tests
-# skip without it.
+# skip without it; and, best effort, what the package test (crates/cli/tests/package.rs) drives:
+# man-db and groff (the man page), make, dpkg (the .deb), file, util-linux fsck.
 set -euo pipefail
 export PATH="$HOME/.cargo/bin:/usr/sbin:/sbin:$PATH"
 if ! command -v cargo >/dev/null 2>&1; then
@@ -23,5 +24,17 @@ if ! command -v mkfs.xfs >/dev/null 2>&1 || ! command -v xfs_repair >/dev/null 2
       echo "xfsprogs could not be installed: the XFS experiments and tests will be skipped" >&2
   else
     echo "xfsprogs not installed: the XFS experiments and tests will be skipped" >&2
+  fi
+fi
+missing=()
+for t in man:man-db groff:groff-base make:make dpkg-deb:dpkg file:file fsck:util-linux; do
+  command -v "${t%%:*}" >/dev/null 2>&1 || missing+=("${t#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; } ||
+      echo "${missing[*]} could not be installed: parts of the package test will be skipped" >&2
+  else
+    echo "${missing[*]} not installed: parts of the package test will be skipped" >&2
   fi
 fi
