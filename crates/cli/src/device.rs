@@ -33,6 +33,13 @@ pub struct Access {
     pub root: bool,
 }
 
+impl Access {
+    /// Is the file system mounted (anywhere, through any alias)?
+    pub fn mounted(&self) -> bool {
+        self.usage.mounted
+    }
+}
+
 /// An open device and what the run holds while it works on it.
 pub struct Opened {
     pub dev: FileDevice,
