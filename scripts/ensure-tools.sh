@@ -25,3 +25,13 @@ if ! command -v mkfs.xfs >/dev/null 2>&1 || ! command -v xfs_repair >/dev/null 2
     echo "xfsprogs not installed: the XFS experiments and tests will be skipped" >&2
   fi
 fi
+# Best effort: sfdisk (Debian's fdisk package) and dmsetup, for the tests of mount detection
+# through partitions and device-mapper devices, which skip without them.
+if ! command -v sfdisk >/dev/null 2>&1 || ! command -v dmsetup >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fdisk dmsetup >/dev/null; } ||
+      echo "fdisk/dmsetup could not be installed: the partition and device-mapper tests will be skipped" >&2
+  else
+    echo "sfdisk or dmsetup not installed: the partition and device-mapper tests will be skipped" >&2
+  fi
+fi
