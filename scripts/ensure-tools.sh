@@ -26,15 +26,18 @@ if ! command -v mkfs.xfs >/dev/null 2>&1 || ! command -v xfs_repair >/dev/null 2
     echo "xfsprogs not installed: the XFS experiments and tests will be skipped" >&2
   fi
 fi
+# Best effort: what the package test (man, groff, make, dpkg-deb, file, util-linux fsck) and
+# the tests of mount detection through partitions and device-mapper devices (sfdisk from
+# Debian's fdisk package, dmsetup) need; those parts skip, saying so, without them.
 missing=()
-for t in man:man-db groff:groff-base make:make dpkg-deb:dpkg file:file fsck:util-linux; do
+for t in man:man-db groff:groff-base make:make dpkg-deb:dpkg file:file fsck:util-linux sfdisk:fdisk dmsetup:dmsetup; do
   command -v "${t%%:*}" >/dev/null 2>&1 || missing+=("${t#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; } ||
-      echo "${missing[*]} could not be installed: parts of the package test will be skipped" >&2
+      echo "${missing[*]} could not be installed: the tests that need them will be skipped" >&2
   else
-    echo "${missing[*]} not installed: parts of the package test will be skipped" >&2
+    echo "${missing[*]} not installed: the tests that need them will be skipped" >&2
   fi
 fi

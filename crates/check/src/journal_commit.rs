@@ -550,6 +550,53 @@ pub fn plan_replay(
             at += len;
         }
     }
+    device_replay(&*dev, replay, jsb_off, ran_anyway).map(Some)
+}
+
+/// Recover the internal journal of the file system on `dev` by itself, before any check, as
+/// e2fsck does before it starts over on the recovered file system. `Ok(None)`: nothing to
+/// recover. `Err` says why it is left to the check (which replays it with the repair): no
+/// `needs_recovery`, an external or unusable journal, a log with corruption or anything
+/// else a check has to report, or a file system that does not open cleanly.
+pub fn recover_now(dev: Arc<dyn Device>) -> Result<Option<DeviceReplay>, String> {
+    let mut found = Findings::default();
+    let p0 = pass0::run(dev.clone(), SuperHint::default(), Policy::No, &mut found)
+        .map_err(|e| format!("the file system cannot be opened ({e:?})"))?;
+    if !p0.fs.sb.incompat().has(Incompat::RECOVER) {
+        return Ok(None);
+    }
+    if p0.fs.sb_block != 0 {
+        return Err("the primary superblock is not usable".into());
+    }
+    if found
+        .0
+        .iter()
+        .any(|f| f.problem.info().flags & crate::problem::flag::INFO == 0)
+    {
+        return Err("the file system has problems to report first".into());
+    }
+    let j = usable_journal(&p0)?;
+    let jsb_off = j
+        .sb_offset(&p0.fs)
+        .ok_or("the journal superblock is not mapped")?;
+    let replay = recovery::plan(&p0.fs, j);
+    if !replay.issues.is_empty()
+        || replay.failed_commit.is_some()
+        || replay.fast_commit_skipped
+        || !replay.journal_records.is_empty()
+    {
+        return Err("the journal has problems to report".into());
+    }
+    device_replay(&*dev, replay, jsb_off, false).map(Some)
+}
+
+/// The phases that write `replay` on `dev` (see [`DeviceReplay`]).
+fn device_replay(
+    dev: &dyn Device,
+    replay: Replay,
+    jsb_off: u64,
+    ran_anyway: bool,
+) -> Result<DeviceReplay, String> {
     let mut jsb_now = vec![0u8; 1024];
     dev.read_at(&mut jsb_now, jsb_off)
         .map_err(|e| format!("cannot read the journal superblock ({e})"))?;
@@ -597,7 +644,7 @@ pub fn plan_replay(
             data: sb_final,
         }],
     ]);
-    Ok(Some(DeviceReplay { replay, phases }))
+    Ok(DeviceReplay { replay, phases })
 }
 
 /// Overwrite the part of `data` (device bytes from `at`) that `bytes` (from `off`) covers.

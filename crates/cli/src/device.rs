@@ -33,6 +33,13 @@ pub struct Access {
     pub root: bool,
 }
 
+impl Access {
+    /// Is the file system mounted (anywhere, through any alias)?
+    pub fn mounted(&self) -> bool {
+        self.usage.mounted
+    }
+}
+
 /// An open device and what the run holds while it works on it.
 pub struct Opened {
     pub dev: FileDevice,
@@ -63,7 +70,11 @@ fn strerror(e: &std::io::Error) -> String {
 /// e2fsck's refusal of a file system that is mounted or busy (exit 8).
 fn refuse(name: &str, u: &Usage, mounted: bool) -> i32 {
     let _ = std::io::stdout().flush();
-    let what = if mounted { "mounted" } else { "in use" };
+    let what = if mounted && !u.through_other {
+        "mounted"
+    } else {
+        "in use"
+    };
     let mut msg = format!("{name} is {what}.\n");
     if let Some(mp) = &u.mount_point {
         let rw = if u.writable {
@@ -72,6 +83,14 @@ fn refuse(name: &str, u: &Usage, mounted: bool) -> i32 {
             "read-only"
         };
         match u.mounted_as.as_deref() {
+            // Mounted through a device built on it (a partition, a device-mapper device).
+            Some(src) if u.through_other => {
+                msg += &format!(
+                    "ffsck: {name} is in use: {} is mounted {rw} on {}.\n",
+                    src.display(),
+                    mp.display()
+                )
+            }
             Some(src) if src != Path::new(name) => {
                 msg += &format!(
                     "ffsck: {name} is mounted {rw} on {} as {}.\n",
@@ -124,7 +143,11 @@ pub fn check_mount(path: &Path, name: &str, mode: Mode, force: bool) -> Result<A
         return Ok(access(false));
     }
     if mode == Mode::Check || (force && usage.mounted && !usage.writable) {
-        let what = if usage.mounted { "mounted" } else { "in use" };
+        let what = if usage.mounted && !usage.through_other {
+            "mounted"
+        } else {
+            "in use"
+        };
         println!("Warning!  {name} is {what}.");
         return Ok(access(false));
     }

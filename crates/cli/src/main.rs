@@ -170,6 +170,20 @@ fn real_main() -> Result<i32> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let how = repair::Commit {
+        device: &dev_name,
+        log: args.repair_log.as_deref(),
+        undo: args.undo_file.as_deref(),
+    };
+    // A repair first finishes an interrupted one and recovers the journal, as e2fsck does
+    // before deciding anything (not on a mounted file system, whose kernel holds the journal,
+    // nor with an external journal: the check replays those with the repair).
+    if policy != Policy::No && !access.mounted() && args.journal.is_none() {
+        if let Err(e) = repair::prepare(&dev, &how) {
+            eprintln!("ffsck: {dev_name}: {e:#}");
+            return Ok(exit::ERROR);
+        }
+    }
     if !args.force {
         let journal = journal_overlay
             .as_ref()
@@ -229,11 +243,6 @@ fn real_main() -> Result<i32> {
     let outcome = if policy == Policy::No {
         ffsck_check::check(dev.clone(), &opts, &mut term)
     } else {
-        let how = repair::Commit {
-            device: &dev_name,
-            log: args.repair_log.as_deref(),
-            undo: args.undo_file.as_deref(),
-        };
         match repair::run(
             dev.clone(),
             &opts,

@@ -102,7 +102,41 @@ fn finish_log(dev: &dyn Device, log: &Path, device: &str) -> Result<()> {
     Ok(())
 }
 
-/// Repair `dev`: replay an unfinished log, check and fix through an overlay, commit.
+/// Before a repair decides anything: finish what an interrupted run left in `--repair-log`,
+/// then recover a journal that needs it, on the device, as e2fsck does before it starts over
+/// (its "DEV: recovering journal"; the replay alone does not count as a change for the exit
+/// code). A journal this cannot recover by itself (external, corrupt, a file system with
+/// problems to report first) is left to the check, which replays it with the repair.
+/// Returns whether the journal was recovered.
+pub fn prepare(dev: &Arc<dyn Device>, how: &Commit) -> Result<bool> {
+    if let Some(log) = how.log {
+        finish_log(&**dev, log, how.device)?;
+    }
+    // The undo file saves what the replay writes only when the replay is part of the commit.
+    if how.undo.is_some() {
+        return Ok(false);
+    }
+    let Ok(Some(replay)) = journal_commit::recover_now(dev.clone()) else {
+        return Ok(false);
+    };
+    crate::interrupt::begin_commit();
+    let applied = replay.apply(&**dev);
+    let cancelled = crate::interrupt::end_commit(false);
+    applied.with_context(|| format!("recovering the journal of {}", how.device))?;
+    let mut label = [0u8; 16];
+    let _ = dev.read_at(&mut label, SUPERBLOCK_OFFSET + 0x78);
+    let end = label.iter().position(|&b| b == 0).unwrap_or(label.len());
+    let label = String::from_utf8_lossy(&label[..end]);
+    let name = crate::skip::display_name(&label, how.device);
+    println!("{name}: recovering journal");
+    if cancelled {
+        println!("ffsck: interrupted after recovering the journal; nothing else was done.");
+        std::process::exit(exit::CANCELED);
+    }
+    Ok(true)
+}
+
+/// Repair `dev`: check and fix through an overlay, commit.
 pub fn run(
     dev: Arc<dyn Device>,
     opts: &CheckOptions,
@@ -110,9 +144,6 @@ pub fn run(
     rep: &mut dyn Reporter,
     how: &Commit,
 ) -> Result<Outcome> {
-    if let Some(log) = how.log {
-        finish_log(&*dev, log, how.device)?;
-    }
     // No log file exists before the commit (the journal needs none, and a `--repair-log` is
     // created inside the commit): a signal until then has nothing to remove.
     crate::interrupt::set_log(None);

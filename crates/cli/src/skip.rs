@@ -2,9 +2,13 @@
 //! with errors, not cleanly unmounted, with stale backups, mounted too often or not checked
 //! for too long is checked (and the reason said); any other gets e2fsck's "clean" line.
 //!
+//! A repair recovers a journal that needs it before deciding (`repair::prepare`, as e2fsck
+//! does); a read-only run decides on the file system as it is on disk, as e2fsck's does.
+//!
 //! Not followed: e2fsck's deferral on battery power (`defer_check_on_battery`) and its
-//! e2fsck.conf options; a journal that needs recovery or an orphan list to release forces the
-//! check here (e2fsck replays or releases them first, then decides).
+//! e2fsck.conf options; an orphan list to release (or a journal the repair could not recover
+//! by itself) forces the check in a repair here, where e2fsck releases the orphans (or
+//! replays the journal) first, then decides.
 
 use ffsck_check::report::Findings;
 use ffsck_check::{pass0, Policy, SuperHint};
@@ -71,12 +75,14 @@ pub fn decide(
         return Decision::Check(None);
     }
     let name = display_name(&sb.label(), dev_name);
-    // A journal to replay or orphans to release: done (by the check) before anything else.
-    if sb.incompat().has(Incompat::RECOVER)
-        || sb.s_last_orphan.get() != 0
+    // A journal to replay or orphans to release: done (by the check) before anything else in
+    // a repair. A read-only run, as e2fsck's, decides on the file system as it is on disk
+    // (and says so of the journal, if it skips the check; a check replays it in memory).
+    let recover = sb.incompat().has(Incompat::RECOVER);
+    let orphans = sb.s_last_orphan.get() != 0
         || (sb.compat().has(ffsck_format::Compat::ORPHAN_FILE)
-            && sb.ro_compat().has(RoCompat::ORPHAN_PRESENT))
-    {
+            && sb.ro_compat().has(RoCompat::ORPHAN_PRESENT));
+    if policy != Policy::No && (recover || orphans) {
         return Decision::Check(None);
     }
 
@@ -124,6 +130,9 @@ pub fn decide(
         return forced(format!(" has gone {days} days without being checked"));
     }
     let mut line = String::new();
+    if recover && sb.compat().has(ffsck_format::Compat::HAS_JOURNAL) {
+        line += "Warning: skipping journal recovery because doing a read-only filesystem check.\n";
+    }
     if broken_clock && interval != 0 {
         line += &format!("{name}: ignoring check interval, broken_system_clock set\n");
     }

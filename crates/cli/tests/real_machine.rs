@@ -1073,3 +1073,205 @@ fn a_read_only_root_is_checked_as_systemd_fsck_does_at_boot() {
         assert_eq!(code, 0, "{prog} left errors: {e}");
     }
 }
+
+/// The device nodes the kernel gives the partitions of loop device `lp` (`losetup -P`
+/// scans them; `partx -a` adds them where the scan found none), or `None` after saying why
+/// the calling test is skipped.
+fn partition_node(lp: &Loop) -> Option<PathBuf> {
+    let node = PathBuf::from(format!("{}p1", lp.path().display()));
+    if !node.exists() {
+        let _ = Command::new("partx").arg("-a").arg(lp.path()).status();
+    }
+    if !node.exists() {
+        eprintln!(
+            "SKIPPED: needs partitions of loop devices ({} not created)",
+            node.display()
+        );
+        return None;
+    }
+    Some(node)
+}
+
+/// `ffsck -fy TARGET` refused with exit 8 and "TARGET is WHAT.", the image untouched.
+fn assert_refused(ns: &Ns, img: &Path, target: &Path, what: &str) {
+    let before = read_all(img);
+    let dev = target.display().to_string();
+    let run = ns.ffsck(&[os("-fy"), target.as_os_str()]);
+    assert_eq!(run.code(), 8, "ffsck -fy {dev}:\n{}", all(&run));
+    assert!(
+        run.stderr.contains(&format!("{dev} is {what}.\n"))
+            && run.stderr.contains("Cannot continue, aborting."),
+        "ffsck -fy {dev}:\n{}",
+        all(&run)
+    );
+    assert!(!run.stdout.contains("Pass 1"), "{}", all(&run));
+    assert_same_bytes(
+        &before,
+        &read_all(img),
+        &format!("image after ffsck -fy {dev}"),
+    );
+}
+
+#[test]
+fn a_mounted_partition_makes_its_disk_and_image_in_use() {
+    let Some(t) = machine() else { return };
+    let have_sfdisk = Command::new("sfdisk")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have_sfdisk {
+        eprintln!("SKIPPED: needs sfdisk (Debian's fdisk package; scripts/ensure-tools.sh)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk.img");
+    std::fs::File::create(&disk)
+        .unwrap()
+        .set_len(32 << 20)
+        .unwrap();
+    let mut sf = Command::new("sfdisk")
+        .arg("-q")
+        .arg(&disk)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    sf.stdin
+        .take()
+        .unwrap()
+        .write_all(b"start=2048, type=83\n")
+        .unwrap();
+    assert!(sf.wait().unwrap().success(), "test setup: sfdisk");
+    let out = Command::new("losetup")
+        .args(["-P", "-f", "--show"])
+        .arg(&disk)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "test setup: losetup -P");
+    let lp = Loop(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    let Some(part) = partition_node(&lp) else {
+        return;
+    };
+    let made = Command::new(&t.mke2fs)
+        .args(["-q", "-F", "-t", "ext4"])
+        .arg(&part)
+        .status()
+        .unwrap();
+    assert!(made.success(), "test setup: mke2fs on {}", part.display());
+    let ns = Ns::new();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    ns.sh(&format!(
+        "mount -o noatime,noinit_itable {} {} && sync",
+        part.display(),
+        mnt.display()
+    ));
+    // The disk (by its loop device or its image) is in use through its partition, as
+    // e2fsck says of the loop device (found busy by its exclusive-open probe).
+    for target in [lp.path(), disk.as_path()] {
+        assert_refused(&ns, &disk, target, "in use");
+        let run = ns.ffsck(&[os("-fy"), target.as_os_str()]);
+        assert!(
+            run.stderr.contains(&format!(
+                "is in use: {} is mounted read-write on {}.",
+                part.display(),
+                mnt.display()
+            )),
+            "{}",
+            all(&run)
+        );
+    }
+    let e = ns.e2fsck(&t, &[os("-fy"), lp.path().as_os_str()]);
+    assert_eq!(e.code, Some(8), "{}", all(&e));
+    assert!(all(&e).contains("is in use."), "{}", all(&e));
+    // The partition itself is mounted.
+    assert_refused_mounted(&ns, &t, &disk, &part, "-fy", true);
+    assert_refused_mounted(&ns, &t, &disk, &part, "-p", true);
+    // -n on the partition warns and checks.
+    let run = ns.ffsck(&[os("-fn"), part.as_os_str()]);
+    assert_eq!(run.code(), 0, "{}", all(&run));
+    assert!(run.stdout.contains("is mounted."), "{}", all(&run));
+    drop(ns);
+    // Unmounted: the partition is repaired as any device.
+    let run = ffsck(&[os("-fy"), part.as_os_str()]);
+    assert_eq!(run.code(), 0, "{}", all(&run));
+}
+
+/// A device-mapper device, removed when dropped.
+struct Dm(String);
+
+impl Drop for Dm {
+    fn drop(&mut self) {
+        let _ = Command::new("dmsetup")
+            .args(["remove", "--retry", &self.0])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+#[test]
+fn a_device_mapper_device_over_a_loop_device_is_found() {
+    let Some(t) = machine() else { return };
+    // `dmsetup version` fails without the kernel's device-mapper driver.
+    let dm_ok = Command::new("dmsetup")
+        .arg("version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !dm_ok {
+        eprintln!(
+            "SKIPPED: needs dmsetup and the kernel's device-mapper driver (scripts/ensure-tools.sh)"
+        );
+        return;
+    }
+    let img = mkfs(&t, "ext4", &[], "16M");
+    let lp = Loop::new(&img.path, false);
+    let name = format!("ffsck-test-{}", std::process::id());
+    let sectors = std::fs::metadata(&img.path).unwrap().len() / 512;
+    let out = Command::new("dmsetup")
+        .args(["create", &name, "--table"])
+        .arg(format!("0 {sectors} linear {} 0", lp.path().display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "test setup: dmsetup create: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dm = Dm(name);
+    let mapped = PathBuf::from(format!("/dev/mapper/{}", dm.0));
+    let _ = Command::new("dmsetup").arg("mknodes").status();
+    assert!(mapped.exists(), "test setup: {} missing", mapped.display());
+    let ns = Ns::new();
+    let mnt = img.aux("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    ns.sh(&format!(
+        "mount -o noatime,noinit_itable {} {} && sync",
+        mapped.display(),
+        mnt.display()
+    ));
+    for target in [lp.path(), img.path.as_path()] {
+        assert_refused(&ns, &img.path, target, "in use");
+    }
+    assert_refused_mounted(&ns, &t, &img.path, &mapped, "-fy", true);
+    drop(ns);
+    // Unmounted, the device-mapper device still holds the loop device exclusively: a repair
+    // through the loop device (or the image, whose loop device a repair holds) is refused
+    // as "in use", as e2fsck refuses the loop device; -n warns and checks.
+    for target in [lp.path(), img.path.as_path()] {
+        assert_refused(&Ns::new(), &img.path, target, "in use");
+    }
+    let e = e2fsck(&t, &[os("-fy"), lp.path().as_os_str()]);
+    assert_eq!(e.code, Some(8), "{}", all(&e));
+    assert!(all(&e).contains("is in use."), "{}", all(&e));
+    let run = ffsck(&[os("-fn"), lp.path().as_os_str()]);
+    assert_eq!(run.code(), 0, "{}", all(&run));
+    assert!(run.stdout.contains("in use."), "{}", all(&run));
+    // The device-mapper device itself is repaired as any unmounted device.
+    let run = ffsck(&[os("-fy"), mapped.as_os_str()]);
+    assert_eq!(run.code(), 0, "{}", all(&run));
+    drop(dm);
+}

@@ -201,3 +201,95 @@ fn a_journal_with_data_but_no_recovery_flag_is_run_anyway() {
     let again = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
     assert_eq!(again.code(), 0, "{}", again.stdout);
 }
+
+/// A clean file system whose journal needs recovery, under each mode, against e2fsck 1.47 on
+/// a copy of the same image (run as `fs.img` from two directories, so the names agree): a
+/// repair recovers the journal first ("fs.img: recovering journal"), then decides skip or
+/// check on the recovered file system, and the replay alone is no change for the exit code
+/// (0); `-n` decides on the file system as it is, with e2fsck's warning, and writes nothing.
+#[test]
+fn a_journal_needing_recovery_is_recovered_first_as_e2fsck_does() {
+    let Some(t) = common::tools() else { return };
+    // A small tree of its own (e2fsck -fy would index the shared tree's large directories).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fs.img");
+    let img = common::Image { dir, path };
+    let tree = img.aux("tree");
+    std::fs::create_dir_all(tree.join("d")).unwrap();
+    std::fs::write(tree.join("a"), "hi\n").unwrap();
+    std::fs::write(tree.join("d/b"), common::Rng::new(2).bytes(50_000)).unwrap();
+    let made = std::process::Command::new(&t.mke2fs)
+        .args(["-q", "-F", "-t", "ext4", "-b", "1024", "-d"])
+        .arg(&tree)
+        .arg(&img.path)
+        .arg("16M")
+        .env("MKE2FS_SYNC", "0")
+        .status()
+        .unwrap();
+    assert!(made.success(), "test setup: mke2fs");
+    let data = common::Rng::new(20).bytes(1024);
+    let src = img.aux("block.bin");
+    std::fs::write(&src, &data).unwrap();
+    common::debugfs_script(
+        &t,
+        &img,
+        &["jo", &format!("jw -b 1000 {}", src.display()), "jc"],
+    );
+    let original = common::read_all(&img.path);
+    assert_ne!(
+        &original[1000 * 1024..1001 * 1024],
+        &data[..],
+        "test setup: the block is only in the journal"
+    );
+    let run_in = |dir: &std::path::Path, prog: &std::path::Path, mode: &str| {
+        let out = std::process::Command::new(prog)
+            .arg(mode)
+            .arg("fs.img")
+            .current_dir(dir)
+            .env("E2FSCK_CONFIG", "/dev/null")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let root = img.dir.path();
+    for mode in ["-p", "-y", "-fy", "-fp", "-n", "-fn"] {
+        let (e_dir, f_dir) = (root.join("e2fsck"), root.join("ffsck"));
+        for d in [&e_dir, &f_dir] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("fs.img"), &original).unwrap();
+        }
+        let (e_code, e_out) = run_in(&e_dir, &t.e2fsck, mode);
+        let (f_code, f_out) = run_in(&f_dir, &common::ffsck_bin(), mode);
+        let both = format!("e2fsck {mode}:\n{e_out}\nffsck {mode}:\n{f_out}");
+        assert_eq!(e_code, 0, "test setup: e2fsck's exit code\n{both}");
+        assert_eq!(f_code, e_code, "exit codes differ\n{both}");
+        let after = common::read_all(&f_dir.join("fs.img"));
+        if mode.contains('n') {
+            common::assert_same_bytes(&original, &after, &format!("ffsck {mode}"));
+            if mode == "-n" {
+                assert_eq!(f_out, e_out, "outputs differ\n{both}");
+            } else {
+                // (-fn checks the journal replayed in memory, where e2fsck skips it.)
+                assert_eq!(f_out.lines().last(), e_out.lines().last(), "{both}");
+            }
+            continue;
+        }
+        assert_eq!(f_out, e_out, "outputs differ\n{both}");
+        assert!(f_out.starts_with("fs.img: recovering journal\n"), "{both}");
+        assert_eq!(
+            &after[1000 * 1024..1001 * 1024],
+            &data[..],
+            "not replayed\n{both}"
+        );
+        let dump = common::debugfs_r(&t, &f_dir.join("fs.img"), "stats");
+        assert!(
+            !dump.contains("needs_recovery"),
+            "{mode}: still flagged\n{dump}"
+        );
+        let (code, out) = common::e2fsck_n(&t, &f_dir.join("fs.img"));
+        assert_eq!(code, 0, "e2fsck -fn after ffsck {mode}\n{out}");
+    }
+}

@@ -22,6 +22,10 @@ pub struct Usage {
     /// built on it (a partition, a device-mapper or md device, a loop device at an offset, a
     /// swap area) is in use, about which nothing read-only can be assumed.
     pub writable: bool,
+    /// Every use found is of a device built on it (a partition, a device-mapper or md
+    /// device, a loop device at an offset), not of the file system itself: e2fsck's "in
+    /// use" rather than "mounted".
+    pub through_other: bool,
     /// One of its mounts is at "/", or "/" is on it.
     pub is_root: bool,
     /// Where it is mounted (the first mount found), for messages.
@@ -277,6 +281,7 @@ pub fn usage(path: &Path) -> Usage {
     }
 
     let mut u = Usage::default();
+    let mut own_use = false;
     let is_alias = |id: Ident| seen.iter().any(|&(s, a)| s == id && a);
     let is_related = |id: Ident| seen.iter().any(|&(s, a)| s == id && !a);
     for l in &loops {
@@ -299,6 +304,7 @@ pub fn usage(path: &Path) -> Usage {
             continue;
         }
         u.mounted = true;
+        own_use |= alias;
         u.writable |= !alias || m.super_rw();
         u.is_root |= alias && m.mount_point == Path::new("/");
         if u.mount_point.is_none() {
@@ -311,6 +317,7 @@ pub fn usage(path: &Path) -> Usage {
     if let Ok(root) = std::fs::metadata("/") {
         if is_alias(Ident::Block(root.dev())) && !u.is_root {
             u.is_root = true;
+            own_use = true;
             if !u.mounted {
                 u.mounted = true;
                 u.writable = rustix::fs::statvfs("/").map_or(true, |s| {
@@ -328,6 +335,7 @@ pub fn usage(path: &Path) -> Usage {
         };
         if is_alias(id) || is_related(id) {
             u.mounted = true;
+            own_use |= is_alias(id);
             u.writable = true;
             if u.mount_point.is_none() {
                 u.mount_point = Some(PathBuf::from("<swap>"));
@@ -335,6 +343,7 @@ pub fn usage(path: &Path) -> Usage {
             }
         }
     }
+    u.through_other = u.mounted && !own_use;
     u
 }
 
