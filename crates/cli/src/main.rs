@@ -189,7 +189,11 @@ fn run(args: &Args) -> Result<i32> {
     if plan.nice {
         plan.sched_idle = resources::enter_idle();
     }
-    report::threads_used(plan.threads);
+    // 0: one per core (the pool's default).
+    report::threads_used(match plan.threads {
+        0 => resources::cpus(),
+        n => n,
+    });
     if args.estimate {
         // Under the same scheduling as the check, so the calibration sees what it would get.
         return match ffsck_check::estimate::estimate(&*dev, plan.threads) {
