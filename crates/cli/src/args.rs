@@ -265,3 +265,25 @@ fn man_page(cmd: clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
     man.render_options_section(out)?;
     out.write_all(MAN_EXTRA.replace("@FOLLOWS@", FOLLOWS_E2FSCK).as_bytes())
 }
+
+#[cfg(test)]
+mod json_path_tests {
+    use super::json_path;
+    use std::path::PathBuf;
+
+    fn of(args: &[&str]) -> Option<PathBuf> {
+        json_path(args.iter().map(std::ffi::OsString::from))
+    }
+
+    #[test]
+    fn finds_the_json_value_in_a_refused_command_line() {
+        assert_eq!(
+            of(&["ffsck", "-x", "--json", "r.json", "d"]),
+            Some("r.json".into())
+        );
+        assert_eq!(of(&["ffsck", "--json=-", "d"]), Some("-".into()));
+        assert_eq!(of(&["ffsck", "--json"]), None);
+        assert_eq!(of(&["ffsck", "--", "--json", "r.json"]), None);
+        assert_eq!(of(&["ffsck", "-fn", "d"]), None);
+    }
+}
