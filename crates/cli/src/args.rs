@@ -99,8 +99,10 @@ pub struct Args {
     /// Worker threads (default: one per core).
     #[arg(long = "threads", short = 'm')]
     pub threads: Option<usize>,
-    /// Write the findings and summary as JSON to this file.
-    #[arg(long)]
+    /// Write a JSON report of the run to this file ("-": standard output, the usual output
+    /// then going to standard error): tool, device, options, findings, summary, exit code,
+    /// in every outcome. Its schema is docs/ffsck-report.schema.json.
+    #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write an e2fsck-format problem log (XML) to this file.
     #[arg(long = "problem-log")]
@@ -145,6 +147,60 @@ pub struct Args {
     /// The device or image to check.
     #[arg(required_unless_present = "generate")]
     pub device: Option<PathBuf>,
+}
+
+impl Args {
+    /// The options of the run as the JSON report shows them.
+    pub fn report_options(&self) -> serde_json::Value {
+        let modes = [(self.no, "n"), (self.yes, "y"), (self.preen, "p")];
+        let given: Vec<&str> = modes.iter().filter(|m| m.0).map(|m| m.1).collect();
+        let mode = match given.as_slice() {
+            [] if self.estimate => Some("estimate"),
+            [] if self.apply_undo.is_some() => Some("undo"),
+            [] => Some("interactive"),
+            [one] => Some(*one),
+            _ => None,
+        };
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        serde_json::json!({
+            "mode": mode,
+            "force": self.force,
+            "verbose": self.verbose,
+            "timing": self.timing,
+            "optimize_dirs": self.optimize,
+            "threads": self.threads,
+            "superblock": self.superblock,
+            "blocksize": self.blocksize,
+            "external_journal": path(&self.journal),
+            "progress_fd": self.progress_fd,
+            "problem_log": path(&self.problem_log),
+            "repair_log": path(&self.repair_log),
+            "undo_file": path(&self.undo_file),
+            "apply_undo": path(&self.apply_undo),
+            "nice": self.nice,
+            "pipeline": self.pipeline,
+            "max_memory": self.max_memory,
+            "scratch_dir": path(&self.scratch_dir),
+        })
+    }
+}
+
+/// The value of `--json` in a command line clap refused, so the usage error is reported
+/// there too: `--json FILE` or `--json=FILE`, before any `--`.
+pub fn json_path(argv: impl Iterator<Item = std::ffi::OsString>) -> Option<PathBuf> {
+    let mut it = argv.skip(1);
+    while let Some(a) = it.next() {
+        if a == "--" {
+            return None;
+        }
+        if a == "--json" {
+            return it.next().map(PathBuf::from);
+        }
+        if let Some(v) = a.to_str().and_then(|s| s.strip_prefix("--json=")) {
+            return Some(PathBuf::from(v));
+        }
+    }
+    None
 }
 
 /// A size with an optional K, M, G or T suffix (powers of 1024).
@@ -208,4 +264,26 @@ fn man_page(cmd: clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
     man.render_description_section(out)?;
     man.render_options_section(out)?;
     out.write_all(MAN_EXTRA.replace("@FOLLOWS@", FOLLOWS_E2FSCK).as_bytes())
+}
+
+#[cfg(test)]
+mod json_path_tests {
+    use super::json_path;
+    use std::path::PathBuf;
+
+    fn of(args: &[&str]) -> Option<PathBuf> {
+        json_path(args.iter().map(std::ffi::OsString::from))
+    }
+
+    #[test]
+    fn finds_the_json_value_in_a_refused_command_line() {
+        assert_eq!(
+            of(&["ffsck", "-x", "--json", "r.json", "d"]),
+            Some("r.json".into())
+        );
+        assert_eq!(of(&["ffsck", "--json=-", "d"]), Some("-".into()));
+        assert_eq!(of(&["ffsck", "--json"]), None);
+        assert_eq!(of(&["ffsck", "--", "--json", "r.json"]), None);
+        assert_eq!(of(&["ffsck", "-fn", "d"]), None);
+    }
 }

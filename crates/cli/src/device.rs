@@ -102,6 +102,11 @@ fn refuse(name: &str, u: &Usage, mounted: bool) -> i32 {
         }
     }
     eprint!("{msg}ffsck: Cannot continue, aborting.\n\n");
+    let lines: Vec<&str> = msg
+        .lines()
+        .map(|l| l.trim_start_matches("ffsck: "))
+        .collect();
+    crate::report::error(lines.join(" "));
     exit::ERROR
 }
 
@@ -161,6 +166,7 @@ fn open_failed(e: &std::io::Error, name: &str, write: bool) -> i32 {
     }
     let _ = std::io::stdout().flush();
     eprintln!("ffsck: {} while trying to open {name}", strerror(e));
+    crate::report::error(format!("{} while trying to open {name}", strerror(e)));
     let access = if write { "r/w" } else { "r/o" };
     let hint = match e.raw_os_error() {
         Some(libc::EPERM | libc::EACCES) => {
@@ -237,10 +243,12 @@ pub fn open(path: &Path, name: &str, access: &Access) -> Result<Opened, i32> {
     if ft.is_dir() {
         let _ = std::io::stdout().flush();
         eprintln!("ffsck: Is a directory while trying to open {name}");
+        crate::report::error(format!("Is a directory while trying to open {name}"));
         return Err(exit::ERROR);
     }
     if !ft.is_file() && !ft.is_block_device() {
         eprintln!("ffsck: {name} is not a block device or an image file.");
+        crate::report::error(format!("{name} is not a block device or an image file"));
         return Err(exit::ERROR);
     }
     let mut holds = Vec::new();
@@ -295,6 +303,7 @@ pub fn open(path: &Path, name: &str, access: &Access) -> Result<Opened, i32> {
     }
     let dev = FileDevice::from_file(file, write).map_err(|e| {
         eprintln!("ffsck: {e} while trying to open {name}");
+        crate::report::error(format!("{e} while trying to open {name}"));
         exit::ERROR
     })?;
     Ok(Opened {

@@ -68,6 +68,7 @@ pub fn install() {
                 };
                 crate::tty::restore();
                 eprintln!("\nffsck: interrupted by {name}; {what}.");
+                crate::report::cancelled(name, what);
                 // Exit while holding the lock: the main thread cannot start a commit now.
                 std::process::exit(exit::CANCELED);
             }

@@ -7,6 +7,7 @@ mod interrupt;
 mod output;
 mod progress;
 mod repair;
+mod report;
 mod resources;
 mod skip;
 mod tty;
@@ -46,24 +47,50 @@ fn tune_allocator() {
     }
 }
 
+/// Parse the arguments, run, and write the JSON report (`--json`) whatever the outcome: the
+/// one place the document is finished, after every return of [`run`].
 fn real_main() -> Result<i32> {
     let args = match Args::try_parse() {
         Ok(a) => a,
         Err(e) => {
             let _ = e.print();
-            return Ok(if e.use_stderr() {
-                exit::USAGE
-            } else {
-                exit::OK
-            });
+            if !e.use_stderr() {
+                return Ok(exit::OK);
+            }
+            // A usage error: still reported where --json asked, if it can be found.
+            if let Some(path) = args::json_path(std::env::args_os()) {
+                report::begin(&path, serde_json::Value::Null, None)?;
+                let msg = e.render().to_string();
+                report::error(msg.lines().next().unwrap_or("usage error"));
+                report::finish(exit::USAGE)?;
+            }
+            return Ok(exit::USAGE);
         }
     };
     if let Some(what) = args.generate {
         args::generate(what, &mut std::io::stdout().lock())?;
         return Ok(exit::OK);
     }
+    if let Some(path) = &args.json {
+        report::begin(path, args.report_options(), args.device.as_deref())?;
+    }
+    let code = match run(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ffsck: {e:#}");
+            report::error(format!("{e:#}"));
+            exit::ERROR
+        }
+    };
+    report::finish(code)?;
+    Ok(code)
+}
+
+/// The run after the arguments parsed; its exit code.
+fn run(args: &Args) -> Result<i32> {
     let Some(device) = args.device.clone() else {
         eprintln!("ffsck: no device given");
+        report::error("no device given");
         return Ok(exit::USAGE);
     };
     let modes = [args.no, args.yes, args.preen]
@@ -71,7 +98,9 @@ fn real_main() -> Result<i32> {
         .filter(|&&m| m)
         .count();
     if modes > 1 {
-        eprintln!("ffsck: only one of the options -p/-a, -n or -y may be specified.");
+        let msg = "only one of the options -p/-a, -n or -y may be specified.";
+        eprintln!("ffsck: {msg}");
+        report::error(msg);
         return Ok(exit::USAGE);
     }
     let dev_name = device.display().to_string();
@@ -89,6 +118,7 @@ fn real_main() -> Result<i32> {
     } else {
         Policy::No
     };
+    report::policy(policy);
     // e2fsck's mount rules, the file system found through any alias (loop devices, bind
     // mounts, devices built on it), before anything is asked or opened.
     let mode = if args.apply_undo.is_some() {
@@ -104,6 +134,7 @@ fn real_main() -> Result<i32> {
     };
     if interactive && !tty::is_terminal() {
         eprintln!("ffsck: need terminal for interactive repairs");
+        report::error("need terminal for interactive repairs");
         return Ok(exit::ERROR);
     }
     // Locked, opened as the rules say, and refused at once if it cannot be written.
@@ -111,14 +142,20 @@ fn real_main() -> Result<i32> {
         Ok(o) => o,
         Err(code) => return Ok(code),
     };
+    report::filesystem(&opened.dev);
     if let Some(undo) = &args.apply_undo {
         let _holds = opened.into_holds();
-        return repair::apply_undo(undo, &device);
+        let code = repair::apply_undo(undo, &device)?;
+        report::result("undo-applied");
+        return Ok(code);
     }
     let device::Opened { dev, holds: _holds } = opened;
     let dev: Arc<dyn Device> = Arc::new(dev);
     if dev.size() == 0 {
         eprintln!("ffsck: {dev_name} is empty (0 bytes): no file system to check.");
+        report::error(format!(
+            "{dev_name} is empty (0 bytes): no file system to check."
+        ));
         return Ok(exit::ERROR);
     }
     // The external journal: read-only under -n; in a repair, an overlay stages its reset,
@@ -138,6 +175,10 @@ fn real_main() -> Result<i32> {
                         "ffsck: {e}\nffsck: cannot open the external journal {}.",
                         path.display()
                     );
+                    report::error(format!(
+                        "{e}: cannot open the external journal {}",
+                        path.display()
+                    ));
                     return Ok(exit::ERROR);
                 }
             }
@@ -148,15 +189,22 @@ fn real_main() -> Result<i32> {
     if plan.nice {
         plan.sched_idle = resources::enter_idle();
     }
+    // 0: one per core (the pool's default).
+    report::threads_used(match plan.threads {
+        0 => resources::cpus(),
+        n => n,
+    });
     if args.estimate {
         // Under the same scheduling as the check, so the calibration sees what it would get.
         return match ffsck_check::estimate::estimate(&*dev, plan.threads) {
             Ok(e) => {
                 print!("{}", resources::render_estimate(&dev_name, &e));
+                report::result("estimated");
                 Ok(exit::OK)
             }
             Err(why) => {
                 eprintln!("ffsck: cannot estimate {dev_name}: {why}");
+                report::error(format!("cannot estimate {dev_name}: {why}"));
                 Ok(exit::ERROR)
             }
         };
@@ -181,6 +229,7 @@ fn real_main() -> Result<i32> {
     if policy != Policy::No && !access.mounted() && args.journal.is_none() {
         if let Err(e) = repair::prepare(&dev, &how) {
             eprintln!("ffsck: {dev_name}: {e:#}");
+            report::error(format!("{dev_name}: {e:#}"));
             return Ok(exit::ERROR);
         }
     }
@@ -191,9 +240,13 @@ fn real_main() -> Result<i32> {
         match skip::decide(dev.clone(), &dev_name, policy, journal.as_ref(), now) {
             skip::Decision::Skip(line) => {
                 println!("{line}");
+                report::skipped(&line);
                 return Ok(exit::OK);
             }
-            skip::Decision::Check(Some(why)) => println!("{why}"),
+            skip::Decision::Check(Some(why)) => {
+                println!("{why}");
+                report::check_reason(&why);
+            }
             skip::Decision::Check(None) => {}
         }
     }
@@ -256,6 +309,7 @@ fn real_main() -> Result<i32> {
                     t.stop();
                 }
                 eprintln!("ffsck: {dev_name}: {e:#}");
+                report::error(format!("{dev_name}: {e:#}"));
                 return Ok(exit::ERROR);
             }
         }
@@ -271,9 +325,7 @@ fn real_main() -> Result<i32> {
     if let Some(path) = &args.problem_log {
         output::write_problem_log(path, &outcome, &dev_name, std::env::args().collect())?;
     }
-    if let Some(path) = &args.json {
-        output::write_json(path, &outcome, code)?;
-    }
+    report::outcome(&outcome);
     if let Some(limit) = args.max_memory {
         let peak = output::peak_rss_kib() * 1024;
         if peak > limit {

@@ -1,5 +1,5 @@
 //! Rendering of an outcome: e2fsck-style terminal text (and preen lines), the final summary,
-//! the JSON report and e2fsck's XML problem log.
+//! and e2fsck's XML problem log (the JSON report is `report.rs`).
 
 use anyhow::{Context, Result};
 use ffsck_check::problem::{Problem, Prompt};
@@ -187,6 +187,7 @@ impl Terminal {
 
 impl Reporter for Terminal {
     fn pass_start(&mut self, pass: u8) {
+        crate::report::pass_start(pass);
         if self.pass_timer.is_some() {
             self.end_pass();
             self.pass_timer = Some((pass, std::time::Instant::now()));
@@ -196,6 +197,7 @@ impl Reporter for Terminal {
         }
     }
     fn finding(&mut self, f: &Finding) {
+        crate::report::finding(f);
         let info = f.problem.info();
         if !f.fixed && info.flags & ffsck_check::problem::flag::NO_NOMSG != 0 {
             return;
@@ -333,27 +335,6 @@ pub fn write_problem_log(path: &Path, o: &Outcome, dev: &str, argv: Vec<String>)
     }
     writeln!(f, "</problem_log>")?;
     f.flush()?;
-    Ok(())
-}
-
-pub fn write_json(path: &Path, o: &Outcome, code: i32) -> Result<()> {
-    let findings: Vec<serde_json::Value> = o
-        .findings
-        .iter()
-        .map(|x| {
-            serde_json::json!({
-                "code": x.problem.info().name,
-                "e2fsck_code": format!("0x{:06x}", x.problem.info().e2fsck_code),
-                "pass": x.problem.pass(),
-                "message": x.message(),
-                "fixed": x.fixed,
-                "ctx": x.ctx,
-            })
-        })
-        .collect();
-    let v = serde_json::json!({ "exit_code": code, "fatal": o.fatal, "summary": o.summary, "findings": findings });
-    std::fs::write(path, serde_json::to_vec_pretty(&v)?)
-        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
 

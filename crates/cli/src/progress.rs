@@ -55,6 +55,9 @@ pub fn configure(arg: Option<i32>) -> Result<Output, i32> {
             let why = why.split(" (os error ").next().unwrap_or_default();
             eprintln!("Error validating file descriptor {fd}: {why}");
             eprintln!("ffsck: Invalid completion information file descriptor");
+            crate::report::error(format!(
+                "invalid completion information file descriptor {fd}: {why}"
+            ));
             Err(ffsck_check::exit::ERROR)
         }
     }
