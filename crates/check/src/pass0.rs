@@ -471,9 +471,9 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
         }
         let it = gd.inode_table();
         if !inr(it)
-            || !it
+            || it
                 .checked_add(u64::from(geo.inode_blocks_per_group) - 1)
-                .is_some_and(|e| e <= hi)
+                .is_none_or(|e| e > hi)
         {
             hint(out);
             st.relocate_inode_table = out.report(
