@@ -91,7 +91,7 @@ impl Bitmap {
     /// A bitmap of `len` bits made of `words`; bits past `len` are cleared.
     pub fn from_words(mut words: Vec<u64>, len: u64) -> Self {
         words.resize(len.div_ceil(64) as usize, 0);
-        if len % 64 != 0 {
+        if !len.is_multiple_of(64) {
             if let Some(last) = words.last_mut() {
                 *last &= (1u64 << (len % 64)) - 1;
             }

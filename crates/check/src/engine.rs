@@ -45,6 +45,14 @@ impl Default for CheckOptions {
     }
 }
 
+impl CheckOptions {
+    /// `now` as the check stamps and compares it: seconds since the epoch, 0 for no clock
+    /// (as is a clock set before the epoch).
+    pub fn clock(&self) -> u64 {
+        u64::try_from(self.now).unwrap_or(0)
+    }
+}
+
 impl std::fmt::Debug for CheckOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CheckOptions")
@@ -194,6 +202,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         opts.superblock,
         policy,
         opts.journal_dev.as_ref(),
+        opts.clock(),
         &mut f,
     )
     .and_then(|p| recover_first(&dev, p, opts, &mut f));
@@ -486,5 +495,12 @@ fn recover_first(
     });
     plan.report(opts.policy, opts.policy == Policy::No, f);
     drop(p0);
-    pass0::run_with(overlay, opts.superblock, opts.policy, jdev.as_ref(), f)
+    pass0::run_with(
+        overlay,
+        opts.superblock,
+        opts.policy,
+        jdev.as_ref(),
+        opts.clock(),
+        f,
+    )
 }

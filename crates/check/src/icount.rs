@@ -396,7 +396,7 @@ mod tests {
     #[test]
     fn counts_round_trip() {
         let mut c = InodeCounts::new(100);
-        c.push_run(10, &[0, 1, 2, 0, 70000u32.min(65535) as u16]);
+        c.push_run(10, &[0, 1, 2, 0, u16::MAX]);
         c.push(50, 1);
         assert_eq!(c.get(10), 0);
         assert_eq!(c.get(11), 1);

@@ -349,17 +349,17 @@ fn load(c: &mut Ctx, runs: &Runs, total_len: u64) -> Result<(JournalSuperblock, 
     let shared_local = jsb.blocktype() == blocktype::SUPERBLOCK_V2
         && jsb.s_nr_users.get() > 1
         && fs.sb.s_journal_uuid.iter().all(|&b| b == 0);
-    if jsb.v1_has_v2_fields() || shared_local {
-        if c.ask(P::P0_CLEAR_V2_JOURNAL, ProblemCtx::default()) {
-            clear_v2_fields(&mut jsb);
-            // A repair writes the cleared superblock back (`fs.dev` is then its overlay).
-            if c.policy != Policy::No {
-                use zerocopy::IntoBytes;
-                let mut out = buf.clone();
-                let n = jsb.as_bytes().len().min(out.len());
-                out[..n].copy_from_slice(&jsb.as_bytes()[..n]);
-                let _ = fs.dev.write_at(&out, blk * fs.block_size() as u64);
-            }
+    if (jsb.v1_has_v2_fields() || shared_local)
+        && c.ask(P::P0_CLEAR_V2_JOURNAL, ProblemCtx::default())
+    {
+        clear_v2_fields(&mut jsb);
+        // A repair writes the cleared superblock back (`fs.dev` is then its overlay).
+        if c.policy != Policy::No {
+            use zerocopy::IntoBytes;
+            let mut out = buf.clone();
+            let n = jsb.as_bytes().len().min(out.len());
+            out[..n].copy_from_slice(&jsb.as_bytes()[..n]);
+            let _ = fs.dev.write_at(&out, blk * fs.block_size() as u64);
         }
     }
     match jsb.verify(fs.geo.block_size, total_len) {

@@ -557,11 +557,19 @@ pub fn plan_replay(
 /// e2fsck does before it starts over on the recovered file system. `Ok(None)`: nothing to
 /// recover. `Err` says why it is left to the check (which replays it with the repair): no
 /// `needs_recovery`, an external or unusable journal, a log with corruption or anything
-/// else a check has to report, or a file system that does not open cleanly.
-pub fn recover_now(dev: Arc<dyn Device>) -> Result<Option<DeviceReplay>, String> {
+/// else a check has to report, or a file system that does not open cleanly. `now` is the
+/// run's clock (seconds since the epoch, 0 for none), as `CheckOptions::now`.
+pub fn recover_now(dev: Arc<dyn Device>, now: u64) -> Result<Option<DeviceReplay>, String> {
     let mut found = Findings::default();
-    let p0 = pass0::run(dev.clone(), SuperHint::default(), Policy::No, &mut found)
-        .map_err(|e| format!("the file system cannot be opened ({e:?})"))?;
+    let p0 = pass0::run_with(
+        dev.clone(),
+        SuperHint::default(),
+        Policy::No,
+        None,
+        now,
+        &mut found,
+    )
+    .map_err(|e| format!("the file system cannot be opened ({e:?})"))?;
     if !p0.fs.sb.incompat().has(Incompat::RECOVER) {
         return Ok(None);
     }

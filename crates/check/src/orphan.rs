@@ -55,7 +55,7 @@ fn check_blocks(fs: &Fs, policy: Policy, out: &mut Findings) -> State {
     };
     let inode = RawInode::parse(&raw);
     let bs = fs.geo.block_size as u64;
-    if inode.size() % bs != 0 {
+    if !inode.size().is_multiple_of(bs) {
         out.report(policy, P::P6_ORPHAN_FILE_WRONG_SIZE, ProblemCtx::ino(ino));
         return State::Corrupt;
     }

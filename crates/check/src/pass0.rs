@@ -43,6 +43,9 @@ pub struct Pass0Facts {
     pub journal: JournalFacts,
     /// The resize inode is cleared (or recreated) by the repair: pass 1 sees it empty.
     pub resize_cleared: bool,
+    /// The run's clock (`CheckOptions::now`, in seconds since the epoch; 0 for none), which a
+    /// repair stamps on what it writes (dtime, ctime, mtime of the inodes it makes).
+    pub now: u64,
 }
 
 /// Why the file system could not be opened at all (exit 8).
@@ -237,13 +240,15 @@ fn backup_offsets(hint: SuperHint, known: Option<&Geometry>) -> Vec<(u64, u64)> 
     out
 }
 
+/// Pass 0 without an external journal and without a clock (a superblock's times in the
+/// future are not judged): for callers that only need the layout.
 pub fn run(
     dev: Arc<dyn Device>,
     hint: SuperHint,
     policy: Policy,
     out: &mut Findings,
 ) -> Result<Pass0Facts, OpenFailure> {
-    run_with(dev, hint, policy, None, out)
+    run_with(dev, hint, policy, None, 0, out)
 }
 
 /// `run`, with the external journal device given by `-j` (if any).
@@ -252,6 +257,7 @@ pub fn run_with(
     hint: SuperHint,
     policy: Policy,
     journal_dev: Option<&Arc<dyn Device>>,
+    now: u64,
     out: &mut Findings,
 ) -> Result<Pass0Facts, OpenFailure> {
     // An external journal device carries an ext2 superblock but no file system: refuse it
@@ -397,7 +403,7 @@ pub fn run_with(
     let journal = crate::journal::check(&fs, policy, sb_block != 0, journal_dev, out)
         .map_err(|a| OpenFailure::Journal(a.0))?;
     let states = check_groups(&fs, policy, out);
-    check_super_fields(&fs, policy, out);
+    check_super_fields(&fs, policy, now, out);
     // A journal that recorded an error (s_errno) makes e2fsck clear it in the journal
     // superblock; under -n that write fails, and the failure surfaces on the next metadata
     // read, the resize inode's, which e2fsck then reports invalid. Reproduce that verdict.
@@ -413,6 +419,7 @@ pub fn run_with(
         groups: states,
         journal,
         resize_cleared,
+        now,
     })
 }
 
@@ -471,9 +478,9 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
         }
         let it = gd.inode_table();
         if !inr(it)
-            || !it
+            || it
                 .checked_add(u64::from(geo.inode_blocks_per_group) - 1)
-                .is_some_and(|e| e <= hi)
+                .is_none_or(|e| e > hi)
         {
             hint(out);
             st.relocate_inode_table = out.report(
@@ -534,7 +541,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
     states
 }
 
-fn check_super_fields(fs: &Fs, policy: Policy, out: &mut Findings) {
+fn check_super_fields(fs: &Fs, policy: Policy, now: u64, out: &mut Findings) {
     let sb = &fs.sb;
     let ro = sb.ro_compat();
     let inc = sb.incompat();
@@ -554,9 +561,8 @@ fn check_super_fields(fs: &Fs, policy: Policy, out: &mut Findings) {
     if !sb.checksum_ok() {
         out.report(policy, P::P0_SB_CSUM_INVALID, ProblemCtx::default());
     }
-    // A last mount or write more than a day ahead of this machine's clock (e2fsck's default
-    // fudge; a smaller skew is the clock's, not the file system's).
-    let now = crate::report::now();
+    // A last mount or write more than a day ahead of the run's clock (e2fsck's default
+    // fudge; a smaller skew is the clock's, not the file system's). No clock, no judgement.
     let stamps = [
         (sb.s_mtime.get(), sb.s_mtime_hi, P::P0_FUTURE_SB_LAST_MOUNT),
         (sb.s_wtime.get(), sb.s_wtime_hi, P::P0_FUTURE_SB_LAST_WRITE),

@@ -884,7 +884,7 @@ impl Facts for Partial<'_> {
         self.bb_inodes.binary_search(&(idx + 1)).is_ok()
     }
     fn policy(&self, ino: u32) -> Option<u32> {
-        policy_of(&self.policies, ino)
+        policy_of(self.policies, ino)
     }
 }
 
@@ -1241,9 +1241,8 @@ fn check_inode(
     if inode.flags() & iflags::CASEFOLD != 0 {
         let ctx = ProblemCtx::ino(ino);
         let nondir = inode.file_type() != FileType::Directory;
-        if !(nondir && report(scan, out, &mut ic, P::P1_CASEFOLD_NONDIR, ctx.clone()))
-            && !geo.incompat.has(Incompat::CASEFOLD)
-        {
+        let fixed = nondir && report(scan, out, &mut ic, P::P1_CASEFOLD_NONDIR, ctx.clone());
+        if !fixed && !geo.incompat.has(Incompat::CASEFOLD) {
             report(scan, out, &mut ic, P::P1_CASEFOLD_FEATURE, ctx);
         }
     }
@@ -1725,7 +1724,7 @@ fn check_live_inode(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, kind_s
         ft,
         FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
     );
-    if !is_special && !(ft == FileType::Symlink && !symlink_uses_i_block(inode)) {
+    if !is_special && (ft != FileType::Symlink || symlink_uses_i_block(inode)) {
         let cb = check_blocks(scan, ic, out, ft);
         if ft == FileType::Directory {
             // The flag still decides how pass 2 reads block 0, even when the root is bad.
@@ -2151,7 +2150,7 @@ fn illegal_block(
         );
     }
     w.illegal += 1;
-    if w.illegal % 12 == 0 {
+    if w.illegal.is_multiple_of(12) {
         // Agreed to, the inode is cleared: its map is not walked any further (as e2fsck).
         if report(
             scan,
@@ -2591,7 +2590,7 @@ fn walk_extent_node(
                             }
                         }
                     }
-                    if c.len() > 0 {
+                    if !c.is_empty() {
                         let first = if c.is_leaf() {
                             u64::from(c.extent(0).ee_block.get())
                         } else {

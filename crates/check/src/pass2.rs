@@ -970,7 +970,11 @@ fn report_duplicate_names(
             };
             let rec_len = h.rec_len as usize;
             let name_len = usize::from(h.name_len);
-            if rec_len < 12 || rec_len % 4 != 0 || off + rec_len > bs || 8 + name_len > rec_len {
+            if rec_len < 12
+                || !rec_len.is_multiple_of(4)
+                || off + rec_len > bs
+                || 8 + name_len > rec_len
+            {
                 break;
             }
             let name = &buf[off + 8..off + 8 + name_len];
@@ -1139,8 +1143,7 @@ fn check_block_into<F: Facts + ?Sized>(ctx: &Ctx<F>, db: &DirBlock, buf: &[u8], 
     let fs = ctx.fs;
     if db.pblk == 0 {
         // A hole pass 1 listed. With large_dir (and no inline data) holes are allowed.
-        if !(fs.geo.incompat.has(Incompat::LARGEDIR) && !fs.geo.incompat.has(Incompat::INLINE_DATA))
-        {
+        if !fs.geo.incompat.has(Incompat::LARGEDIR) || fs.geo.incompat.has(Incompat::INLINE_DATA) {
             bo.findings.report(
                 ctx.policy,
                 P::P2_DIRECTORY_HOLE,
@@ -1326,7 +1329,7 @@ fn check_entries<F: Facts + ?Sized>(
         let name_len = usize::from(h.name_len);
         if off + rec_len > buf.len()
             || rec_len < 12
-            || rec_len % 4 != 0
+            || !rec_len.is_multiple_of(4)
             || fdir::rec_len_for(name_len) as usize > rec_len
         {
             bo.findings
@@ -1791,6 +1794,15 @@ pub fn large_files(fs: &Fs, large_files: u64, policy: Policy, out: &mut Findings
     }
 }
 
+/// Names in `dir` are compared case-insensitively (casefold feature and flag), so they must
+/// be valid UTF-8.
+fn casefold_dir(fs: &Fs, dir: u32) -> bool {
+    fs.geo.incompat.has(Incompat::CASEFOLD)
+        && read_inode(fs, dir).is_some_and(|r| {
+            RawInode::parse(&r).flags() & ffsck_format::inode::flags::CASEFOLD != 0
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::NameSet;
@@ -1878,13 +1890,4 @@ mod tests {
         // The smallest table still gets a slot inside it.
         assert!(NameSet::slot(b"x", 2) < 2);
     }
-}
-
-/// Names in `dir` are compared case-insensitively (casefold feature and flag), so they must
-/// be valid UTF-8.
-fn casefold_dir(fs: &Fs, dir: u32) -> bool {
-    fs.geo.incompat.has(Incompat::CASEFOLD)
-        && read_inode(fs, dir).is_some_and(|r| {
-            RawInode::parse(&r).flags() & ffsck_format::inode::flags::CASEFOLD != 0
-        })
 }

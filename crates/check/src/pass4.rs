@@ -108,11 +108,10 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
             let ftype = inode.file_type();
             if inode.blocks_raw(false) == 0
                 && matches!(ftype, FileType::Regular | FileType::Directory)
+                && out.report(policy, P::P4_ZERO_LEN_INODE, ProblemCtx::ino(ino))
             {
-                if out.report(policy, P::P4_ZERO_LEN_INODE, ProblemCtx::ino(ino)) {
-                    // Cleared: nothing left to reconnect.
-                    continue;
-                }
+                // Cleared: nothing left to reconnect.
+                continue;
             }
             out.report(policy, P::P4_UNATTACHED_INODE, ProblemCtx::ino(ino));
             // Not reconnected: the count cannot be judged.

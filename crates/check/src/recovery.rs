@@ -170,7 +170,7 @@ pub fn plan(fs: &Fs, journal: &Journal) -> Replay {
             },
             Err(issue) => {
                 // A scan failure replays nothing (as jbd2), but the journal is still reset.
-                r.issues.push(issue);
+                r.issues.push(*issue);
                 scan_ok = false;
             }
         },
@@ -504,7 +504,7 @@ impl<'a> Log<'a> {
 
     /// Pass 1: walk the log and return its committed transactions; sets the end transaction
     /// and a failed commit in `r`. `Err` is a scan failure, after which nothing is replayed.
-    fn scan(&self, r: &mut Replay) -> Result<Vec<Tx>, (P, ProblemCtx)> {
+    fn scan(&self, r: &mut Replay) -> Result<Vec<Tx>, Box<(P, ProblemCtx)>> {
         let sb = &self.j.sb;
         let mut seq = sb.s_sequence.get();
         let mut pos = u64::from(sb.s_start.get());
@@ -534,7 +534,7 @@ impl<'a> Log<'a> {
             }
             let buf = match self.read(pos) {
                 Ok(b) => b,
-                Err(why) => return Err(corrupted(why)),
+                Err(why) => return Err(corrupted(why).into()),
             };
             pos = self.advance(pos, r);
             consumed += 1;
@@ -560,7 +560,7 @@ impl<'a> Log<'a> {
                         if sum {
                             match self.read(pos) {
                                 Ok(d) => crc_sum = crc32_be(crc_sum, &d),
-                                Err(why) => return Err(corrupted(why)),
+                                Err(why) => return Err(corrupted(why).into()),
                             }
                         }
                         cur.tags.push(Tagged {
@@ -591,7 +591,7 @@ impl<'a> Log<'a> {
                     let commit_time = ch.h_commit_sec.get();
                     if need_check_commit_time {
                         if commit_time >= last_commit_time {
-                            return Err((
+                            return Err(Box::new((
                                 P::P0_JOURNAL_CHECKSUM_ERROR,
                                 ProblemCtx {
                                     num: u64::from(seq),
@@ -601,7 +601,7 @@ impl<'a> Log<'a> {
                                     )),
                                     ..Default::default()
                                 },
-                            ));
+                            )));
                         }
                         // Older than its predecessor: stale blocks past the real end.
                         break;

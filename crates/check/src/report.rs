@@ -244,13 +244,6 @@ impl Findings {
     }
 }
 
-/// Seconds since the epoch on this machine's clock (0 if it is before the epoch).
-pub fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// A time stamp as e2fsck prints one (UTC, `asctime` style): `Thu Jan  1 00:00:00 1970`.
 pub fn ctime(secs: u64) -> String {
     let fmt = time::macros::format_description!(

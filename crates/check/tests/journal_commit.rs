@@ -20,6 +20,8 @@
 //! result (the rest of the image, all file data and metadata, is still compared byte for
 //! byte).
 
+mod common;
+
 use ffsck_check::journal_commit::{self, Transaction};
 use ffsck_check::report::Collect;
 use ffsck_check::{recovery, CheckOptions, Policy};
@@ -47,7 +49,7 @@ fn have_tools() -> bool {
         .iter()
         .all(|t| tool(t).is_some());
     if !ok {
-        eprintln!("SKIPPED: needs mke2fs, debugfs and e2fsck");
+        common::skip("SKIPPED: needs mke2fs, debugfs and e2fsck");
     }
     ok
 }
@@ -397,7 +399,7 @@ fn every_crash_point_of_a_journal_commit_recovers_to_original_or_repaired() {
     let dir = tempfile::tempdir().unwrap();
     let root = is_root();
     if !root {
-        eprintln!("SKIPPED (kernel part only): needs root for loop mounts");
+        common::skip("SKIPPED (kernel part only): needs root for loop mounts");
     }
     let mut counts = std::collections::BTreeMap::new();
     for (name, mkfs, j) in [("4k", "-b 4096", ""), ("1k-v3", "-b 1024", "jo -c\\njc\\n")] {

@@ -66,6 +66,7 @@ pub fn decide(
         SuperHint::default(),
         Policy::No,
         journal_dev,
+        u64::try_from(now).unwrap_or(0),
         &mut found,
     ) else {
         return Decision::Check(None);

@@ -74,7 +74,7 @@ struct Pair {
 fn recovering_pair(t: &Tools) -> Option<Pair> {
     let uid = Command::new("id").arg("-u").output().ok();
     if uid.map(|o| String::from_utf8_lossy(&o.stdout).trim() != "0") != Some(false) {
-        eprintln!("SKIPPED: needs root for loop devices and mount");
+        common::skip("SKIPPED: needs root for loop devices and mount");
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -85,7 +85,7 @@ fn recovering_pair(t: &Tools) -> Option<Pair> {
     // The kernel wants at least 1024 log blocks: 8 MiB of 4 KiB blocks.
     mke2fs(t, &["-O", "journal_dev", "-b", "4096"], &jimg, "8M");
     let Some(jloop) = Loop::attach(&jimg) else {
-        eprintln!("SKIPPED: losetup failed");
+        common::skip("SKIPPED: losetup failed");
         return None;
     };
     let jarg = format!("device={}", jloop.0);
@@ -104,7 +104,7 @@ fn recovering_pair(t: &Tools) -> Option<Pair> {
         .arg(&fimg)
         .arg(&mnt))
     {
-        eprintln!("SKIPPED: mount -o {opt} failed");
+        common::skip(&format!("SKIPPED: mount -o {opt} failed"));
         return None;
     }
     let m = Mount(mnt.clone());
@@ -131,7 +131,7 @@ fn recovering_pair(t: &Tools) -> Option<Pair> {
         .output()
         .unwrap();
     if !String::from_utf8_lossy(&out.stdout).contains("needs_recovery") {
-        eprintln!("SKIPPED: the copied file system does not need recovery");
+        common::skip("SKIPPED: the copied file system does not need recovery");
         return None;
     }
     Some(Pair { dir, fs, jdev })

@@ -23,7 +23,9 @@ fn need(name: &str, package: &str) -> Option<PathBuf> {
     dirs.extend(["/usr/sbin", "/sbin"].iter().map(PathBuf::from));
     let found = dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file());
     if found.is_none() {
-        eprintln!("SKIPPED: {name} not found (install {package}; scripts/ensure-tools.sh does)");
+        common::skip(&format!(
+            "SKIPPED: {name} not found (install {package}; scripts/ensure-tools.sh does)"
+        ));
     }
     found
 }
@@ -187,10 +189,10 @@ fn completions_name_the_long_options() {
 fn release_binary_is_static() {
     let bin = ffsck_bin();
     if !bin.to_string_lossy().contains("-linux-gnu/") {
-        eprintln!(
+        common::skip(&format!(
             "SKIPPED: {} was not built through scripts/build-env.sh (no crt-static)",
             bin.display()
-        );
+        ));
         return;
     }
     let Some(file) = need("file", "file") else {
@@ -303,7 +305,7 @@ fn deb_builds_unpacks_and_runs_under_util_linux_fsck() {
     )
     .contains("static")
     {
-        eprintln!("SKIPPED: the .deb needs the static build (scripts/build-env.sh)");
+        common::skip("SKIPPED: the .deb needs the static build (scripts/build-env.sh)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -109,6 +109,8 @@ fn clean_marked(flags: &[&str]) {
     assert!(left.is_empty(), "files left beside the image: {left:?}");
 }
 
+/// The wall clock, to bound the times the ffsck run stamped.
+#[allow(clippy::disallowed_methods)] // the test reads the clock the binary under test reads
 fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

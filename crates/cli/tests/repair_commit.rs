@@ -31,7 +31,7 @@ fn strace() -> Option<PathBuf> {
         .map(PathBuf::from)
         .find(|p| p.is_file());
     if found.is_none() {
-        eprintln!("SKIPPED: needs strace for fault injection");
+        common::skip("SKIPPED: needs strace for fault injection");
     }
     found
 }
@@ -218,7 +218,7 @@ fn ext2_repair_says_why_the_journal_is_not_used_and_writes_in_place() {
 fn a_repair_needs_no_writable_path_besides_the_device() {
     let Some(t) = common::tools() else { return };
     if !is_root() {
-        eprintln!("SKIPPED: needs root (loop device, read-only bind mounts in a namespace)");
+        common::skip("SKIPPED: needs root (loop device, read-only bind mounts in a namespace)");
         return;
     }
     let img = damaged(&t, "ext4");

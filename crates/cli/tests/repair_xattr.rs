@@ -19,11 +19,7 @@ fn image_with_xattrs(t: &Tools) -> (Image, u64, u64) {
     );
     let (body, big) = (img.aux("body"), img.aux("big"));
     std::fs::write(&body, b"hello").unwrap();
-    std::fs::write(
-        &big,
-        "0123456789abcdef".repeat(40).as_bytes()[..600].to_vec(),
-    )
-    .unwrap();
+    std::fs::write(&big, &"0123456789abcdef".repeat(40).as_bytes()[..600]).unwrap();
     common::debugfs_script(
         t,
         &img,

@@ -103,9 +103,7 @@ mod tests {
         let data: Vec<u8> = (0..9000u32).map(|i| (i * 31 + i / 7) as u8).collect();
         for (seed, len) in [(!0u32, 1024), (0x1234_5678, 4096), (0, 5000), (7, 9000)] {
             let whole = ext4_crc32c(seed, &data[..len]);
-            let pieces = data[..len]
-                .chunks(FOLD_MIN - 1)
-                .fold(seed, |c, part| ext4_crc32c(c, part));
+            let pieces = data[..len].chunks(FOLD_MIN - 1).fold(seed, ext4_crc32c);
             assert_eq!(whole, pieces, "seed {seed:#x}, {len} bytes");
         }
         assert_eq!(ext4_crc32c(!0, &[0u8; 4096]), !crc32c::crc32c(&[0u8; 4096]));

@@ -140,6 +140,8 @@ impl<'a> Node<'a> {
         Extent::ref_from_bytes(&entries[i * 12..i * 12 + 12]).unwrap_or(&NO_EXTENT)
     }
     /// Index entry `i`, in place.
+    // Not `Index::index`, which cannot hand out the block's `'a` borrow; it pairs with `extent`.
+    #[allow(clippy::should_implement_trait)]
     pub fn index(&self, i: usize) -> &'a ExtentIndex {
         let entries: &'a [u8] = self.entries;
         ExtentIndex::ref_from_bytes(&entries[i * 12..i * 12 + 12]).unwrap_or(&NO_INDEX)

@@ -118,12 +118,12 @@ impl Geometry {
         {
             return Err(GeometryError::BadBlocksPerGroup(bpg));
         }
-        if bpg < 8 || bpg % 8 != 0 {
+        if bpg < 8 || !bpg.is_multiple_of(8) {
             return Err(GeometryError::BadBlocksPerGroup(bpg));
         }
         let ipg = sb.s_inodes_per_group.get();
         let inodes_per_block = block_size / inode_size;
-        if ipg < inodes_per_block || ipg > 8 * block_size || ipg % 8 != 0 {
+        if ipg < inodes_per_block || ipg > 8 * block_size || !ipg.is_multiple_of(8) {
             return Err(GeometryError::BadInodesPerGroup(ipg));
         }
         let fdb = sb.s_first_data_block.get();
@@ -238,7 +238,7 @@ impl Geometry {
         if g <= 1 || !self.ro_compat.has(RoCompat::SPARSE_SUPER) {
             return true;
         }
-        if g % 2 == 0 {
+        if g.is_multiple_of(2) {
             return false;
         }
         [3u32, 5, 7].iter().any(|&base| {

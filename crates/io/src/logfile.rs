@@ -11,6 +11,10 @@ use std::os::unix::fs::FileExt;
 /// A growable file a log lives in.
 pub trait LogStore {
     fn len(&self) -> Result<u64>;
+    /// The store holds nothing yet.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
     /// Fill `buf` from `offset`; a read past the end is an error.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
     /// Write at `offset`, growing the store if needed.

@@ -1002,8 +1002,11 @@ fn corrupt_component(
     Ok(format!("flipped byte {off:#x} ({name}) with xor {x:#04x}"))
 }
 
-/// Directories and their block 0 entries, for the semantic modes: (dir inode, block, entries).
-fn scan_dirs(img: &Image, limit: u32) -> Vec<(u32, u64, Vec<(usize, dir::DirentHeader)>)> {
+/// A directory and its block 0 entries: (dir inode, block, entries at their offsets).
+type DirBlock0 = (u32, u64, Vec<(usize, dir::DirentHeader)>);
+
+/// Directories and their block 0 entries, for the semantic modes.
+fn scan_dirs(img: &Image, limit: u32) -> Vec<DirBlock0> {
     let first = img.geo.first_ino.max(ffsck_format::ino::ROOT);
     let last = img.geo.inodes_count.min(first.saturating_add(limit));
     let mut out = Vec::new();

@@ -307,7 +307,7 @@ mod tests {
         assert!(regions
             .iter()
             .any(|&(o, l)| o <= 4 << 20 && o + l >= (4 << 20) + 4096));
-        assert!(total >= 4096 && total <= 16 << 20);
+        assert!((4096..=16 << 20).contains(&total));
         for hint in [false, true] {
             let secs = read_ranges(&path, &regions, hint).unwrap();
             assert!(secs >= 0.0);

@@ -53,9 +53,7 @@ pub fn handles(p: P) -> bool {
 
 /// Apply the inode fixes among `fixes`, in order.
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as u32);
+    let now = p0.now as u32;
     let huge = p0.fs.geo.ro_compat.has(RoCompat::HUGE_FILE);
     for f in fixes.iter().filter(|f| handles(f.problem)) {
         let (ino, want) = (f.ctx.ino, f.ctx.num2);

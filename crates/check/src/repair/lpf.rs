@@ -47,12 +47,6 @@ enum Found {
     Unusable(P, u32),
 }
 
-fn now() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as u32)
-}
-
 fn read_block(p0: &Pass0Facts, dev: &dyn Device, pblk: u64) -> Option<Vec<u8>> {
     let fs = &p0.fs;
     let bs = fs.block_size();
@@ -562,7 +556,7 @@ pub(super) fn create_dir(
     };
     let isz = fs.geo.inode_size as usize;
     let mut inode = RawInode::parse(&vec![0u8; isz]);
-    let t = now();
+    let t = p0.now as u32;
     inode.i_mode.set(mode);
     inode.i_size_lo.set(bs as u32);
     inode.i_atime.set(t);

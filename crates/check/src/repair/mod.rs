@@ -700,7 +700,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             }
             // Last: the superblock as the fixes above left it.
             features::apply(&*ov, &fixes);
-            superblock::apply(&*ov, &fixes);
+            superblock::apply(&*ov, &fixes, p0.now);
             resize::apply_super(&*ov, &fixes);
             journal::apply_super(&*ov, &fixes);
         }
@@ -836,6 +836,7 @@ fn restore_primary(ov: &Arc<Overlay>, opts: &mut CheckOptions) -> Vec<Finding> {
         opts.superblock,
         Policy::No,
         opts.journal_dev.as_ref(),
+        opts.clock(),
         &mut notes,
     );
     let mut sb = p0.fs.sb.clone();
@@ -861,6 +862,7 @@ fn open(ov: &Arc<Overlay>, opts: &CheckOptions) -> Option<Pass0Facts> {
         opts.superblock,
         Policy::No,
         opts.journal_dev.as_ref(),
+        opts.clock(),
         &mut scratch,
     ) {
         Ok(p0) => Some(p0),
@@ -873,6 +875,7 @@ fn open(ov: &Arc<Overlay>, opts: &CheckOptions) -> Option<Pass0Facts> {
                 opts.superblock,
                 Policy::Yes,
                 opts.journal_dev.as_ref(),
+                opts.clock(),
                 &mut scratch,
             )
             .ok()

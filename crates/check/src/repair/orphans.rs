@@ -64,7 +64,7 @@ pub fn recover(
     let mut f = Findings::default();
     plan.report(opts.policy, false, &mut f);
     let mut scratch = Findings::default();
-    match crate::pass0::run(ov, opts.superblock, Policy::No, &mut scratch) {
+    match crate::pass0::run_with(ov, opts.superblock, Policy::No, None, p0.now, &mut scratch) {
         Ok(p) => (p, f.0),
         // Opening again failed: the first check reports why.
         Err(_) => (p0, f.0),
@@ -82,9 +82,11 @@ pub fn release(p0: &Pass0Facts, dev: &dyn Device) -> Vec<Finding> {
     if (head == 0 && !has_file) || fs.sb_block != 0 {
         return out;
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_secs() as u32);
+    // A deletion time of 0 would read as "not deleted": without a clock, 1.
+    let now = match p0.now {
+        0 => 1,
+        t => t as u32,
+    };
     let mut seen = HashSet::new();
     let present = fs.sb.ro_compat().has(RoCompat::ORPHAN_PRESENT);
     if head != 0 || present {

@@ -26,9 +26,7 @@ pub fn apply(
     facts: &mut AllocFacts,
     fixes: &[&Finding],
 ) -> bool {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = p0.now;
     let mut wrote = false;
     for f in fixes.iter().filter(|f| handles(f.problem)) {
         let qtype = f.ctx.num as usize;

@@ -33,8 +33,9 @@ pub fn handles(p: P) -> bool {
     )
 }
 
-/// Apply the superblock fixes among `fixes` to the primary superblock in `dev`.
-pub fn apply(dev: &dyn Device, fixes: &[&Finding]) {
+/// Apply the superblock fixes among `fixes` to the primary superblock in `dev`; a time in the
+/// future is set back to `now` (the run's clock).
+pub fn apply(dev: &dyn Device, fixes: &[&Finding], now: u64) {
     let mine: Vec<P> = fixes
         .iter()
         .map(|f| f.problem)
@@ -48,7 +49,6 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding]) {
     if mine.is_empty() {
         return;
     }
-    let now = crate::report::now();
     edit_super(dev, |sb| {
         for f in &from_backups {
             crate::superblock::apply_fix(sb, f.problem, &f.ctx);

@@ -54,12 +54,13 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
                 i.l_i_file_acl_high.set(0);
             }),
             p if drops_attrs(p) => drop_ibody(p0, dev, c.ino),
-            P::P1_ATTR_SET_EA_INODE_FL => match u32::try_from(c.num) {
-                Ok(value_ino) => edit(p0, dev, value_ino, |i| {
-                    i.i_flags.set(i.i_flags.get() | flags::EA_INODE);
-                }),
-                Err(_) => {}
-            },
+            P::P1_ATTR_SET_EA_INODE_FL => {
+                if let Ok(value_ino) = u32::try_from(c.num) {
+                    edit(p0, dev, value_ino, |i| {
+                        i.i_flags.set(i.i_flags.get() | flags::EA_INODE);
+                    })
+                }
+            }
             P::P1_EA_BLOCK_ONLY_CSUM_INVALID => rewrite_block(p0, dev, c.blk, None),
             P::P1_EXTATTR_REFCOUNT => {
                 rewrite_block(p0, dev, c.blk, u32::try_from(c.num2).ok());

@@ -35,6 +35,16 @@ fn find_tool(name: &str) -> Option<PathBuf> {
     dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
 }
 
+/// Say why the calling test is skipped (its "SKIPPED: ..." line). Under `REQUIRE_TOOLS=1`,
+/// which scripts/test.sh (so CI) sets, that is a failure instead, with the same message: CI
+/// has every tool (scripts/ensure-tools.sh) and runs as root.
+pub fn skip(msg: &str) {
+    if std::env::var_os("REQUIRE_TOOLS").is_some_and(|v| v == "1") {
+        panic!("{msg} (REQUIRE_TOOLS=1)");
+    }
+    eprintln!("{msg}");
+}
+
 /// The e2fsprogs tools, or `None` after printing why the calling test is skipped.
 pub fn tools() -> Option<Tools> {
     let found = (
@@ -58,10 +68,10 @@ pub fn tools() -> Option<Tools> {
             .filter(|(_, miss)| *miss)
             .map(|(n, _)| *n)
             .collect();
-            eprintln!(
+            skip(&format!(
                 "SKIPPED: e2fsprogs tool(s) not found in PATH, /usr/sbin or /sbin: {}",
                 missing.join(", ")
-            );
+            ));
             None
         }
     }
