@@ -214,7 +214,7 @@ fn image_in_use_is_refused_with_exit_8() {
 fn repair_on_read_only_media_is_an_error_with_exit_8() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        println!("SKIPPED: needs root (a read-only bind mount)");
+        common::skip("SKIPPED: needs root (a read-only bind mount)");
         return;
     }
     let Some(t) = common::tools() else { return };
@@ -232,7 +232,7 @@ fn repair_on_read_only_media_is_an_error_with_exit_8() {
         img.dir.path().as_os_str(),
         ro.as_os_str(),
     ]) {
-        println!("SKIPPED: cannot bind-mount here");
+        common::skip("SKIPPED: cannot bind-mount here");
         return;
     }
     let remounted = ok(&["-o".as_ref(), "remount,bind,ro".as_ref(), ro.as_os_str()]);
