@@ -363,6 +363,15 @@ pub fn run_with(
             ffsck_format::Incompat(unsupported).names().join(" "),
         ));
     }
+    // A read-only-compatible feature this checker does not know may change what a consistent
+    // file system is: e2fsck refuses it (check and repair alike), and so does ffsck, rather
+    // than judge, mark or repair by rules that may not hold.
+    let unknown_ro = sb.ro_compat().unknown();
+    if unknown_ro != 0 {
+        return Err(OpenFailure::Unsupported(
+            ffsck_format::RoCompat(unknown_ro).names().join(" "),
+        ));
+    }
     if sb.incompat().has(Incompat::JOURNAL_DEV) {
         return Err(OpenFailure::Unsupported(
             "journal_dev (this is an external journal device, not a file system)".into(),

@@ -287,3 +287,47 @@ fn backups_that_disagree_are_not_followed() {
         "test setup: e2fsck saw no meta_bg (rc {e2_code}):\n{e2_out}"
     );
 }
+
+/// A read-only-compatible feature nobody knows may change what a consistent file system is:
+/// e2fsck refuses to check or repair it ("Get a newer version of e2fsck!"), and so does ffsck,
+/// writing nothing (before, a repair marked and journaled it as if it were understood).
+#[test]
+fn an_unknown_ro_compat_feature_is_refused_as_e2fsck_refuses_it() {
+    let Some(t) = common::tools() else { return };
+    const S_FEATURE_RO_COMPAT: u64 = 0x64;
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    let v = common::read_u32(&img.path, SB + S_FEATURE_RO_COMPAT) | 0x8000_0000;
+    common::debugfs_w(&t, &img.path, &format!("ssv feature_ro_compat {v:#x}"));
+    let before = common::read_all(&img.path);
+    for flags in ["-fn", "-fy", "-fp", "-p"] {
+        let run = common::ffsck(&[flags.as_ref(), img.path.as_os_str()]);
+        let all = format!("{}{}", run.stdout, run.stderr);
+        assert_eq!(
+            run.code() & 8,
+            8,
+            "ffsck {flags}: exit {}\n{all}",
+            run.code()
+        );
+        assert!(
+            all.contains("FEATURE_R31"),
+            "ffsck {flags} does not name it:\n{all}"
+        );
+        common::assert_same_bytes(
+            &before,
+            &common::read_all(&img.path),
+            &format!("image after ffsck {flags}"),
+        );
+        let theirs = img.aux("theirs.img");
+        std::fs::copy(&img.path, &theirs).unwrap();
+        let e2 = std::process::Command::new(&t.e2fsck)
+            .arg(flags)
+            .arg(&theirs)
+            .output()
+            .unwrap();
+        assert_eq!(
+            e2.status.code().unwrap_or(0) & 8,
+            8,
+            "e2fsck {flags} accepted it: the test's premise is wrong"
+        );
+    }
+}
