@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::now;
 use common::Tools;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,15 +36,6 @@ fn journal_blocks(t: &Tools, img: &Path) -> std::collections::HashSet<usize> {
 
 /// A last-check time long past, set on every image so that a new one is told from it.
 const OLD_CHECK: i64 = 1_600_000_000;
-
-/// The wall clock, to bound the times the ffsck run stamped.
-#[allow(clippy::disallowed_methods)] // the test reads the clock the binary under test reads
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
 
 fn dumpe2fs_h(img: &Path) -> String {
     let o = Command::new("dumpe2fs")

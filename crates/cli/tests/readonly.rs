@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::now;
 use common::{Image, Tools};
 use std::ffi::OsStr;
 
@@ -107,15 +108,6 @@ fn clean_marked(flags: &[&str]) {
         .filter(|n| n != "fs.img" && n != "tree")
         .collect();
     assert!(left.is_empty(), "files left beside the image: {left:?}");
-}
-
-/// The wall clock, to bound the times the ffsck run stamped.
-#[allow(clippy::disallowed_methods)] // the test reads the clock the binary under test reads
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
 }
 
 #[test]

@@ -181,15 +181,9 @@ fn an_interrupted_repair_is_finished_from_the_redo_log() {
     assert_eq!(run.code(), 0, "{}\n{}", run.stdout, run.stderr);
     // That run marks the file system checked at its own time: the primary superblock's write
     // and last-check times (and so its checksum) may differ from the first repair's.
-    let unmarked = |mut img: Vec<u8>| {
-        for r in [0x30..0x34, 0x40..0x44, 0x3FC..0x400] {
-            img[1024 + r.start..1024 + r.end].fill(0);
-        }
-        img
-    };
     common::assert_same_bytes(
-        &unmarked(repaired),
-        &unmarked(common::read_all(&img.path)),
+        &common::without_marks(repaired),
+        &common::without_marks(common::read_all(&img.path)),
         "image after replay",
     );
     assert!(!log_path.exists());

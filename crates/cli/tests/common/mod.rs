@@ -582,3 +582,21 @@ pub fn debugfs_number(t: &Tools, img: &Path, cmd: &str, key: &str) -> u64 {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("test setup: no number after {key:?} in `{cmd}`:\n{out}"))
 }
+
+/// The wall clock, to bound the times an ffsck run stamped.
+#[allow(clippy::disallowed_methods)] // the test reads the clock the binary under test reads
+pub fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// An image with the marks a check leaves zeroed (the primary superblock's write and
+/// last-check times, and so its checksum), so two runs at different seconds compare equal.
+pub fn without_marks(mut img: Vec<u8>) -> Vec<u8> {
+    for r in [0x30..0x34, 0x40..0x44, 0x3FC..0x400] {
+        img[1024 + r.start..1024 + r.end].fill(0);
+    }
+    img
+}
