@@ -2,7 +2,7 @@
 # Make sure the tools the demo and tests need are present: a Rust toolchain and e2fsprogs
 # (mke2fs, debugfs, e2fsck), installing e2fsprogs from Debian's packages when missing; and,
 # best effort, xfsprogs (mkfs.xfs, xfs_repair, xfs_db) for the XFS experiments, whose tests
-# skip without it; and, best effort, what the package test (crates/cli/tests/package.rs) drives:
+# skip without it; and, best effort, what the package test (crates/cli/tests/system/package.rs) drives:
 # man-db and groff (the man page), make, dpkg (the .deb), file, util-linux fsck.
 set -euo pipefail
 export PATH="$HOME/.cargo/bin:/usr/sbin:/sbin:$PATH"

@@ -1,0 +1,158 @@
+//! `--max-memory`: on a directory-heavy image (one file per directory, the dirs profile's
+//! shape), a limit small enough to spill the directory-block list and the directories' parent
+//! links and generations to scratch files gives the same findings, summary and exit code as
+//! an unlimited run,
+//! at any thread count, and a lower peak RSS (a sanity check of the spill, not a timing or
+//! size target).
+
+use crate::common;
+
+use common::{Image, Tools};
+use std::process::Command;
+
+/// A tree of `n` directories with one small file each, in a few parents.
+fn dirs_image(t: &Tools, n: usize) -> Image {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    for i in 0..n {
+        let d = tree.join(format!("p{}/d{i:05}", i % 8));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("f"), format!("{i}\n")).unwrap();
+    }
+    let path = dir.path().join("fs.img");
+    std::fs::File::create(&path).unwrap();
+    let out = Command::new(&t.mke2fs)
+        .args([
+            "-q",
+            "-F",
+            "-t",
+            "ext4",
+            "-b",
+            "1024",
+            "-N",
+            &(2 * n + 64).to_string(),
+        ])
+        .arg("-d")
+        .arg(&tree)
+        .arg(&path)
+        .arg(format!("{}K", n * 3 + 16384))
+        .env("MKE2FS_SYNC", "0")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "mke2fs: {out:?}");
+    Image { dir, path }
+}
+
+/// Peak RSS in KiB of `ffsck -fn ARGS IMAGE`, from /usr/bin/time (None without it).
+fn peak_rss(img: &Image, args: &[&str]) -> Option<u64> {
+    let time = std::path::Path::new("/usr/bin/time");
+    if !time.exists() {
+        return None;
+    }
+    let report = img.aux("rss.txt");
+    let out = Command::new(time)
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&report)
+        .arg(common::ffsck_bin())
+        .arg("-fn")
+        .args(args)
+        .arg(&img.path)
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some(), "ffsck was killed: {out:?}");
+    std::fs::read_to_string(&report)
+        .ok()?
+        .trim()
+        .lines()
+        .last()?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn spilled_dir_blocks_give_the_same_findings() {
+    let Some(t) = common::tools() else { return };
+    let img = dirs_image(&t, 24_000);
+    for cmd in [
+        "link /p0/d00000 /p7/d23999/dirlink",
+        "freei /p0/d12000/f",
+        "unlink /p5/d05005",
+        "sif /p3/d20003 links_count 9",
+    ] {
+        common::debugfs_w(&t, &img.path, cmd);
+    }
+    let base = common::check_n(&img.path, 2);
+    assert_eq!(base.code(), 4, "{}", base.describe());
+    assert!(base.findings().len() >= 4, "{}", base.describe());
+    // 1 MiB: the list's share (a quarter) holds 16384 blocks, the image has over 24000; the
+    // links' share (an eighth) holds 16384 directories, the image has 24010, so their pages
+    // go out to the scratch file and back while pass 2 sets them (a second parent, a
+    // directory unlinked) and pass 3 follows them; the generations' share (a sixteenth)
+    // holds 16384, so pass 2 reads the checksum seeds of the directory blocks from one.
+    let scratch = tempfile::tempdir().unwrap();
+    let scratch_s = scratch.path().to_str().unwrap().to_string();
+    for n in [1, 2, 4] {
+        let c = common::check_n_with(
+            &img.path,
+            n,
+            &["--max-memory", "1M", "--scratch-dir", &scratch_s],
+        );
+        assert_eq!(c.code(), base.code(), "exit code at --threads {n}");
+        if c.json["findings"] != base.json["findings"] {
+            panic!(
+                "findings differ with --max-memory 1M --threads {n}:\n--- unlimited:\n{}--- limited:\n{}",
+                base.describe(),
+                c.describe()
+            );
+        }
+        assert_eq!(c.json["summary"], base.json["summary"], "summary at {n}");
+    }
+    // The scratch file is unlinked as soon as it is created.
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
+
+    // 1 MiB is below what never spills (the program alone takes more): a note says so, on
+    // stderr, and the exit code stays the check's. A limit far above the peak says nothing.
+    let run = |limit: &str| {
+        Command::new(common::ffsck_bin())
+            .args(["-fn", "--max-memory", limit])
+            .arg(&img.path)
+            .output()
+            .unwrap()
+    };
+    let tight = run("1M");
+    let note = String::from_utf8_lossy(&tight.stderr);
+    assert_eq!(tight.status.code(), Some(4), "{note}");
+    assert!(note.contains("was above --max-memory 1.0 MiB"), "{note}");
+    // 24000 made, their 8 parents, the root and lost+found.
+    assert!(note.contains("; 24010 directories here)"), "{note}");
+    let roomy = run("4G");
+    assert_eq!(roomy.status.code(), Some(4));
+    assert!(!String::from_utf8_lossy(&roomy.stderr).contains("--max-memory"));
+
+    let unlimited = peak_rss(&img, &["--threads", "1"]);
+    let limited = peak_rss(&img, &["--threads", "1", "--max-memory", "1M"]);
+    if let (Some(u), Some(l)) = (unlimited, limited) {
+        println!("peak RSS: unlimited {u} KiB, --max-memory 1M {l} KiB");
+        assert!(
+            l < u,
+            "spilling did not lower the peak RSS ({l} KiB vs {u} KiB)"
+        );
+    }
+}
+
+#[test]
+fn bad_sizes_are_refused() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "8M");
+    for bad in ["lots", "12Q", "99999999999999T"] {
+        let run = common::ffsck(&[
+            "-fn".as_ref(),
+            "--max-memory".as_ref(),
+            bad.as_ref(),
+            img.path.as_os_str(),
+        ]);
+        assert_eq!(run.code, Some(16), "--max-memory {bad}: {}", run.stderr);
+    }
+}

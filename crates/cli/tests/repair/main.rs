@@ -1,0 +1,22 @@
+//! The ffsck integration tests of repair: one-run repairs by problem family, the commit path, journals rebuilt, marks.
+//!
+//! One test binary per group (cargo builds and links each once); each module is one family.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod journal_reset;
+mod mark_checked;
+mod repair;
+mod repair_badblocks;
+mod repair_blocks;
+mod repair_commit;
+mod repair_dirs;
+mod repair_journal;
+mod repair_lpf;
+mod repair_quota;
+mod repair_relocate;
+mod repair_root;
+mod repair_superblock;
+mod repair_uninit;
+mod repair_xattr;

@@ -1,0 +1,431 @@
+//! Repair of block mappings (`-y`): multiply-claimed blocks are cloned so every sharer keeps
+//! its contents, illegal block pointers are zeroed, invalid extents and extent index entries are
+//! removed or fixed. Each case builds its image at run time, corrupts it with `debugfs -w`, runs
+//! `ffsck -fy` once and requires `e2fsck -fn` and a second `ffsck -fn` to find it clean.
+
+use crate::common;
+
+use common::{Image, Tools};
+use std::ffi::OsStr;
+
+fn ffsck(args: &[&str], img: &Image) -> common::Run {
+    let mut a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    a.push(img.path.as_os_str());
+    common::ffsck(&a)
+}
+
+/// The contents of `path` as debugfs reads them.
+fn dump(t: &Tools, img: &Image, path: &str) -> Vec<u8> {
+    let out = img.aux("dumped");
+    let _ = std::fs::remove_file(&out);
+    common::debugfs_r(t, &img.path, &format!("dump {path} {}", out.display()));
+    std::fs::read(&out).unwrap_or_default()
+}
+
+/// Every file of the tree (from its source) except `skip`, compared with the image.
+fn assert_tree_kept(t: &Tools, img: &Image, skip: &[&str]) {
+    for p in ["a/f1", "a/f2", "a/f3", "a/f4", "a/f5", "b/x", "sparse"] {
+        if skip.contains(&p) {
+            continue;
+        }
+        let want = std::fs::read(img.dir.path().join("tree").join(p)).unwrap();
+        assert!(
+            dump(t, img, &format!("/{p}")) == want,
+            "/{p}: contents changed"
+        );
+    }
+}
+
+/// The block number after `key` ("block bitmap at ", "inode table at ") on group 0's line of
+/// `debugfs stats`.
+fn group0(t: &Tools, img: &Image, key: &str) -> u64 {
+    let s = common::debugfs_r(t, &img.path, "stats");
+    s.lines()
+        .filter(|l| l.trim().starts_with("Group  0:"))
+        .find_map(|l| {
+            let rest = l.split(key).nth(1)?;
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("test setup: no \"{key}\" for group 0 in\n{s}"))
+}
+
+/// e2fsck finds the damage, one `ffsck -fy` repairs it, and both checkers then find the
+/// file system clean.
+fn repair_once(t: &Tools, img: &Image, what: &str) -> common::Run {
+    let (before, out) = common::e2fsck_n(t, &img.path);
+    // (e2fsck -n aborts on an illegal indirect block: 12)
+    assert!(
+        before & 4 != 0,
+        "test setup ({what}): e2fsck must see the damage\n{out}"
+    );
+    let run = ffsck(&["-fy"], img);
+    common::assert_no_panic(&run);
+    assert_eq!(
+        run.code(),
+        1,
+        "{what}: ffsck -fy should fix everything\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let (after, out) = common::e2fsck_n(t, &img.path);
+    assert_eq!(
+        after, 0,
+        "{what}: e2fsck -fn after the repair\n{out}\n{}",
+        run.stdout
+    );
+    let again = ffsck(&["-fn"], img);
+    assert_eq!(
+        again.code(),
+        0,
+        "{what}: second ffsck -fn\n{}\n{}",
+        again.stdout,
+        run.stdout
+    );
+    run
+}
+
+#[test]
+fn shared_blocks_are_cloned_in_block_mapped_files() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    let b = common::bmap(&t, &img.path, "/a/f1", 0);
+    // /a/f2's second block becomes /a/f1's first: both files claim it.
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f2 block[1] {b}"));
+    let f1 = dump(&t, &img, "/a/f1");
+    let f2 = dump(&t, &img, "/a/f2");
+    let run = repair_once(&t, &img, "ext2 shared data block");
+    assert!(
+        run.stdout.contains("Clone multiply-claimed blocks? yes"),
+        "{}",
+        run.stdout
+    );
+    assert!(dump(&t, &img, "/a/f1") == f1, "/a/f1 lost its contents");
+    assert!(dump(&t, &img, "/a/f2") == f2, "/a/f2 lost its contents");
+    let (n1, n2) = (
+        common::bmap(&t, &img.path, "/a/f1", 0),
+        common::bmap(&t, &img.path, "/a/f2", 1),
+    );
+    assert_ne!(n1, n2, "the two files still share a block");
+    assert_tree_kept(&t, &img, &["a/f2"]);
+}
+
+#[test]
+fn blocks_shared_with_metadata_are_copied_to_the_file() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    // The block bitmap of group 0: pointed at by a file, it stays metadata.
+    let bitmap = group0(&t, &img, "block bitmap at ");
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f3 block[0] {bitmap}"));
+    repair_once(&t, &img, "ext2 block shared with a bitmap");
+    assert_ne!(common::bmap(&t, &img.path, "/a/f3", 0), bitmap);
+    assert_tree_kept(&t, &img, &["a/f3"]);
+}
+
+#[test]
+fn shared_extents_and_extent_nodes_are_cloned() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    // i_block[5] is the physical start of the first extent of a depth-0 tree.
+    let b = common::bmap(&t, &img.path, "/a/f1", 0);
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f4 block[5] {b}"));
+    // /a/f5's first extent also overlaps the extent-tree node of /sparse.
+    let stat = common::debugfs_r(&t, &img.path, "stat /sparse");
+    let leaf: u64 = stat
+        .lines()
+        .skip_while(|l| !l.starts_with("EXTENTS:"))
+        .nth(1)
+        .and_then(|l| l.trim().strip_prefix("(ETB0):"))
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .expect("test setup: /sparse has an extent tree block");
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f5 block[5] {leaf}"));
+    let f1 = dump(&t, &img, "/a/f1");
+    let f4 = dump(&t, &img, "/a/f4");
+    let f5 = dump(&t, &img, "/a/f5");
+    let sparse = dump(&t, &img, "/sparse");
+    let run = repair_once(&t, &img, "ext4 shared extents");
+    assert!(
+        run.stdout.contains("Clone multiply-claimed blocks? yes"),
+        "{}",
+        run.stdout
+    );
+    assert!(dump(&t, &img, "/a/f1") == f1, "/a/f1 lost its contents");
+    assert!(dump(&t, &img, "/a/f4") == f4, "/a/f4 lost its contents");
+    assert!(dump(&t, &img, "/a/f5") == f5, "/a/f5 lost its contents");
+    assert!(
+        dump(&t, &img, "/sparse") == sparse,
+        "/sparse lost its contents"
+    );
+}
+
+#[test]
+fn illegal_block_pointers_are_cleared() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a/f4 block[1] 99999999");
+    common::debugfs_w(&t, &img.path, "sif /b/x block[IND] 88888888");
+    let run = repair_once(&t, &img, "ext2 illegal block pointers");
+    assert!(run.stdout.contains("Illegal block"), "{}", run.stdout);
+    let s = common::debugfs_r(&t, &img.path, "stat /a/f4");
+    assert!(
+        !s.contains("99999999"),
+        "the illegal pointer is still there:\n{s}"
+    );
+    assert_tree_kept(&t, &img, &["a/f4"]);
+}
+
+#[test]
+fn invalid_extents_and_index_entries_are_removed_or_fixed() {
+    let Some(t) = common::tools() else { return };
+    // A leaf extent starting past the end of the file system.
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a/f4 block[5] 99999999");
+    let run = repair_once(&t, &img, "ext4 extent past the end");
+    assert!(run.stdout.contains("invalid extent"), "{}", run.stdout);
+    assert_tree_kept(&t, &img, &["a/f4"]);
+
+    // An index entry whose logical start does not match its child's first extent.
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /sparse block[3] 7");
+    repair_once(&t, &img, "ext4 index start mismatch");
+    assert_tree_kept(&t, &img, &[]);
+
+    // An index entry pointing outside the file system: the subtree goes.
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /sparse block[4] 99999999");
+    repair_once(&t, &img, "ext4 index to a bad block");
+    assert_tree_kept(&t, &img, &["sparse"]);
+}
+
+#[test]
+fn an_inode_with_too_many_illegal_blocks_is_cleared() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    for i in 0..12 {
+        common::debugfs_w(
+            &t,
+            &img.path,
+            &format!("sif /a/f6 block[{i}] {}", 88_888_800 + i),
+        );
+    }
+    let run = repair_once(&t, &img, "ext2 inode with 12 illegal blocks");
+    assert!(
+        run.stdout.contains("Too many illegal blocks"),
+        "{}",
+        run.stdout
+    );
+    let ls = common::debugfs_r(&t, &img.path, "ls -l /a");
+    assert!(
+        !ls.lines()
+            .any(|l| l.trim_end().ends_with(" f6") && !l.trim_start().starts_with("0 ")),
+        "the cleared inode's entry is still listed:\n{ls}"
+    );
+    assert_tree_kept(&t, &img, &[]);
+}
+
+#[test]
+fn an_extent_tree_deeper_than_needed_is_rebuilt() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024", "-O", "^metadata_csum"], "8M");
+    // /a/f3's in-inode root (one leaf level), found with imap.
+    let imap = common::debugfs_r(&t, &img.path, "imap /a/f3");
+    let num = |key: &str, radix: u32| {
+        imap.split(key)
+            .nth(1)
+            .map(|s| s.trim_start_matches("0x"))
+            .and_then(|s| s.split(|c: char| !c.is_ascii_hexdigit()).next())
+            .and_then(|s| u64::from_str_radix(s, radix).ok())
+            .unwrap_or_else(|| panic!("test setup: no {key} in\n{imap}"))
+    };
+    let at = num("located at block ", 10) * 1024 + num("offset ", 16);
+    let iblock = at + 40;
+    let mut root =
+        std::fs::read(&img.path).unwrap()[iblock as usize..iblock as usize + 60].to_vec();
+    assert_eq!(
+        &root[0..2],
+        &[0x0A, 0xF3],
+        "test setup: /a/f3 is not extent-mapped"
+    );
+    assert_eq!(
+        &root[6..8],
+        &[0, 0],
+        "test setup: /a/f3 already has a deep tree"
+    );
+    let free = common::debugfs_r(&t, &img.path, "testb 8100 6");
+    assert!(!free.contains("marked in use"), "test setup: {free}");
+    // Chain six index levels (blocks 8100..8105) above the original leaf entries: depth 6
+    // where 1 KiB blocks never need more than 5.
+    let header = |entries: u16, max: u16, depth: u16| {
+        let mut h = vec![0x0A, 0xF3];
+        for v in [entries, max, depth] {
+            h.extend(v.to_le_bytes());
+        }
+        h.extend([0u8; 4]);
+        h
+    };
+    let index = |lblk: u32, blk: u32| {
+        let mut e = lblk.to_le_bytes().to_vec();
+        e.extend(blk.to_le_bytes());
+        e.extend([0u8; 4]);
+        e
+    };
+    let entries = u16::from_le_bytes([root[2], root[3]]);
+    let mut leaf = header(entries, 84, 0);
+    leaf.extend(&root[12..12 + 12 * usize::from(entries)]);
+    common::patch(&img.path, 8105 * 1024, &leaf);
+    for (k, blk) in (8100u32..8105).enumerate() {
+        let mut node = header(1, 84, 5 - k as u16);
+        node.extend(index(0, blk + 1));
+        common::patch(&img.path, u64::from(blk) * 1024, &node);
+    }
+    root = header(1, 4, 6);
+    root.extend(index(0, 8100));
+    root.resize(60, 0);
+    common::patch(&img.path, iblock, &root);
+    let i_blocks = common::debugfs_number(&t, &img.path, "stat /a/f3", "Blockcount:");
+    // The six node blocks are taken from the free counts too (one 8 MiB group).
+    let free = common::debugfs_number(&t, &img.path, "stats", "Free blocks:");
+    common::debugfs_script(
+        &t,
+        &img,
+        &[
+            "setb 8100 6",
+            &format!("sif /a/f3 blocks {}", i_blocks + 12),
+            &format!("set_bg 0 free_blocks_count {}", free - 6),
+            "set_bg 0 checksum calc",
+            &format!("ssv free_blocks_count {}", free - 6),
+        ],
+    );
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    let want = "extent tree could be more shallow (6; could be <= 5)";
+    assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
+    // As in e2fsck, a deeper tree than needed is not an error.
+    assert_eq!(run.code(), 0, "{}", run.stdout);
+    let run = ffsck(&["-fy"], &img);
+    assert_eq!(run.code(), 1, "{}", run.stdout);
+    let (e2, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2, 0, "{out}\n{}", run.stdout);
+    let ex = common::debugfs_r(&t, &img.path, "ex /a/f3");
+    assert!(
+        ex.contains(" 0/ 0 "),
+        "the tree is not a single level\n{ex}"
+    );
+    assert_tree_kept(&t, &img, &[]);
+}
+
+/// The physical blocks `(start, end)` of the first extent of `path` (`(l-l):start-end`, or
+/// `(l):start` for one block), as `debugfs stat` shows it.
+fn first_extent(t: &Tools, img: &Image, path: &str) -> (u64, u64) {
+    let stat = common::debugfs_r(t, &img.path, &format!("stat {path}"));
+    let run = stat
+        .split("EXTENTS:")
+        .nth(1)
+        .and_then(|s| s.split(':').nth(1))
+        .and_then(|s| s.split(|c: char| c != '-' && !c.is_ascii_digit()).next())
+        .unwrap_or_else(|| panic!("test setup: no extent for {path} in\n{stat}"));
+    let mut ends = run.split('-').map(|x| x.parse::<u64>().unwrap());
+    let start = ends.next().unwrap();
+    (start, ends.next().unwrap_or(start))
+}
+
+#[test]
+fn a_file_whose_shared_blocks_cannot_be_cloned_is_deleted() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024", "-O", "^has_journal"], "4M");
+    let free = common::debugfs_number(&t, &img.path, "stats", "Free blocks:");
+    // One file takes most of the free space...
+    let len = free * 2 / 3;
+    common::debugfs_script(
+        &t,
+        &img,
+        &[
+            "write /dev/null big",
+            &format!("fallocate /big 0 {}", len - 1),
+            &format!("sif /big size {}", len * 1024),
+        ],
+    );
+    let (start, end) = first_extent(&t, &img, "/big");
+    assert_eq!(end + 1 - start, len, "test setup: /big is not one extent");
+    // ...and an empty file is given the very same extent: copying it cannot fit.
+    let victim = "/many/entry-with-a-rather-long-name-003";
+    common::debugfs_script(
+        &t,
+        &img,
+        &[
+            &format!("sif {victim} block[0] {}", 0xF30A | (1 << 16)),
+            &format!("sif {victim} block[1] 4"),
+            &format!("sif {victim} block[3] 0"),
+            &format!("sif {victim} block[4] {len}"),
+            &format!("sif {victim} block[5] {start}"),
+            &format!("sif {victim} size {}", len * 1024),
+            &format!("sif {victim} blocks {}", len * 2),
+        ],
+    );
+    let run = ffsck(&["-fn"], &img);
+    assert!(
+        run.stdout.contains("Clone multiply-claimed blocks? no"),
+        "{}",
+        run.stdout
+    );
+    let run = ffsck(&["-fy"], &img);
+    for want in [
+        "Couldn't clone file",
+        "Delete file? yes",
+        "already reassigned or cloned",
+    ] {
+        assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
+    }
+    assert_eq!(run.code(), 1, "{}", run.stdout);
+    let (e2, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2, 0, "{out}\n{}", run.stdout);
+    let again = ffsck(&["-fn"], &img);
+    assert_eq!(again.code(), 0, "{}", again.stdout);
+    assert_tree_kept(&t, &img, &[]);
+    let big = common::debugfs_r(&t, &img.path, "stat /big");
+    assert!(big.contains(&format!("{start}-{end}")), "{big}");
+}
+
+#[test]
+fn cloning_in_a_4k_block_file_system_leaves_block_0_alone() {
+    let Some(t) = common::tools() else { return };
+    // With 4 KiB blocks block 0 holds the superblock and is a valid block number: a map's
+    // empty indirect pointer (0) must not be followed there. Read as pointers, the superblock
+    // names block 11 (s_first_ino), here an inode-table block two files claim: followed, the
+    // copy of block 11 would be written into the superblock.
+    let img = common::mkfs(&t, "ext2", &["-b", "4096"], "16M");
+    let s = common::debugfs_r(&t, &img.path, "stats");
+    assert!(
+        s.contains("Group  0: block bitmap at 2, inode bitmap at 3, inode table at 4\n"),
+        "test setup: group 0's inode table should start at block 4\n{s}"
+    );
+    common::debugfs_w(&t, &img.path, "sif /a/f2 block[0] 11");
+    common::debugfs_w(&t, &img.path, "sif /a/f3 block[0] 11");
+    repair_once(
+        &t,
+        &img,
+        "ext2 (4 KiB blocks) files sharing an inode-table block",
+    );
+    assert_tree_kept(&t, &img, &["a/f2", "a/f3"]);
+}
+
+#[test]
+fn an_indirect_block_in_the_inode_table_is_copied_before_any_fix() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    // /b/x's indirect block becomes the inode-table block holding the root directory's
+    // inode: read as pointers, the inodes are mostly illegal blocks. A fix written there would
+    // destroy the root and its neighbours; it must wait until pass 1D has made /b/x a copy.
+    let itable = group0(&t, &img, "inode table at ");
+    common::debugfs_w(&t, &img.path, &format!("sif /b/x block[IND] {itable}"));
+    let run = repair_once(&t, &img, "ext2 indirect block in the inode table");
+    assert!(
+        run.stdout
+            .contains(&format!("block {itable} conflicts with critical metadata")),
+        "{}",
+        run.stdout
+    );
+    assert_tree_kept(&t, &img, &["b/x"]);
+}

@@ -1,0 +1,144 @@
+//! Quota usage: with the `quota` feature, the usage a quota file records for every id must be
+//! what the files use. A stale file is reported, and one `ffsck -fy` rewrites it with the
+//! counted usage, keeping each id's limits, as e2fsck does; a quota file whose tree is broken
+//! is rewritten too, and never makes the check loop or panic.
+
+use crate::common;
+
+use common::{Image, Tools};
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::Command;
+
+/// The user quota file's contents.
+fn quota_file(t: &Tools, img: &Image) -> Vec<u8> {
+    let out = img.aux("quota.bin");
+    common::debugfs_r(t, &img.path, &format!("dump <3> {}", out.display()));
+    std::fs::read(&out).unwrap()
+}
+
+/// Byte offset in the image of `file_off` in the user quota file (1 KiB blocks).
+fn disk_offset(t: &Tools, img: &Image, file_off: u64) -> u64 {
+    common::bmap(t, &img.path, "<3>", file_off / 1024) * 1024 + file_off % 1024
+}
+
+/// Offset in the quota file of id `id`'s 72-byte record (a data block's entries start at 16).
+fn record_of(file: &[u8], id: u32) -> Option<u64> {
+    (2..file.len() / 1024).find_map(|blk| {
+        (0..14).find_map(|k| {
+            let at = blk * 1024 + 16 + 72 * k;
+            let e = &file[at..at + 72];
+            let curspace = u64::from_le_bytes(e[48..56].try_into().unwrap());
+            (u32::from_le_bytes(e[0..4].try_into().unwrap()) == id && curspace > 0)
+                .then_some(at as u64)
+        })
+    })
+}
+
+fn e2fsck_fy(t: &Tools, path: &Path) {
+    let out = Command::new(&t.e2fsck)
+        .arg("-fy")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "test setup: e2fsck -fy\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// An ext4 image with quotas, whose `/a/f2` belongs to user 1000 with limits set (consistent
+/// usage: e2fsck has been over it).
+fn quota_image(t: &Tools) -> Image {
+    let img = common::mkfs(t, "ext4", &["-b", "1024", "-O", "quota"], "8M");
+    common::debugfs_w(t, &img.path, "sif /a/f2 uid 1000");
+    e2fsck_fy(t, &img.path);
+    let file = quota_file(t, &img);
+    let rec = record_of(&file, 1000).expect("test setup: no quota record for uid 1000");
+    // Block hard limit (1 KiB units) and inode soft limit of uid 1000.
+    common::patch(
+        &img.path,
+        disk_offset(t, &img, rec + 32),
+        &500u64.to_le_bytes(),
+    );
+    common::patch(
+        &img.path,
+        disk_offset(t, &img, rec + 16),
+        &7u64.to_le_bytes(),
+    );
+    let (code, out) = common::e2fsck_n(t, &img.path);
+    assert_eq!(code, 0, "test setup: a consistent quota image\n{out}");
+    img
+}
+
+fn lq(t: &Tools, path: &Path) -> String {
+    common::debugfs_r(t, path, "lq user")
+}
+
+#[test]
+fn stale_quota_usage_is_rewritten_with_the_limits_kept() {
+    let Some(t) = common::tools() else { return };
+    let img = quota_image(&t);
+    // A file changes hands without the quota file hearing of it.
+    common::debugfs_w(&t, &img.path, "sif /a/f3 uid 1000");
+    let copy = img.aux("copy.img");
+    std::fs::copy(&img.path, &copy).unwrap();
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert_eq!(run.code(), 4, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("Update quota info for quota type 0? no"),
+        "{}",
+        run.stdout
+    );
+    // e2fsck's per-id warnings, on stderr.
+    assert!(
+        run.stderr
+            .contains("[QUOTA WARNING] Usage inconsistent for ID 1000:actual ("),
+        "{}",
+        run.stderr
+    );
+    let fixed = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(fixed.code(), 1, "{}", fixed.stdout);
+    assert!(fixed
+        .stdout
+        .contains("Update quota info for quota type 0? yes"));
+    let (after, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(after, 0, "e2fsck -fn after the repair\n{out}");
+    let again = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert_eq!(again.code(), 0, "{}", again.stdout);
+    // The same records as e2fsck's own repair: usage recounted, limits of uid 1000 kept.
+    e2fsck_fy(&t, &copy);
+    let (ours, theirs) = (lq(&t, &img.path), lq(&t, &copy));
+    assert_eq!(ours, theirs);
+    let line = ours
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("1000"))
+        .unwrap_or_else(|| panic!("no uid 1000\n{ours}"));
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!((cols[3], cols[5]), ("500", "7"), "limits kept: {line}");
+}
+
+#[test]
+fn a_looping_quota_tree_is_rewritten() {
+    let Some(t) = common::tools() else { return };
+    let img = quota_image(&t);
+    // The root block's first slot (ids 0..2^24) points back at the root itself.
+    common::patch(&img.path, disk_offset(&t, &img, 1024), &1u32.to_le_bytes());
+    let run = common::ffsck_timeout(
+        &[OsStr::new("-fn"), img.path.as_os_str()],
+        std::time::Duration::from_secs(60),
+    );
+    common::assert_no_panic(&run);
+    assert_eq!(run.code(), 4, "{}", run.stdout);
+    assert!(run.stdout.contains("Update quota info for quota type 0"));
+    let fixed = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(fixed.code(), 1, "{}", fixed.stdout);
+    let (after, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(after, 0, "e2fsck -fn after the repair\n{out}");
+    // Usage is back; the limits went with the broken tree (as with e2fsck).
+    assert!(lq(&t, &img.path)
+        .lines()
+        .any(|l| l.trim_start().starts_with("1000 ")));
+}

@@ -1,0 +1,215 @@
+//! Repair of superblock fields and feature combinations (pass 0), a reserved inode's mode, the
+//! casefold flag without the feature, and the orphan file (cleaned, removed or recreated):
+//! each case breaks one thing with `debugfs -w` on an image built at run time, and one
+//! `ffsck -fy` must leave a file system e2fsck and ffsck both find clean, with the field set
+//! as e2fsck sets it.
+
+use crate::common;
+
+use common::Tools;
+
+struct Case {
+    what: &'static str,
+    mkfs: &'static [&'static str],
+    break_it: &'static [&'static str],
+    /// ffsck's report (`-fn`) must name the problem with this.
+    says: &'static str,
+    /// `debugfs stats` (or `stat`) afterwards, and what it must then show.
+    after: Option<(&'static str, &'static str)>,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        what: "last mount and write times in the future",
+        mkfs: &[],
+        break_it: &["ssv mtime 20990101", "ssv wtime 20990101"],
+        says: "Superblock last mount time (Thu Jan  1 00:00:00 2099,",
+        after: None,
+    },
+    Case {
+        what: "reserved descriptor blocks without resize_inode",
+        mkfs: &["-O", "^resize_inode"],
+        break_it: &["ssv reserved_gdt_blocks 5"],
+        says: "but s_reserved_gdt_blocks\nis 5; should be zero.",
+        after: None,
+    },
+    Case {
+        what: "bad s_min_extra_isize",
+        mkfs: &[],
+        break_it: &["ssv min_extra_isize 3"],
+        says: "Bad required extra isize in superblock (3).",
+        after: Some(("stats", "Required extra isize:     32")),
+    },
+    Case {
+        what: "bad s_want_extra_isize",
+        mkfs: &[],
+        break_it: &["ssv want_extra_isize 1000"],
+        says: "Bad desired extra isize in superblock (1000).",
+        after: Some(("stats", "Desired extra isize:      32")),
+    },
+    Case {
+        what: "uninit_bg beside metadata_csum",
+        mkfs: &[],
+        break_it: &["feature uninit_bg"],
+        says: "metadata_csum supersedes uninit_bg",
+        after: None,
+    },
+    Case {
+        what: "64bit without extents",
+        mkfs: &[],
+        break_it: &["feature -extent"],
+        says: "64bit filesystem needs extents",
+        after: None,
+    },
+    Case {
+        what: "metadata_csum_seed without metadata_csum",
+        mkfs: &["-O", "^metadata_csum"],
+        break_it: &["feature metadata_csum_seed"],
+        says: "metadata_csum_seed is not necessary without metadata_csum.",
+        after: None,
+    },
+    Case {
+        what: "orphan_present without orphan_file",
+        mkfs: &[],
+        break_it: &["feature orphan_present"],
+        says: "Feature orphan_present is set but feature orphan_file is not.",
+        after: None,
+    },
+    Case {
+        what: "a journal the superblock no longer has",
+        mkfs: &[],
+        break_it: &["feature -has_journal"],
+        says: "Superblock has_journal flag is clear, but a journal is present.",
+        after: None,
+    },
+    Case {
+        what: "needs_recovery without a journal",
+        mkfs: &["-O", "^has_journal"],
+        break_it: &["feature needs_recovery"],
+        says: "Superblock needs_recovery flag is set, but no journal is present.",
+        after: None,
+    },
+    Case {
+        what: "a dirty orphan-file block",
+        mkfs: &["-O", "orphan_file"],
+        break_it: &["zap_block -f <12> -p 0x55 0"],
+        says: "Orphan file (inode 12) block 0 is not clean.",
+        after: None,
+    },
+    Case {
+        what: "an orphan file without a journal",
+        mkfs: &["-O", "orphan_file"],
+        break_it: &["feature -has_journal"],
+        says: "Superblock has orphan file without journal.",
+        after: None,
+    },
+    Case {
+        what: "a hole in a block-mapped orphan file",
+        mkfs: &["-O", "orphan_file,^extent,^64bit"],
+        break_it: &["punch <12> 1 1"],
+        says: "Orphan file (inode 12) contains hole at block 1.\nFailed to initialize orphan file.",
+        after: Some(("stat <12>", "(0-11):")),
+    },
+    Case {
+        what: "casefold flag without the casefold feature",
+        mkfs: &[],
+        break_it: &["sif /a/emptydir flags 0x40000000"],
+        says: "casefold feature is not enabled.",
+        after: None,
+    },
+    Case {
+        what: "a reserved inode with a mode",
+        mkfs: &[],
+        break_it: &["sif <9> mode 0100644"],
+        says: "Reserved inode 9 has invalid mode.",
+        after: Some(("stat <9>", "Mode:  0000")),
+    },
+];
+
+fn run_case(t: &Tools, c: &Case) {
+    let img = common::mkfs(t, "ext4", c.mkfs, "16M");
+    for cmd in c.break_it {
+        common::debugfs_script(t, &img, &[cmd]);
+    }
+    let run = common::ffsck(&[std::ffi::OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(
+        run.stdout.contains(c.says),
+        "{}: ffsck -fn does not report it\n{}",
+        c.what,
+        run.stdout
+    );
+    common::assert_repaired(t, &img, c.what);
+    if let Some((cmd, shows)) = c.after {
+        let out = common::debugfs_r(t, &img.path, cmd);
+        assert!(out.contains(shows), "{}: after the repair\n{out}", c.what);
+    }
+}
+
+#[test]
+fn superblock_fields_and_reserved_inodes_are_repaired() {
+    let Some(t) = common::tools() else { return };
+    for c in CASES {
+        run_case(&t, c);
+    }
+}
+
+/// A primary descriptor whose inode table starts on its group's inode bitmap: the
+/// descriptors are refused as e2fsck refuses them, the backup copy is used, and the repair
+/// writes it back over the primary.
+#[test]
+fn overlapping_descriptors_are_replaced_from_the_backup() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    let stats = common::debugfs_r(&t, &img.path, "stats");
+    let line = stats
+        .lines()
+        .find(|l| l.trim_start().starts_with("Group  1:"))
+        .expect("test setup: a second group")
+        .to_owned();
+    let ib: u64 = line
+        .split("inode bitmap at ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .expect("test setup: group 1's inode bitmap");
+    common::debugfs_script(&t, &img, &[&format!("set_bg 1 inode_table {ib}")]);
+    let n = common::ffsck(&[std::ffi::OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(
+        n.stdout.contains("The group descriptors look bad"),
+        "{}",
+        n.stdout
+    );
+    assert!(!n.stdout.contains("garbage"), "{}", n.stdout);
+    let run = common::ffsck(&[std::ffi::OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
+    let (code, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("look bad"), "primary not rewritten\n{out}");
+    let after = common::debugfs_r(&t, &img.path, "stats");
+    assert!(after.contains(&line), "group 1 not restored:\n{after}");
+}
+
+/// A primary superblock with a bad magic number: the backup is used, and its descriptors are
+/// read without their (stale) uninit flags, as libext2fs reads them. `-n` then reports what
+/// e2fsck -n reports, with the same exit code, and `-y` leaves a clean file system.
+#[test]
+fn a_backup_superblock_is_read_as_e2fsck_reads_it() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024"], "32M");
+    // s_magic, at byte 56 of the superblock.
+    common::patch(&img.path, 1024 + 56, &[0, 0]);
+    let (e2, e2_out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2, 4, "test setup: e2fsck -n\n{e2_out}");
+    let n = common::ffsck(&[std::ffi::OsStr::new("-fn"), img.path.as_os_str()]);
+    assert_eq!(n.code(), e2, "ffsck -n\n{}\ne2fsck -n\n{e2_out}", n.stdout);
+    for line in e2_out
+        .lines()
+        .filter(|l| l.starts_with("Block bitmap differences:  +"))
+    {
+        assert!(n.stdout.contains(line), "{line}\n{}", n.stdout);
+    }
+    let run = common::ffsck(&[std::ffi::OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
+    let (code, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(code, 0, "{out}");
+}

@@ -1,0 +1,68 @@
+//! Repair of the "uninitialised" marks: descriptor flags and unused-inode counts that cannot be
+//! right (pass 0), and directory extents marked unwritten (pass 1). One `ffsck -fy` leaves
+//! e2fsck nothing to do and the files keep their contents.
+
+use crate::common;
+
+use std::ffi::OsStr;
+
+#[test]
+fn an_impossible_unused_inode_count_is_reset() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "32M");
+    common::debugfs_script(
+        &t,
+        &img,
+        &["set_bg 1 itable_unused 9999", "set_bg 1 checksum calc"],
+    );
+    common::assert_repaired(&t, &img, "itable_unused");
+}
+
+#[test]
+fn uninit_flags_without_the_feature_are_cleared() {
+    let Some(t) = common::tools() else { return };
+    // Groups 1 (marked block- and inode-uninitialised) and 7 (the last, marked
+    // block-uninitialised) on a file system without uninit_bg or metadata_csum.
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "64M");
+    common::debugfs_script(&t, &img, &["set_bg 1 flags 3", "set_bg 7 flags 2"]);
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(
+        run.stdout
+            .contains("marked uninitialized without the feature")
+            && run.stdout.contains("Last group block bitmap uninitialized"),
+        "{}",
+        run.stdout
+    );
+    common::assert_repaired(&t, &img, "uninit flags");
+}
+
+#[test]
+fn a_directory_extent_marked_unwritten_is_fixed() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "4096", "-O", "^metadata_csum"], "32M");
+    // /a's first extent (right after the 12-byte header in i_block, at inode offset 40):
+    // set the unwritten bit of its 16-bit length.
+    let imap = common::debugfs_r(&t, &img.path, "imap /a");
+    let loc = imap
+        .split("located at block ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("test setup: imap output {imap}"));
+    let (block, rest) = loc.split_once(", offset 0x").unwrap();
+    let block: u64 = block.trim().parse().unwrap();
+    let offset = u64::from_str_radix(rest.trim(), 16).unwrap();
+    let len_at = block * 4096 + offset + 40 + 12 + 4;
+    let len = common::read_u32(&img.path, len_at) & 0xFFFF;
+    assert!(
+        len > 0 && len < 0x8000,
+        "test setup: /a extent length {len}"
+    );
+    common::patch(&img.path, len_at, &((len | 0x8000) as u16).to_le_bytes());
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(
+        run.stdout
+            .contains("has extent marked uninitialized at block 0"),
+        "{}",
+        run.stdout
+    );
+    common::assert_repaired(&t, &img, "unwritten directory extent");
+}
