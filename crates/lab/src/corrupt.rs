@@ -24,6 +24,8 @@ use serde::{Deserialize, Serialize};
 mod random;
 pub mod table2;
 
+use crate::change::hex;
+pub use crate::change::{unhex, Change};
 pub use table2::Table2;
 
 /// What to do to a field (the verbs of xfs_db's `fuzz`).
@@ -172,19 +174,6 @@ pub struct CorruptArgs {
     pub manifest: PathBuf,
 }
 
-/// One write to the image.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Change {
-    pub offset: u64,
-    /// Field name, e.g. `inode[12].i_links_count` or `gd[0]+0x1e (bg_checksum)`.
-    pub field: String,
-    /// Hex.
-    pub old: String,
-    pub new: String,
-    /// `damage` or `checksum` (a fix-up made with `--csum fix`).
-    pub role: String,
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Manifest {
     pub image: PathBuf,
@@ -201,18 +190,6 @@ pub struct Manifest {
     #[serde(default)]
     pub steps: Vec<String>,
     pub changes: Vec<Change>,
-}
-
-pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Parses the hex of a manifest back into bytes.
-pub fn unhex(s: &str) -> Option<Vec<u8>> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// Checksummed structures touched so far, fixed up at the end with `--csum fix`.

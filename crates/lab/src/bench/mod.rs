@@ -13,6 +13,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+mod aged;
+mod figures;
+
 use crate::child;
 use crate::imagegen::{self, BuiltImage, FsInfo, Profile};
 use crate::markdown;
@@ -75,10 +78,6 @@ pub struct BenchArgs {
     /// A tmpfs such as /dev/shm makes generation faster.
     #[arg(long)]
     pub tree_dir: Option<PathBuf>,
-    /// Sweep over these inode counts (comma-separated, e.g. 100000,250000,1000000): one bench
-    /// per size in `--out/inodes-N/`, then a summary report and cost-vs-size plots in --out.
-    #[arg(long, value_delimiter = ',')]
-    pub sizes: Option<Vec<u64>>,
     /// Age the built image with `ffsck-lab age --method M` (loop mount; needs root) after
     /// doubling its size, then bench the aged image. Skipped with a warning when it cannot
     /// be mounted.
@@ -90,39 +89,6 @@ pub struct BenchArgs {
     /// Skip the read-once floor (reading the metadata once with large reads; needs e2image).
     #[arg(long)]
     pub no_read_once: bool,
-    /// Run the gilbert experiment instead: for every --fs-sizes × --block-sizes ×
-    /// --inode-sizes image, time both checkers clean and after each --corruptions type.
-    #[arg(long)]
-    pub gilbert: bool,
-    /// With --gilbert: file-system sizes in MiB [default: 8,32; xfs: 600,1200].
-    #[arg(long, value_delimiter = ',')]
-    pub fs_sizes: Option<Vec<u64>>,
-    /// With --gilbert: block sizes in bytes [default: 1024,4096].
-    #[arg(long, value_delimiter = ',')]
-    pub block_sizes: Option<Vec<u32>>,
-    /// With --gilbert: inode sizes in bytes [default: 128,256,1024; xfs: 512,1024].
-    #[arg(long, value_delimiter = ',')]
-    pub inode_sizes: Option<Vec<u32>>,
-    /// With --gilbert: corruption types [default: all: the `corrupt --table2` names, then
-    /// component-sb, component-gd, component-reserved-gdt, component-block-bitmap,
-    /// component-inode-bitmap, component-inode-table (group 0); on xfs: xfs-sb, xfs-agf,
-    /// xfs-agfl, xfs-agi, xfs-inode, xfs-dir, xfs-btbno, xfs-btcnt, xfs-btino, xfs-btfino,
-    /// xfs-btrefcnt (`corrupt --xfs-blocktrash`)].
-    #[arg(long, value_delimiter = ',')]
-    pub corruptions: Option<Vec<String>>,
-    /// With --gilbert: file system type [default: ext4]; `xfs` checks with xfs_repair -n and
-    /// xfs_repair instead of ffsck and e2fsck.
-    #[arg(long, value_enum)]
-    pub fs_type: Option<crate::imagegen::FsType>,
-    /// With --gilbert: run the experiment on ext4 and on XFS (same sizes, same seeded tree)
-    /// and write one comparison report (corruption types grouped by metadata class) [sizes
-    /// default to 600 MiB; needs xfsprogs].
-    #[arg(long, requires = "gilbert", conflicts_with = "fs_type")]
-    pub vs_xfs: bool,
-    /// With --gilbert on ext: also time `e2fsck -fy` on a scratch copy (xfs_repair's
-    /// counterpart).
-    #[arg(long, requires = "gilbert")]
-    pub repair_too: bool,
 }
 
 /// One measured run.
@@ -261,7 +227,7 @@ pub struct BenchResults {
     /// `ffsck --estimate` against the timed runs (absent if it failed every time).
     pub estimate: Option<EstimateCheck>,
     /// SVG figures written beside report.md.
-    pub figures: Vec<crate::sweep::Figure>,
+    pub figures: Vec<crate::plots::Figure>,
     /// With --perf: the profile of one more ffsck run.
     pub profile: Option<crate::perf::Profile>,
     pub warnings: Vec<String>,
@@ -270,15 +236,6 @@ pub struct BenchResults {
 
 /// CLI entry: run the bench, write results.json and report.md, print the report.
 pub fn main(args: &BenchArgs) -> Result<()> {
-    if args.gilbert && args.vs_xfs {
-        return crate::versus::main(args);
-    }
-    if args.gilbert {
-        return crate::gilbert::main(args);
-    }
-    if args.sizes.is_some() {
-        return crate::sweep::main(args);
-    }
     let results = run(args)?;
     let report = render_markdown(&results);
     print!("{report}");
@@ -315,7 +272,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchResults> {
             if crate::xfs::is_xfs(image) {
                 bail!(
                     "{} is an XFS image: ffsck and e2fsck check ext2/3/4 only; time xfs_repair \
-                     with `bench --gilbert --fs-type xfs`",
+                     with `ffsck-lab gilbert --fs-type xfs`",
                     image.display()
                 );
             }
@@ -358,7 +315,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchResults> {
     };
 
     let aged = match (args.aged, &built) {
-        (Some(method), Some(_)) => crate::sweep::age_image(args, method, &image, &mut warnings),
+        (Some(method), Some(_)) => aged::age_image(args, method, &image, &mut warnings),
         (Some(_), None) => {
             warnings.push("--aged applies to built images only; --image was benched as is".into());
             Ok(None)
@@ -379,8 +336,8 @@ pub fn run(args: &BenchArgs) -> Result<BenchResults> {
     let mut results = result?;
     results
         .warnings
-        .extend(crate::sweep::rss_floor_warning(&results));
-    results.figures = crate::sweep::bench_figures(&results, &args.out).unwrap_or_else(|e| {
+        .extend(figures::rss_floor_warning(&results));
+    results.figures = figures::bench_figures(&results, &args.out).unwrap_or_else(|e| {
         results.warnings.push(format!("plots: {e:#}"));
         Vec::new()
     });
@@ -756,7 +713,7 @@ pub fn render_markdown(r: &BenchResults) -> String {
     }
     out.push('\n');
     if let Some(a) = &r.aged {
-        out.push_str(&crate::sweep::render_aged(a));
+        out.push_str(&aged::render_aged(a));
     }
     if let Some(fs) = &r.fs {
         if let (Some(used), Some(total)) = (fs.used_inodes(), fs.inode_count) {
@@ -916,7 +873,7 @@ pub fn render_markdown(r: &BenchResults) -> String {
             e.pairs.len()
         ));
     }
-    out.push_str(&crate::sweep::render_figures(&r.figures));
+    out.push_str(&crate::plots::render_figures(&r.figures));
     if let Some(p) = &r.profile {
         out.push_str(&crate::perf::render_markdown(p));
     }
