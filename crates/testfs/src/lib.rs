@@ -199,6 +199,11 @@ impl Image {
         &mut self.bytes
     }
 
+    /// Total blocks of the image.
+    pub fn blocks(&self) -> u32 {
+        self.blocks
+    }
+
     /// Whether the features include metadata_csum.
     pub fn has_csum(&self) -> bool {
         self.opts.metadata_csum
