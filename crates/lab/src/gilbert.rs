@@ -721,54 +721,16 @@ pub fn run(args: &GilbertArgs) -> Result<GilbertResults> {
             }
         }
         for name in &corruptions {
-            let mut argv: Vec<String> = vec![
-                "--image".into(),
-                image.to_string_lossy().into_owned(),
-                "--seed".into(),
-                args.seed.to_string(),
-                "--manifest".into(),
-                manifest.to_string_lossy().into_owned(),
-            ];
-            argv.extend(corrupt_argv(name, fs_type)?);
-            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-            let cargs: CorruptArgs = crate::parse_args(&argv)?;
-            let applied = corrupt::run(&cargs);
-            let mut row = Row {
+            let one = OneCorruption {
                 config: *c,
-                corruption: name.clone(),
-                error: None,
-                changes: 0,
-                description: String::new(),
-                checkers: Vec::new(),
+                name,
+                fs_type,
+                image: &image,
+                manifest: &manifest,
+                seed: args.seed,
+                pristine: pristine.as_deref(),
             };
-            match applied {
-                Err(e) => row.error = Some(format!("{e:#}")),
-                Ok(m) => {
-                    let measured = checkers.measure(&image, false);
-                    undo(&image, &m)?;
-                    if let Some(p) = &pristine {
-                        if std::fs::read(&image)? != *p {
-                            bail!("undoing `{name}` did not restore the image");
-                        }
-                    }
-                    row.checkers = series(measured?, &clean);
-                    let line: Vec<String> = row
-                        .checkers
-                        .iter()
-                        .zip(&clean)
-                        .map(|(s, b)| {
-                            format!(
-                                "{} {:.3} s → {:.3} s",
-                                s.checker, b.measure.median_wall_s, s.measure.median_wall_s
-                            )
-                        })
-                        .collect();
-                    eprintln!("  {name}: {}", line.join(", "));
-                    row.changes = m.changes.len();
-                    row.description = m.description;
-                }
-            }
-            rows.push(row);
+            rows.push(one.run(&checkers, &clean)?);
         }
         baselines.push(Baseline {
             config: *c,
@@ -830,6 +792,73 @@ pub fn run(args: &GilbertArgs) -> Result<GilbertResults> {
     std::fs::write(args.out.join("report.md"), render_markdown(&results))
         .context("writing report.md")?;
     Ok(results)
+}
+
+/// One corruption type applied to one built image, measured, and undone.
+struct OneCorruption<'a> {
+    config: Config,
+    name: &'a String,
+    fs_type: FsType,
+    image: &'a Path,
+    manifest: &'a Path,
+    seed: u64,
+    /// The clean image's bytes, when small enough to compare the undo against.
+    pristine: Option<&'a [u8]>,
+}
+
+impl OneCorruption<'_> {
+    /// Applies the corruption with `corrupt`, times every checker on the damage, undoes it
+    /// from the manifest and returns the row (with the error when it could not be applied).
+    fn run(&self, checkers: &Checkers<'_>, clean: &[Clean]) -> Result<Row> {
+        let mut argv: Vec<String> = vec![
+            "--image".into(),
+            self.image.to_string_lossy().into_owned(),
+            "--seed".into(),
+            self.seed.to_string(),
+            "--manifest".into(),
+            self.manifest.to_string_lossy().into_owned(),
+        ];
+        argv.extend(corrupt_argv(self.name, self.fs_type)?);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let cargs: CorruptArgs = crate::parse_args(&argv)?;
+        let applied = corrupt::run(&cargs);
+        let mut row = Row {
+            config: self.config,
+            corruption: self.name.clone(),
+            error: None,
+            changes: 0,
+            description: String::new(),
+            checkers: Vec::new(),
+        };
+        match applied {
+            Err(e) => row.error = Some(format!("{e:#}")),
+            Ok(m) => {
+                let measured = checkers.measure(self.image, false);
+                undo(self.image, &m)?;
+                if let Some(p) = self.pristine {
+                    if std::fs::read(self.image)? != *p {
+                        bail!("undoing `{}` did not restore the image", self.name);
+                    }
+                }
+                row.checkers = series(measured?, clean);
+                let line: Vec<String> = row
+                    .checkers
+                    .iter()
+                    .zip(clean)
+                    .map(|(s, b)| {
+                        format!(
+                            "{} {:.3} s → {:.3} s",
+                            s.checker, b.measure.median_wall_s, s.measure.median_wall_s
+                        )
+                    })
+                    .collect();
+                eprintln!("  {}: {}", self.name, line.join(", "));
+                row.changes = m.changes.len();
+                row.description = m.description;
+            }
+        }
+        Ok(row)
+    }
 }
 
 /// Runtime and memory growth per corruption type (median over shapes), one bar per checker.
