@@ -64,10 +64,6 @@ pub struct ConformanceArgs {
     /// No per-image progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
-    /// Compare repairs instead: one `ffsck -fy` and two `e2fsck -fy` on separate copies, each
-    /// judged by `e2fsck -fn`, and the files each keeps (debugfs rdump) compared.
-    #[arg(long)]
-    pub repair: bool,
 }
 
 /// One checker's run on one image.
@@ -216,9 +212,6 @@ struct Shared {
 
 /// CLI entry: run, print the Markdown report, optionally write JSON.
 pub fn main(args: &ConformanceArgs) -> Result<()> {
-    if args.repair {
-        return crate::repair_conformance::main(args);
-    }
     let report = run(args)?;
     print!("{}", render_markdown(&report));
     if let Some(path) = &args.json {

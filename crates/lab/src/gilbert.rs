@@ -1,4 +1,4 @@
-//! `ffsck-lab bench --gilbert`: the corruption experiment of "Understanding File System Checker
+//! `ffsck-lab gilbert`: the corruption experiment of "Understanding File System Checker
 //! Performance Analytics in Response to Simulated Aging and Metadata Corruption". For every
 //! file-system size × block size × inode size it builds one image, times `ffsck -fn` and
 //! `e2fsck -fn` on it clean, then applies each corruption type in turn (the Table II set and
@@ -29,14 +29,12 @@ use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::bench::BenchArgs;
 use crate::child;
 use crate::corrupt::{self, Component, CorruptArgs, Table2};
 use crate::imagegen::{self, FsType};
 use crate::markdown;
 use crate::metrics::median;
-use crate::plots::{self, BarPlot};
-use crate::sweep::Figure;
+use crate::plots::{self, BarPlot, Figure};
 use crate::tools;
 use crate::xfs::{self, BlockType};
 
@@ -69,6 +67,64 @@ const XFS_TYPES: &[BlockType] = &[
     BlockType::Btfino,
     BlockType::Btrefcnt,
 ];
+
+/// `ffsck-lab gilbert`: the image shapes, corruption types and checkers of the experiment.
+#[derive(clap::Args, Debug, Clone)]
+pub struct GilbertArgs {
+    /// Timed runs per checker and state (at least 3), after one warm-up each.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Pass `--threads T` to ffsck [default: ffsck's own default].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Output directory for results.json, report.md, the figures and logs.
+    #[arg(long, default_value = "out/gilbert")]
+    pub out: PathBuf,
+    /// ffsck binary [default: `ffsck` next to ffsck-lab, then PATH].
+    #[arg(long)]
+    pub ffsck: Option<PathBuf>,
+    /// e2fsck binary [default: from PATH or /sbin].
+    #[arg(long)]
+    pub e2fsck: Option<PathBuf>,
+    /// mke2fs binary [default: from PATH or /sbin].
+    #[arg(long)]
+    pub mke2fs: Option<PathBuf>,
+    /// Keep the last built image.
+    #[arg(long)]
+    pub keep: bool,
+    /// Seed for the generated trees and the corruptions.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Per-run wall-clock limit in seconds.
+    #[arg(long, default_value_t = 3600.0)]
+    pub timeout: f64,
+    /// Parent directory for the temporary file trees [default: --out].
+    #[arg(long)]
+    pub tree_dir: Option<PathBuf>,
+    /// File-system sizes in MiB [default: 8,32; xfs: 600,1200].
+    #[arg(long, value_delimiter = ',')]
+    pub fs_sizes: Option<Vec<u64>>,
+    /// Block sizes in bytes [default: 1024,4096].
+    #[arg(long, value_delimiter = ',')]
+    pub block_sizes: Option<Vec<u32>>,
+    /// Inode sizes in bytes [default: 128,256,1024; xfs: 512,1024].
+    #[arg(long, value_delimiter = ',')]
+    pub inode_sizes: Option<Vec<u32>>,
+    /// Corruption types [default: all: the `corrupt --table2` names, then component-sb,
+    /// component-gd, component-reserved-gdt, component-block-bitmap, component-inode-bitmap,
+    /// component-inode-table (group 0); on xfs: xfs-sb, xfs-agf, xfs-agfl, xfs-agi, xfs-inode,
+    /// xfs-dir, xfs-btbno, xfs-btcnt, xfs-btino, xfs-btfino, xfs-btrefcnt (`corrupt
+    /// --xfs-blocktrash`)].
+    #[arg(long, value_delimiter = ',')]
+    pub corruptions: Option<Vec<String>>,
+    /// File system type [default: ext4]; `xfs` checks with xfs_repair -n and xfs_repair
+    /// instead of ffsck and e2fsck. (`ffsck-lab versus` runs both and compares them.)
+    #[arg(long, value_enum)]
+    pub fs_type: Option<FsType>,
+    /// On ext: also time `e2fsck -fy` on a scratch copy (xfs_repair's counterpart).
+    #[arg(long)]
+    pub repair_too: bool,
+}
 
 /// Every corruption type of the experiment, by name: on ext, the Table II set, then the
 /// components; on XFS, `xfs-TYPE` per blocktrash type.
@@ -245,7 +301,7 @@ struct Shapes {
 }
 
 impl Shapes {
-    fn new(args: &BenchArgs, fs_type: FsType) -> Self {
+    fn new(args: &GilbertArgs, fs_type: FsType) -> Self {
         // XFS needs 300 MiB and (v5) inodes of at least 512 bytes; at 300 MiB its 64 MiB log
         // leaves too little room for the tree with 1 KiB inodes.
         let (sizes, inodes): (&[u64], &[u32]) = match fs_type {
@@ -261,7 +317,7 @@ impl Shapes {
 }
 
 fn validate(
-    args: &BenchArgs,
+    args: &GilbertArgs,
     fs_type: FsType,
     shapes: &Shapes,
 ) -> Result<(Vec<Config>, Vec<String>)> {
@@ -378,7 +434,7 @@ pub fn build_image(
             bytes: c.fs_mib << 20,
             block_size: c.block_size,
             inode_size: c.inode_size,
-            seed,
+            uuid: imagegen::seeded_uuid(seed, 1),
         };
         xfs::mkfs(&spec, tree.path(), image, mke2fs)
             .with_context(|| format!("mkfs.xfs for {}", c.label()))?;
@@ -424,7 +480,7 @@ pub fn build_image(
 
 /// The checkers of the experiment for `fs_type`: ffsck and e2fsck on ext, xfs_repair -n and
 /// xfs_repair on XFS.
-fn checker_list(args: &BenchArgs, fs_type: FsType) -> Result<Vec<CheckerInfo>> {
+fn checker_list(args: &GilbertArgs, fs_type: FsType) -> Result<Vec<CheckerInfo>> {
     let info = |name: &str, path: PathBuf, args: Vec<String>, on_copy: bool| CheckerInfo {
         name: name.into(),
         version: tools::version_line(&path),
@@ -598,7 +654,7 @@ fn summarize(corruptions: &[String], rows: &[Row], checkers: &[CheckerInfo]) -> 
 }
 
 /// Runs the whole experiment and writes results.json, report.md and the figures into --out.
-pub fn run(args: &BenchArgs) -> Result<GilbertResults> {
+pub fn run(args: &GilbertArgs) -> Result<GilbertResults> {
     let fs_type = args.fs_type.unwrap_or(FsType::Ext4);
     let shapes = Shapes::new(args, fs_type);
     let (configs, corruptions) = validate(args, fs_type, &shapes)?;
@@ -665,54 +721,16 @@ pub fn run(args: &BenchArgs) -> Result<GilbertResults> {
             }
         }
         for name in &corruptions {
-            let mut argv: Vec<String> = vec![
-                "--image".into(),
-                image.to_string_lossy().into_owned(),
-                "--seed".into(),
-                args.seed.to_string(),
-                "--manifest".into(),
-                manifest.to_string_lossy().into_owned(),
-            ];
-            argv.extend(corrupt_argv(name, fs_type)?);
-            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-            let cargs: CorruptArgs = crate::parse_args(&argv)?;
-            let applied = corrupt::run(&cargs);
-            let mut row = Row {
+            let one = OneCorruption {
                 config: *c,
-                corruption: name.clone(),
-                error: None,
-                changes: 0,
-                description: String::new(),
-                checkers: Vec::new(),
+                name,
+                fs_type,
+                image: &image,
+                manifest: &manifest,
+                seed: args.seed,
+                pristine: pristine.as_deref(),
             };
-            match applied {
-                Err(e) => row.error = Some(format!("{e:#}")),
-                Ok(m) => {
-                    let measured = checkers.measure(&image, false);
-                    undo(&image, &m)?;
-                    if let Some(p) = &pristine {
-                        if std::fs::read(&image)? != *p {
-                            bail!("undoing `{name}` did not restore the image");
-                        }
-                    }
-                    row.checkers = series(measured?, &clean);
-                    let line: Vec<String> = row
-                        .checkers
-                        .iter()
-                        .zip(&clean)
-                        .map(|(s, b)| {
-                            format!(
-                                "{} {:.3} s → {:.3} s",
-                                s.checker, b.measure.median_wall_s, s.measure.median_wall_s
-                            )
-                        })
-                        .collect();
-                    eprintln!("  {name}: {}", line.join(", "));
-                    row.changes = m.changes.len();
-                    row.description = m.description;
-                }
-            }
-            rows.push(row);
+            rows.push(one.run(&checkers, &clean)?);
         }
         baselines.push(Baseline {
             config: *c,
@@ -774,6 +792,73 @@ pub fn run(args: &BenchArgs) -> Result<GilbertResults> {
     std::fs::write(args.out.join("report.md"), render_markdown(&results))
         .context("writing report.md")?;
     Ok(results)
+}
+
+/// One corruption type applied to one built image, measured, and undone.
+struct OneCorruption<'a> {
+    config: Config,
+    name: &'a String,
+    fs_type: FsType,
+    image: &'a Path,
+    manifest: &'a Path,
+    seed: u64,
+    /// The clean image's bytes, when small enough to compare the undo against.
+    pristine: Option<&'a [u8]>,
+}
+
+impl OneCorruption<'_> {
+    /// Applies the corruption with `corrupt`, times every checker on the damage, undoes it
+    /// from the manifest and returns the row (with the error when it could not be applied).
+    fn run(&self, checkers: &Checkers<'_>, clean: &[Clean]) -> Result<Row> {
+        let mut argv: Vec<String> = vec![
+            "--image".into(),
+            self.image.to_string_lossy().into_owned(),
+            "--seed".into(),
+            self.seed.to_string(),
+            "--manifest".into(),
+            self.manifest.to_string_lossy().into_owned(),
+        ];
+        argv.extend(corrupt_argv(self.name, self.fs_type)?);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let cargs: CorruptArgs = crate::parse_args(&argv)?;
+        let applied = corrupt::run(&cargs);
+        let mut row = Row {
+            config: self.config,
+            corruption: self.name.clone(),
+            error: None,
+            changes: 0,
+            description: String::new(),
+            checkers: Vec::new(),
+        };
+        match applied {
+            Err(e) => row.error = Some(format!("{e:#}")),
+            Ok(m) => {
+                let measured = checkers.measure(self.image, false);
+                undo(self.image, &m)?;
+                if let Some(p) = self.pristine {
+                    if std::fs::read(self.image)? != *p {
+                        bail!("undoing `{}` did not restore the image", self.name);
+                    }
+                }
+                row.checkers = series(measured?, clean);
+                let line: Vec<String> = row
+                    .checkers
+                    .iter()
+                    .zip(clean)
+                    .map(|(s, b)| {
+                        format!(
+                            "{} {:.3} s → {:.3} s",
+                            s.checker, b.measure.median_wall_s, s.measure.median_wall_s
+                        )
+                    })
+                    .collect();
+                eprintln!("  {}: {}", self.name, line.join(", "));
+                row.changes = m.changes.len();
+                row.description = m.description;
+            }
+        }
+        Ok(row)
+    }
 }
 
 /// Runtime and memory growth per corruption type (median over shapes), one bar per checker.
@@ -955,7 +1040,7 @@ pub fn render_markdown(r: &GilbertResults) -> String {
     cols.push(format!("exit {}", names.join(" / ")));
     let right = [vec![false, false], vec![true; 3 * n], vec![false]].concat();
     out.push_str(&table(&["image", "corruption"], cols, right, &rows));
-    out.push_str(&crate::sweep::render_figures(&r.figures));
+    out.push_str(&crate::plots::render_figures(&r.figures));
     if !r.warnings.is_empty() {
         out.push_str("\n### Warnings\n\n");
         for w in &r.warnings {
@@ -965,8 +1050,8 @@ pub fn render_markdown(r: &GilbertResults) -> String {
     out
 }
 
-/// CLI entry for `bench --gilbert`.
-pub fn main(args: &BenchArgs) -> Result<()> {
+/// CLI entry for `gilbert`.
+pub fn main(args: &GilbertArgs) -> Result<()> {
     let r = run(args)?;
     print!("{}", render_markdown(&r));
     eprintln!(

@@ -347,7 +347,7 @@ pub fn build_spec(
             bytes: image_bytes,
             block_size: BLOCK_BYTES as u32,
             inode_size: XFS_INODE_BYTES,
-            seed,
+            uuid: seeded_uuid(seed, 1),
         };
         crate::xfs::mkfs(&xspec, tree.path(), image, mke2fs)?
     } else {

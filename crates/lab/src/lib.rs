@@ -4,19 +4,20 @@
 
 pub mod age;
 pub mod bench;
-pub mod ceiling;
+pub(crate) mod ceiling;
+pub(crate) mod change;
 pub mod child;
 pub mod conformance;
 pub mod corrupt;
 pub mod gilbert;
 pub mod imagegen;
-pub mod markdown;
+pub(crate) mod markdown;
 pub mod metrics;
 pub mod mkfs;
-pub mod perf;
+pub(crate) mod perf;
 pub mod plots;
 pub mod problem_log;
-pub mod readonce;
+pub(crate) mod readonce;
 pub mod repair_conformance;
 pub mod sweep;
 pub mod tools;

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use ffsck_lab::{age, bench, conformance, corrupt, mkfs};
+use ffsck_lab::{
+    age, bench, conformance, corrupt, gilbert, mkfs, repair_conformance, sweep, versus,
+};
 
 #[derive(Parser)]
 #[command(
@@ -23,8 +25,18 @@ struct Cli {
 enum Cmd {
     /// Run ffsck and e2fsck -fn on every corpus image and compare verdicts and problem codes.
     Conformance(conformance::ConformanceArgs),
+    /// Repair every corpus image with ffsck -fy and with e2fsck -fy (twice), judge each result
+    /// with e2fsck -fn, and compare the files each repair keeps.
+    RepairConformance(conformance::ConformanceArgs),
     /// Time ffsck -fn against e2fsck -fn on a generated (or given) image.
     Bench(bench::BenchArgs),
+    /// One bench per inode count (--sizes), then cost-against-size figures.
+    Sweep(sweep::SweepArgs),
+    /// Runtime and memory growth of the checkers per corruption type, over a grid of image
+    /// shapes (the gilbert experiment; xfs_repair with --fs-type xfs).
+    Gilbert(gilbert::GilbertArgs),
+    /// The gilbert experiment on ext4 and on XFS, compared per metadata class in one report.
+    Versus(gilbert::GilbertArgs),
     /// Build a reproducible image (and IMG.recipe.json) from a seeded tree with mke2fs -d
     /// (mkfs.xfs -p with --fs-type xfs).
     Mkfs(mkfs::MkfsArgs),
@@ -45,7 +57,11 @@ fn main() -> ExitCode {
     }
     let result: Result<()> = match Cli::parse().command {
         Cmd::Conformance(args) => conformance::main(&args),
+        Cmd::RepairConformance(args) => repair_conformance::main(&args),
         Cmd::Bench(args) => bench::main(&args),
+        Cmd::Sweep(args) => sweep::main(&args),
+        Cmd::Gilbert(args) => gilbert::main(&args),
+        Cmd::Versus(args) => versus::main(&args),
         Cmd::Mkfs(args) => mkfs::main(&args),
         Cmd::Corrupt(args) => corrupt::main(&args),
         Cmd::Age(args) => age::main(&args),

@@ -16,6 +16,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use serde::Serialize;
 
 /// The font every figure uses, registered with plotters once.
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSansMono.ttf");
@@ -435,6 +436,40 @@ pub fn size_plot(points: &[SizePoint], title: &str, y_label: &str) -> LinePlot {
         ],
         x_integer: false,
     }
+}
+
+/// A figure written beside report.md as SVG (`file`) and PNG (`png`), relative to the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    pub title: String,
+    pub file: String,
+    pub png: String,
+}
+
+impl Figure {
+    /// Writes `out/STEM.svg` and `out/STEM.png`.
+    pub fn write(plot: Plot<'_>, out: &Path, stem: &str) -> Result<Figure> {
+        let title = plot.title().to_string();
+        let (file, png) = write_figure(plot, out, stem)?;
+        Ok(Figure { title, file, png })
+    }
+}
+
+/// Markdown links (and inline images) for the figures.
+pub fn render_figures(figures: &[Figure]) -> String {
+    if figures.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n### Figures\n\n");
+    for f in figures {
+        out.push_str(&format!(
+            "- [{t}]({file}) ([PNG]({png}))\n\n  ![{t}]({file})\n",
+            t = f.title.replace(['[', ']'], ""),
+            file = f.file,
+            png = f.png
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

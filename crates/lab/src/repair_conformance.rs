@@ -1,4 +1,4 @@
-//! `ffsck-lab conformance --repair`: for every corpus image, repair one copy with one
+//! `ffsck-lab repair-conformance` (the `conformance` options): for every corpus image, repair one copy with one
 //! `ffsck -fy` and another with `e2fsck -fy` run twice, each judged by `e2fsck -fn` (after each
 //! e2fsck run). It reports:
 //! - **one-run repair**: the images one `ffsck -fy` leaves clean, against those e2fsck's two

@@ -1,4 +1,4 @@
-//! `ffsck-lab bench --gilbert --vs-xfs`: the seed paper's e2fsck-versus-xfs_repair comparison
+//! `ffsck-lab versus` (the gilbert experiment's options): the seed paper's e2fsck-versus-xfs_repair comparison
 //! in one report. The gilbert experiment runs once on ext4 (ffsck -fn, e2fsck -fn, and
 //! e2fsck -fy on a scratch copy, the counterpart of xfs_repair) and once on XFS (xfs_repair -n
 //! and xfs_repair), on images of the same size built from the same seeded tree. The two
@@ -8,15 +8,13 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::bench::BenchArgs;
-use crate::gilbert::{self, GilbertResults};
+use crate::gilbert::{self, GilbertArgs, GilbertResults};
 use crate::imagegen::FsType;
 use crate::markdown;
-use crate::plots::{self, BarPlot};
-use crate::sweep::Figure;
+use crate::plots::{self, BarPlot, Figure};
 use crate::xfs;
 
 /// Metadata classes both file systems have, and the corruption types of each that feed them.
@@ -305,12 +303,13 @@ pub fn figures(v: &Versus, out: &Path) -> Result<Vec<Figure>> {
 }
 
 /// Both runs, into `out/ext4` and `out/xfs`, then the comparison into `out`.
-pub fn run(args: &BenchArgs) -> Result<Versus> {
+pub fn run(args: &GilbertArgs) -> Result<Versus> {
+    if args.fs_type.is_some() {
+        bail!("versus runs both ext4 and XFS; --fs-type does not apply");
+    }
     for tool in ["mkfs.xfs", "xfs_repair", "xfs_db"] {
         xfs::tool(tool).with_context(|| {
-            format!(
-                "--vs-xfs needs xfsprogs ({tool} not found; scripts/ensure-tools.sh installs it)"
-            )
+            format!("versus needs xfsprogs ({tool} not found; scripts/ensure-tools.sh installs it)")
         })?;
     }
     // The same sizes on both (XFS needs at least 300 MiB), 4 KiB blocks, and each file
@@ -352,7 +351,8 @@ pub fn run(args: &BenchArgs) -> Result<Versus> {
     Ok(v)
 }
 
-pub fn main(args: &BenchArgs) -> Result<()> {
+/// CLI entry for `versus`.
+pub fn main(args: &GilbertArgs) -> Result<()> {
     let v = run(args)?;
     print!("{}", render_markdown(&v));
     eprintln!("wrote {}", args.out.join("report.md").display());

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 
-use crate::corrupt::Change;
+use crate::change::{hex, Change};
 
 /// mkfs.xfs refuses smaller data sections (outside fstests).
 pub const MIN_BYTES: u64 = 300 << 20;
@@ -165,12 +165,13 @@ pub fn frag_report(image: &Path) -> Result<String> {
 }
 
 /// Shape of an XFS image to build.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct MkfsSpec {
     pub bytes: u64,
     pub block_size: u32,
     pub inode_size: u32,
-    pub seed: u64,
+    /// The file system's UUID (seeded by the caller, so the same seed gives the same image).
+    pub uuid: String,
 }
 
 /// Writes the proto file describing `root` (sorted, so the same tree gives the same file).
@@ -255,7 +256,7 @@ pub fn mkfs(spec: &MkfsSpec, tree: &Path, image: &Path, mkfs_xfs: &Path) -> Resu
         "-i".into(),
         format!("size={}", spec.inode_size),
         "-m".into(),
-        format!("uuid={}", crate::imagegen::seeded_uuid(spec.seed, 1)),
+        format!("uuid={}", spec.uuid),
         "-p".into(),
         "PROTO".into(),
         "IMAGE".into(),
@@ -450,8 +451,8 @@ fn diff_blocks(
             changes.push(Change {
                 offset: start + run_start as u64,
                 field: format!("{} {ag}/{agbno}+{run_start:#x}", kind.name()),
-                old: crate::corrupt::hex(&old[run_start..i]),
-                new: crate::corrupt::hex(&new[run_start..i]),
+                old: hex(&old[run_start..i]),
+                new: hex(&new[run_start..i]),
                 role: "damage".into(),
             });
         }

@@ -1,6 +1,6 @@
 //! The Table II corruptions and `corrupt --random` change exactly what their manifests list and
 //! leave damage e2fsck reports, on block-mapped (ext3) and extent (ext4) images; and
-//! `bench --gilbert` writes JSON, Markdown, SVG and PNG with one series per checker.
+//! `gilbert` writes JSON, Markdown, SVG and PNG with one series per checker.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! `conformance --repair` on a few corpus images: every image gets both repairs and both
+//! `repair-conformance` on a few corpus images: every image gets both repairs and both
 //! judgements, the counts add up, e2fsck -fy itself leaves the images clean, and the Markdown
 //! and JSON carry the figures. Skips cleanly without the corpus.
 
@@ -24,7 +24,6 @@ fn repair_comparison_on_a_corpus_subset() {
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("repair.json");
     let args: ConformanceArgs = ffsck_lab::parse_args(&[
-        "--repair",
         "--corpus",
         corpus.to_str().unwrap(),
         "--ffsck",

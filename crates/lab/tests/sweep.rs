@@ -1,11 +1,11 @@
-//! `ffsck-lab bench --sizes` on two tiny sizes: one bench per size in its own folder, a summary
+//! `ffsck-lab sweep --sizes` on two tiny sizes: one bench per size in its own folder, a summary
 //! report linking cost-vs-size SVGs, the read-once floor, and `--aged` either aging the image or
 //! skipping with a clear warning where loop mounts are not allowed.
 
 mod common;
 
 use ffsck_lab::bench::BenchArgs;
-use ffsck_lab::sweep;
+use ffsck_lab::sweep::{self, SweepArgs};
 
 #[test]
 fn tiny_size_sweep_writes_plots_and_summary() {
@@ -18,7 +18,7 @@ fn tiny_size_sweep_writes_plots_and_summary() {
         .unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("sweep");
-    let args: BenchArgs = ffsck_lab::parse_args(&[
+    let args: SweepArgs = ffsck_lab::parse_args(&[
         "--sizes",
         "500,1500",
         "--runs",
@@ -104,5 +104,6 @@ fn bad_size_lists_are_clear_errors() {
     assert!(sweep::validate_sizes(&[50]).is_err());
     assert!(sweep::validate_sizes(&[1000; 40]).is_err());
     assert!(sweep::validate_sizes(&[100_000, 250_000]).is_ok());
-    assert!(ffsck_lab::parse_args::<BenchArgs>(&["--sizes", "1,x"]).is_err());
+    assert!(ffsck_lab::parse_args::<SweepArgs>(&["--sizes", "1,x"]).is_err());
+    assert!(ffsck_lab::parse_args::<SweepArgs>(&["--runs", "3"]).is_err());
 }

@@ -1,6 +1,6 @@
 //! The lab on XFS: `mkfs --fs-type xfs` builds an image xfs_repair accepts, every default
 //! `corrupt --xfs-blocktrash` type changes exactly what its manifest lists and xfs_repair -n
-//! finds it, `bench --gilbert --fs-type xfs` writes the xfs_repair series, and `age` works on
+//! finds it, `gilbert --fs-type xfs` writes the xfs_repair series, and `age` works on
 //! XFS where loop mounts are allowed. Skips with a message where xfsprogs is not installed.
 
 mod common;
@@ -271,9 +271,7 @@ fn gilbert_vs_xfs_writes_one_comparison_report() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("v");
     std::env::set_var(ffsck_lab::child::SHIM_ENV, env!("CARGO_BIN_EXE_ffsck-lab"));
-    let args: ffsck_lab::bench::BenchArgs = ffsck_lab::parse_args(&[
-        "--gilbert",
-        "--vs-xfs",
+    let args: ffsck_lab::gilbert::GilbertArgs = ffsck_lab::parse_args(&[
         "--ffsck",
         ffsck.to_str().unwrap(),
         "--runs",

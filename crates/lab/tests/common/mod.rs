@@ -87,21 +87,21 @@ pub fn assert_changes_match(before: &[u8], image: &Path, m: &ffsck_lab::corrupt:
     }
 }
 
-/// `bench --gilbert --runs 3 --out OUT EXTRA…`, measured through this build's shim.
+/// `gilbert --runs 3 --out OUT EXTRA…`, measured through this build's shim.
 pub fn run_gilbert(out: &Path, extra: &[&str]) -> ffsck_lab::gilbert::GilbertResults {
     std::env::set_var(ffsck_lab::child::SHIM_ENV, env!("CARGO_BIN_EXE_ffsck-lab"));
-    let mut argv = vec!["--gilbert", "--runs", "3", "--out", out.to_str().unwrap()];
+    let mut argv = vec!["--runs", "3", "--out", out.to_str().unwrap()];
     argv.extend_from_slice(extra);
-    let args: ffsck_lab::bench::BenchArgs = ffsck_lab::parse_args(&argv).unwrap();
+    let args: ffsck_lab::gilbert::GilbertArgs = ffsck_lab::parse_args(&argv).unwrap();
     ffsck_lab::gilbert::run(&args).unwrap()
 }
 
-/// `bench --gilbert FLAG VALUE BASE…` fails with an error mentioning NEEDLE, for each case.
+/// `gilbert FLAG VALUE BASE…` fails with an error mentioning NEEDLE, for each case.
 pub fn assert_gilbert_refuses(base: &[&str], cases: &[(&str, &str, &str)]) {
     for &(flag, value, needle) in cases {
-        let mut argv = vec!["--gilbert", flag, value];
+        let mut argv = vec![flag, value];
         argv.extend_from_slice(base);
-        let args: ffsck_lab::bench::BenchArgs = ffsck_lab::parse_args(&argv).unwrap();
+        let args: ffsck_lab::gilbert::GilbertArgs = ffsck_lab::parse_args(&argv).unwrap();
         let err = ffsck_lab::gilbert::run(&args).unwrap_err();
         assert!(
             format!("{err:#}").contains(needle),

@@ -13,9 +13,14 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+mod aged;
+mod figures;
+mod report;
+
+pub use report::render_markdown;
+
 use crate::child;
 use crate::imagegen::{self, BuiltImage, FsInfo, Profile};
-use crate::markdown;
 use crate::metrics::median;
 use crate::tools;
 
@@ -75,10 +80,6 @@ pub struct BenchArgs {
     /// A tmpfs such as /dev/shm makes generation faster.
     #[arg(long)]
     pub tree_dir: Option<PathBuf>,
-    /// Sweep over these inode counts (comma-separated, e.g. 100000,250000,1000000): one bench
-    /// per size in `--out/inodes-N/`, then a summary report and cost-vs-size plots in --out.
-    #[arg(long, value_delimiter = ',')]
-    pub sizes: Option<Vec<u64>>,
     /// Age the built image with `ffsck-lab age --method M` (loop mount; needs root) after
     /// doubling its size, then bench the aged image. Skipped with a warning when it cannot
     /// be mounted.
@@ -90,39 +91,6 @@ pub struct BenchArgs {
     /// Skip the read-once floor (reading the metadata once with large reads; needs e2image).
     #[arg(long)]
     pub no_read_once: bool,
-    /// Run the gilbert experiment instead: for every --fs-sizes × --block-sizes ×
-    /// --inode-sizes image, time both checkers clean and after each --corruptions type.
-    #[arg(long)]
-    pub gilbert: bool,
-    /// With --gilbert: file-system sizes in MiB [default: 8,32; xfs: 600,1200].
-    #[arg(long, value_delimiter = ',')]
-    pub fs_sizes: Option<Vec<u64>>,
-    /// With --gilbert: block sizes in bytes [default: 1024,4096].
-    #[arg(long, value_delimiter = ',')]
-    pub block_sizes: Option<Vec<u32>>,
-    /// With --gilbert: inode sizes in bytes [default: 128,256,1024; xfs: 512,1024].
-    #[arg(long, value_delimiter = ',')]
-    pub inode_sizes: Option<Vec<u32>>,
-    /// With --gilbert: corruption types [default: all: the `corrupt --table2` names, then
-    /// component-sb, component-gd, component-reserved-gdt, component-block-bitmap,
-    /// component-inode-bitmap, component-inode-table (group 0); on xfs: xfs-sb, xfs-agf,
-    /// xfs-agfl, xfs-agi, xfs-inode, xfs-dir, xfs-btbno, xfs-btcnt, xfs-btino, xfs-btfino,
-    /// xfs-btrefcnt (`corrupt --xfs-blocktrash`)].
-    #[arg(long, value_delimiter = ',')]
-    pub corruptions: Option<Vec<String>>,
-    /// With --gilbert: file system type [default: ext4]; `xfs` checks with xfs_repair -n and
-    /// xfs_repair instead of ffsck and e2fsck.
-    #[arg(long, value_enum)]
-    pub fs_type: Option<crate::imagegen::FsType>,
-    /// With --gilbert: run the experiment on ext4 and on XFS (same sizes, same seeded tree)
-    /// and write one comparison report (corruption types grouped by metadata class) [sizes
-    /// default to 600 MiB; needs xfsprogs].
-    #[arg(long, requires = "gilbert", conflicts_with = "fs_type")]
-    pub vs_xfs: bool,
-    /// With --gilbert on ext: also time `e2fsck -fy` on a scratch copy (xfs_repair's
-    /// counterpart).
-    #[arg(long, requires = "gilbert")]
-    pub repair_too: bool,
 }
 
 /// One measured run.
@@ -261,7 +229,7 @@ pub struct BenchResults {
     /// `ffsck --estimate` against the timed runs (absent if it failed every time).
     pub estimate: Option<EstimateCheck>,
     /// SVG figures written beside report.md.
-    pub figures: Vec<crate::sweep::Figure>,
+    pub figures: Vec<crate::plots::Figure>,
     /// With --perf: the profile of one more ffsck run.
     pub profile: Option<crate::perf::Profile>,
     pub warnings: Vec<String>,
@@ -270,15 +238,6 @@ pub struct BenchResults {
 
 /// CLI entry: run the bench, write results.json and report.md, print the report.
 pub fn main(args: &BenchArgs) -> Result<()> {
-    if args.gilbert && args.vs_xfs {
-        return crate::versus::main(args);
-    }
-    if args.gilbert {
-        return crate::gilbert::main(args);
-    }
-    if args.sizes.is_some() {
-        return crate::sweep::main(args);
-    }
     let results = run(args)?;
     let report = render_markdown(&results);
     print!("{report}");
@@ -315,7 +274,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchResults> {
             if crate::xfs::is_xfs(image) {
                 bail!(
                     "{} is an XFS image: ffsck and e2fsck check ext2/3/4 only; time xfs_repair \
-                     with `bench --gilbert --fs-type xfs`",
+                     with `ffsck-lab gilbert --fs-type xfs`",
                     image.display()
                 );
             }
@@ -358,7 +317,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchResults> {
     };
 
     let aged = match (args.aged, &built) {
-        (Some(method), Some(_)) => crate::sweep::age_image(args, method, &image, &mut warnings),
+        (Some(method), Some(_)) => aged::age_image(args, method, &image, &mut warnings),
         (Some(_), None) => {
             warnings.push("--aged applies to built images only; --image was benched as is".into());
             Ok(None)
@@ -379,8 +338,8 @@ pub fn run(args: &BenchArgs) -> Result<BenchResults> {
     let mut results = result?;
     results
         .warnings
-        .extend(crate::sweep::rss_floor_warning(&results));
-    results.figures = crate::sweep::bench_figures(&results, &args.out).unwrap_or_else(|e| {
+        .extend(figures::rss_floor_warning(&results));
+    results.figures = figures::bench_figures(&results, &args.out).unwrap_or_else(|e| {
         results.warnings.push(format!("plots: {e:#}"));
         Vec::new()
     });
@@ -548,14 +507,6 @@ fn measure_all(
         runner.measure("e2fsck", e2fsck, &e2_args, None, warmup, "compare")?;
     }
 
-    let timed = |records: &[RunRecord], checker: &str, threads: Option<usize>, phase: &str| {
-        records
-            .iter()
-            .filter(|r| !r.warmup && r.checker == checker && r.phase == phase)
-            .filter(|r| threads.is_none() || r.threads == threads)
-            .cloned()
-            .collect::<Vec<_>>()
-    };
     let ff_summary = summarize(
         "ffsck",
         &timed(&runner.records, "ffsck", args.threads, "compare"),
@@ -582,52 +533,11 @@ fn measure_all(
         }
     }
 
-    let mut scaling = Vec::new();
-    let mut ceiling = None;
-    if args.scaling {
-        // Thread counts take turns, starting from a different one each run, so a slow spell
-        // of the machine falls on all of them alike.
-        for run in 0..args.runs {
-            for k in 0..cpus {
-                let threads = (k + run) % cpus + 1;
-                runner.measure(
-                    "ffsck",
-                    ffsck,
-                    &ffsck_args(Some(threads), image),
-                    Some(threads),
-                    false,
-                    "scaling",
-                )?;
-            }
-        }
-        let at = |t: usize| {
-            summarize(
-                "ffsck",
-                &timed(&runner.records, "ffsck", Some(t), "scaling"),
-            )
-        };
-        let one = at(1);
-        for threads in 1..=cpus {
-            let s = at(threads);
-            scaling.push(ScalingRow {
-                threads,
-                median_wall_s: s.median_wall_s,
-                min_wall_s: s.min_wall_s,
-                median_cpu_s: s.median_user_s + s.median_sys_s,
-                speedup_vs_1_thread: one.median_wall_s / s.median_wall_s,
-                speedup_vs_1_thread_min: one.min_wall_s / s.min_wall_s,
-                speedup_vs_e2fsck: e2_summary.median_wall_s / s.median_wall_s,
-            });
-        }
-        // The machine's own ceiling means nothing on a cold cache (the copy loop would time
-        // the disk).
-        if !args.cold {
-            match crate::ceiling::measure(image, cpus, args.runs) {
-                Ok(c) => ceiling = Some(c),
-                Err(e) => eprintln!("machine ceiling skipped: {e:#}"),
-            }
-        }
-    }
+    let (scaling, ceiling) = if args.scaling {
+        measure_scaling(&mut runner, args, ffsck, image, e2_summary.median_wall_s)?
+    } else {
+        (Vec::new(), None)
+    };
 
     let mut warnings: Vec<String> = ro_warning.into_iter().collect();
     let mut profile = None;
@@ -700,6 +610,77 @@ fn measure_all(
     })
 }
 
+/// The timed runs of one checker (and thread count) in one phase.
+fn timed(
+    records: &[RunRecord],
+    checker: &str,
+    threads: Option<usize>,
+    phase: &str,
+) -> Vec<RunRecord> {
+    records
+        .iter()
+        .filter(|r| !r.warmup && r.checker == checker && r.phase == phase)
+        .filter(|r| threads.is_none() || r.threads == threads)
+        .cloned()
+        .collect()
+}
+
+/// `--scaling`: ffsck at 1..=nproc threads, taking turns, and the machine's own ceiling.
+fn measure_scaling(
+    runner: &mut Runner<'_>,
+    args: &BenchArgs,
+    ffsck: &Path,
+    image: &Path,
+    e2_wall: f64,
+) -> Result<(Vec<ScalingRow>, Option<crate::ceiling::Ceiling>)> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut scaling = Vec::new();
+    let mut ceiling = None;
+    // Thread counts take turns, starting from a different one each run, so a slow spell
+    // of the machine falls on all of them alike.
+    for run in 0..args.runs {
+        for k in 0..cpus {
+            let threads = (k + run) % cpus + 1;
+            runner.measure(
+                "ffsck",
+                ffsck,
+                &ffsck_args(Some(threads), image),
+                Some(threads),
+                false,
+                "scaling",
+            )?;
+        }
+    }
+    let at = |t: usize| {
+        summarize(
+            "ffsck",
+            &timed(&runner.records, "ffsck", Some(t), "scaling"),
+        )
+    };
+    let one = at(1);
+    for threads in 1..=cpus {
+        let s = at(threads);
+        scaling.push(ScalingRow {
+            threads,
+            median_wall_s: s.median_wall_s,
+            min_wall_s: s.min_wall_s,
+            median_cpu_s: s.median_user_s + s.median_sys_s,
+            speedup_vs_1_thread: one.median_wall_s / s.median_wall_s,
+            speedup_vs_1_thread_min: one.min_wall_s / s.min_wall_s,
+            speedup_vs_e2fsck: e2_wall / s.median_wall_s,
+        });
+    }
+    // The machine's own ceiling means nothing on a cold cache (the copy loop would time
+    // the disk).
+    if !args.cold {
+        match crate::ceiling::measure(image, cpus, args.runs) {
+            Ok(c) => ceiling = Some(c),
+            Err(e) => eprintln!("machine ceiling skipped: {e:#}"),
+        }
+    }
+    Ok((scaling, ceiling))
+}
+
 fn summarize(checker: &str, runs: &[RunRecord]) -> CheckerSummary {
     let pick = |f: fn(&RunRecord) -> f64| -> Vec<f64> { runs.iter().map(f).collect() };
     let walls = pick(|r| r.wall_s);
@@ -735,198 +716,8 @@ fn cpu_model() -> Option<String> {
         .map(|(_, v)| v.trim().to_string())
 }
 
-fn mib(kib: f64) -> String {
+pub(super) fn mib(kib: f64) -> String {
     format!("{:.1}", kib / 1024.0)
-}
-
-/// The Markdown report (also printed to stdout).
-pub fn render_markdown(r: &BenchResults) -> String {
-    let mut out = String::from("## Benchmark: ffsck -fn vs e2fsck -fn\n\n");
-    out.push_str(&format!("- image: `{}`", r.image.display()));
-    if let Some(b) = &r.built {
-        out.push_str(&format!(
-            " (built: profile `{}`, ~{} inodes requested, seed {}, {} files, {} dirs, {:.0} MiB)",
-            b.profile.name(),
-            b.requested_inodes,
-            b.seed,
-            b.files,
-            b.dirs,
-            b.image_bytes as f64 / (1 << 20) as f64
-        ));
-    }
-    out.push('\n');
-    if let Some(a) = &r.aged {
-        out.push_str(&crate::sweep::render_aged(a));
-    }
-    if let Some(fs) = &r.fs {
-        if let (Some(used), Some(total)) = (fs.used_inodes(), fs.inode_count) {
-            out.push_str(&format!("- inodes in use: {used} of {total}\n"));
-        }
-        if let (Some(used), Some(total), Some(bs)) =
-            (fs.used_blocks(), fs.block_count, fs.block_size)
-        {
-            out.push_str(&format!(
-                "- blocks in use: {used} of {total} ({bs} bytes each)\n"
-            ));
-        }
-        if let Some(features) = &fs.features {
-            out.push_str(&format!("- features: {features}\n"));
-        }
-    }
-    out.push_str(&format!(
-        "- ffsck: `{}` (threads: {})\n- e2fsck: `{}` ({})\n",
-        r.ffsck_path.display(),
-        r.ffsck_threads
-            .map_or("ffsck default".to_string(), |t| t.to_string()),
-        r.e2fsck_path.display(),
-        r.e2fsck_version
-    ));
-    out.push_str(&format!(
-        "- machine: {} CPUs{}\n",
-        r.machine.cpus,
-        r.machine
-            .cpu_model
-            .as_deref()
-            .map(|m| format!(", {m}"))
-            .unwrap_or_default()
-    ));
-    let cache = if !r.cold_cache.requested {
-        "warm (one warm-up run each first)".to_string()
-    } else if r.cold_cache.drops_failed == 0 {
-        format!(
-            "cold (page cache dropped before each of {} runs)",
-            r.cold_cache.drops_ok
-        )
-    } else {
-        format!(
-            "cold requested, but dropping the page cache failed {} of {} times: {}",
-            r.cold_cache.drops_failed,
-            r.cold_cache.drops_failed + r.cold_cache.drops_ok,
-            r.cold_cache
-                .last_error
-                .as_deref()
-                .unwrap_or("unknown error")
-        )
-    };
-    out.push_str(&format!(
-        "- runs: {} per checker, alternating; cache: {cache}\n\n",
-        r.summary.first().map_or(0, |s| s.runs)
-    ));
-
-    let rows: Vec<Vec<String>> = r
-        .summary
-        .iter()
-        .map(|s| {
-            vec![
-                s.checker.clone(),
-                s.runs.to_string(),
-                format!("{:.3}", s.median_wall_s),
-                format!("{:.3}", s.min_wall_s),
-                format!("{:.3}", s.max_wall_s),
-                format!("{:.3}", s.median_user_s),
-                format!("{:.3}", s.median_sys_s),
-                mib(s.median_max_rss_kib),
-                s.outcomes.join(", "),
-            ]
-        })
-        .collect();
-    out.push_str(&markdown::table(
-        &[
-            "checker",
-            "runs",
-            "median wall (s)",
-            "min wall (s)",
-            "max wall (s)",
-            "median user (s)",
-            "median sys (s)",
-            "median peak RSS (MiB)",
-            "exit",
-        ],
-        &[false, true, true, true, true, true, true, true, false],
-        &rows,
-    ));
-    out.push_str(&format!(
-        "\n**Speedup** (e2fsck / ffsck median wall): **{:.2}×**  \n\
-         **Peak RSS ratio** (ffsck / e2fsck median): **{:.2}×**\n",
-        r.speedup, r.rss_ratio_ffsck_over_e2fsck
-    ));
-
-    if !r.scaling.is_empty() {
-        out.push_str("\n### ffsck thread scaling\n\n");
-        let rows: Vec<Vec<String>> = r
-            .scaling
-            .iter()
-            .map(|s| {
-                let ceiling = r.ceiling.as_ref().and_then(|c| c.speedup(s.threads));
-                vec![
-                    s.threads.to_string(),
-                    format!("{:.3}", s.median_wall_s),
-                    format!("{:.3}", s.min_wall_s),
-                    format!("{:.3}", s.median_cpu_s),
-                    format!("{:.2}×", s.speedup_vs_1_thread),
-                    format!("{:.2}×", s.speedup_vs_1_thread_min),
-                    ceiling.map_or("–".into(), |(c, _)| format!("{c:.2}×")),
-                    ceiling.map_or("–".into(), |(_, c)| format!("{c:.2}×")),
-                    format!("{:.2}×", s.speedup_vs_e2fsck),
-                ]
-            })
-            .collect();
-        out.push_str(&markdown::table(
-            &[
-                "threads",
-                "median wall (s)",
-                "min wall (s)",
-                "median CPU (s)",
-                "vs 1 thread",
-                "vs 1 thread (min)",
-                "machine: compute",
-                "machine: copy",
-                "vs e2fsck",
-            ],
-            &[true; 9],
-            &rows,
-        ));
-        if let Some(c) = &r.ceiling {
-            out.push_str(&format!(
-                "\nThread counts take turns run by run. *Machine* is the ceiling: the speedup \
-                 over 1 thread of a compute-bound loop and of a page-cache `pread` of the \
-                 image's first {:.0} MiB, at the same thread count on this machine.\n",
-                c.copy_bytes as f64 / f64::from(1 << 20)
-            ));
-        }
-    }
-    if let (Some(ro), [ff, e2, ..]) = (&r.read_once, r.summary.as_slice()) {
-        out.push_str(&crate::readonce::render_markdown(
-            ro,
-            ff.median_wall_s,
-            e2.median_wall_s,
-        ));
-    }
-    if let (Some(e), Some(ff)) = (&r.estimate, r.summary.first()) {
-        out.push_str(&format!(
-            "\n### Predicted time (`ffsck --estimate`)\n\n\
-             Made just before each timed `ffsck -fn` run, in the same cache state: median \
-             {:.3} s against {:.3} s measured, **{:.2}×** (single predictions over the run \
-             that followed: {:.2}× to {:.2}×, {} pairs).\n",
-            e.median_predicted_s,
-            ff.median_wall_s,
-            e.ratio,
-            e.worst_low,
-            e.worst_high,
-            e.pairs.len()
-        ));
-    }
-    out.push_str(&crate::sweep::render_figures(&r.figures));
-    if let Some(p) = &r.profile {
-        out.push_str(&crate::perf::render_markdown(p));
-    }
-    if !r.warnings.is_empty() {
-        out.push_str("\n### Warnings\n\n");
-        for w in &r.warnings {
-            out.push_str(&format!("- {w}\n"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

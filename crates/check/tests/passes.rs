@@ -1,0 +1,192 @@
+//! The passes on crafted images: each test builds a small image in memory (`ffsck-testfs`),
+//! damages one thing, runs `ffsck_check::check` read-only on it and asserts the problem codes
+//! the damage must raise. A clean built image is clean for e2fsck and for ffsck alike.
+
+mod common;
+
+use std::process::Command;
+use std::sync::Arc;
+
+use ffsck_check::{check, CheckOptions, Finding, Reporter};
+use ffsck_io::MemDevice;
+use ffsck_testfs::{ino, Image, Options};
+
+/// Keeps the findings of a check.
+#[derive(Default)]
+struct Keep(Vec<Finding>);
+
+impl Reporter for Keep {
+    fn finding(&mut self, f: &Finding) {
+        self.0.push(f.clone());
+    }
+}
+
+/// The problem codes (catalogue names) a read-only check of `bytes` reports, and its exit code.
+fn run(bytes: Vec<u8>) -> (Vec<String>, i32) {
+    let dev = Arc::new(MemDevice::new(bytes));
+    let opts = CheckOptions {
+        threads: 1,
+        ..CheckOptions::default()
+    };
+    let mut rep = Keep::default();
+    let out = check(dev, &opts, &mut rep);
+    let codes: Vec<String> = out
+        .findings
+        .iter()
+        .map(|f| format!("{:?}", f.problem))
+        .collect();
+    for f in &out.findings {
+        eprintln!("{:?}: {}", f.problem, f.message().trim_end());
+    }
+    (codes, out.exit_code)
+}
+
+/// Both flavours: ext2 with block maps, ext4 with extents and metadata_csum.
+fn flavours() -> [Options; 2] {
+    [Options::ext2(), Options::ext4()]
+}
+
+/// Asserts that every code of `want` is among those the check of `img` reports, that the
+/// check leaves errors uncorrected (exit bit 4), and that e2fsck -fn exits with the same code.
+fn expect(img: Image, want: &[&str]) {
+    let bytes = img.finish();
+    let (codes, exit) = run(bytes.clone());
+    for w in want {
+        assert!(codes.iter().any(|c| c == w), "{w} not in {codes:?}");
+    }
+    assert!(exit & 4 != 0, "exit {exit}: {codes:?}");
+    match e2fsck_fn(&bytes) {
+        Some((code, text)) => assert_eq!(code, Some(exit), "e2fsck -fn:\n{text}"),
+        None => common::skip("SKIPPED (e2fsck part): e2fsck not installed"),
+    }
+}
+
+/// `e2fsck -fn` on a copy of `bytes` in a temporary file: its exit code and output.
+fn e2fsck_fn(bytes: &[u8]) -> Option<(Option<i32>, String)> {
+    let e2fsck = e2fsck()?;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("img");
+    std::fs::write(&path, bytes).unwrap();
+    let out = Command::new(e2fsck).arg("-fn").arg(&path).output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    Some((out.status.code(), text))
+}
+
+fn e2fsck() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/sbin".into(), "/usr/sbin".into()])
+        .map(|d| d.join("e2fsck"))
+        .find(|p| p.is_file())
+}
+
+#[test]
+fn built_images_are_clean_for_e2fsck_and_ffsck() {
+    for o in flavours() {
+        let bytes = Image::build(o).finish();
+        let (codes, exit) = run(bytes.clone());
+        assert!(
+            codes.is_empty() && exit == 0,
+            "{o:?}: {codes:?} exit {exit}"
+        );
+        let Some((code, text)) = e2fsck_fn(&bytes) else {
+            common::skip("SKIPPED: e2fsck not installed");
+            return;
+        };
+        assert_eq!(code, Some(0), "{o:?}: e2fsck -fn:\n{text}");
+    }
+}
+
+/// Pass 0: the block bitmap's address lies outside the group.
+#[test]
+fn pass0_block_bitmap_outside_the_group() {
+    for o in flavours() {
+        let mut img = Image::build(o);
+        let far = img.blocks() + 10;
+        img.bytes_mut()[2048..2052].copy_from_slice(&far.to_le_bytes());
+        expect(img, &["P0_BB_NOT_GROUP"]);
+    }
+}
+
+/// Pass 1: a file's block pointer past the end of the file system.
+#[test]
+fn pass1_block_past_the_end() {
+    for o in flavours() {
+        let mut img = Image::build(o);
+        let far = img.blocks() + 100;
+        img.set_first_block(ino::INNER, far);
+        let illegal = if o.extents {
+            "P1_EXTENT_BAD_START_BLK"
+        } else {
+            "P1_ILLEGAL_BLOCK_NUM"
+        };
+        expect(img, &[illegal, "P1_BAD_I_BLOCKS"]);
+    }
+}
+
+/// Pass 1B: two files claim the same block.
+#[test]
+fn pass1b_block_claimed_twice() {
+    for o in flavours() {
+        let mut img = Image::build(o);
+        let b = img.file_block(ino::FILE, 0);
+        let inner = img.file_block(ino::INNER, 0);
+        img.set_first_block(ino::INNER, b);
+        img.set_block_used(inner, false);
+        expect(img, &["P1B_DUP_BLOCK", "P1D_DUP_FILE"]);
+    }
+}
+
+/// Pass 2: an entry's rec_len is not a multiple of 4.
+#[test]
+fn pass2_broken_rec_len() {
+    for o in flavours() {
+        let mut img = Image::build(o);
+        img.set_dirent_rec_len(ino::ROOT, b"file", 13);
+        expect(img, &["P2_DIR_CORRUPTED"]);
+    }
+}
+
+/// Pass 2: an entry names an inode number past the inode count.
+#[test]
+fn pass2_entry_names_a_bad_inode() {
+    for o in flavours() {
+        let mut img = Image::build(o);
+        img.set_dirent_inode(ino::DIR, b"inner", 1000);
+        expect(img, &["P2_BAD_INO", "P4_UNATTACHED_INODE"]);
+    }
+}
+
+/// Pass 3: a directory's `..` names the wrong parent.
+#[test]
+fn pass3_wrong_dotdot() {
+    for o in flavours() {
+        let mut img = Image::build(o);
+        img.set_dirent_inode(ino::DIR, b"..", ino::LOST_FOUND);
+        expect(img, &["P3_BAD_DOT_DOT"]);
+    }
+}
+
+/// Pass 4: an inode in use that no directory names, and a wrong link count.
+#[test]
+fn pass4_unattached_inode_and_link_count() {
+    for o in flavours() {
+        let mut img = Image::build(o);
+        img.orphan_file();
+        img.set_inode_u16(ino::FILE, 0x1A, 2);
+        expect(img, &["P4_BAD_REF_COUNT", "P4_UNATTACHED_INODE"]);
+    }
+}
+
+/// Pass 5: a free block marked in use, and an inode in use marked free.
+#[test]
+fn pass5_bitmap_differences() {
+    for o in flavours() {
+        let mut img = Image::build(o);
+        let b = img.free_block() + 5;
+        img.set_block_used(b, true);
+        img.set_inode_used(ino::INNER, false);
+        expect(img, &["P5_BLOCK_UNUSED", "P5_INODE_USED"]);
+    }
+}
