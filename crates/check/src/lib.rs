@@ -17,6 +17,7 @@ pub mod icount;
 pub mod journal;
 pub mod journal_commit;
 pub mod ordered;
+pub mod overrides;
 pub mod orphan;
 pub mod pass0;
 pub mod pass1;
