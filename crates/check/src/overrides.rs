@@ -72,4 +72,3 @@ pub fn time_fudge() -> u64 {
         .and_then(|o| o.time_fudge)
         .unwrap_or(DEFAULT_TIME_FUDGE)
 }
-

@@ -429,10 +429,7 @@ mod tests {
         let e = parse("[options\n").unwrap_err();
         assert_eq!(e.what, "Syntax error in profile section header");
         let e = parse("[options]\nno equals sign\n").unwrap_err();
-        assert_eq!(
-            (e.line, e.what),
-            (2, "Syntax error in profile relation")
-        );
+        assert_eq!((e.line, e.what), (2, "Syntax error in profile relation"));
         let e = parse("[p]\na = {\n[q]\n").unwrap_err();
         assert_eq!(e.what, "Profile section header not at top level");
     }

@@ -149,7 +149,12 @@ fn unsupported(what: &str) -> Refusal {
 /// e2fsck's refusals of flag combinations, in e2fsck's order, then ffsck's refusals of the
 /// flags whose effect it does not have. Returns the parsed `-E` options otherwise.
 pub fn check(args: &Args) -> Result<Extended, Refusal> {
-    if [args.no, args.yes, args.preen].iter().filter(|&&m| m).count() > 1 {
+    if [args.no, args.yes, args.preen]
+        .iter()
+        .filter(|&&m| m)
+        .count()
+        > 1
+    {
         return Err(fatal(
             "Only one of the options -p/-a, -n or -y may be specified.",
         ));
@@ -179,8 +184,7 @@ pub fn check(args: &Args) -> Result<Extended, Refusal> {
     }
     if args.badblocks_scan > 0 && bad_blocks_file {
         return Err(Refusal {
-            message: "The -c and the -l/-L options may not be both used at the same time."
-                .into(),
+            message: "The -c and the -l/-L options may not be both used at the same time.".into(),
             code: exit::USAGE,
         });
     }

@@ -5,8 +5,8 @@
 
 mod args;
 mod config;
-mod discard;
 mod device;
+mod discard;
 mod extended;
 mod interrupt;
 mod output;
@@ -166,7 +166,10 @@ fn run(args: &Args) -> Result<i32> {
         println!(
             "Overwriting existing filesystem; this can be undone using the command:\n    \
              e2undo {} {dev_name}\n",
-            args.undo_file.as_deref().unwrap_or(std::path::Path::new("")).display()
+            args.undo_file
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""))
+                .display()
         );
     }
     // Locked, opened as the rules say, and refused at once if it cannot be written.

@@ -274,6 +274,11 @@ impl Reporter for Terminal {
             let _ = writeln!(self.out);
         }
         match Self::question(f, &msg) {
+            // `[problems] force_no`: e2fsck says the fix was ignored, without asking.
+            Some(_) if ffsck_check::overrides::forced_no(f.problem) => {
+                let gap = if msg.ends_with('\n') { "" } else { "  " };
+                let _ = writeln!(self.out, "{msg}{gap}IGNORED.");
+            }
             None if msg.is_empty() => {}
             None => {
                 let _ = writeln!(self.out, "{msg}");

@@ -183,7 +183,8 @@ impl<S: LogStore> E2Undo<S> {
         h[HEADER_BYTES - 4..HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
         if self.next == FIRST_KEY_BLK + 1 && self.in_block == 0 {
             // No key yet: an empty key block keeps the file as long as e2fsprogs makes it.
-            self.store.write_at(&vec![0u8; b as usize], FIRST_KEY_BLK * b)?;
+            self.store
+                .write_at(&vec![0u8; b as usize], FIRST_KEY_BLK * b)?;
         }
         self.store.write_at(&h, 0)?;
         self.store.sync()
@@ -286,7 +287,10 @@ pub fn restore(store: &dyn LogStore, dev: &dyn Device) -> Result<Restored> {
             let at = le64(&kb, k)
                 .checked_mul(fs_b)
                 .and_then(|o| o.checked_add(fs_offset))
-                .filter(|o| o.checked_add(u64::from(size)).is_some_and(|e| e <= dev.size()))
+                .filter(|o| {
+                    o.checked_add(u64::from(size))
+                        .is_some_and(|e| e <= dev.size())
+                })
                 .ok_or_else(|| bad("a key lies outside the device"))?;
             keys.push((at, lblk.saturating_mul(b), size));
             let mut data = vec![0u8; size as usize];
