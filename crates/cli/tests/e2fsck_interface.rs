@@ -50,7 +50,7 @@ fn conflicts_are_refused_as_e2fsck_refuses_them() {
             .unwrap_or_else(|| panic!("{args:?}: e2fsck said {}", theirs.stderr));
         // e2fsck names itself by its argv[0]: compare what follows.
         let want = want.rsplit_once(": ").map_or(want, |(_, m)| m);
-        assert!(ours.stderr.contains(&want), "{args:?}: {}", ours.stderr);
+        assert!(ours.stderr.contains(want), "{args:?}: {}", ours.stderr);
     }
     common::assert_same_bytes(&before, &common::read_all(&img.path), "refused runs");
 }
