@@ -124,7 +124,7 @@ pub struct Args {
     /// Extended options, comma separated (e2fsck's -E; may be repeated): ea_ver=2,
     /// journal_only, readahead_kb=N, discard, nodiscard, no_optimize_extents,
     /// inode_count_fullmap, no_inode_count_fullmap, fixes_only, unshare_blocks,
-    /// check_encoding, problem_log=FILE, log_filename=FILE. See EXTENDED OPTIONS in ffsck(8).
+    /// check_encoding, problem_log=FILE. See EXTENDED OPTIONS in ffsck(8).
     #[arg(short = 'E', value_name = "OPTIONS")]
     pub extended: Vec<String>,
     /// Worker threads (default: one per core).
