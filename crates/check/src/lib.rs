@@ -18,6 +18,7 @@ pub mod journal;
 pub mod journal_commit;
 pub mod ordered;
 pub mod orphan;
+pub mod overrides;
 pub mod pass0;
 pub mod pass1;
 pub mod pass1b;

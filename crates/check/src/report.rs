@@ -164,7 +164,7 @@ impl Finding {
     }
     /// Does leaving this finding unfixed leave the file system inconsistent?
     pub fn leaves_error(&self) -> bool {
-        let f = self.problem.info().flags;
+        let f = crate::overrides::flags(self.problem);
         !self.fixed && f & (flag::NO_OK | flag::INFO | flag::NOT_A_FIX) == 0
     }
 }
@@ -182,8 +182,8 @@ pub enum Policy {
 
 impl Policy {
     pub fn answer(self, p: Problem) -> bool {
-        let f = p.info().flags;
-        if f & flag::INFO != 0 {
+        let f = crate::overrides::flags(p);
+        if f & flag::INFO != 0 || crate::overrides::forced_no(p) {
             return false;
         }
         match self {

@@ -48,7 +48,7 @@ file system. Without -n, -p or -y each fix is asked on the terminal.";
 
 /// The usage line: e2fsck's, with ffsck's own modes.
 const USAGE: &str = "\
-ffsck [-n|-p|-a|-y] [-f] [-v] [-t] [-D] [-b SUPERBLOCK] [-B BLOCKSIZE] [-C FD] [-j JOURNAL] [OPTIONS] DEVICE
+ffsck [-panyrcdfktvDFV] [-b SUPERBLOCK] [-B BLOCKSIZE] [-l|-L BAD_BLOCKS_FILE] [-C FD] [-j JOURNAL] [-E EXTENDED_OPTIONS] [-z UNDO_FILE] [OPTIONS] DEVICE
        ffsck --estimate [--threads N] [--nice] DEVICE
        ffsck --apply-undo UNDO_FILE DEVICE";
 
@@ -96,6 +96,37 @@ pub struct Args {
     /// -N writes nothing until SIGUSR1, then lines to descriptor N (SIGUSR2 stops them).
     #[arg(short = 'C', allow_negative_numbers = true)]
     pub progress_fd: Option<i32>,
+    /// e2fsck's -c: find bad blocks with badblocks(8) and add them to the bad-block inode
+    /// (-cc: its non-destructive read-write test). Not supported yet: refused (exit 16).
+    #[arg(short = 'c', action = clap::ArgAction::Count)]
+    pub badblocks_scan: u8,
+    /// With -c: keep the blocks already on the bad-block list (no effect without -c).
+    #[arg(short = 'k')]
+    pub keep_badblocks: bool,
+    /// Add the blocks listed in FILE to the bad-block list (e2fsck's -l). Not supported yet:
+    /// refused (exit 16).
+    #[arg(short = 'l', value_name = "BAD_BLOCKS_FILE")]
+    pub add_badblocks: Option<PathBuf>,
+    /// Replace the bad-block list with the blocks listed in FILE (e2fsck's -L). Not supported
+    /// yet: refused (exit 16).
+    #[arg(short = 'L', value_name = "BAD_BLOCKS_FILE")]
+    pub set_badblocks: Option<PathBuf>,
+    /// Debugging output (e2fsck's -d): accepted; ffsck prints nothing more with it.
+    #[arg(short = 'd', action = clap::ArgAction::Count)]
+    pub debug: u8,
+    /// Flush the device's buffer cache before the check (BLKFLSBUF; for an image file, its
+    /// dirty pages are synced and its cached pages dropped).
+    #[arg(short = 'F')]
+    pub flush: bool,
+    /// Interactive repair (e2fsck's -r, its default anyway): no effect.
+    #[arg(short = 'r')]
+    pub interactive_flag: bool,
+    /// Extended options, comma separated (e2fsck's -E; may be repeated): ea_ver=2,
+    /// journal_only, readahead_kb=N, discard, nodiscard, no_optimize_extents,
+    /// inode_count_fullmap, no_inode_count_fullmap, fixes_only, unshare_blocks,
+    /// check_encoding, problem_log=FILE. See EXTENDED OPTIONS in ffsck(8).
+    #[arg(short = 'E', value_name = "OPTIONS")]
+    pub extended: Vec<String>,
     /// Worker threads (default: one per core).
     #[arg(long = "threads", short = 'm')]
     pub threads: Option<usize>,
@@ -114,8 +145,9 @@ pub struct Args {
     /// file system in this state.
     #[arg(long = "repair-log")]
     pub repair_log: Option<PathBuf>,
-    /// Save every block a repair overwrites to this file first (see --apply-undo).
-    #[arg(long = "undo-file")]
+    /// Save every block a repair overwrites to this file first, in e2undo(8)'s format:
+    /// `e2undo FILE DEVICE` (or `ffsck --apply-undo FILE DEVICE`) restores the device.
+    #[arg(long = "undo-file", short = 'z', value_name = "UNDO_FILE")]
     pub undo_file: Option<PathBuf>,
     /// Put back the blocks saved in an undo file, restoring DEVICE as it was before the repair.
     #[arg(long = "apply-undo", value_name = "UNDO_FILE")]

@@ -4,7 +4,10 @@
 #![allow(clippy::disallowed_methods)]
 
 mod args;
+mod config;
 mod device;
+mod discard;
+mod extended;
 mod interrupt;
 mod output;
 mod progress;
@@ -99,12 +102,25 @@ fn run(args: &Args) -> Result<i32> {
         .iter()
         .filter(|&&m| m)
         .count();
-    if modes > 1 {
-        let msg = "only one of the options -p/-a, -n or -y may be specified.";
-        eprintln!("ffsck: {msg}");
-        report::error(msg);
-        return Ok(exit::USAGE);
-    }
+    // e2fsck's refusals of its flags' combinations, then e2fsck.conf.
+    let ext = match extended::check(args) {
+        Ok(e) => e,
+        Err(r) => {
+            eprintln!("{}", r.message);
+            report::error(r.message.lines().next().unwrap_or_default());
+            return Ok(r.code);
+        }
+    };
+    let cfg = match config::Config::load() {
+        Ok(c) => c,
+        Err(config::LoadError(msg)) => {
+            eprintln!("{msg}");
+            report::error(msg.lines().next().unwrap_or_default());
+            return Ok(exit::ERROR);
+        }
+    };
+    ffsck_check::overrides::install(cfg.overrides(ext.fixes_only));
+    let settings = Settings::new(args, &ext, &cfg);
     let dev_name = device.display().to_string();
     let progress_out = match progress::configure(args.progress_fd) {
         Ok(o) => o,
@@ -130,7 +146,7 @@ fn run(args: &Args) -> Result<i32> {
     } else {
         device::Mode::Repair
     };
-    let access = match device::check_mount(&device, &dev_name, mode, args.force) {
+    let access = match device::check_mount(&device, &dev_name, mode, settings.force) {
         Ok(a) => a,
         Err(code) => return Ok(code),
     };
@@ -138,6 +154,23 @@ fn run(args: &Args) -> Result<i32> {
         eprintln!("ffsck: need terminal for interactive repairs");
         report::error("need terminal for interactive repairs");
         return Ok(exit::ERROR);
+    }
+    if args.flush {
+        if let Err(e) = discard::flush_buffers(&device) {
+            eprintln!("ffsck: {e} while trying to flush {dev_name}");
+            report::error(format!("{e} while trying to flush {dev_name}"));
+            return Ok(exit::ERROR);
+        }
+    }
+    if args.undo_file.is_some() && policy != Policy::No {
+        println!(
+            "Overwriting existing filesystem; this can be undone using the command:\n    \
+             e2undo {} {dev_name}\n",
+            args.undo_file
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""))
+                .display()
+        );
     }
     // Locked, opened as the rules say, and refused at once if it cannot be written.
     let opened = match device::open(&device, &dev_name, &access) {
@@ -187,7 +220,14 @@ fn run(args: &Args) -> Result<i32> {
         }
     };
 
-    let mut plan = resources::plan(args.threads, args.nice);
+    if ext.unshare_blocks && policy != Policy::No && discard::has_shared_blocks(&*dev) {
+        let msg = "ffsck does not support -E unshare_blocks on a file system with the \
+                   shared_blocks feature yet.";
+        eprintln!("ffsck: {msg}");
+        report::error(msg);
+        return Ok(exit::USAGE);
+    }
+    let mut plan = resources::plan(settings.threads, settings.nice);
     if plan.nice {
         plan.sched_idle = resources::enter_idle();
     }
@@ -211,7 +251,7 @@ fn run(args: &Args) -> Result<i32> {
             }
         };
     }
-    if plan.nice && args.verbose {
+    if plan.nice && settings.verbose {
         eprintln!("{}", resources::describe(&plan));
     }
 
@@ -235,7 +275,12 @@ fn run(args: &Args) -> Result<i32> {
             return Ok(exit::ERROR);
         }
     }
-    if !args.force {
+    if ext.journal_only {
+        // e2fsck's journal_only: the journal is recovered (above, in a repair), nothing checked.
+        report::result("journal-only");
+        return Ok(exit::OK);
+    }
+    if !settings.force {
         let journal = journal_overlay
             .as_ref()
             .map(|o| o.clone() as Arc<dyn Device>);
@@ -264,8 +309,8 @@ fn run(args: &Args) -> Result<i32> {
         optimize_dirs: args.optimize,
         tuning: ffsck_check::engine::Tuning {
             pipeline: args.pipeline,
-            max_memory: args.max_memory,
-            scratch_dir: args.scratch_dir.clone(),
+            max_memory: settings.max_memory,
+            scratch_dir: settings.scratch_dir.clone(),
             ..Default::default()
         },
         journal_dev: journal_overlay
@@ -286,13 +331,14 @@ fn run(args: &Args) -> Result<i32> {
         model,
     ));
     let mut term = output::Terminal::new(policy, &dev_name);
+    term.configure(&cfg);
     if access.root {
         term.root_file_system();
     }
     if interactive {
         term.ask_on_terminal();
     }
-    if args.timing > 1 {
+    if settings.timing > 1 {
         term.time_passes();
     }
     let outcome = if policy == Policy::No {
@@ -319,23 +365,36 @@ fn run(args: &Args) -> Result<i32> {
     if let Some(t) = ticker {
         t.stop();
     }
-    let mut code = term.finish(&outcome, args.verbose);
+    let mut code = term.finish(&outcome, settings.verbose);
     // A state marked valid again counts as a change, though nothing else was (as in e2fsck).
     if outcome.marked_valid && code & (exit::UNCORRECTED | exit::ERROR | exit::CANCELED) == 0 {
         code |= exit::NONDESTRUCT;
     }
-    if let Some(path) = &args.problem_log {
+    if ext.discard
+        && policy != Policy::No
+        && !access.mounted()
+        && code & (exit::UNCORRECTED | exit::ERROR | exit::CANCELED) == 0
+    {
+        match discard::discard_free(&device, &*dev) {
+            Ok(bytes) if settings.verbose => {
+                println!("{dev_name}: discarded {} KiB of free blocks", bytes / 1024)
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("ffsck: {dev_name}: discard: {e}"),
+        }
+    }
+    if let Some(path) = &settings.problem_log {
         output::write_problem_log(path, &outcome, &dev_name, std::env::args().collect())?;
     }
     report::outcome(&outcome);
-    if let Some(limit) = args.max_memory {
+    if let Some(limit) = settings.max_memory {
         let peak = output::peak_rss_kib() * 1024;
         if peak > limit {
             let dirs = outcome.summary.as_ref().map(|s| s.counts.dirs);
             eprintln!("ffsck: {}", output::over_limit_note(peak, limit, dirs));
         }
     }
-    if args.timing > 0 {
+    if settings.timing > 0 {
         let el = start.elapsed();
         let (user, sys) = output::cpu_times();
         println!(
@@ -348,4 +407,48 @@ fn run(args: &Args) -> Result<i32> {
         println!("I/O read: {}MB", dev.bytes_read() / (1 << 20));
     }
     Ok(code)
+}
+
+/// The run's settings where a flag, an `-E` option and e2fsck.conf meet: the command line
+/// wins, then `-E`, then the file.
+struct Settings {
+    force: bool,
+    verbose: bool,
+    timing: u8,
+    threads: Option<usize>,
+    nice: bool,
+    max_memory: Option<u64>,
+    scratch_dir: Option<std::path::PathBuf>,
+    problem_log: Option<std::path::PathBuf>,
+}
+
+impl Settings {
+    fn new(args: &Args, ext: &extended::Extended, cfg: &config::Config) -> Settings {
+        // [scratch_files] directory: e2fsck keeps its large tables in files there; ffsck's
+        // spill files go there and its tables spill (as under --max-memory 0).
+        let scratch_dir = args
+            .scratch_dir
+            .clone()
+            .or_else(|| cfg.scratch_dir.clone())
+            .or_else(|| cfg.scratch_directory.clone());
+        let max_memory = args
+            .max_memory
+            .or(cfg.max_memory)
+            .or_else(|| cfg.scratch_directory.is_some().then_some(0));
+        Settings {
+            // unshare_blocks implies -f, as in e2fsck.
+            force: args.force || ext.unshare_blocks,
+            verbose: args.verbose || cfg.report_verbose,
+            timing: if cfg.report_time {
+                args.timing.max(2)
+            } else {
+                args.timing
+            },
+            threads: args.threads.or(cfg.threads),
+            nice: args.nice || cfg.nice,
+            max_memory,
+            scratch_dir,
+            problem_log: args.problem_log.clone().or_else(|| ext.problem_log.clone()),
+        }
+    }
 }

@@ -31,6 +31,13 @@ pub struct Terminal {
     yes_to_all: bool,
     /// The file system is the mounted root: a change to it needs a reboot.
     root: bool,
+    /// e2fsck.conf's message limits: `[options] max_count_problems`, `[problems] max_count`
+    /// per e2fsck code, and how many of each code were shown.
+    max_count_default: u32,
+    max_count: std::collections::HashMap<u32, u32>,
+    shown: std::collections::HashMap<u32, u32>,
+    /// `[problems] no_default`: the interactive default answer is no.
+    no_default: std::collections::HashSet<u32>,
 }
 
 /// Findings e2fsck writes on one line: a bitmap-differences header and its ranges.
@@ -61,7 +68,52 @@ impl Terminal {
             interactive: false,
             yes_to_all: false,
             root: false,
+            max_count_default: 0,
+            max_count: Default::default(),
+            shown: Default::default(),
+            no_default: Default::default(),
         }
+    }
+
+    /// Take e2fsck.conf's message limits and default answers.
+    pub fn configure(&mut self, cfg: &crate::config::Config) {
+        self.max_count_default = cfg.max_count_problems;
+        for (&code, p) in &cfg.problems {
+            if let Some(m) = p.max_count {
+                self.max_count.insert(code, m);
+            }
+            if p.no_default == Some(true) {
+                self.no_default.insert(code);
+            }
+        }
+    }
+
+    /// Count a finding of `p`; whether it is past its `max_count` and so not shown (the
+    /// first one past it prints e2fsck's "...problem 0xNNNNNN suppressed").
+    fn suppressed(&mut self, p: Problem, flags: u16) -> bool {
+        let code = p.info().e2fsck_code;
+        let max = self
+            .max_count
+            .get(&code)
+            .copied()
+            .unwrap_or(self.max_count_default);
+        let n = self.shown.entry(code).or_insert(0);
+        *n += 1;
+        if max == 0 || *n <= max {
+            return false;
+        }
+        // e2fsck hides the extra messages under -n and -y, and under -p those it may fix.
+        let hide = match self.policy {
+            Policy::Preen => flags & ffsck_check::problem::flag::PREEN_OK != 0,
+            _ => !self.interactive,
+        };
+        if *n == max + 1 {
+            if std::mem::take(&mut self.line_open) {
+                let _ = writeln!(self.out);
+            }
+            let _ = writeln!(self.out, "...problem 0x{code:06x} suppressed");
+        }
+        hide
     }
 
     /// The file system is the mounted (read-only) root: when the run changes it, say to
@@ -198,14 +250,17 @@ impl Reporter for Terminal {
     }
     fn finding(&mut self, f: &Finding) {
         crate::report::finding(f);
-        let info = f.problem.info();
-        if !f.fixed && info.flags & ffsck_check::problem::flag::NO_NOMSG != 0 {
+        let flags = ffsck_check::overrides::flags(f.problem);
+        if !f.fixed && flags & ffsck_check::problem::flag::NO_NOMSG != 0 {
+            return;
+        }
+        if self.suppressed(f.problem, flags) {
             return;
         }
         let msg = f.message();
         self.warn(f);
         if self.policy == Policy::Preen {
-            if info.flags & ffsck_check::problem::flag::PREEN_NOMSG == 0 && !msg.trim().is_empty() {
+            if flags & ffsck_check::problem::flag::PREEN_NOMSG == 0 && !msg.trim().is_empty() {
                 let _ = writeln!(self.out, "{}: {}", self.dev, msg.trim());
             }
             return;
@@ -219,6 +274,11 @@ impl Reporter for Terminal {
             let _ = writeln!(self.out);
         }
         match Self::question(f, &msg) {
+            // `[problems] force_no`: e2fsck says the fix was ignored, without asking.
+            Some(_) if ffsck_check::overrides::forced_no(f.problem) => {
+                let gap = if msg.ends_with('\n') { "" } else { "  " };
+                let _ = writeln!(self.out, "{msg}{gap}IGNORED.");
+            }
             None if msg.is_empty() => {}
             None => {
                 let _ = writeln!(self.out, "{msg}");
@@ -253,9 +313,11 @@ impl Reporter for Terminal {
         }
         self.warn(f);
         crate::tty::raw_mode();
-        let _ = write!(self.out, "{q}<y>? ");
+        // `[problems] no_default`: the default answer (Enter) is no, shown as e2fsck shows it.
+        let default = !self.no_default.contains(&f.problem.info().e2fsck_code);
+        let _ = write!(self.out, "{q}<{}>? ", if default { "y" } else { "n" });
         let _ = self.out.flush();
-        let (yes, word) = match crate::tty::read_answer(true) {
+        let (yes, word) = match crate::tty::read_answer(default) {
             crate::tty::Answer::Yes => (true, "yes"),
             crate::tty::Answer::No => (false, "no"),
             crate::tty::Answer::All => {

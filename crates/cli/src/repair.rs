@@ -11,10 +11,11 @@ use ffsck_check::journal_commit;
 use ffsck_check::repair::RepairOutcome;
 use ffsck_check::{exit, CheckOptions, Outcome, Reporter};
 use ffsck_format::{EXT2_MAGIC, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use ffsck_io::e2undo::{self, E2Undo};
 use ffsck_io::logfile::Record;
 use ffsck_io::overlay::Overlay;
 use ffsck_io::redo::{self, DeviceId, Recovery, RedoLog};
-use ffsck_io::undo::{self, UndoLog};
+use ffsck_io::undo;
 use ffsck_io::{Device, FileDevice, IoError};
 use std::fs::{File, OpenOptions};
 use std::path::Path;
@@ -215,15 +216,44 @@ fn superblock_only(records: &[Record]) -> bool {
 /// Commit one generation (final contents of byte ranges): a pending journal replay on the
 /// device first, then the generation through the journal, the repair log, or in place.
 fn commit(dev: &Arc<dyn Device>, records: &[Record], how: &Commit) -> Result<()> {
-    let id = device_id(&**dev);
     let mut undo = match how.undo {
         Some(p) => {
             let f = File::create(p)
                 .with_context(|| format!("cannot create the undo file {}", p.display()))?;
-            Some(UndoLog::create(f, id)?)
+            Some(E2Undo::create(f, undo_block_size(&**dev), &**dev)?)
         }
         None => None,
     };
+    commit_saving(dev, records, how, &mut undo)?;
+    // Complete once every write is on the device: e2undo checks the superblock against it.
+    if let Some(u) = undo {
+        u.finish(&**dev).context("finishing the undo file")?;
+    }
+    Ok(())
+}
+
+/// The undo file's block size: the file system's block size (4096 without a superblock).
+fn undo_block_size(dev: &dyn Device) -> u32 {
+    let mut sb = [0u8; 0x3a];
+    if dev.read_at(&mut sb, SUPERBLOCK_OFFSET).is_ok()
+        && u16::from_le_bytes([sb[0x38], sb[0x39]]) == EXT2_MAGIC
+    {
+        let log = u32::from_le_bytes([sb[0x18], sb[0x19], sb[0x1a], sb[0x1b]]);
+        if log <= 6 {
+            return 1024 << log;
+        }
+    }
+    4096
+}
+
+/// [`commit`]'s writes, each saved in `undo` first.
+fn commit_saving(
+    dev: &Arc<dyn Device>,
+    records: &[Record],
+    how: &Commit,
+    undo: &mut Option<E2Undo<File>>,
+) -> Result<()> {
+    let id = device_id(&**dev);
     let mut save = |recs: &[Record]| -> ffsck_io::Result<()> {
         match undo.as_mut() {
             Some(u) => u.save_before(&**dev, recs),
@@ -327,6 +357,21 @@ pub fn apply_undo(undo_path: &Path, device: &Path) -> Result<i32> {
         .with_context(|| format!("cannot open the undo file {}", undo_path.display()))?;
     let dev = FileDevice::open_read_write(device)
         .with_context(|| format!("cannot open {} for writing", device.display()))?;
+    if e2undo::is_e2undo(&file) {
+        let restored = e2undo::restore(&file, &dev)?;
+        println!(
+            "{}: restored {} ranges ({} bytes) from {}.",
+            device.display(),
+            restored.keys,
+            restored.bytes,
+            undo_path.display()
+        );
+        if restored.incomplete {
+            eprintln!("Incomplete undo record; run e2fsck.");
+            return Ok(exit::UNCORRECTED);
+        }
+        return Ok(exit::OK);
+    }
     let restored = undo::restore(&file, &dev, device_id(&dev))?;
     println!(
         "{}: restored {} ranges ({} bytes) from {}.",

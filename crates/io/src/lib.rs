@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod e2undo;
 mod file;
 pub mod logfile;
 mod mem;

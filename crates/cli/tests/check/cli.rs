@@ -24,13 +24,15 @@ fn unknown_option_is_a_usage_error() {
 }
 
 #[test]
-fn conflicting_modes_are_a_usage_error() {
-    // The mode check comes before the device is opened, so the path need not exist.
+fn conflicting_modes_are_refused_as_e2fsck_refuses_them() {
+    // The mode check comes before the device is opened, so the path need not exist. e2fsck
+    // refuses them as a fatal error (exit 8), not a usage error.
     for modes in [["-n", "-y"], ["-n", "-p"], ["-y", "-p"]] {
         let run = common::ffsck(&os(&[modes[0], modes[1], "img"]));
-        assert_eq!(run.code(), 16, "{modes:?}: stderr: {}", run.stderr);
+        assert_eq!(run.code(), 8, "{modes:?}: stderr: {}", run.stderr);
         assert!(
-            run.stderr.contains("only one of"),
+            run.stderr
+                .contains("Only one of the options -p/-a, -n or -y may be specified."),
             "{modes:?}: stderr: {}",
             run.stderr
         );

@@ -257,12 +257,23 @@ fn repair_on_read_only_media_is_an_error_with_exit_8() {
 fn usage_errors_are_reported() {
     let Some(t) = common::tools() else { return };
     let img = labelled(&t);
+    // Two modes: e2fsck's fatal refusal (exit 8), reported with no mode.
     let (r, doc) = run(&["-n", "-y"], &img.aux("r.json"), img.path.as_os_str());
-    assert_eq!(r.code(), 16);
-    assert_eq!(doc["result"], "usage-error");
+    assert_eq!(r.code(), 8);
     assert!(doc["options"]["mode"].is_null(), "{doc:#}");
     assert!(
-        doc["error"].as_str().unwrap().contains("only one of"),
+        doc["error"].as_str().unwrap().contains("Only one of"),
+        "{doc:#}"
+    );
+    // A bad extended option: a usage error.
+    let (r, doc) = run(&["-E", "bogus"], &img.aux("e.json"), img.path.as_os_str());
+    assert_eq!(r.code(), 16);
+    assert_eq!(doc["result"], "usage-error");
+    assert!(
+        doc["error"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown extended option: bogus"),
         "{doc:#}"
     );
     // One the parser refuses: no options, but still the report.
