@@ -2,7 +2,7 @@
 //! meaning, its conflicts refused with its words and exit codes, e2fsck.conf (E2FSCK_CONFIG)
 //! changing verdicts, and `-z` undo files that e2fsprogs' own `e2undo` restores.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
