@@ -14,6 +14,7 @@ pub mod mounts;
 pub mod overlay;
 pub mod redo;
 pub mod sim;
+pub mod stream;
 pub mod undo;
 
 pub use file::FileDevice;
