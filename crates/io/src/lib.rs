@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod device_kind;
 mod file;
 pub mod logfile;
 mod mem;
