@@ -9,6 +9,7 @@ pub mod child;
 pub mod conformance;
 pub mod corrupt;
 pub mod gilbert;
+pub mod hdd;
 pub mod imagegen;
 pub mod markdown;
 pub mod metrics;
