@@ -33,10 +33,61 @@ impl Trace {
     pub fn save(&self, path: &Path) -> Result<()> {
         fs::write(path, serde_json::to_vec(self)?).with_context(|| path.display().to_string())
     }
+    /// A trace saved by [`Trace::save`], or (`.jsonl`) one written by the shared `hddsim trace`
+    /// instrument, so both models can be run on the very same requests.
     pub fn load(path: &Path) -> Result<Trace> {
         let data = fs::read(path).with_context(|| path.display().to_string())?;
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            return from_jsonl(path, &data);
+        }
         Ok(serde_json::from_slice(&data)?)
     }
+}
+
+/// The `hddsim trace` format: a `{"meta": ...}` line, then one request a line with its
+/// sector `s`, sectors `n`, kind `rw` and the positions `iq` / `cq` of its issue and
+/// completion events.
+fn from_jsonl(path: &Path, data: &[u8]) -> Result<Trace> {
+    let text = std::str::from_utf8(data)?;
+    let mut lines = text.lines();
+    let meta: serde_json::Value = serde_json::from_str(lines.next().unwrap_or("{}"))?;
+    let meta = &meta["meta"];
+    let mut reqs = Vec::new();
+    let mut other = 0;
+    for line in lines.filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        let n = v["n"].as_u64().unwrap_or(0);
+        if v["rw"].as_str() != Some("R") {
+            other += u64::from(n > 0);
+            continue;
+        }
+        reqs.push(Req {
+            sector: v["s"].as_u64().context("s")?,
+            sectors: n,
+            issue: v["iq"].as_u64().context("iq")?,
+            complete: v["cq"].as_u64().context("cq")?,
+        });
+    }
+    reqs.sort_by_key(|r| r.issue);
+    let label = path
+        .file_name()
+        .map(|n| n.to_string_lossy().trim_end_matches(".jsonl").to_string())
+        .unwrap_or_default();
+    Ok(Trace {
+        label,
+        command: meta["cmd_str"].as_str().unwrap_or("").to_string(),
+        exit_code: meta["exit_code"]
+            .as_i64()
+            .and_then(|c| i32::try_from(c).ok()),
+        wall_s: meta["wall_s"].as_f64().unwrap_or(0.0),
+        device_bytes: meta["dev_sectors"].as_u64().unwrap_or(0) * 512,
+        read_ahead_kb: meta["queue"]["read_ahead_kb"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
+        reqs,
+        other_requests: other,
+    })
 }
 
 /// A loop device, detached when dropped.
