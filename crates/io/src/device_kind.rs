@@ -309,4 +309,15 @@ mod tests {
         );
         assert_eq!(IoPlan::Parallel.resolve(Rotational), IoMode::Parallel);
     }
+
+    #[cfg(feature = "clap")]
+    #[test]
+    fn clap_knows_the_same_names() {
+        use clap::ValueEnum;
+        for p in IoPlan::value_variants() {
+            let name = p.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(name, p.to_string());
+            assert_eq!(IoPlan::from_str(&name, false), Ok(*p));
+        }
+    }
 }
