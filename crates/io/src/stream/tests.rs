@@ -103,6 +103,7 @@ fn any_number_of_consumers_get_their_bytes_from_one_ascending_coalesced_read_str
     let data = pattern(size);
     let cfg = StreamConfig {
         budget: 4 << 20,
+        ahead: 4,
         ..StreamConfig::default()
     };
     let plan = scattered(3000, size as u64, 24);
