@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod device_kind;
 pub mod e2undo;
 mod file;
 pub mod logfile;
@@ -15,6 +16,7 @@ pub mod mounts;
 pub mod overlay;
 pub mod redo;
 pub mod sim;
+pub mod stream;
 pub mod undo;
 
 pub use file::FileDevice;

@@ -10,6 +10,7 @@ pub mod child;
 pub mod conformance;
 pub mod corrupt;
 pub mod gilbert;
+pub mod hdd;
 pub mod imagegen;
 pub(crate) mod markdown;
 pub mod metrics;

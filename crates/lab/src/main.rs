@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use ffsck_lab::{
-    age, bench, conformance, corrupt, gilbert, mkfs, repair_conformance, sweep, versus,
+    age, bench, conformance, corrupt, gilbert, hdd, mkfs, repair_conformance, sweep, versus,
 };
 
 #[derive(Parser)]
@@ -45,6 +45,8 @@ enum Cmd {
     Corrupt(corrupt::CorruptArgs),
     /// Age an image through a loop mount (root) and report its fragmentation.
     Age(age::AgeArgs),
+    /// Trace checkers' block requests (root) and model them on a 7200 rpm hard disk.
+    Hdd(hdd::HddArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         Cmd::Mkfs(args) => mkfs::main(&args),
         Cmd::Corrupt(args) => corrupt::main(&args),
         Cmd::Age(args) => age::main(&args),
+        Cmd::Hdd(args) => hdd::main(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

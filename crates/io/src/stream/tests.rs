@@ -1,0 +1,266 @@
+//! Tests of the ordered stream: a recording device checks that the reads go out ascending and
+//! coalesced, for 1 to 8 consumers, and every consumer gets exactly its range's bytes.
+
+use super::*;
+use crate::{MemDevice, Result};
+use std::collections::HashSet;
+
+/// A device that records every read it serves, and fails reads touching `bad`.
+struct Recording {
+    inner: MemDevice,
+    reads: Mutex<Vec<(u64, u64)>>,
+    hints: Mutex<Vec<(u64, u64)>>,
+    bad: Option<u64>,
+}
+
+impl Recording {
+    fn new(data: Vec<u8>) -> Self {
+        Recording {
+            inner: MemDevice::new(data),
+            reads: Mutex::new(Vec::new()),
+            hints: Mutex::new(Vec::new()),
+            bad: None,
+        }
+    }
+    fn reads(&self) -> Vec<(u64, u64)> {
+        self.reads.lock().unwrap().clone()
+    }
+}
+
+impl Device for Recording {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.reads.lock().unwrap().push((offset, buf.len() as u64));
+        if let Some(bad) = self.bad {
+            if offset <= bad && bad < offset + buf.len() as u64 {
+                return Err(IoError::Io {
+                    offset,
+                    source: std::io::Error::other("bad sector"),
+                });
+            }
+        }
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, _: &[u8], _: u64) -> Result<()> {
+        Err(IoError::ReadOnly)
+    }
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+    fn bytes_read(&self) -> u64 {
+        self.inner.bytes_read()
+    }
+    fn will_need(&self, ranges: &[(u64, u64)]) {
+        self.hints.lock().unwrap().extend_from_slice(ranges);
+    }
+}
+
+fn pattern(size: usize) -> Vec<u8> {
+    (0..size).map(|i| (i * 7 + i / 4096) as u8).collect()
+}
+
+/// Deterministic pseudo-random ranges: scattered 4 KiB blocks, some runs, some overlaps.
+fn scattered(n: usize, size: u64, seed: u64) -> ReadPlan {
+    let mut x = seed;
+    let mut next = || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    let mut plan = ReadPlan::new();
+    for _ in 0..n {
+        let block = next() % (size / 4096);
+        let len = match next() % 8 {
+            0 => 3 * 4096,
+            1 => 100,
+            _ => 4096,
+        };
+        plan.add((block * 4096).min(size - len), len);
+    }
+    plan
+}
+
+fn assert_ascending_and_coalesced(reads: &[(u64, u64)], cfg: &StreamConfig) {
+    for w in reads.windows(2) {
+        let ((a, alen), (b, _)) = (w[0], w[1]);
+        assert!(a + alen <= b, "reads not ascending and disjoint: {w:?}");
+        let gap = b - (a + alen);
+        // A gap small enough to read through may only separate requests that are split at
+        // the size limit, and then the next one starts right where the last ended.
+        assert!(
+            gap == 0 || gap > cfg.max_gap,
+            "a small gap was skipped: {w:?}"
+        );
+    }
+}
+
+#[test]
+fn any_number_of_consumers_get_their_bytes_from_one_ascending_coalesced_read_stream() {
+    let size = 64 << 20;
+    let data = pattern(size);
+    let cfg = StreamConfig {
+        budget: 4 << 20,
+        ahead: 4,
+        ..StreamConfig::default()
+    };
+    let plan = scattered(3000, size as u64, 24);
+    let (_, reqs) = plan.schedule(&cfg);
+    for consumers in [1, 2, 4, 8] {
+        let dev = Recording::new(data.clone());
+        let seen: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+        run(&dev, &plan, &cfg, |s| {
+            std::thread::scope(|t| {
+                for _ in 0..consumers {
+                    t.spawn(|| {
+                        let mut mine = Vec::new();
+                        while let Some(p) = s.recv() {
+                            let (off, len) = plan.range(p.id).unwrap();
+                            assert_eq!(p.offset, off);
+                            assert!(p.is_full(), "{p:?}");
+                            assert_eq!(&p[..], &data[off as usize..(off + len) as usize]);
+                            mine.push(p.id);
+                        }
+                        seen.lock().unwrap().extend(mine);
+                    });
+                }
+            })
+        });
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..plan.len()).collect::<Vec<_>>(), "{consumers}");
+        let reads = dev.reads();
+        assert_ascending_and_coalesced(&reads, &cfg);
+        assert_eq!(reads.len(), reqs.len());
+        // Coalesced: far fewer reads than ranges, each at most a request plus one range.
+        assert!(reads.len() * 4 < plan.len(), "{} reads", reads.len());
+        assert!(reads.iter().all(|&(_, l)| l <= cfg.max_request + 3 * 4096));
+        // The device heard about the requests before they were read.
+        assert_eq!(dev.hints.lock().unwrap().len(), reqs.len());
+    }
+}
+
+#[test]
+fn workers_taking_their_own_ids_out_of_disk_order_do_not_deadlock_on_a_small_budget() {
+    let size = 16 << 20;
+    let data = pattern(size);
+    let cfg = StreamConfig {
+        budget: 64 << 10,
+        max_request: 64 << 10,
+        ..StreamConfig::default()
+    };
+    let plan = scattered(800, size as u64, 7);
+    for consumers in [1usize, 2, 4, 8] {
+        let dev = Recording::new(data.clone());
+        let got = std::sync::atomic::AtomicUsize::new(0);
+        run(&dev, &plan, &cfg, |s| {
+            std::thread::scope(|t| {
+                for k in 0..consumers {
+                    let (plan, data, got) = (&plan, &data, &got);
+                    t.spawn(move || {
+                        // Ids in insertion order, which is not disk order.
+                        for id in (k..plan.len()).step_by(consumers) {
+                            let p = s.take(id).expect("every id once");
+                            let (off, len) = plan.range(id).unwrap();
+                            assert_eq!(&p[..], &data[off as usize..(off + len) as usize]);
+                            assert!(s.take(id).is_none(), "handed out twice");
+                            got.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    });
+                }
+            })
+        });
+        assert_eq!(got.into_inner(), plan.len());
+        assert_ascending_and_coalesced(&dev.reads(), &cfg);
+    }
+}
+
+#[test]
+fn overlapping_and_touching_ranges_share_one_request_and_far_ones_do_not() {
+    let cfg = StreamConfig::default();
+    let mut plan = ReadPlan::new();
+    let far = 100 << 20;
+    let a = plan.add(far, 4096);
+    let b = plan.add(8192, 8192);
+    let c = plan.add(12288, 4096); // inside b
+    let d = plan.add(4096, 4096); // touches b
+    let e = plan.add(16384 + (512 << 10), 4096); // a gap of exactly max_gap: read through
+    let (order, reqs) = plan.schedule(&cfg);
+    assert_eq!(order, vec![d, b, c, e, a]);
+    assert_eq!(
+        reqs.iter().map(|r| (r.offset, r.len)).collect::<Vec<_>>(),
+        vec![(4096, 12288 + (512 << 10) + 4096), (far, 4096)]
+    );
+}
+
+#[test]
+fn ranges_at_and_past_the_device_end_come_back_short_and_zero_filled() {
+    let dev = Recording::new(pattern(10_000));
+    let mut plan = ReadPlan::new();
+    let inside = plan.add(0, 4096);
+    let across = plan.add(8192, 4096);
+    let past = plan.add(20_000, 4096);
+    let huge = plan.add(0, MAX_RANGE + 1);
+    let pieces: Vec<Piece> = run(&dev, &plan, &StreamConfig::default(), |s| {
+        std::iter::from_fn(|| s.recv()).collect()
+    });
+    assert_eq!(pieces.len(), 4);
+    let by_id = |id| pieces.iter().find(|p| p.id == id).unwrap();
+    assert!(by_id(inside).is_full());
+    let p = by_id(across);
+    assert!(
+        matches!(p.status, ReadStatus::Short { valid: 1808 }),
+        "{p:?}"
+    );
+    assert_eq!(&p[..1808], &pattern(10_000)[8192..]);
+    assert!(p[1808..].iter().all(|&b| b == 0));
+    let p = by_id(past);
+    assert!(matches!(p.status, ReadStatus::Short { valid: 0 }), "{p:?}");
+    assert_eq!(p.len(), 4096);
+    assert!(p.iter().all(|&b| b == 0));
+    assert!(matches!(by_id(huge).status, ReadStatus::Failed(_)));
+    assert!(by_id(huge).is_empty());
+}
+
+#[test]
+fn a_failed_read_fails_only_the_ranges_on_the_bad_sector() {
+    let mut dev = Recording::new(pattern(1 << 20));
+    dev.bad = Some(40_000);
+    let mut plan = ReadPlan::new();
+    let ids: Vec<usize> = (0..20).map(|i| plan.add(i * 4096, 4096)).collect();
+    let pieces: Vec<Piece> = run(&dev, &plan, &StreamConfig::default(), |s| {
+        std::iter::from_fn(|| s.recv()).collect()
+    });
+    let failed: HashSet<usize> = pieces
+        .iter()
+        .filter(|p| !p.is_full())
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(failed, HashSet::from([ids[9]]));
+    let bad = pieces.iter().find(|p| p.id == ids[9]).unwrap();
+    assert!(matches!(bad.status, ReadStatus::Failed(_)));
+    assert!(bad.iter().all(|&b| b == 0));
+}
+
+#[test]
+fn consumers_that_stop_early_stop_the_reader() {
+    let dev = Recording::new(pattern(32 << 20));
+    let plan = scattered(2000, 32 << 20, 3);
+    let cfg = StreamConfig {
+        budget: 1 << 20,
+        max_request: 256 << 10,
+        ..StreamConfig::default()
+    };
+    let (_, reqs) = plan.schedule(&cfg);
+    // Keep the first pieces (and so the budget) and return: the reader must not hang.
+    let kept: Vec<Piece> = run(&dev, &plan, &cfg, |s| {
+        (0..3).filter_map(|_| s.recv()).collect()
+    });
+    assert_eq!(kept.len(), 3);
+    assert!(dev.reads().len() < reqs.len());
+    // An empty plan needs no reads at all.
+    let empty = ReadPlan::new();
+    assert!(run(&dev, &empty, &cfg, |s| s.recv()).is_none());
+}
