@@ -124,7 +124,7 @@ pub fn read_roots_of<F: crate::pass1::Facts + ?Sized>(
                 numblocks: numblocks.min(listed),
                 ..Default::default()
             };
-            if let Some(raw) = crate::pass2::read_inode(fs, ino) {
+            if let Some(raw) = crate::ext4::inode::read(fs, ino) {
                 d.casefold = RawInode::parse(&raw).flags() & iflags::CASEFOLD != 0;
             }
             if root != 0 {

@@ -9,6 +9,7 @@
 pub mod bitmap;
 pub mod engine;
 pub mod estimate;
+pub(crate) mod ext4;
 pub mod fast_commit;
 pub mod filemap;
 pub mod fs;

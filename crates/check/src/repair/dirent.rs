@@ -139,7 +139,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding])
                     edit_raw(p0, dev, c.dir, |raw| {
                         let area = match c.num {
                             0 => Some(0x28 + 4..0x28 + 60),
-                            _ => crate::pass2::inline_xattr_range(raw),
+                            _ => crate::ext4::inode::inline_data_range(raw),
                         };
                         if let Some(r) = area {
                             change(&mut raw[r], false);
