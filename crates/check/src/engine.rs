@@ -48,8 +48,8 @@ impl Default for CheckOptions {
 impl CheckOptions {
     /// `now` as the check stamps and compares it: seconds since the epoch, 0 for no clock
     /// (as is a clock set before the epoch).
-    pub fn clock(&self) -> u64 {
-        u64::try_from(self.now).unwrap_or(0)
+    pub fn clock(&self) -> crate::Clock {
+        crate::Clock::at(self.now)
     }
 }
 

@@ -37,6 +37,7 @@ pub mod spill;
 pub mod superblock;
 
 pub use engine::{check, CheckOptions, Outcome, Progress, Summary};
+pub use ext4::clock::Clock;
 pub use pass0::SuperHint;
 pub use problem::Problem;
 pub use report::{exit, Finding, Policy, ProblemCtx, Reporter};

@@ -867,10 +867,8 @@ fn rebuild_inline(
     if let Some(p) = parent {
         raw[I_BLOCK..I_BLOCK + 4].copy_from_slice(&p.to_le_bytes());
     }
-    if fs.has_metadata_csum() {
-        ffsck_format::inode::set_inode_checksum(&mut raw, fs.csum_seed, dir);
-    }
-    let _ = dev.write_at(&raw, off);
+    let mut inode = crate::ext4::inode::Inode { ino: dir, off, raw };
+    crate::ext4::inode::write(fs, dev, &mut inode);
 }
 
 #[cfg(test)]
