@@ -218,19 +218,22 @@ mod tests {
         );
         // The name of the last entry cannot run past the block either.
         let mut b = block();
-        b[40 + 6] = 255;
-        b[40 + 4..40 + 6].copy_from_slice(&256u16.to_le_bytes());
-        put(&mut b, 296, 0, 1024 - 296, b"", 0);
-        b[296 + 6] = 255;
+        b[40 + 4..40 + 6].copy_from_slice(&((1024 - 40 - 16) as u16).to_le_bytes());
+        put(&mut b, 1008, 5, 16, b"", 1);
+        b[1008 + 6] = 255;
         let steps: Vec<_> = entries(&b, 1024).collect();
-        assert!(matches!(
-            steps.last(),
-            Some(Step::Damaged {
-                off: 296,
-                damage: Damage::NameLen,
-                ..
-            })
-        ));
+        assert!(
+            matches!(
+                steps.last(),
+                Some(Step::Damaged {
+                    off: 1008,
+                    damage: Damage::NameLen,
+                    ..
+                })
+            ),
+            "{:?}",
+            steps.last()
+        );
     }
 
     #[test]

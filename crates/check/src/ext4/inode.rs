@@ -167,3 +167,109 @@ pub(crate) fn inline_data_range(raw: &[u8]) -> Option<std::ops::Range<usize>> {
     let len = e.raw.e_value_size.get() as usize;
     (off + len <= raw.len()).then_some(off..off + len)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ffsck_format::{Geometry, RawGroupDesc, RawSuperblock, RoCompat};
+    use ffsck_io::MemDevice;
+    use std::sync::Arc;
+
+    /// A 1 KiB-block file system of one group whose inode table starts at block 5, on a
+    /// device of `blocks` blocks, with `metadata_csum` if `csum`.
+    fn image(csum: bool, blocks: usize) -> (Fs, Arc<MemDevice>) {
+        let mut sb = RawSuperblock::parse(&[0u8; 1024]).expect("superblock");
+        sb.s_magic.set(ffsck_format::EXT2_MAGIC);
+        sb.s_rev_level.set(1);
+        sb.s_inode_size.set(256);
+        sb.s_inodes_count.set(16);
+        sb.s_inodes_per_group.set(16);
+        sb.s_blocks_count_lo.set(64);
+        sb.s_blocks_per_group.set(8192);
+        sb.s_first_data_block.set(1);
+        sb.s_first_ino.set(11);
+        if csum {
+            sb.s_feature_ro_compat.set(RoCompat::METADATA_CSUM);
+        }
+        let geo = Geometry::new(&sb).expect("geometry");
+        let mut gd = RawGroupDesc::parse(&[0u8; 64], 32);
+        gd.set_inode_table(5);
+        let dev = Arc::new(MemDevice::new(vec![0u8; blocks * 1024]));
+        let fs = Fs {
+            dev: dev.clone(),
+            csum_seed: sb.csum_seed(),
+            sb,
+            sb_block: 0,
+            geo,
+            groups: vec![gd],
+        };
+        (fs, dev)
+    }
+
+    #[test]
+    fn inodes_are_found_by_group_and_bounded_by_it() {
+        let (fs, dev) = image(false, 64);
+        let i = read_from(&fs, &*dev, 3).expect("inode 3");
+        assert_eq!((i.off, i.raw.len()), (5 * 1024 + 2 * 256, 256));
+        assert_eq!(i.csum(&fs), Csum::Unchecked);
+        // Outside the file system, and inode 0.
+        assert!(read_from(&fs, &*dev, 17).is_none());
+        assert!(read_from(&fs, &*dev, 0).is_none());
+        assert!(read(&fs, 17).is_none());
+        // An inode table past the end of the device: no inode, no panic.
+        let (fs, dev) = image(false, 6);
+        assert!(read_from(&fs, &*dev, 16).is_none());
+    }
+
+    #[test]
+    fn a_write_seals_the_checksum_and_a_changed_byte_breaks_it() {
+        let (fs, dev) = image(true, 64);
+        assert!(edit(&fs, &*dev, 12, |i| {
+            i.i_mode.set(0o100644);
+            i.i_links_count.set(1);
+            i.i_generation.set(42);
+        }));
+        let i = read_from(&fs, &*dev, 12).expect("inode 12");
+        assert_eq!(i.parse().links_count(), 1);
+        assert_eq!(i.csum(&fs), Csum::Good);
+        assert_eq!(
+            seed_from(&fs, &*dev, 12),
+            Some(ffsck_format::csum::inode_seed(fs.csum_seed, 12, 42))
+        );
+        // A byte changed behind the layer's back: the verdict says so, with both values.
+        let mut raw = i.raw.clone();
+        raw[0x20] ^= 1;
+        assert!(
+            matches!(verdict(&fs, 12, &raw), Csum::Bad { stored, computed } if stored != computed)
+        );
+        // The same bytes under another inode number do not verify either.
+        assert!(matches!(verdict(&fs, 13, &i.raw), Csum::Bad { .. }));
+        // Written back through the layer, they verify again.
+        assert!(edit_raw(&fs, &*dev, 12, |r| r[0x20] ^= 1));
+        assert_eq!(
+            read_from(&fs, &*dev, 12).expect("inode").csum(&fs),
+            Csum::Good
+        );
+    }
+
+    #[test]
+    fn inline_data_is_found_only_inside_the_inode() {
+        let mut raw = vec![0u8; 256];
+        raw[128..130].copy_from_slice(&32u16.to_le_bytes());
+        assert_eq!(inline_data_range(&raw), None);
+        // The in-inode attribute magic, then one entry `system.data` of 4 bytes.
+        let start = 128 + 32;
+        raw[start..start + 4].copy_from_slice(&ffsck_format::xattr::IBODY_MAGIC.to_le_bytes());
+        let e = start + 4;
+        raw[e] = 4; // name length
+        raw[e + 1] = 7; // system.
+        raw[e + 2..e + 4].copy_from_slice(&40u16.to_le_bytes());
+        raw[e + 8..e + 12].copy_from_slice(&4u32.to_le_bytes());
+        raw[e + 16..e + 20].copy_from_slice(b"data");
+        raw[start + 4 + 40..start + 4 + 44].copy_from_slice(b"abcd");
+        assert_eq!(inline_data(&raw).as_deref(), Some(&b"abcd"[..]));
+        // A value said to run past the inode is not there.
+        raw[e + 8..e + 12].copy_from_slice(&400u32.to_le_bytes());
+        assert_eq!(inline_data_range(&raw), None);
+    }
+}

@@ -19,7 +19,6 @@ use std::collections::{HashMap, VecDeque};
 use zerocopy::FromBytes;
 
 /// What checking a block needs besides its bytes.
-
 pub(super) struct Ctx<'a, F: Facts + ?Sized> {
     /// References per inode (index `ino - 1`), counted by all workers at once.
     pub(super) refs: &'a SharedCounter,
@@ -366,11 +365,8 @@ pub(super) fn check_block_into<F: Facts + ?Sized>(
     let htree_root = ctx.p1.kind(db.ino - 1) & kind::HTREE != 0 && db.lblk == 0;
     if csum && !htree_root {
         if fdir::has_tail(buf) {
-            let seed = ctx.inode_seed(db.ino);
-            if let Some(seed) = seed {
-                if fdir::leaf_checksum(buf, seed) != fdir::stored_leaf_checksum(buf) {
-                    failed_csum = true;
-                }
+            if let Some(seed) = ctx.inode_seed(db.ino) {
+                failed_csum = ffsck_format::verify::dir_leaf_csum(buf, seed).is_err();
             }
             max = bs - fdir::TAIL_SIZE;
         } else {

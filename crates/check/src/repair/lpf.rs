@@ -687,7 +687,7 @@ pub(super) fn mark_inode(p0: &Pass0Facts, dev: &dyn Device, ino: u32, dir: bool)
     let idx = (ino - 1) % ipg;
     if let Some(bits) = set_bit(dev, gd.inode_bitmap(), bs, u64::from(idx)) {
         if fs.has_metadata_csum() {
-            let c = ffsck_format::csum::ext4_crc32c(fs.csum_seed, &bits[..(ipg / 8) as usize]);
+            let c = ffsck_format::verify::bitmap_checksum(&bits, ipg, fs.csum_seed);
             gd.set_inode_bitmap_csum(if wide { c } else { c & 0xFFFF });
         }
     }
@@ -720,10 +720,8 @@ pub(super) fn mark_block(p0: &Pass0Facts, dev: &dyn Device, blk: u64) {
     let bit = blk - geo.group_first_block(g);
     if let Some(bits) = set_bit(dev, gd.block_bitmap(), bs, bit) {
         if fs.has_metadata_csum() {
-            let c = ffsck_format::csum::ext4_crc32c(
-                fs.csum_seed,
-                &bits[..(geo.clusters_per_group / 8) as usize],
-            );
+            let c =
+                ffsck_format::verify::bitmap_checksum(&bits, geo.clusters_per_group, fs.csum_seed);
             gd.set_block_bitmap_csum(if wide { c } else { c & 0xFFFF });
         }
     }
