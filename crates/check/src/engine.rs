@@ -48,8 +48,8 @@ impl Default for CheckOptions {
 impl CheckOptions {
     /// `now` as the check stamps and compares it: seconds since the epoch, 0 for no clock
     /// (as is a clock set before the epoch).
-    pub fn clock(&self) -> u64 {
-        u64::try_from(self.now).unwrap_or(0)
+    pub fn clock(&self) -> crate::Clock {
+        crate::Clock::at(self.now)
     }
 }
 
@@ -289,7 +289,15 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     }
     rep.pass_start(2);
     prog.start(2, p1.dir_block_count());
-    let p2 = pass2::run_with(&p0, &p1, policy, &mut f, prog, early, &limits);
+    let p2 = pass2::run_with(
+        &p0,
+        &p1,
+        policy,
+        &mut f,
+        &|n| prog.advance(n),
+        early,
+        &limits,
+    );
     pass2::large_files(&p0.fs, p1.counts.large_files, policy, &mut f);
     crate::pathname::name_dirs(&p0.fs, &p2.dirs, &mut f.0);
     flush(rep, &mut f, &mut all);

@@ -124,7 +124,7 @@ pub fn read_roots_of<F: crate::pass1::Facts + ?Sized>(
                 numblocks: numblocks.min(listed),
                 ..Default::default()
             };
-            if let Some(raw) = crate::pass2::read_inode(fs, ino) {
+            if let Some(raw) = crate::ext4::inode::read(fs, ino) {
                 d.casefold = RawInode::parse(&raw).flags() & iflags::CASEFOLD != 0;
             }
             if root != 0 {
@@ -177,46 +177,8 @@ pub fn is_node(buf: &[u8], bs: usize, csum: bool) -> bool {
 /// The library's checksum test for a root or interior block: a block that ends in a leaf tail
 /// is checked as a leaf, one that parses as an index node as a node; anything else fails.
 pub fn interior_csum_ok(buf: &[u8], bs: usize, seed: u32) -> bool {
-    // Walk the entries to see whether they end exactly at a leaf tail.
-    let top = bs - fdir::TAIL_SIZE;
-    let mut off = 0usize;
-    let mut lands_on_tail = false;
-    for _ in 0..=bs / 8 {
-        if off >= top {
-            lands_on_tail = off == top;
-            break;
-        }
-        let Some(h) = header_at(buf, off, bs as u32) else {
-            break;
-        };
-        if h.rec_len < 8 || h.rec_len % 4 != 0 {
-            return false;
-        }
-        off += h.rec_len as usize;
-    }
-    if lands_on_tail && fdir::has_tail(buf) {
-        return fdir::leaf_checksum(buf, seed) == fdir::stored_leaf_checksum(buf);
-    }
-    let Some(first) = header_at(buf, 0, bs as u32) else {
-        return false;
-    };
-    let count_offset = if first.rec_len as usize == bs && first.name_len == 0 {
-        8
-    } else if first.rec_len == 12 {
-        let Some(second) = header_at(buf, 12, bs as u32) else {
-            return false;
-        };
-        if second.rec_len as usize != bs - 12 {
-            return false;
-        }
-        match DxRootInfo::read_from_prefix(&buf[DX_ROOT_INFO_OFFSET..]) {
-            Ok((info, _)) if info.reserved_zero.get() == 0 && info.info_length == 8 => 32,
-            _ => return false,
-        }
-    } else {
-        return false;
-    };
-    fdir::dx_csum_ok(buf, count_offset, seed).unwrap_or(false)
+    buf.get(..bs)
+        .is_some_and(|b| ffsck_format::verify::dir_block_csum_ok(b, seed))
 }
 
 /// Check the format of a root (`lblk == 0`) or interior node and collect its index entries.

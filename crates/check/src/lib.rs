@@ -9,6 +9,7 @@
 pub mod bitmap;
 pub mod engine;
 pub mod estimate;
+pub(crate) mod ext4;
 pub mod fast_commit;
 pub mod filemap;
 pub mod fs;
@@ -37,6 +38,7 @@ pub mod spill;
 pub mod superblock;
 
 pub use engine::{check, CheckOptions, Outcome, Progress, Summary};
+pub use ext4::clock::Clock;
 pub use pass0::SuperHint;
 pub use problem::Problem;
 pub use report::{exit, Finding, Policy, ProblemCtx, Reporter};

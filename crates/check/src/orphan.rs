@@ -11,14 +11,12 @@ use crate::filemap::{self, Visit};
 use crate::fs::Fs;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
-use ffsck_format::csum::ext4_crc32c;
 use ffsck_format::inode::RawInode;
 use ffsck_format::{Compat, RoCompat};
 
-/// `ob_magic` of an orphan-file block tail.
-pub const ORPHAN_BLOCK_MAGIC: u32 = 0x0B10_CA04;
+pub use ffsck_format::verify::ORPHAN_BLOCK_MAGIC;
 /// Size of the tail (`ob_magic`, `ob_checksum`) at the end of each orphan-file block.
-const TAIL_BYTES: usize = 8;
+const TAIL_BYTES: usize = ffsck_format::verify::ORPHAN_TAIL_BYTES;
 
 /// How the orphan file looked (e2fsck's 0 = clean, 1 = corrupt, 2 = had to be cleared).
 #[derive(PartialEq, Eq)]
@@ -30,10 +28,7 @@ enum State {
 
 /// The tail checksum of orphan-file block `buf` at physical block `blk` of inode `ino`.
 pub fn block_csum(fs: &Fs, ino: u32, generation: u32, blk: u64, buf: &[u8]) -> u32 {
-    let mut c = ext4_crc32c(fs.csum_seed, &ino.to_le_bytes());
-    c = ext4_crc32c(c, &generation.to_le_bytes());
-    c = ext4_crc32c(c, &blk.to_le_bytes());
-    ext4_crc32c(c, &buf[..buf.len().saturating_sub(TAIL_BYTES)])
+    ffsck_format::verify::orphan_block_checksum(buf, fs.csum_seed, ino, generation, blk)
 }
 
 /// The content a clean orphan-file block at physical block `blk` must have.

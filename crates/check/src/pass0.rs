@@ -7,6 +7,7 @@
 //! Produces: `Pass0Facts` with the opened `Fs` and per-group flags saying which descriptor
 //! fields are usable. Relies on: nothing but the device. Frees: nothing.
 
+use crate::ext4::clock::Clock;
 use crate::fs::Fs;
 use crate::journal::JournalFacts;
 use crate::problem::Problem as P;
@@ -43,9 +44,9 @@ pub struct Pass0Facts {
     pub journal: JournalFacts,
     /// The resize inode is cleared (or recreated) by the repair: pass 1 sees it empty.
     pub resize_cleared: bool,
-    /// The run's clock (`CheckOptions::now`, in seconds since the epoch; 0 for none), which a
-    /// repair stamps on what it writes (dtime, ctime, mtime of the inodes it makes).
-    pub now: u64,
+    /// The run's clock (`CheckOptions::now`), which a repair stamps on what it writes (dtime,
+    /// ctime, mtime of the inodes it makes).
+    pub now: Clock,
 }
 
 /// Why the file system could not be opened at all (exit 8).
@@ -257,9 +258,10 @@ pub fn run_with(
     hint: SuperHint,
     policy: Policy,
     journal_dev: Option<&Arc<dyn Device>>,
-    now: u64,
+    now: impl Into<Clock>,
     out: &mut Findings,
 ) -> Result<Pass0Facts, OpenFailure> {
+    let now: Clock = now.into();
     // An external journal device carries an ext2 superblock but no file system: refuse it
     // before judging its geometry (which would otherwise send us to the backups).
     // Likewise a primary superblock with incompat features we do not know is refused as it
@@ -412,7 +414,7 @@ pub fn run_with(
     let journal = crate::journal::check(&fs, policy, sb_block != 0, journal_dev, out)
         .map_err(|a| OpenFailure::Journal(a.0))?;
     let states = check_groups(&fs, policy, out);
-    check_super_fields(&fs, policy, now, out);
+    check_super_fields(&fs, policy, now.secs(), out);
     // A journal that recorded an error (s_errno) makes e2fsck clear it in the journal
     // superblock; under -n that write fails, and the failure surfaces on the next metadata
     // read, the resize inode's, which e2fsck then reports invalid. Reproduce that verdict.

@@ -1317,7 +1317,7 @@ fn really_dir(fs: &Fs, ino: u32, inode: &RawInode, raw: &[u8]) -> Option<String>
         if !geo.incompat.has(Incompat::INLINE_DATA) {
             return None;
         }
-        let extra = crate::pass2::inline_xattr_data(fs, raw)?;
+        let extra = crate::ext4::inode::inline_data(raw)?;
         if (60 + extra.len()) % 4 != 0 {
             return None;
         }
@@ -1879,7 +1879,7 @@ pub(crate) fn symlink_ok(fs: &Fs, inode: &RawInode, raw: &[u8]) -> bool {
         if fl & iflags::EXTENTS != 0 {
             return false;
         }
-        let Some(extra) = crate::pass2::inline_xattr_data(fs, raw) else {
+        let Some(extra) = crate::ext4::inode::inline_data(raw) else {
             return false;
         };
         return size > 0 && size == (inode.block_bytes().len() + extra.len()) as u64;
@@ -2753,7 +2753,7 @@ fn inline_data_size(raw: &[u8]) -> Option<u64> {
         return Some(IN_IBLOCK);
     }
     ffsck_format::xattr::parse_entries(&raw[start..], 4, 4).ok()?;
-    let extra = crate::pass2::inline_xattr_range(raw).map_or(0, |r| r.len() as u64);
+    let extra = crate::ext4::inode::inline_data_range(raw).map_or(0, |r| r.len() as u64);
     Some(IN_IBLOCK + extra)
 }
 

@@ -8,9 +8,10 @@
 //! `Pass2Facts` (references).
 //! Frees: both link tables.
 
+use crate::ext4::inode::read as read_inode;
 use crate::fs::Fs;
 use crate::pass1::{kind, Pass1Facts};
-use crate::pass2::{read_inode, Pass2Facts};
+use crate::pass2::Pass2Facts;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::ft;

@@ -14,6 +14,7 @@ use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::ft;
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ffsck_format::verify;
 use rayon::prelude::*;
 
 pub struct Pass5Facts {
@@ -361,9 +362,15 @@ fn compare_blocks(p0: &Pass0Facts, used: &Bitmap, uninit_marks: &Bitmap, g: u32)
                 (n.div_ceil(ratio)..u64::from(geo.clusters_per_group)).any(|i| !test(bits, i));
         }
         if fs.has_metadata_csum() && c.diffs.is_empty() {
-            let len = (geo.clusters_per_group / 8) as usize;
-            let sum = ffsck_format::csum::ext4_crc32c(fs.csum_seed, &bits[..len.min(bits.len())]);
-            c.csum_bad = !csum_matches(geo, sum, fs.groups[g as usize].block_bitmap_csum());
+            let stored = fs.groups[g as usize].block_bitmap_csum();
+            c.csum_bad = verify::bitmap(
+                bits,
+                geo.clusters_per_group,
+                fs.csum_seed,
+                stored,
+                geo.desc_size,
+            )
+            .is_err();
         }
     }
     c
@@ -430,22 +437,12 @@ fn compare_inodes(p0: &Pass0Facts, p1: &Pass1Facts, g: u32) -> InodeGroup {
     }
     if let Some(bits) = &disk {
         if fs.has_metadata_csum() && c.diffs.is_empty() {
-            let len = (ipg / 8) as usize;
-            let sum = ffsck_format::csum::ext4_crc32c(fs.csum_seed, &bits[..len.min(bits.len())]);
-            c.csum_bad = !csum_matches(geo, sum, gd.inode_bitmap_csum());
+            let stored = gd.inode_bitmap_csum();
+            c.csum_bad =
+                verify::bitmap(bits, ipg as u32, fs.csum_seed, stored, geo.desc_size).is_err();
         }
     }
     c
-}
-
-/// Whether a bitmap's checksum matches the one its descriptor stores (only the low 16 bits
-/// with 32-byte descriptors).
-fn csum_matches(geo: &ffsck_format::Geometry, sum: u32, stored: u32) -> bool {
-    if geo.desc_size >= 64 {
-        sum == stored
-    } else {
-        sum & 0xFFFF == stored
-    }
 }
 
 #[cfg(test)]

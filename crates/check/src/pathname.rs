@@ -2,11 +2,11 @@
 //! directory's name is looked up in the parent pass 2 found for it, up to the root. A parent
 //! that is unknown, or a name that cannot be found, reads `???`.
 
+use crate::ext4::dir as edir;
 use crate::filemap::{self, Visit};
 use crate::fs::Fs;
 use crate::pass2::DirTable;
 use crate::report::Finding;
-use ffsck_format::dir::{self as fdir, header_at};
 use ffsck_format::ino;
 use ffsck_format::inode::{flags, RawInode};
 use std::collections::HashMap;
@@ -19,29 +19,6 @@ const MAX_DEPTH: usize = 64;
 const MAX_BLOCKS: u64 = 4096;
 /// Directory blocks read for all the names of one check at most.
 const MAX_READS: u64 = 1 << 18;
-
-/// Call `f(offset, header, name)` for every well-formed entry of a leaf block, stopping at the
-/// first malformed one.
-pub(crate) fn walk(b: &[u8], mut f: impl FnMut(usize, fdir::DirentHeader, &[u8])) {
-    let end = if fdir::has_tail(b) {
-        b.len() - fdir::TAIL_SIZE
-    } else {
-        b.len()
-    };
-    let mut off = 0usize;
-    // Entries are at least 12 bytes: this bounds the walk.
-    for _ in 0..=b.len() / 12 {
-        let Some(h) = header_at(&b[..end], off, b.len() as u32) else {
-            break;
-        };
-        let (rl, nl) = (h.rec_len as usize, usize::from(h.name_len));
-        if rl < 12 || rl % 4 != 0 || off + rl > end || 8 + nl > rl {
-            break;
-        }
-        f(off, h, &b[off + 8..off + 8 + nl]);
-        off += rl;
-    }
-}
 
 /// Fill in the path of the directory (`ctx.dir`) of every finding whose message names it.
 pub fn name_dirs(fs: &Fs, dirs: &DirTable, findings: &mut [Finding]) {
@@ -132,11 +109,10 @@ impl Namer<'_> {
             };
             budget = budget.saturating_sub(1);
             if let Some(b) = fs.read_block(pblk) {
-                walk(&b, |_, h, name| {
-                    if found.is_none() && h.inode == child && name != b"." && name != b".." {
-                        found = Some(String::from_utf8_lossy(name).into_owned());
-                    }
-                });
+                found = edir::leaf_entries(&b)
+                    .good()
+                    .find(|e| e.inode == child && e.name != b"." && e.name != b"..")
+                    .map(|e| String::from_utf8_lossy(e.name).into_owned());
             }
             found.is_none() && budget > 0
         };

@@ -147,45 +147,7 @@ pub fn dx_entry(block: &[u8], off: usize, i: usize) -> Option<(u32, u32)> {
 /// Size of the `dx_tail` (reserved word + checksum) after an htree node's entry table.
 pub const DX_TAIL_SIZE: usize = 8;
 
-/// Why an htree node's checksum could not be verified.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DxCsumError {
-    /// `limit` or `count` exceed what the block can hold.
-    InsaneCounts,
-    /// The entry table leaves no room for the tail.
-    NoSpaceForTail,
-}
-
-/// Verify an htree node's checksum. The table starts at `count_offset` (32 for the root, 8 for
-/// an interior node); the tail sits after `limit` entries, while the checksum covers the
-/// header, the first `count` entries and the tail's reserved word.
-pub fn dx_csum_ok(block: &[u8], count_offset: usize, inode_seed: u32) -> Result<bool, DxCsumError> {
-    let bs = block.len();
-    let cl = block
-        .get(count_offset..count_offset + 4)
-        .ok_or(DxCsumError::InsaneCounts)?;
-    let limit = usize::from(u16::from_le_bytes([cl[0], cl[1]]));
-    let count = usize::from(u16::from_le_bytes([cl[2], cl[3]]));
-    let max_sane = (bs - count_offset) / 8;
-    if limit > max_sane || count > max_sane {
-        return Err(DxCsumError::InsaneCounts);
-    }
-    let tail_at = count_offset + limit * 8;
-    if tail_at > bs - DX_TAIL_SIZE {
-        return Err(DxCsumError::NoSpaceForTail);
-    }
-    let covered = count_offset + count * 8;
-    let c = csum::ext4_crc32c(inode_seed, &block[..covered]);
-    let c = csum::ext4_crc32c(c, &block[tail_at..tail_at + 4]);
-    let c = csum::ext4_crc32c(c, &[0u8; 4]);
-    let stored = u32::from_le_bytes([
-        block[tail_at + 4],
-        block[tail_at + 5],
-        block[tail_at + 6],
-        block[tail_at + 7],
-    ]);
-    Ok(c == stored)
-}
+// The htree node checksum: `verify::dx_checksum`, `verify::dx_node`.
 
 #[cfg(test)]
 mod rec_len_tests {

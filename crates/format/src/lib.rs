@@ -19,6 +19,7 @@ pub mod group;
 pub mod inode;
 pub mod journal;
 pub mod superblock;
+pub mod verify;
 pub mod xattr;
 
 pub use features::{Compat, Incompat, RoCompat};

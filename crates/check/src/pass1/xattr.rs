@@ -132,7 +132,7 @@ fn check_ea_inode_ref(scan: &Scan, ic: &InodeCheck, e: &fx::XattrEntry, name: &[
     if inum < geo.first_ino || inum > geo.inodes_count {
         return bad_ino;
     }
-    let Some(raw) = crate::pass2::read_inode(scan.fs, inum) else {
+    let Some(raw) = crate::ext4::inode::read(scan.fs, inum) else {
         return bad_ino;
     };
     let target = RawInode::parse(&raw);

@@ -191,11 +191,8 @@ pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
         gd.set_used_dirs_count(facts.dirs_per_group.get(g as usize).copied().unwrap_or(0));
         if fs.has_metadata_csum() {
             let seed = fs.csum_seed;
-            let bc = ffsck_format::csum::ext4_crc32c(
-                seed,
-                &bbits[..(geo.clusters_per_group / 8) as usize],
-            );
-            let ic = ffsck_format::csum::ext4_crc32c(seed, &ibits[..ipg / 8]);
+            let bc = ffsck_format::verify::bitmap_checksum(&bbits, geo.clusters_per_group, seed);
+            let ic = ffsck_format::verify::bitmap_checksum(&ibits, ipg as u32, seed);
             let wide = geo.desc_size >= 64;
             gd.set_block_bitmap_csum(if wide { bc } else { bc & 0xFFFF });
             gd.set_inode_bitmap_csum(if wide { ic } else { ic & 0xFFFF });

@@ -65,7 +65,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
         .map(|f| f.ctx.ino)
         .filter(|&i| i >= fs.geo.first_ino || i == ino::ROOT)
         .collect();
-    let now = p0.now as u32;
+    let now = p0.now.stamp();
     for &i in &cleared {
         // e2fsck clears the whole inode rather than list more illegal blocks.
         edit(p0, dev, i, |n| {

@@ -33,7 +33,7 @@ pub fn handles(p: P) -> bool {
 
 /// Clear the inodes named by the fixes among `fixes`.
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
-    let now = p0.now as u32;
+    let now = p0.now.stamp();
     for f in fixes.iter().filter(|f| handles(f.problem)) {
         let ino = f.ctx.ino;
         if ino < p0.fs.geo.first_ino {

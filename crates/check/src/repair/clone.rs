@@ -458,12 +458,7 @@ fn has_mapping(fs: &Fs, inode: &RawInode) -> bool {
 /// Write an extent node block, with its tail checksum recomputed for the owning inode.
 pub(super) fn write_node(fs: &Fs, dev: &dyn Device, seed: u32, blk: u64, buf: &mut [u8]) {
     if fs.has_metadata_csum() {
-        let max = u16::from_le_bytes([buf[4], buf[5]]);
-        let off = ffsck_format::extent::tail_offset(max);
-        if off + 4 <= buf.len() {
-            let c = ffsck_format::csum::ext4_crc32c(seed, &buf[..off]);
-            buf[off..off + 4].copy_from_slice(&c.to_le_bytes());
-        }
+        ffsck_format::verify::set_extent_checksum(buf, seed);
     }
     let _ = dev.write_at(buf, blk * u64::from(fs.geo.block_size));
 }

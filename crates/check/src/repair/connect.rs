@@ -6,8 +6,8 @@
 //! first, so a finding is only answered yes when its entry really fits.
 
 use super::Dirs;
+use crate::ext4::dir as edir;
 use crate::pass0::Pass0Facts;
-use crate::pathname::walk;
 use crate::problem::Problem as P;
 use crate::report::Finding;
 use ffsck_format::dir as fdir;
@@ -66,11 +66,12 @@ pub fn plan(
     let mut lpf = 0;
     for pblk in dirs.blocks(rino::ROOT) {
         if let Some(b) = read(pblk) {
-            walk(&b, |_, h, name| {
-                if h.inode != 0 && name == b"lost+found" && lpf == 0 {
-                    lpf = h.inode;
-                }
-            });
+            if lpf == 0 {
+                lpf = edir::leaf_entries(&b)
+                    .good()
+                    .find(|e| e.inode != 0 && e.name == b"lost+found")
+                    .map_or(0, |e| e.inode);
+            }
         }
     }
     if lpf == 0 && lpf_root {
@@ -128,19 +129,13 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, plan: &Plan) {
 /// Put an entry for `ino` into the first gap of `b` large enough for it.
 pub(super) fn insert(b: &mut [u8], ino: u32, ft: u8, name: &[u8]) -> bool {
     let need = fdir::rec_len_for(name.len()) as usize;
-    let mut spot = None;
-    walk(b, |off, h, _| {
-        if spot.is_some() {
-            return;
-        }
-        let rl = h.rec_len as usize;
-        if h.inode == 0 && rl >= need {
-            spot = Some((off, off, rl));
-        } else if h.inode != 0 {
-            let used = fdir::rec_len_for(usize::from(h.name_len)) as usize;
-            if rl >= used + need {
-                spot = Some((off, off + used, rl - used));
-            }
+    let spot = edir::leaf_entries(b).good().find_map(|e| {
+        let (off, rl) = (e.off, e.rec_len);
+        if e.inode == 0 {
+            (rl >= need).then_some((off, off, rl))
+        } else {
+            let used = fdir::rec_len_for(e.name.len()) as usize;
+            (rl >= used + need).then_some((off, off + used, rl - used))
         }
     });
     let Some((prev, at, len)) = spot else {

@@ -139,7 +139,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding])
                     edit_raw(p0, dev, c.dir, |raw| {
                         let area = match c.num {
                             0 => Some(0x28 + 4..0x28 + 60),
-                            _ => crate::pass2::inline_xattr_range(raw),
+                            _ => crate::ext4::inode::inline_data_range(raw),
                         };
                         if let Some(r) = area {
                             change(&mut raw[r], false);
@@ -198,11 +198,9 @@ pub fn set_leaf_csum(p0: &Pass0Facts, dev: &dyn Device, dir: u32, buf: &mut [u8]
     if !fs.has_metadata_csum() || !fdir::has_tail(buf) {
         return;
     }
-    let Some(inode) = super::inode::read_inode(p0, dev, dir) else {
+    let Some(seed) = crate::ext4::inode::seed_from(fs, dev, dir) else {
         return;
     };
-    let gen = inode.i_generation.get();
-    let seed = ffsck_format::csum::inode_seed(fs.csum_seed, dir, gen);
     let c = fdir::leaf_checksum(buf, seed);
     let n = buf.len();
     buf[n - 4..].copy_from_slice(&c.to_le_bytes());

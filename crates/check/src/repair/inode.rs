@@ -4,7 +4,7 @@
 use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
 use crate::report::Finding;
-use ffsck_format::inode::{flags, mode, set_inode_checksum, RawInode};
+use ffsck_format::inode::{flags, mode, RawInode};
 use ffsck_format::RoCompat;
 use ffsck_io::Device;
 use zerocopy::IntoBytes;
@@ -53,7 +53,7 @@ pub fn handles(p: P) -> bool {
 
 /// Apply the inode fixes among `fixes`, in order.
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
-    let now = p0.now as u32;
+    let now = p0.now.stamp();
     let huge = p0.fs.geo.ro_compat.has(RoCompat::HUGE_FILE);
     for f in fixes.iter().filter(|f| handles(f.problem)) {
         let (ino, want) = (f.ctx.ino, f.ctx.num2);
@@ -148,17 +148,17 @@ fn clear_flags(i: &mut RawInode, bits: u32) {
     i.i_flags.set(i.i_flags.get() & !bits);
 }
 
+// The repairs' inode access, through the ext4 layer (`ext4::inode`), which finds the inode
+// from its group and recomputes its checksum on every write.
+
 /// The on-disk bytes of inode `ino` as `dev` has them now, with their offset.
 pub(super) fn read_raw(p0: &Pass0Facts, dev: &dyn Device, ino: u32) -> Option<(u64, Vec<u8>)> {
-    let off = p0.fs.inode_offset(ino)?;
-    let mut raw = vec![0u8; p0.fs.geo.inode_size as usize];
-    dev.read_at(&mut raw, off).ok()?;
-    Some((off, raw))
+    crate::ext4::inode::read_from(&p0.fs, dev, ino).map(|i| (i.off, i.raw))
 }
 
 /// Inode `ino` as `dev` has it now.
 pub(super) fn read_inode(p0: &Pass0Facts, dev: &dyn Device, ino: u32) -> Option<RawInode> {
-    read_raw(p0, dev, ino).map(|(_, raw)| RawInode::parse(&raw))
+    crate::ext4::inode::read_from(&p0.fs, dev, ino).map(|i| i.parse())
 }
 
 /// Read inode `ino`, change it, recompute its checksum and write it back.
@@ -168,12 +168,7 @@ pub(super) fn edit(
     ino: u32,
     change: impl FnOnce(&mut RawInode),
 ) {
-    edit_raw(p0, dev, ino, |raw| {
-        let mut inode = RawInode::parse(raw);
-        change(&mut inode);
-        let n = raw.len().min(inode.as_bytes().len());
-        raw[..n].copy_from_slice(&inode.as_bytes()[..n]);
-    });
+    crate::ext4::inode::edit(&p0.fs, dev, ino, change);
 }
 
 /// Change the on-disk bytes of inode `ino` (all `inode_size` of them), then recompute its
@@ -184,13 +179,5 @@ pub(super) fn edit_raw(
     ino: u32,
     change: impl FnOnce(&mut [u8]),
 ) {
-    let fs = &p0.fs;
-    let Some((off, mut raw)) = read_raw(p0, dev, ino) else {
-        return;
-    };
-    change(&mut raw);
-    if fs.has_metadata_csum() {
-        set_inode_checksum(&mut raw, fs.csum_seed, ino);
-    }
-    let _ = dev.write_at(&raw, off);
+    crate::ext4::inode::edit_raw(&p0.fs, dev, ino, change);
 }

@@ -13,13 +13,13 @@ use super::inode::edit;
 use super::inode::read_inode;
 use super::Dirs;
 use crate::engine::AllocFacts;
+use crate::ext4::dir as edir;
 use crate::pass0::Pass0Facts;
-use crate::pathname::walk;
 use crate::problem::Problem as P;
 use crate::report::{Finding, ProblemCtx};
 use ffsck_format::dir as fdir;
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
-use ffsck_format::inode::{flags, set_inode_checksum, FileType, RawInode};
+use ffsck_format::inode::{flags, FileType, RawInode};
 use ffsck_format::{ino::ROOT, Incompat};
 use ffsck_io::Device;
 use std::collections::HashSet;
@@ -61,11 +61,12 @@ fn lookup(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs) -> Found {
     let mut ino = 0;
     for pblk in dirs.blocks(ROOT) {
         if let Some(b) = read_block(p0, dev, pblk) {
-            walk(&b, |_, h, name| {
-                if h.inode != 0 && name == NAME && ino == 0 {
-                    ino = h.inode;
-                }
-            });
+            if ino == 0 {
+                ino = edir::leaf_entries(&b)
+                    .good()
+                    .find(|e| e.inode != 0 && e.name == NAME)
+                    .map_or(0, |e| e.inode);
+            }
         }
     }
     if ino == 0 {
@@ -309,16 +310,14 @@ pub fn make_room(
 fn unlink(b: &mut [u8], ino: u32) -> bool {
     let mut hit = None;
     let mut prev = None;
-    walk(b, |off, h, name| {
-        if hit.is_none() {
-            if h.inode == ino && name == NAME {
-                hit = Some((prev, off, h.rec_len));
-            } else {
-                prev = Some(off);
-            }
+    for e in edir::leaf_entries(b).good() {
+        if e.inode == ino && e.name == NAME {
+            hit = Some((prev, e.off));
+            break;
         }
-    });
-    let Some((prev, off, _)) = hit else {
+        prev = Some(e.off);
+    }
+    let Some((prev, off)) = hit else {
         return false;
     };
     let bs = b.len() as u32;
@@ -556,7 +555,7 @@ pub(super) fn create_dir(
     };
     let isz = fs.geo.inode_size as usize;
     let mut inode = RawInode::parse(&vec![0u8; isz]);
-    let t = p0.now as u32;
+    let t = p0.now.stamp();
     inode.i_mode.set(mode);
     inode.i_size_lo.set(bs as u32);
     inode.i_atime.set(t);
@@ -589,13 +588,13 @@ pub(super) fn create_dir(
         inode.i_extra_isize.set(32.min(isz as u16 - 128));
         inode.i_crtime.set(t);
     }
-    let mut raw = vec![0u8; isz];
-    let n = isz.min(inode.as_bytes().len());
-    raw[..n].copy_from_slice(&inode.as_bytes()[..n]);
-    if fs.has_metadata_csum() {
-        set_inode_checksum(&mut raw, fs.csum_seed, ino);
-    }
-    let _ = dev.write_at(&raw, off);
+    let mut new = crate::ext4::inode::Inode {
+        ino,
+        off,
+        raw: vec![0u8; isz],
+    };
+    new.set(&inode);
+    crate::ext4::inode::write(fs, dev, &mut new);
 
     // `.` and `..`, then the checksum tail when the file system has one.
     let ft = if filetype { fdir::ft::DIR } else { 0 };
@@ -688,7 +687,7 @@ pub(super) fn mark_inode(p0: &Pass0Facts, dev: &dyn Device, ino: u32, dir: bool)
     let idx = (ino - 1) % ipg;
     if let Some(bits) = set_bit(dev, gd.inode_bitmap(), bs, u64::from(idx)) {
         if fs.has_metadata_csum() {
-            let c = ffsck_format::csum::ext4_crc32c(fs.csum_seed, &bits[..(ipg / 8) as usize]);
+            let c = ffsck_format::verify::bitmap_checksum(&bits, ipg, fs.csum_seed);
             gd.set_inode_bitmap_csum(if wide { c } else { c & 0xFFFF });
         }
     }
@@ -721,10 +720,8 @@ pub(super) fn mark_block(p0: &Pass0Facts, dev: &dyn Device, blk: u64) {
     let bit = blk - geo.group_first_block(g);
     if let Some(bits) = set_bit(dev, gd.block_bitmap(), bs, bit) {
         if fs.has_metadata_csum() {
-            let c = ffsck_format::csum::ext4_crc32c(
-                fs.csum_seed,
-                &bits[..(geo.clusters_per_group / 8) as usize],
-            );
+            let c =
+                ffsck_format::verify::bitmap_checksum(&bits, geo.clusters_per_group, fs.csum_seed);
             gd.set_block_bitmap_csum(if wide { c } else { c & 0xFFFF });
         }
     }

@@ -700,7 +700,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
             }
             // Last: the superblock as the fixes above left it.
             features::apply(&*ov, &fixes);
-            superblock::apply(&*ov, &fixes, p0.now);
+            superblock::apply(&*ov, &fixes, p0.now.secs());
             resize::apply_super(&*ov, &fixes);
             journal::apply_super(&*ov, &fixes);
         }

@@ -423,7 +423,7 @@ pub(super) fn fresh_inode(
     bytes: u64,
     extent_mapped: bool,
 ) {
-    let now = p0.now as u32;
+    let now = p0.now.stamp();
     let sectors = file.blocks() * (p0.fs.block_size() as u64 / 512);
     let large = p0.fs.geo.inode_size as usize > ffsck_format::inode::GOOD_OLD_INODE_SIZE;
     edit(p0, dev, ino, |i| {

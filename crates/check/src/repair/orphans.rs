@@ -83,7 +83,7 @@ pub fn release(p0: &Pass0Facts, dev: &dyn Device) -> Vec<Finding> {
         return out;
     }
     // A deletion time of 0 would read as "not deleted": without a clock, 1.
-    let now = match p0.now {
+    let now = match p0.now.secs() {
         0 => 1,
         t => t as u32,
     };

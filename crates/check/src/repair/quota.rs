@@ -26,7 +26,7 @@ pub fn apply(
     facts: &mut AllocFacts,
     fixes: &[&Finding],
 ) -> bool {
-    let now = p0.now;
+    let now = p0.now.secs();
     let mut wrote = false;
     for f in fixes.iter().filter(|f| handles(f.problem)) {
         let qtype = f.ctx.num as usize;

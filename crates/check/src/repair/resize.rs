@@ -117,7 +117,7 @@ fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts) {
     }
     let _ = dev.write_at(&dind_buf, dind * bs);
     let size = (apb * apb + apb + 12) * bs;
-    let now = p0.now as u32;
+    let now = p0.now.stamp();
     edit(p0, dev, ino::RESIZE, |i| {
         i.i_mode.set(mode::S_IFREG | 0o600);
         i.i_links_count.set(1);

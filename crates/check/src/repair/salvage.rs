@@ -581,28 +581,15 @@ fn clear_types(buf: &mut [u8], bs: usize) {
 
 /// Set the dx tail checksum of a root (`root`) or interior node.
 fn set_dx_csum(p0: &Pass0Facts, dev: &dyn Device, dir: u32, buf: &mut [u8], root: bool) {
-    let fs = &p0.fs;
-    let Some(inode) = super::inode::read_inode(p0, dev, dir) else {
+    let Some(seed) = crate::ext4::inode::seed_from(&p0.fs, dev, dir) else {
         return;
     };
-    let gen = inode.i_generation.get();
-    let seed = ffsck_format::csum::inode_seed(fs.csum_seed, dir, gen);
     let co = if root {
         DX_ROOT_ENTRIES_OFFSET
     } else {
         fdir::DX_NODE_ENTRIES_OFFSET
     };
-    let limit = usize::from(u16::from_le_bytes([buf[co], buf[co + 1]]));
-    let count = usize::from(u16::from_le_bytes([buf[co + 2], buf[co + 3]]));
-    let tail = co + limit * 8;
-    if tail + fdir::DX_TAIL_SIZE > buf.len() {
-        return;
-    }
-    buf[tail..tail + 4].fill(0);
-    let c = ffsck_format::csum::ext4_crc32c(seed, &buf[..co + count * 8]);
-    let c = ffsck_format::csum::ext4_crc32c(c, &buf[tail..tail + 4]);
-    let c = ffsck_format::csum::ext4_crc32c(c, &[0u8; 4]);
-    buf[tail + 4..tail + 8].copy_from_slice(&c.to_le_bytes());
+    ffsck_format::verify::set_dx_checksum(buf, co, seed);
 }
 
 /// Write a dx entry table at `co`: limit, count, then (hash, block) pairs.
@@ -867,10 +854,8 @@ fn rebuild_inline(
     if let Some(p) = parent {
         raw[I_BLOCK..I_BLOCK + 4].copy_from_slice(&p.to_le_bytes());
     }
-    if fs.has_metadata_csum() {
-        ffsck_format::inode::set_inode_checksum(&mut raw, fs.csum_seed, dir);
-    }
-    let _ = dev.write_at(&raw, off);
+    let mut inode = crate::ext4::inode::Inode { ino: dir, off, raw };
+    crate::ext4::inode::write(fs, dev, &mut inode);
 }
 
 #[cfg(test)]

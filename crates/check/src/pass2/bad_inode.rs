@@ -1,0 +1,133 @@
+//! The fields of an inode pass 1 flagged, checked at the first entry that names it.
+
+use crate::ext4::inode as einode;
+use crate::fs::Fs;
+use crate::problem::Problem as P;
+use crate::report::{Findings, Policy, ProblemCtx};
+use ffsck_format::inode::{FileType, RawInode};
+use ffsck_format::Incompat;
+
+/// The fields e2fsck checks for an inode pass 1 flagged, reported at its first entry.
+///
+/// Returns whether the inode is cleared (its mode or type-specific fields are impossible and
+/// the fix was agreed to).
+pub fn process_bad_inode(
+    fs: &Fs,
+    policy: Policy,
+    dir: u32,
+    ino: u32,
+    name: &str,
+    out: &mut Findings,
+) -> bool {
+    let Some(raw) = einode::read(fs, ino) else {
+        return false;
+    };
+    let inode = RawInode::parse(&raw);
+    let geo = &fs.geo;
+    let ctx = ProblemCtx {
+        ino,
+        dir,
+        str: Some(name.to_string()),
+        ..Default::default()
+    };
+    let ft = inode.file_type();
+    // An xattr block without the feature goes first; once cleared, the checks below see none.
+    let mut acl = inode.file_acl();
+    if acl != 0
+        && !geo.compat.has(ffsck_format::Compat::EXT_ATTR)
+        && out.report(
+            policy,
+            P::P2_FILE_ACL_ZERO,
+            ProblemCtx {
+                num: acl,
+                ..ctx.clone()
+            },
+        )
+    {
+        acl = 0;
+    }
+    let dev_ok = crate::pass1::device_inode_ok(&inode);
+    match ft {
+        FileType::Bad => {
+            return out.report(
+                policy,
+                P::P2_BAD_MODE,
+                ProblemCtx {
+                    num: u64::from(inode.mode()),
+                    ..ctx.clone()
+                },
+            );
+        }
+        FileType::CharDev if !dev_ok => {
+            return out.report(policy, P::P2_BAD_CHAR_DEV, ctx.clone());
+        }
+        FileType::BlockDev if !dev_ok => {
+            return out.report(policy, P::P2_BAD_BLOCK_DEV, ctx.clone());
+        }
+        FileType::Fifo if !dev_ok => {
+            return out.report(policy, P::P2_BAD_FIFO, ctx.clone());
+        }
+        FileType::Socket if !dev_ok => {
+            return out.report(policy, P::P2_BAD_SOCKET, ctx.clone());
+        }
+        // (Judged with the xattr block cleared above, if it was.)
+        FileType::Symlink if !crate::pass1::symlink_ok(fs, &inode, &raw) => {
+            return out.report(policy, P::P2_INVALID_SYMLINK, ctx.clone());
+        }
+        _ => {}
+    }
+    if inode.i_obso_faddr.get() != 0 {
+        out.report(
+            policy,
+            P::P2_FADDR_ZERO,
+            ProblemCtx {
+                num: u64::from(inode.i_obso_faddr.get()),
+                ..ctx.clone()
+            },
+        );
+    }
+    if acl != 0 && (acl < geo.first_data_block || acl >= geo.blocks_count) {
+        out.report(
+            policy,
+            P::P2_FILE_ACL_BAD,
+            ProblemCtx {
+                blk: acl,
+                ..ctx.clone()
+            },
+        );
+    }
+    if ft == FileType::Directory
+        && !geo.incompat.has(Incompat::LARGEDIR)
+        && inode.i_size_high.get() != 0
+    {
+        out.report(
+            policy,
+            P::P2_DIR_SIZE_HIGH_ZERO,
+            ProblemCtx {
+                num: u64::from(inode.i_size_high.get()),
+                ..ctx.clone()
+            },
+        );
+    }
+    if !geo.ro_compat.has(ffsck_format::RoCompat::HUGE_FILE) && inode.l_i_blocks_high.get() != 0 {
+        out.report(
+            policy,
+            P::P2_BLOCKS_HI_ZERO,
+            ProblemCtx {
+                num: u64::from(inode.l_i_blocks_high.get()),
+                ..ctx.clone()
+            },
+        );
+    }
+    if !geo.incompat.has(Incompat::SIXTY_FOUR_BIT) && inode.l_i_file_acl_high.get() != 0 {
+        out.report(
+            policy,
+            P::P2_I_FILE_ACL_HI_ZERO,
+            ProblemCtx {
+                num: u64::from(inode.l_i_file_acl_high.get()),
+                ..ctx
+            },
+        );
+    }
+    false
+}
