@@ -46,7 +46,7 @@ pub fn recover(
     let Some(journal) = p0.journal.journal.as_ref().filter(|_| needs) else {
         return (p0, Vec::new());
     };
-    let plan = crate::recovery::plan(&p0.fs, journal);
+    let plan = crate::journal::recovery::plan(&p0.fs, journal);
     for r in &plan.records {
         if ov.write_at(&r.data, r.offset).is_err() {
             return (p0, Vec::new());
