@@ -299,17 +299,13 @@ pub fn write_problem_log(path: &Path, o: &Outcome, dev: &str, argv: Vec<String>)
     writeln!(f, "<invocation prog=\"ffsck\"{}/>", args.concat())?;
     writeln!(f, "<filesystem dev=\"{}\"/>", xml_escape(dev))?;
     for x in &o.findings {
-        // Codes 0xXXFFxx are ffsck's own (e2fsck has no problem code for them: it prints
-        // "recovering journal" and the like directly), so an e2fsck-format log leaves them out.
-        if x.problem.info().e2fsck_code & 0xFF00 == 0xFF00 {
+        // A problem of ffsck's own has no e2fsck code (e2fsck prints "recovering journal" and
+        // the like directly), so an e2fsck-format log leaves it out.
+        let Some(code) = x.problem.info().e2fsck_code else {
             continue;
-        }
+        };
         let c = &x.ctx;
-        let mut attrs = format!(
-            "code=\"0x{:06x}\" answer=\"{}\"",
-            x.problem.info().e2fsck_code,
-            u8::from(x.fixed)
-        );
+        let mut attrs = format!("code=\"0x{code:06x}\" answer=\"{}\"", u8::from(x.fixed));
         if c.ino != 0 {
             attrs += &format!(" ino=\"{}\"", c.ino);
         }

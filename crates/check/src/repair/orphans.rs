@@ -280,19 +280,6 @@ fn release_one(
     }
 }
 
-/// Problems the orphan list's release reports and fixes itself (the list is dropped from the
-/// bad inode on), and the orphan-file fixes made by [`apply_file`].
-pub fn handles(p: P) -> bool {
-    matches!(
-        p,
-        P::P0_ORPHAN_ILLEGAL_HEAD_INODE
-            | P::P0_ORPHAN_ILLEGAL_INODE
-            | P::P6_ORPHAN_BLOCK_DIRTY
-            | P::P6_ORPHAN_FILE_WITHOUT_JOURNAL
-            | P::P6_ORPHAN_FILE_CORRUPTED
-    )
-}
-
 /// A dirty orphan-file block agreed to be cleared: every block of the orphan file is written
 /// as a clean, empty orphan block (e2fsck reinitialises the whole file).
 ///
