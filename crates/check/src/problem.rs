@@ -89,6 +89,9 @@ pub mod flag {
     /// A superblock finding of pass 0: left unfixed (or, for a note, left standing under -n)
     /// it sets the uncorrected exit bit, although other pass-0 answers do not.
     pub const SB_ERROR: u16 = 128;
+    /// Never reported: the row is kept so the catalogue follows e2fsck's table (its code and
+    /// message are e2fsck's; a check that finds it may come).
+    pub const KEPT: u16 = 256;
 }
 
 /// Which fixer of `repair` makes a problem's fix: its fix class. The repair's fixer table
@@ -246,8 +249,8 @@ catalogue! {
     P0_GDT_ITABLE_UNUSED = 0x000038, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor {group} has invalid unused inodes count {num}.";
     P0_BB_UNINIT_LAST = 0x000039, Fix, PREEN_OK, Alloc, SUMMARY, "Last group block bitmap uninitialized.";
     P0_CHECK_DESC_FAILED = 0x000045, None, INFO, -, 0, "The group descriptors look bad (group {group}); trying backup blocks.";
-    P0_FREE_INODE_COUNT = 0x00003F, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, Alloc, SUMMARY, "Setting free inodes count to {num} (was {num2})\n";
-    P0_FREE_BLOCK_COUNT = 0x000040, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, Alloc, SUMMARY, "Setting free blocks count to {num} (was {num2})\n";
+    P0_FREE_INODE_COUNT = 0x00003F, Fix, PREEN_OK | NO_OK | PREEN_NOMSG | KEPT, Alloc, SUMMARY, "Setting free inodes count to {num} (was {num2})\n";
+    P0_FREE_BLOCK_COUNT = 0x000040, Fix, PREEN_OK | NO_OK | PREEN_NOMSG | KEPT, Alloc, SUMMARY, "Setting free blocks count to {num} (was {num2})\n";
     P0_JOURNAL_BAD_INODE = 0x00000F, Clear, PREEN_OK, Journal, 0, "Superblock has an invalid journal (inode {ino}).\n";
     P0_CANT_FIND_JOURNAL = 0x000011, None, 0, -, 0, "Can't find the external journal";
     P0_EXT_JOURNAL_BAD_SUPER = 0x000012, None, 0, -, 0, "The external journal has a bad superblock: {str}";
@@ -298,7 +301,6 @@ catalogue! {
     P0_SB_COMPAT_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock's compatible features ({str}) differ from those of every backup superblock ({name}).";
     P0_SB_JOURNAL_INUM_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock names journal inode {ino}, every backup superblock inode {ino2}.";
     P0_SB_JOURNAL_UUID_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock's journal UUID ({str}) differs from that of every backup superblock ({name}).";
-    P0_UNSUPPORTED_FEATURE = -, None, FATAL, -, 0, "The file system has unsupported features: {str}.";
     P0_JOURNAL_RECOVERING = -, None, INFO, -, 0, "Recovering journal: {str}.";
     P0_JNL_TXN_CORRUPT = 0x00003A, None, 0, -, 0, "Journal transaction {num} was corrupt, replay was aborted.";
     P0_JOURNAL_CHECKSUM_ERROR = -, None, 0, -, 0, "Journal checksum error found: {str}.";
@@ -443,7 +445,7 @@ catalogue! {
     P2_DIR_SIZE_HIGH_ZERO = 0x02000F, Clear, PREEN_OK, Inode, INODE | MAP, "i_size_high for inode {ino} ({str}) is {num}, should be zero.\n";
     P2_BAD_MODE = 0x020012, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) has invalid mode ({num:o}).\n";
     P2_DIR_CORRUPTED = 0x020013, Salvage, 0, Salvage, RESHAPES, "Directory inode {dir}, block #{num}, offset {num2}: directory corrupted\n";
-    P2_FILENAME_LONG = 0x020014, Truncate, 0, Salvage, RESHAPES, "Directory inode {dir}, block #{num}, offset {num2}: filename too long\n";
+    P2_FILENAME_LONG = 0x020014, Truncate, KEPT, Salvage, RESHAPES, "Directory inode {dir}, block #{num}, offset {num2}: filename too long\n";
     P2_DIRECTORY_HOLE = 0x020015, Allocate, 0, DirHole, RESHAPES, "Directory inode {dir} has an unallocated block #{num}.";
     P2_DOT_NULL_TERM = 0x020016, Fix, 0, Salvage, RESHAPES, "'.' directory entry in directory inode {dir} is not NULL terminated\n";
     P2_DOT_DOT_NULL_TERM = 0x020017, Fix, 0, Salvage, RESHAPES, "'..' directory entry in directory inode {dir} is not NULL terminated\n";
@@ -451,7 +453,7 @@ catalogue! {
     P2_BAD_BLOCK_DEV = 0x020019, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) is an illegal block device.\n";
     P2_DUP_DOT = 0x02001A, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is a duplicate '.' entry.\n";
     P2_DUP_DOT_DOT = 0x02001B, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is a duplicate '..' entry.\n";
-    P2_FINAL_RECLEN = 0x02001D, Fix, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has rec_len of {num}, should be {num2}.\n";
+    P2_FINAL_RECLEN = 0x02001D, Fix, KEPT, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has rec_len of {num}, should be {num2}.\n";
     P2_SPLIT_DOT = 0x020024, Split, 0, Salvage, RESHAPES, "Directory entry for '.' in {dirpath} is big.\n";
     P2_BAD_FIFO = 0x020025, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) is an illegal FIFO.\n";
     P2_BAD_SOCKET = 0x020026, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) is an illegal socket.\n";
@@ -512,7 +514,7 @@ catalogue! {
     P4_DIR_NLINK_FEATURE = 0x040006, Fix, 0, Features, 0, "Directory exceeds max links, but no DIR_NLINK feature in superblock.\n";
 
     // ---- Pass 5: group summary information ----
-    P5_INODE_BMAP_PADDING = 0x050001, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of inode bitmap is not set.";
+    P5_INODE_BMAP_PADDING = 0x050001, Fix, PREEN_OK | KEPT, Alloc, SUMMARY, "Padding at end of inode bitmap is not set.";
     P5_BLOCK_BMAP_PADDING = 0x050002, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of block bitmap is not set.";
     P5_BLOCK_BITMAP_HEADER = 0x050003, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "Block bitmap differences: ";
     P5_BLOCK_UNUSED = 0x050004, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, " -{blk}";
@@ -531,7 +533,7 @@ catalogue! {
     P5_FREE_INODE_COUNT = 0x05000D, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, Alloc, SUMMARY, "Free inodes count wrong ({num}, counted={num2}).\n";
     P5_FREE_BLOCK_COUNT_GROUP = 0x05000E, Fix, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "Free blocks count wrong for group #{group} ({num}, counted={num2}).\n";
     P5_FREE_BLOCK_COUNT = 0x05000F, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, Alloc, SUMMARY, "Free blocks count wrong ({num}, counted={num2}).\n";
-    P5_BLOCK_UNINIT = 0x050018, Fix, PREEN_OK, Alloc, SUMMARY, "Block bitmap of group {group} is uninitialized but the group has blocks in use";
+    P5_BLOCK_UNINIT = 0x050018, Fix, PREEN_OK | KEPT, Alloc, SUMMARY, "Block bitmap of group {group} is uninitialized but the group has blocks in use";
     P5_INODE_BITMAP_CSUM_INVALID = 0x05001A, Fix, PREEN_OK, Alloc, SUMMARY, "Group {group} inode bitmap does not match checksum.";
     P5_BLOCK_BITMAP_CSUM_INVALID = 0x05001B, Fix, PREEN_OK, Alloc, SUMMARY, "Group {group} block bitmap does not match checksum.";
 
@@ -565,5 +567,150 @@ impl Problem {
     /// Whether the row's `after` column has all of `bits`.
     pub fn after(self, bits: u16) -> bool {
         self.info().after & bits == bits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Problem, ProblemInfo};
+    use crate::report::{Finding, Note, ProblemCtx};
+    use std::collections::HashMap;
+
+    /// The placeholders `Finding::message` fills.
+    const PLACEHOLDERS: &[&str] = &[
+        "ino", "ino2", "dir", "dirpath", "dirname", "blk", "blk2", "group", "num", "num:o", "num2",
+        "name", "str", "block", "Block",
+    ];
+
+    fn placeholders(i: &ProblemInfo) -> Vec<&str> {
+        let mut v = Vec::new();
+        let mut rest = i.message;
+        while let Some(a) = rest.find('{') {
+            let Some(b) = rest[a..].find('}') else {
+                v.push(&rest[a..]);
+                break;
+            };
+            v.push(&rest[a + 1..a + b]);
+            rest = &rest[a + b + 1..];
+        }
+        v
+    }
+
+    #[test]
+    fn e2fsck_codes_are_unique_and_in_their_pass() {
+        let mut seen: HashMap<u32, &str> = HashMap::new();
+        for p in Problem::ALL {
+            let i = p.info();
+            assert!(
+                i.name.starts_with('P') && p.pass() <= 6,
+                "{}: no pass prefix",
+                i.name
+            );
+            let Some(code) = i.e2fsck_code else { continue };
+            if let Some(other) = seen.insert(code, i.name) {
+                panic!("{} and {other} share e2fsck code {code:#08x}", i.name);
+            }
+            assert_eq!((code >> 16) as u8, p.pass(), "{}: code {code:#08x}", i.name);
+        }
+    }
+
+    #[test]
+    fn every_placeholder_is_known_and_filled() {
+        let full = ProblemCtx {
+            ino: 11,
+            ino2: 12,
+            dir: 2,
+            blk: 100,
+            blk2: 101,
+            group: 3,
+            num: 4,
+            num2: 5,
+            name: Some("name".into()),
+            str: Some("str".into()),
+            path: Note(Some("/".into())),
+        };
+        for &p in Problem::ALL {
+            let i = p.info();
+            for ph in placeholders(i) {
+                assert!(
+                    PLACEHOLDERS.contains(&ph),
+                    "{}: unknown placeholder {{{ph}}}",
+                    i.name
+                );
+            }
+            let f = Finding {
+                problem: p,
+                ctx: full.clone(),
+                fixed: false,
+            };
+            assert!(!f.message().contains('{'), "{}: {}", i.name, f.message());
+        }
+    }
+
+    /// Rows that name a directory by path must be given its number (`dir`), and the rows of a
+    /// map block (`{block}`) its logical number (`num`): the other fields they would use are
+    /// not there.
+    #[test]
+    fn placeholders_agree_with_each_other() {
+        for p in Problem::ALL {
+            let ph = placeholders(p.info());
+            let has = |s: &str| ph.contains(&s);
+            assert!(
+                !(has("block") || has("Block")) || !(has("num") || has("num:o")),
+                "{:?}: {{block}} is num, so num cannot also be shown",
+                p
+            );
+            assert!(
+                !(has("dirpath") && has("dirname")),
+                "{:?}: one path per message",
+                p
+            );
+        }
+    }
+
+    /// Every row is reported somewhere in the checker (its name appears outside the
+    /// catalogue), or is marked `KEPT` for e2fsck's numbering, and a `KEPT` row is not
+    /// reported.
+    #[test]
+    fn every_row_is_emitted_or_kept() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut text = String::new();
+        let mut dirs = vec![root.clone()];
+        let mut n = 0;
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).expect("src dir") {
+                let path = e.expect("entry").path();
+                n += 1;
+                assert!(n < 10_000, "source tree too deep");
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|x| x == "rs")
+                    && path != root.join("problem.rs")
+                {
+                    text += &std::fs::read_to_string(&path).expect("source");
+                }
+            }
+        }
+        for p in Problem::ALL {
+            let i = p.info();
+            let named = [format!("P::{}", i.name), format!("Problem::{}", i.name)]
+                .iter()
+                .any(|s| {
+                    text.match_indices(s.as_str()).any(|(at, _)| {
+                        !text[at + s.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+                    })
+                });
+            let kept = i.flags & super::flag::KEPT != 0;
+            assert!(
+                named != kept,
+                "{}: emitted {named}, marked KEPT {kept}",
+                i.name
+            );
+            assert!(
+                !kept || i.e2fsck_code.is_some(),
+                "{}: KEPT without an e2fsck code",
+                i.name
+            );
+        }
     }
 }

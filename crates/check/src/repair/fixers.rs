@@ -174,3 +174,32 @@ pub(super) fn apply(r: &mut Round, alone: Option<Fixer>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{When, FIXERS};
+    use crate::problem::{after, Problem};
+
+    /// Every fixer the catalogue names has a step, and only in-order fixers are summaries or
+    /// remaps (the order rules apply to fixes made in a round).
+    #[test]
+    fn every_fixer_in_the_catalogue_has_a_step() {
+        for p in Problem::ALL {
+            let Some(fixer) = p.info().fixer else {
+                continue;
+            };
+            let steps: Vec<When> = FIXERS
+                .iter()
+                .filter(|s| s.fixer == fixer)
+                .map(|s| s.when)
+                .collect();
+            assert!(!steps.is_empty(), "{p:?}: {fixer:?} has no step");
+            if p.after(after::SUMMARY) || p.after(after::REMAPS) {
+                assert!(steps.contains(&When::InOrder), "{p:?}: {fixer:?}");
+            }
+            if p.after(after::ALONE) && steps[0] == When::Alone {
+                assert!(steps.iter().all(|&w| w == When::Alone), "{p:?}: {fixer:?}");
+            }
+        }
+    }
+}
