@@ -461,7 +461,7 @@ fn recover_first(
     let Some(journal) = p0.journal.journal.as_ref().filter(|_| needs) else {
         return Ok(p0);
     };
-    let plan = crate::recovery::plan(&p0.fs, journal);
+    let plan = crate::journal::recovery::plan(&p0.fs, journal);
     // A read-only check replays into its own overlay and drops it. A repair runs the check on
     // the repair's overlay (`repair::repair`), so the replay lands there and is committed with
     // the rest of the repair generation.

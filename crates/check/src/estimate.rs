@@ -19,7 +19,8 @@
 //! Nothing here trusts the descriptors: counts are clamped to the geometry, so a hostile image
 //! gives a wrong estimate, never a panic or a huge read.
 
-use crate::pass0::{read_descs, read_super_at};
+use crate::pass0::read_descs;
+use crate::superblock::read_super_at;
 use ffsck_format::extent::Node;
 use ffsck_format::inode::{flags as iflags, FileType, RawInode};
 use ffsck_format::{group::BG_INODE_UNINIT, Geometry, Incompat, RoCompat};

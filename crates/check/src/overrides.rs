@@ -48,7 +48,7 @@ fn get() -> Option<&'static Overrides> {
 /// The flags of `p` with the run's overrides applied.
 pub fn flags(p: Problem) -> u16 {
     let info = p.info();
-    match get().and_then(|o| o.problems.get(&info.e2fsck_code)) {
+    match get().and_then(|o| o.problems.get(&info.e2fsck_code?)) {
         Some(o) => (info.flags | o.set) & !o.clear,
         None => info.flags,
     }
@@ -57,7 +57,7 @@ pub fn flags(p: Problem) -> u16 {
 /// Is `p`'s fix refused by `force_no`?
 pub fn forced_no(p: Problem) -> bool {
     get()
-        .and_then(|o| o.problems.get(&p.info().e2fsck_code))
+        .and_then(|o| o.problems.get(&p.info().e2fsck_code?))
         .is_some_and(|o| o.force_no)
 }
 

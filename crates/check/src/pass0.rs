@@ -12,11 +12,11 @@ use crate::fs::Fs;
 use crate::journal::JournalFacts;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
-use crate::superblock::Reject;
+use crate::superblock::{read_super_at, Reject};
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ffsck_format::{
     Compat, Geometry, GeometryError, Incompat, RawGroupDesc, RawSuperblock, RoCompat,
-    SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE,
+    SUPERBLOCK_OFFSET,
 };
 use ffsck_io::Device;
 use std::sync::Arc;
@@ -69,12 +69,6 @@ pub struct SuperHint {
     pub block: Option<u64>,
     /// `-B`: block size in bytes for `block`.
     pub block_size: Option<u32>,
-}
-
-pub(crate) fn read_super_at(dev: &dyn Device, offset: u64) -> Option<RawSuperblock> {
-    let mut buf = vec![0u8; SUPERBLOCK_SIZE];
-    dev.read_at(&mut buf, offset).ok()?;
-    RawSuperblock::parse(&buf)
 }
 
 pub(crate) fn read_descs(

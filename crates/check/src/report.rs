@@ -188,8 +188,8 @@ impl Policy {
         }
         match self {
             Policy::No => false,
-            Policy::Yes => crate::repair::can_fix(p),
-            Policy::Preen => f & flag::PREEN_OK != 0 && crate::repair::can_fix(p),
+            Policy::Yes => p.fixable(),
+            Policy::Preen => f & flag::PREEN_OK != 0 && p.fixable(),
         }
     }
 }

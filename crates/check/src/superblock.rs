@@ -13,6 +13,13 @@ use ffsck_format::superblock::CHECKSUM_TYPE_CRC32C;
 use ffsck_format::{Compat, Geometry, GeometryError, Incompat, RawSuperblock, RoCompat};
 use ffsck_io::Device;
 
+/// The superblock at byte `offset` of `dev`, if it reads and parses.
+pub(crate) fn read_super_at(dev: &dyn Device, offset: u64) -> Option<RawSuperblock> {
+    let mut buf = vec![0u8; ffsck_format::SUPERBLOCK_SIZE];
+    dev.read_at(&mut buf, offset).ok()?;
+    RawSuperblock::parse(&buf)
+}
+
 /// Why a superblock copy cannot be used, as the problem that says so.
 #[derive(Clone, Debug)]
 pub struct Reject {
@@ -200,7 +207,7 @@ fn consensus(dev: &dyn Device, primary: &RawSuperblock, geo: &Geometry) -> Optio
         let Some(off) = geo.group_first_block(g).checked_mul(bs) else {
             continue;
         };
-        let Some(b) = crate::pass0::read_super_at(dev, off) else {
+        let Some(b) = read_super_at(dev, off) else {
             continue;
         };
         let usable = b.s_uuid == primary.s_uuid

@@ -22,9 +22,10 @@
 
 mod common;
 
-use ffsck_check::journal_commit::{self, Transaction};
+use ffsck_check::journal::commit::{self as journal_commit, Transaction};
+use ffsck_check::journal::recovery;
 use ffsck_check::report::Collect;
-use ffsck_check::{recovery, CheckOptions, Policy};
+use ffsck_check::{CheckOptions, Policy};
 use ffsck_format::journal::{feature, JournalSuperblock, JBD2_MAGIC_NUMBER};
 use ffsck_io::logfile::Record;
 use ffsck_io::overlay::Overlay;

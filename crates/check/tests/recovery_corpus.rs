@@ -94,7 +94,7 @@ fn corpus_journals_replay_like_e2fsck() {
         }
         std::fs::copy(&ours, &theirs).unwrap();
         let dev: Arc<dyn Device> = Arc::new(FileDevice::open_read_write(&ours).unwrap());
-        let Some(plan) = ffsck_check::recovery::replay(dev.clone()).expect(name) else {
+        let Some(plan) = ffsck_check::journal::recovery::replay(dev.clone()).expect(name) else {
             eprintln!("SKIP {name}: does not need recovery");
             continue;
         };

@@ -5,9 +5,9 @@
 //! ranges outside the file system, unknown tags) give findings, never panics.
 //! Skips when the corpus is not present.
 
-use ffsck_check::fast_commit;
+use ffsck_check::journal::fast_commit;
+use ffsck_check::journal::recovery;
 use ffsck_check::journal::Journal;
-use ffsck_check::recovery;
 use ffsck_check::Policy;
 use ffsck_format::csum::ext4_crc32c;
 use ffsck_format::journal::fc_tag;

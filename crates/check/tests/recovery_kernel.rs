@@ -148,9 +148,9 @@ fn copy(from: &Path, to: &Path) -> PathBuf {
 }
 
 /// Replay with the library and commit the writes through the redo log.
-fn replay_with_library(img: &Path, log: &Path) -> ffsck_check::recovery::Replay {
+fn replay_with_library(img: &Path, log: &Path) -> ffsck_check::journal::recovery::Replay {
     let dev: Arc<dyn Device> = Arc::new(FileDevice::open_read_write(img).unwrap());
-    let plan = ffsck_check::recovery::replay(dev.clone())
+    let plan = ffsck_check::journal::recovery::replay(dev.clone())
         .expect("recovery plans")
         .expect("the image needs recovery");
     let store = std::fs::OpenOptions::new()
@@ -174,7 +174,7 @@ fn check_variant(
     name: &str,
     mkfs: &str,
     mount_opts: &str,
-) -> Option<ffsck_check::recovery::Replay> {
+) -> Option<ffsck_check::journal::recovery::Replay> {
     if !can_mount() {
         eprintln!("SKIP {name}: not root, cannot loop-mount");
         return None;

@@ -3,8 +3,8 @@
 //! the file system, cycles, impossible revoke counts, a start outside the log). The file system
 //! comes from mke2fs; the journal blocks are written in memory.
 
+use ffsck_check::journal::recovery::{self, Replay};
 use ffsck_check::journal::Journal;
-use ffsck_check::recovery::{self, Replay};
 use ffsck_check::{Policy, Problem};
 use ffsck_format::csum::ext4_crc32c;
 use ffsck_format::journal::{blocktype, feature, tag_flag, TagLayout, JBD2_MAGIC_NUMBER};

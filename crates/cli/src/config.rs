@@ -382,8 +382,8 @@ impl Config {
         if fixes_only {
             // No optimisation: every "Optimize?" is answered no.
             for p in ffsck_check::Problem::ALL {
-                if p.info().prompt == Prompt::Optimize {
-                    problems.entry(p.info().e2fsck_code).or_default().force_no = true;
+                if let (Prompt::Optimize, Some(code)) = (p.info().prompt, p.info().e2fsck_code) {
+                    problems.entry(code).or_default().force_no = true;
                 }
             }
         }

@@ -91,7 +91,10 @@ impl Terminal {
     /// Count a finding of `p`; whether it is past its `max_count` and so not shown (the
     /// first one past it prints e2fsck's "...problem 0xNNNNNN suppressed").
     fn suppressed(&mut self, p: Problem, flags: u16) -> bool {
-        let code = p.info().e2fsck_code;
+        // Only e2fsck's codes can be named in e2fsck.conf or counted by e2fsck.
+        let Some(code) = p.info().e2fsck_code else {
+            return false;
+        };
         let max = self
             .max_count
             .get(&code)
@@ -314,7 +317,11 @@ impl Reporter for Terminal {
         self.warn(f);
         crate::tty::raw_mode();
         // `[problems] no_default`: the default answer (Enter) is no, shown as e2fsck shows it.
-        let default = !self.no_default.contains(&f.problem.info().e2fsck_code);
+        let default = !f
+            .problem
+            .info()
+            .e2fsck_code
+            .is_some_and(|c| self.no_default.contains(&c));
         let _ = write!(self.out, "{q}<{}>? ", if default { "y" } else { "n" });
         let _ = self.out.flush();
         let (yes, word) = match crate::tty::read_answer(default) {
@@ -361,17 +368,13 @@ pub fn write_problem_log(path: &Path, o: &Outcome, dev: &str, argv: Vec<String>)
     writeln!(f, "<invocation prog=\"ffsck\"{}/>", args.concat())?;
     writeln!(f, "<filesystem dev=\"{}\"/>", xml_escape(dev))?;
     for x in &o.findings {
-        // Codes 0xXXFFxx are ffsck's own (e2fsck has no problem code for them: it prints
-        // "recovering journal" and the like directly), so an e2fsck-format log leaves them out.
-        if x.problem.info().e2fsck_code & 0xFF00 == 0xFF00 {
+        // A problem of ffsck's own has no e2fsck code (e2fsck prints "recovering journal" and
+        // the like directly), so an e2fsck-format log leaves it out.
+        let Some(code) = x.problem.info().e2fsck_code else {
             continue;
-        }
+        };
         let c = &x.ctx;
-        let mut attrs = format!(
-            "code=\"0x{:06x}\" answer=\"{}\"",
-            x.problem.info().e2fsck_code,
-            u8::from(x.fixed)
-        );
+        let mut attrs = format!("code=\"0x{code:06x}\" answer=\"{}\"", u8::from(x.fixed));
         if c.ino != 0 {
             attrs += &format!(" ino=\"{}\"", c.ino);
         }

@@ -1,13 +1,13 @@
 //! The crash-safe repair path of the command line: finish an interrupted repair left in an
 //! explicit `--repair-log`, run the engine's repair against an overlay, then commit the staged
 //! generation. The commit goes through the file system's own jbd2 journal when it can carry
-//! it (`ffsck_check::journal_commit`), so the repair state lives on the device; otherwise
+//! it (`ffsck_check::journal::commit`), so the repair state lives on the device; otherwise
 //! (no journal, the repair changes it, too large) a one-line note says why, and the generation
 //! goes through `--repair-log PATH` if given, or is written in place as e2fsck does. The undo
 //! file, when asked for, saves the old contents of every byte any of these paths writes.
 
 use anyhow::{anyhow, Context, Result};
-use ffsck_check::journal_commit;
+use ffsck_check::journal::commit as journal_commit;
 use ffsck_check::repair::RepairOutcome;
 use ffsck_check::{exit, CheckOptions, Outcome, Reporter};
 use ffsck_format::{EXT2_MAGIC, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};

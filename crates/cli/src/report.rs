@@ -237,9 +237,8 @@ pub fn outcome(o: &Outcome) {
 
 fn finding_json(f: &Finding, policy: Policy) -> Value {
     let info = f.problem.info();
-    // Codes 0xXXFFxx are ffsck's own: e2fsck has no problem code for them.
-    let e2fsck_code =
-        (info.e2fsck_code & 0xFF00 != 0xFF00).then(|| format!("0x{:06x}", info.e2fsck_code));
+    // None for ffsck's own problems: e2fsck has no problem code for them.
+    let e2fsck_code = info.e2fsck_code.map(|c| format!("0x{c:06x}"));
     let answer = match (info.prompt, f.fixed) {
         (Prompt::None, _) => "none",
         (_, false) => "no",

@@ -5,52 +5,10 @@
 
 use crate::engine::AllocFacts;
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
 use crate::relocate::Table;
 use ffsck_format::group::{RawGroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ffsck_io::Device;
 use zerocopy::IntoBytes;
-
-pub fn handles(p: P) -> bool {
-    matches!(
-        p,
-        P::P0_FREE_INODE_COUNT
-            | P::P0_FREE_BLOCK_COUNT
-            | P::P0_GDT_CSUM
-            | P::P0_GDT_CSUM_LATCH
-            | P::P0_GDT_UNINIT
-            | P::P0_GDT_ITABLE_UNUSED
-            | P::P0_BB_UNINIT_LAST
-            | P::P0_BB_NOT_GROUP
-            | P::P0_IB_NOT_GROUP
-            | P::P1_BB_CONFLICT
-            | P::P1_IB_CONFLICT
-            | P::P1_BB_BAD_BLOCK
-            | P::P1_IB_BAD_BLOCK
-            | P::P5_INODE_BMAP_PADDING
-            | P::P5_BLOCK_BMAP_PADDING
-            | P::P5_BLOCK_BITMAP_HEADER
-            | P::P5_BLOCK_UNUSED
-            | P::P5_BLOCK_USED
-            | P::P5_BLOCK_RANGE_UNUSED
-            | P::P5_BLOCK_RANGE_USED
-            | P::P5_BLOCK_BITMAP_END
-            | P::P5_INODE_BITMAP_HEADER
-            | P::P5_INODE_UNUSED
-            | P::P5_INODE_USED
-            | P::P5_INODE_RANGE_UNUSED
-            | P::P5_INODE_RANGE_USED
-            | P::P5_INODE_BITMAP_END
-            | P::P5_FREE_INODE_COUNT_GROUP
-            | P::P5_FREE_DIR_COUNT_GROUP
-            | P::P5_FREE_INODE_COUNT
-            | P::P5_FREE_BLOCK_COUNT_GROUP
-            | P::P5_FREE_BLOCK_COUNT
-            | P::P5_BLOCK_UNINIT
-            | P::P5_INODE_BITMAP_CSUM_INVALID
-            | P::P5_BLOCK_BITMAP_CSUM_INVALID
-    )
-}
 
 fn set(bits: &mut [u8], i: usize) {
     if let Some(b) = bits.get_mut(i / 8) {

@@ -22,10 +22,6 @@ use ffsck_format::{ino, Incompat};
 use ffsck_io::Device;
 use std::collections::{BTreeSet, HashSet};
 
-pub fn handles(p: P) -> bool {
-    block_map(p) || extent(p) || p == P::P1_TOO_MANY_BAD_BLOCKS
-}
-
 /// Problems fixed by zeroing pointers of a block map.
 fn block_map(p: P) -> bool {
     matches!(

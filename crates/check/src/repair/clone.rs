@@ -15,17 +15,13 @@ use crate::bitmap::Bitmap;
 use crate::engine::AllocFacts;
 use crate::fs::Fs;
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
+use crate::problem::{Fixer, Problem as P};
 use crate::report::Finding;
 use ffsck_format::extent::{Node, MAX_DEPTH};
 use ffsck_format::inode::{flags as iflags, FileType, RawInode};
 use ffsck_format::{ino, Incompat};
 use ffsck_io::Device;
 use std::collections::BTreeMap;
-
-pub fn handles(p: P) -> bool {
-    p == P::P1D_CLONE_QUESTION
-}
 
 /// Blocks copied at once when an extent moves.
 const COPY_CHUNK: u64 = 256;
@@ -158,7 +154,7 @@ pub fn apply(
 ) {
     let mut inos: Vec<u32> = fixes
         .iter()
-        .filter(|f| handles(f.problem))
+        .filter(|f| f.problem.fixed_by(Fixer::Clone))
         .map(|f| f.ctx.ino)
         .filter(|&i| i != ino::BAD && i != ino::RESIZE)
         .collect();

@@ -8,20 +8,13 @@
 use super::Dirs;
 use crate::ext4::dir as edir;
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
+use crate::problem::Fixer;
 use crate::report::Finding;
 use ffsck_format::dir as fdir;
 use ffsck_format::inode::{FileType, RawInode};
 use ffsck_format::{ino as rino, Incompat};
 use ffsck_io::Device;
 use std::collections::HashSet;
-
-pub fn handles(p: P) -> bool {
-    matches!(
-        p,
-        P::P4_UNATTACHED_INODE | P::P3_UNCONNECTED_DIR | P::P3_LOOPED_DIR
-    )
-}
 
 /// The blocks of `/lost+found` with the new entries in place, and the inodes they link.
 #[derive(Default)]
@@ -44,7 +37,7 @@ pub fn plan(
     let mut plan = Plan::default();
     let wanted: Vec<u32> = findings
         .iter()
-        .filter(|f| f.fixed && handles(f.problem))
+        .filter(|f| f.fixed && f.problem.fixed_by(Fixer::Connect))
         .map(|f| f.ctx.ino)
         .collect();
     if wanted.is_empty() {

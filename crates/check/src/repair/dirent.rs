@@ -9,7 +9,7 @@
 use super::inode::edit_raw;
 use super::Dirs;
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
+use crate::problem::{Fixer, Problem as P};
 use crate::report::Finding;
 use ffsck_format::dir::{self as fdir, header_at};
 use ffsck_io::Device;
@@ -31,23 +31,9 @@ pub fn clears(p: P) -> bool {
     )
 }
 
-pub fn handles(p: P) -> bool {
-    clears(p)
-        || matches!(
-            p,
-            P::P2_SET_FILETYPE
-                | P::P2_BAD_FILETYPE
-                | P::P2_CLEAR_FILETYPE
-                | P::P2_BAD_NAME
-                | P::P2_BAD_ENCODED_NAME
-                | P::P2_LEAF_NODE_ONLY_CSUM_INVALID
-                | P::P3_BAD_DOT_DOT
-        )
-}
-
 /// Apply the entry fixes among `fixes`, in order.
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding]) {
-    for f in fixes.iter().filter(|f| handles(f.problem)) {
+    for f in fixes.iter().filter(|f| f.problem.fixed_by(Fixer::Dirent)) {
         let c = &f.ctx;
         match f.problem {
             P::P2_LEAF_NODE_ONLY_CSUM_INVALID => {

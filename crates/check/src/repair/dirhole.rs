@@ -9,7 +9,7 @@
 use super::inode;
 use crate::engine::AllocFacts;
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
+use crate::problem::Fixer;
 use crate::report::Finding;
 use ffsck_format::dir as fdir;
 use ffsck_format::ino as rino;
@@ -21,10 +21,6 @@ const EXTENT_MAGIC: u16 = 0xF30A;
 /// Direct block pointers of a block-mapped inode.
 const DIRECT: u32 = 12;
 
-pub fn handles(p: P) -> bool {
-    p == P::P2_DIRECTORY_HOLE
-}
-
 /// Fill the holes the fixes among `fixes` name.
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, facts: Option<&AllocFacts>, fixes: &[&Finding]) {
     let Some(facts) = facts else {
@@ -32,7 +28,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, facts: Option<&AllocFacts>, fixe
     };
     let mut taken: HashSet<u64> = HashSet::new();
     let mut cursor = p0.fs.geo.first_data_block.max(1);
-    for f in fixes.iter().filter(|f| handles(f.problem)) {
+    for f in fixes.iter().filter(|f| f.problem.fixed_by(Fixer::DirHole)) {
         let (dir, lblk) = (f.ctx.dir, f.ctx.num);
         let Ok(lblk) = u32::try_from(lblk) else {
             continue;

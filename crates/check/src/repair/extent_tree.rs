@@ -8,7 +8,7 @@ use super::clone::write_node;
 use super::inode::{edit, read_inode};
 use crate::fs::Fs;
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
+use crate::problem::Fixer;
 use crate::report::Finding;
 use ffsck_format::extent::{Node, EXTENT_MAGIC, MAX_DEPTH};
 use ffsck_io::Device;
@@ -16,13 +16,12 @@ use ffsck_io::Device;
 /// Entries an extent root in the inode holds.
 const ROOT_ENTRIES: usize = 4;
 
-pub fn handles(p: P) -> bool {
-    p == P::P1_EXTENT_BAD_MAX_DEPTH
-}
-
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
     let fs = &p0.fs;
-    for f in fixes.iter().filter(|f| handles(f.problem)) {
+    for f in fixes
+        .iter()
+        .filter(|f| f.problem.fixed_by(Fixer::ExtentTree))
+    {
         let ino = f.ctx.ino;
         let Some(inode) = read_inode(p0, dev, ino) else {
             continue;

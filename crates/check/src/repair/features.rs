@@ -10,19 +10,6 @@ use ffsck_format::{Incompat, RawSuperblock, RoCompat};
 use ffsck_io::Device;
 use zerocopy::IntoBytes;
 
-pub fn handles(p: P) -> bool {
-    matches!(
-        p,
-        P::P1_EXTENT_FEATURE
-            | P::P2_FEATURE_LARGE_FILES
-            | P::P1_FS_REV_LEVEL
-            | P::P4_DIR_NLINK_FEATURE
-            | P::P0_FIRST_META_BG_TOO_BIG
-            | P::P1_INLINE_DATA_FEATURE
-            | P::P0_INVALID_QUOTA_INO
-    )
-}
-
 /// The (incompat, ro_compat) bits the fixes among `fixes` turn on.
 fn feature_bits(fixes: &[&Finding]) -> (u32, u32) {
     fixes.iter().fold((0, 0), |(i, r), f| match f.problem {

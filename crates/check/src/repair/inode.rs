@@ -2,60 +2,18 @@
 //! read and written through the overlay so fixes of one inode compose.
 
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
+use crate::problem::{Fixer, Problem as P};
 use crate::report::Finding;
 use ffsck_format::inode::{flags, mode, RawInode};
 use ffsck_format::RoCompat;
 use ffsck_io::Device;
 use zerocopy::IntoBytes;
 
-pub fn handles(p: P) -> bool {
-    matches!(
-        p,
-        P::P1_SET_DTIME
-            | P::P1_ROOT_DTIME
-            | P::P1_ZERO_DTIME
-            | P::P1_BAD_I_SIZE
-            | P::P1_BAD_I_BLOCKS
-            | P::P1_INODE_ONLY_CSUM_INVALID
-            | P::P4_BAD_REF_COUNT
-            | P::P1_LOW_DTIME
-            | P::P1_ORPHAN_LIST_REFUGEES
-            | P::P1_SET_IMAGIC
-            | P::P1_SET_IMMUTABLE
-            | P::P1_SET_NONZSIZE
-            | P::P1_SPECIAL_EXTENTS_IDATA
-            | P::P1_CASEFOLD_NONDIR
-            | P::P1_CASEFOLD_FEATURE
-            | P::P1_RESERVED_BAD_MODE
-            | P::P1_JOURNAL_BAD_MODE
-            | P::P1_HTREE_SET
-            | P::P1_HTREE_NODIR
-            | P::P1_FAST_SYMLINK_EXTENT_FL
-            | P::P2_FADDR_ZERO
-            | P::P2_FILE_ACL_ZERO
-            | P::P2_FILE_ACL_BAD
-            | P::P1_TREAT_AS_DIRECTORY
-            | P::P1_INLINE_DATA_NO_ATTR
-            | P::P1_EXTRA_ISIZE
-            | P::P2_I_FILE_ACL_HI_ZERO
-            | P::P2_BLOCKS_HI_ZERO
-            | P::P2_DIR_SIZE_HIGH_ZERO
-            | P::P1_INVALID_BAD_INODE
-            | P::P1_BADBLOCKS_IN_BADBLOCKS
-            | P::P1_UNSET_EXTENT_FL
-            | P::P1_CLEAR_INLINE_DATA_FOR_EXTENT
-            | P::P1_CLEAR_EXTENT_FOR_INLINE_DATA
-            | P::P1_CLEAR_EXTENT_INLINE_DATA_FLAGS
-            | P::P1_MISSING_ENCRYPTION_XATTR
-    )
-}
-
 /// Apply the inode fixes among `fixes`, in order.
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
     let now = p0.now.stamp();
     let huge = p0.fs.geo.ro_compat.has(RoCompat::HUGE_FILE);
-    for f in fixes.iter().filter(|f| handles(f.problem)) {
+    for f in fixes.iter().filter(|f| f.problem.fixed_by(Fixer::Inode)) {
         let (ino, want) = (f.ctx.ino, f.ctx.num2);
         edit(p0, dev, ino, |i| match f.problem {
             P::P1_SET_DTIME | P::P1_ROOT_DTIME => i.i_dtime.set(0),

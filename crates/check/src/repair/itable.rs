@@ -6,13 +6,8 @@
 use super::alloc::write_desc;
 use crate::engine::AllocFacts;
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
 use crate::relocate::Table;
 use ffsck_io::Device;
-
-pub fn handles(p: P) -> bool {
-    p == P::P0_ITABLE_NOT_GROUP
-}
 
 /// Whether this round moves an inode table (and so restarts the check).
 pub fn moves(facts: Option<&AllocFacts>) -> bool {

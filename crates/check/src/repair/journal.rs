@@ -14,16 +14,6 @@ use ffsck_format::{ino, Compat, Incompat};
 use ffsck_io::Device;
 use zerocopy::IntoBytes;
 
-pub fn handles(p: P) -> bool {
-    matches!(
-        p,
-        P::P0_JOURNAL_BAD_INODE
-            | P::P1_JOURNAL_INODE_NOT_CLEAR
-            | P::P0_JOURNAL_HAS_JOURNAL
-            | P::P0_JOURNAL_RECOVER_SET
-    )
-}
-
 /// Zero inode 8 when it is no longer the journal.
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
     if fixes

@@ -15,7 +15,7 @@ use super::Dirs;
 use crate::engine::AllocFacts;
 use crate::ext4::dir as edir;
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
+use crate::problem::{Fixer, Problem as P};
 use crate::report::{Finding, ProblemCtx};
 use ffsck_format::dir as fdir;
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
@@ -24,18 +24,6 @@ use ffsck_format::{ino::ROOT, Incompat};
 use ffsck_io::Device;
 use std::collections::HashSet;
 use zerocopy::IntoBytes;
-
-pub fn handles(p: P) -> bool {
-    matches!(
-        p,
-        P::P3_NO_LF_DIR
-            | P::P3_LPF_NOTDIR
-            | P::P3_LPF_ENCRYPTED
-            | P::P3_LPF_INLINE_DATA
-            | P::P3_EXPAND_LF_DIR
-            | P::P3_LPF_NO_SPACE
-    )
-}
 
 const NAME: &[u8] = b"lost+found";
 
@@ -264,7 +252,7 @@ pub fn make_room(
 ) -> Option<(usize, usize)> {
     let wanted: Vec<u32> = findings
         .iter()
-        .filter(|f| f.fixed && super::connect::handles(f.problem))
+        .filter(|f| f.fixed && f.problem.fixed_by(Fixer::Connect))
         .map(|f| f.ctx.ino)
         .collect();
     if wanted.is_empty() {

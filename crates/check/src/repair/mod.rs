@@ -2,9 +2,11 @@
 //! finding the policy answers yes, and check again until nothing is left to fix. The overlay's
 //! changes are then one repair generation, which the caller commits through the redo log.
 //!
-//! A problem is only answered yes when a fix for it exists here (`can_fix`); everything else is
-//! reported as not fixed and leaves the exit code's "errors left" bit set, so a partial repair
-//! never claims more than it did.
+//! A problem is only answered yes when the catalogue names a fixer for it (`Problem::fixable`);
+//! everything else is reported as not fixed and leaves the exit code's "errors left" bit set,
+//! so a partial repair never claims more than it did. Each round: check, hold back the fixes
+//! that must wait (`order`, from the catalogue's `after` column), ask (`interactive`), make the
+//! root and `/lost+found`, decide, report, and apply the fixer table (`fixers`).
 
 mod alloc;
 mod blockmap;
@@ -15,12 +17,15 @@ mod dirent;
 mod dirhole;
 mod extent_tree;
 mod features;
+mod fixers;
 mod inode;
+mod interactive;
 mod itable;
 mod journal;
 mod lpf;
 pub mod mark;
 mod newjournal;
+mod order;
 mod orphans;
 mod quota;
 mod resize;
@@ -33,49 +38,17 @@ mod xattr;
 
 use crate::engine::{self, CheckOptions, Outcome};
 use crate::pass0::{self, Pass0Facts};
-use crate::problem::Problem as P;
+use crate::problem::{after, Fixer, Problem as P};
 use crate::report::{exit, Finding, Findings, Policy, ProblemCtx, Reporter};
 use ffsck_io::overlay::{Extent, Overlay};
 use ffsck_io::Device;
-use std::collections::{HashMap, HashSet};
+use fixers::{Round, When};
+use interactive::{Answers, Event, Held};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Rounds of check-and-fix before giving up on reaching a clean state.
 const MAX_ROUNDS: usize = 8;
-
-/// Whether this module can fix `p` (the policy answers no to anything else).
-pub fn can_fix(p: P) -> bool {
-    inode::handles(p)
-        || alloc::handles(p)
-        || dirent::handles(p)
-        || connect::handles(p)
-        || clear::handles(p)
-        || lpf::handles(p)
-        || root::handles(p)
-        || clone::handles(p)
-        || blockmap::handles(p)
-        || salvage::handles(p)
-        || dirhole::handles(p)
-        || features::handles(p)
-        || itable::handles(p)
-        || extent_tree::handles(p)
-        || resize::handles(p)
-        || journal::handles(p)
-        || xattr::handles(p)
-        || unused::handles(p)
-        || quota::handles(p)
-        || superblock::handles(p)
-        || orphans::handles(p)
-        // Made after the last round (`recreate_journal`).
-        || p == P::P6_RECREATE_JOURNAL
-        // Reset by the journal check itself when answered yes (`journal::reset_super`).
-        || p == P::P0_JOURNAL_BAD_SUPER
-        // Written back by the journal check itself when answered yes (`journal::load`).
-        || p == P::P0_CLEAR_V2_JOURNAL
-        // Replayed by the check itself when answered yes (`engine::recover_first`).
-        || p == P::P0_JOURNAL_RUN
-        || p == P::P0_JOURNAL_RUN_DEFAULT
-}
 
 /// The blocks of every directory, by owner, in logical order.
 #[derive(Default)]
@@ -107,85 +80,6 @@ impl Dirs {
     }
 }
 
-/// Fixes that depend on the references pass 2 counted: held back while an entry is cleared or
-/// an inode is cleared in the same round, and made on the next round's counts.
-fn needs_counts(p: P) -> bool {
-    connect::handles(p)
-        || matches!(
-            p,
-            P::P3_BAD_DOT_DOT | P::P4_BAD_REF_COUNT | P::P4_ZERO_LEN_INODE
-        )
-}
-
-/// Hold back the fixes that must wait for the next round, then place the reconnections
-/// (answered no when `/lost+found` is missing or full).
-fn hold_back(findings: &mut [Finding]) {
-    let structural = findings.iter().any(|f| {
-        f.fixed
-            && !needs_counts(f.problem)
-            && (dirent::clears(f.problem)
-                || clear::handles(f.problem)
-                || salvage::handles(f.problem)
-                || dirhole::handles(f.problem))
-    });
-    // Cloning or dropping blocks changes the mappings later passes and the allocation
-    // rebuild were computed from: their fixes wait for the next round.
-    let remap = findings.iter().any(|f| {
-        f.fixed
-            && (clone::handles(f.problem)
-                || blockmap::handles(f.problem)
-                || f.problem == P::P1_EXTENT_FEATURE)
-    });
-    // Quota usage is final only once every other fix is made (bitmaps and counts aside).
-    let settled = !findings
-        .iter()
-        .any(|f| f.fixed && !alloc::handles(f.problem) && !quota::handles(f.problem));
-    for f in findings.iter_mut().filter(|f| f.fixed) {
-        if quota::handles(f.problem) && !settled {
-            f.fixed = false;
-        }
-        if structural && needs_counts(f.problem) {
-            f.fixed = false;
-        }
-        if remap && (f.problem.pass() >= 2 || alloc::handles(f.problem)) {
-            f.fixed = false;
-        }
-        // The checker found no parent to point `..` at.
-        if f.problem == P::P3_BAD_DOT_DOT && f.ctx.ino2 == 0 {
-            f.fixed = false;
-        }
-    }
-}
-
-/// An inode whose mapping block lies in critical metadata (`P1_CRITICAL_METADATA_COLLISION`)
-/// has its map repaired only once pass 1D has copied that block out: until then a fix would be
-/// written into the metadata. Its other map and inode fixes wait for the round after the clone
-/// (clearing the whole inode writes nothing there and is made at once).
-fn clone_first(findings: &mut [Finding]) {
-    let cloned: HashSet<u32> = findings
-        .iter()
-        .filter(|f| f.fixed && clone::handles(f.problem))
-        .map(|f| f.ctx.ino)
-        .collect();
-    let waiting: HashSet<u32> = findings
-        .iter()
-        .filter(|f| f.problem == P::P1_CRITICAL_METADATA_COLLISION && cloned.contains(&f.ctx.ino))
-        .map(|f| f.ctx.ino)
-        .collect();
-    for f in findings.iter_mut() {
-        let map_fix = blockmap::handles(f.problem)
-            || extent_tree::handles(f.problem)
-            || inode::handles(f.problem);
-        if f.fixed
-            && map_fix
-            && f.problem != P::P1_TOO_MANY_BAD_BLOCKS
-            && waiting.contains(&f.ctx.ino)
-        {
-            f.fixed = false;
-        }
-    }
-}
-
 pub struct RepairOutcome {
     /// The last check (on the repaired state), with its summary line.
     pub last: Outcome,
@@ -202,426 +96,274 @@ pub struct RepairOutcome {
     pub exit_code: i32,
 }
 
-/// What a check reported, in order, held back until the repair has decided which fixes it
-/// will really make.
-#[derive(Default)]
-struct Held(Vec<Event>);
-
-enum Event {
-    Pass(u8),
-    Found,
-}
-
-impl Held {
-    /// Record `n` findings inserted at index `at` of the check's findings.
-    fn insert_found(&mut self, at: usize, n: usize) {
-        let mut seen = 0;
-        let mut pos = None;
-        for (i, ev) in self.0.iter().enumerate() {
-            match ev {
-                Event::Found if seen == at => {
-                    pos = Some(i);
-                    break;
-                }
-                Event::Found => seen += 1,
-                Event::Pass(p) if *p >= 4 && seen == at => {
-                    pos = Some(i);
-                    break;
-                }
-                Event::Pass(_) => {}
-            }
-        }
-        let pos = pos.unwrap_or(self.0.len());
-        for _ in 0..n {
-            self.0.insert(pos, Event::Found);
-        }
-    }
-}
-
-impl Reporter for Held {
-    fn pass_start(&mut self, pass: u8) {
-        self.0.push(Event::Pass(pass));
-    }
-    fn finding(&mut self, f: &Finding) {
-        let _ = f; // the outcome carries the finding itself
-        self.0.push(Event::Found);
-    }
-}
-
-/// An interactive repair's answers, by finding (problem and context): each question is put
-/// once, and a later round that finds the same problem again takes the same answer. Findings
-/// shown without a question are kept too (answered no), so nothing is shown twice.
-struct Answers {
-    given: HashMap<(P, ProblemCtx), bool>,
-    /// The engine's policy (yes to every fix it has): what it would fix is asked.
-    policy: Policy,
-    /// The last pass whose header was shown.
-    headers: u8,
-}
-
-impl Answers {
-    fn new(policy: Policy) -> Self {
-        Answers {
-            given: HashMap::new(),
-            policy,
-            headers: 0,
-        }
-    }
-
-    /// A finding shown outside the rounds, with the answer the policy gave it.
-    fn told(&mut self, f: &Finding) {
-        self.given.insert((f.problem, f.ctx.clone()), f.fixed);
-    }
-
-    fn get(&self, f: &Finding) -> Option<bool> {
-        self.given.get(&(f.problem, f.ctx.clone())).copied()
-    }
-
-    /// Give the findings asked in an earlier round their answers.
-    fn recall(&self, found: &mut [Finding]) {
-        for f in found.iter_mut() {
-            if let Some(a) = self.get(f) {
-                f.fixed &= a;
-            }
-        }
-    }
-
-    /// Show `f` if it is new: a proposed fix is asked, anything else reported. Returns the
-    /// answer (no for what was not asked), or None for a fix held back to a later round,
-    /// which is shown only when that round comes.
-    fn put(
-        &mut self,
-        f: &Finding,
-        rep: &mut dyn Reporter,
-        shown: &mut Vec<Finding>,
-    ) -> Option<bool> {
-        if let Some(a) = self.get(f) {
-            return Some(a && f.fixed);
-        }
-        if !f.fixed && self.policy.answer(f.problem) {
-            return None;
-        }
-        let a = if f.fixed {
-            rep.ask(f)
-        } else {
-            rep.finding(f);
-            false
-        };
-        self.given.insert((f.problem, f.ctx.clone()), a);
-        shown.push(Finding {
-            fixed: a,
-            ..f.clone()
-        });
-        Some(a)
-    }
-
-    /// Show this round's findings in the check's order, asking about each new fix and
-    /// setting each finding's `fixed` to its answer. With `before_pass4` it stops where pass
-    /// 4 begins (`/lost+found` is made there, asked in its turn). Calling it again on the same
-    /// round shows only what was not shown yet.
-    fn round(
-        &mut self,
-        held: &Held,
-        found: &mut [Finding],
-        before_pass4: bool,
-        rep: &mut dyn Reporter,
-        shown: &mut Vec<Finding>,
-    ) {
-        let mut next = found.iter_mut();
-        for ev in &held.0 {
-            match ev {
-                Event::Pass(p) if before_pass4 && *p >= 4 => return,
-                Event::Pass(p) if *p > self.headers => {
-                    rep.pass_start(*p);
-                    self.headers = *p;
-                }
-                Event::Pass(_) => {}
-                Event::Found => {
-                    let Some(f) = next.next() else { return };
-                    if before_pass4 && f.problem.pass() >= 4 {
-                        return;
-                    }
-                    if let Some(a) = self.put(f, rep, shown) {
-                        f.fixed = a;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Decide which of the fixes the policy accepted are made. A fix is held back when it could be
-/// wrong because of a problem that stays unfixed: inode fixes when the same inode has an
-/// unfixed problem, and the allocation rebuild (bitmaps, counts) when anything stays unfixed,
-/// since an unfixed problem may still change which blocks and inodes are in use.
-///
-/// `refused` says whether a finding left unfixed was answered no (rather than held back for a
-/// later round). In an interactive run (`strict`), the fixes a later pass proposed for a
-/// refused finding's inode wait too, since that pass assumed the refused fix was made.
-fn decide(
-    findings: &mut [Finding],
-    linked: &HashSet<u32>,
-    refused: &dyn Fn(&Finding) -> bool,
-    strict: bool,
-) {
-    for f in findings.iter_mut().filter(|f| f.fixed) {
-        if connect::handles(f.problem) && !linked.contains(&f.ctx.ino) {
-            f.fixed = false;
-        }
-    }
-    let unfixed: Vec<&Finding> = findings.iter().filter(|f| f.leaves_error()).collect();
-    // Inodes with a problem answered no (not one merely held back for a later round), with
-    // the earliest pass that found one.
-    let mut blocked: HashMap<u32, u8> = HashMap::new();
-    for f in unfixed.iter().filter(|f| refused(f) && f.ctx.ino != 0) {
-        let pass = blocked.entry(f.ctx.ino).or_insert(u8::MAX);
-        *pass = (*pass).min(f.problem.pass());
-    }
-    // Clearing an inode frees its blocks only in the next round's facts.
-    let alloc_ok = unfixed.is_empty()
-        && !findings
-            .iter()
-            .any(|f| f.fixed && clear::handles(f.problem));
-    for f in findings.iter_mut().filter(|f| f.fixed) {
-        let inode_fix =
-            inode::handles(f.problem) || clear::handles(f.problem) || connect::handles(f.problem);
-        // (Interactive: a later pass proposed its fix on the view the refused one would give.)
-        let waits = match blocked.get(&f.ctx.ino) {
-            Some(&pass) => {
-                (inode_fix && pass <= f.problem.pass()) || (strict && pass < f.problem.pass())
-            }
-            None => false,
-        };
-        if waits {
-            f.fixed = false;
-        }
-        if (alloc::handles(f.problem) || quota::handles(f.problem)) && !alloc_ok {
-            f.fixed = false;
-        }
-    }
+/// A repair in progress: the overlay, what was reported so far, and what the rounds share.
+struct Repair<'r> {
+    ov: Arc<Overlay>,
+    opts: CheckOptions,
+    rep: &'r mut dyn Reporter,
+    /// Every finding reported, across rounds.
+    findings: Vec<Finding>,
+    /// What was wrong to begin with: fixed or not, these were the file system's own.
+    first_errors: Vec<P>,
+    rounds: usize,
+    preen_halt: bool,
+    /// `-D`'s rebuild of every directory was made.
+    optimized: bool,
+    /// No room was found for a new `/lost+found`: lost files go to the root instead.
+    lpf_root: bool,
+    last: Option<Outcome>,
+    /// An interactive run, and its answers.
+    asks: bool,
+    answers: Answers,
 }
 
 /// Check and repair the file system on `dev`, staging every change in an overlay. Nothing is
 /// written to `dev`.
 pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter) -> RepairOutcome {
-    let ov = Arc::new(Overlay::new(dev));
-    let mut findings: Vec<Finding> = Vec::new();
-    let mut first_errors: Vec<P> = Vec::new();
-    let mut rounds = 0;
-    let mut preen_halt = false;
-    let mut optimized = false;
-    // No room was found for a new `/lost+found`: lost files go to the root instead.
-    let mut lpf_root = false;
-    let mut last = None;
-    // An interactive run: its answers, and the pass headers shown so far.
     let asks = rep.asks();
-    let mut answers = Answers::new(opts.policy);
-    // Opened from a backup superblock: the primary superblock and descriptors are rewritten
-    // from it first (e2fsck writes them when it finishes), and the rounds check the primary.
-    let mut opts = opts.clone();
-    let opts = &mut opts;
-    if opts.policy != Policy::No {
-        for f in restore_primary(&ov, opts) {
-            rep.finding(&f);
-            answers.told(&f);
-            findings.push(f);
-        }
+    let mut r = Repair {
+        ov: Arc::new(Overlay::new(dev)),
+        opts: opts.clone(),
+        rep,
+        findings: Vec::new(),
+        first_errors: Vec::new(),
+        rounds: 0,
+        preen_halt: false,
+        optimized: false,
+        lpf_root: false,
+        last: None,
+        asks,
+        answers: Answers::new(opts.policy),
+    };
+    r.prepare();
+    while r.rounds < MAX_ROUNDS && r.round() {}
+    r.finish()
+}
+
+impl Repair<'_> {
+    /// Report a finding made outside the rounds.
+    fn tell(&mut self, f: Finding) {
+        self.rep.finding(&f);
+        self.answers.told(&f);
+        self.findings.push(f);
     }
-    let opts = &*opts;
-    // The orphan list is released before the first check, as e2fsck does when it may write.
-    if opts.policy != Policy::No {
-        if let Some(p0) = open(&ov, opts) {
-            let (p0, replayed) = orphans::recover(p0, ov.clone(), opts);
-            for f in replayed.into_iter().chain(orphans::release(&p0, &*ov)) {
-                rep.finding(&f);
-                answers.told(&f);
-                findings.push(f);
+
+    /// Before the first round: opened from a backup superblock, the primary superblock and
+    /// descriptors are rewritten from it (e2fsck writes them when it finishes) and the rounds
+    /// check the primary; then the orphan list is released, as e2fsck does when it may write.
+    fn prepare(&mut self) {
+        if self.opts.policy == Policy::No {
+            return;
+        }
+        for f in restore_primary(&self.ov, &mut self.opts) {
+            self.tell(f);
+        }
+        if let Some(p0) = open(&self.ov, &self.opts) {
+            let (p0, replayed) = orphans::recover(p0, self.ov.clone(), &self.opts);
+            for f in replayed.into_iter().chain(orphans::release(&p0, &*self.ov)) {
+                self.tell(f);
             }
         }
     }
-    while rounds < MAX_ROUNDS {
-        let seen = findings.clone();
+
+    /// Count a round that ran (the first one's problems are the file system's own).
+    fn count(&mut self, out: &Outcome) {
+        if self.rounds == 0 {
+            self.first_errors = out.findings.iter().map(|f| f.problem).collect();
+        }
+        self.rounds += 1;
+    }
+
+    /// One round of check and fix. Returns whether another round follows.
+    fn round(&mut self) -> bool {
+        let seen = self.findings.clone();
         let mut held = Held::default();
-        let mut out = engine::check(ov.clone(), opts, &mut held);
-        let p0 = open(&ov, opts);
+        let mut out = engine::check(self.ov.clone(), &self.opts, &mut held);
+        let p0 = open(&self.ov, &self.opts);
         let mut dirs = Dirs::new(out.alloc.as_ref());
-        hold_back(&mut out.findings);
-        clone_first(&mut out.findings);
-        answers.recall(&mut out.findings);
-        // A table with no room to move to stays where it is: not fixed.
-        for f in out.findings.iter_mut() {
-            if f.fixed
-                && itable::handles(f.problem)
-                && !itable::moved(out.alloc.as_ref(), f.ctx.group)
-            {
-                f.fixed = false;
-            }
-        }
-        // Moving an inode table restarts the check, as in e2fsck: nothing else this round saw
-        // is fixed before the table is in place.
-        let restart = itable::moves(out.alloc.as_ref())
-            && out
-                .findings
-                .iter()
-                .any(|f| f.fixed && itable::handles(f.problem));
-        if restart {
-            for f in out.findings.iter_mut() {
-                f.fixed &= itable::handles(f.problem);
-            }
-        }
-        // Entries naming inodes their group calls unused: the descriptor is reset and the
-        // check starts again (as e2fsck), nothing else this round saw being fixed first.
-        let unhide = !restart
-            && out
-                .findings
-                .iter()
-                .any(|f| f.fixed && unused::handles(f.problem));
-        if unhide {
-            for f in out.findings.iter_mut() {
-                f.fixed &= unused::handles(f.problem);
-            }
-        }
-        let restart = restart || unhide;
-        // Turning on the extents feature changes how every other inode's map is read (e2fsck
-        // reads the inodes after it as extent-capable): nothing else is fixed on the old view.
-        let extents_first = !restart
-            && out
-                .findings
-                .iter()
-                .any(|f| f.fixed && f.problem == P::P1_EXTENT_FEATURE);
-        if extents_first {
-            for f in out.findings.iter_mut() {
-                f.fixed &= f.problem == P::P1_EXTENT_FEATURE;
-            }
-        }
+        order::hold_back(&mut out.findings);
+        order::clone_first(&mut out.findings);
+        self.answers.recall(&mut out.findings);
+        let alone = order::alone(&mut out.findings, out.alloc.as_ref());
+        // Moving an inode table or resetting a group restarts the check, as in e2fsck.
+        let restart = alone.is_some_and(|g| fixers::when(g) == When::Alone);
         // Interactive: passes 0-3 are asked now, before anything below acts on the answers.
-        if asks {
-            answers.round(&held, &mut out.findings, true, rep, &mut findings);
+        if self.asks {
+            self.answers
+                .round(&held, &mut out.findings, true, self.rep, &mut self.findings);
             // The fix that held everything else back was answered no: check again without it.
-            let gate = |f: &Finding| {
-                itable::handles(f.problem)
-                    || unused::handles(f.problem)
-                    || f.problem == P::P1_EXTENT_FEATURE
-            };
-            let refused_gate =
-                (restart || extents_first) && !out.findings.iter().any(|f| f.fixed && gate(f));
-            if refused_gate && rounds + 1 < MAX_ROUNDS {
-                if rounds == 0 {
-                    first_errors = out.findings.iter().map(|f| f.problem).collect();
-                }
-                rounds += 1;
-                last = Some(out);
-                continue;
-            }
-        }
-        // A usable `/lost+found` first, so this round's reconnections can use it.
-        if let (Some(p0), Some(facts), None, false) = (&p0, out.alloc.as_mut(), &out.fatal, restart)
-        {
-            root::recreate(p0, &*ov, &mut dirs, facts, &mut out.findings);
-            let policy = opts.policy;
-            let mut answer = |f: &Finding| {
-                if asks {
-                    answers.put(f, rep, &mut findings).unwrap_or(false)
-                } else {
-                    policy.answer(f.problem)
-                }
-            };
-            if let Some((at, n)) = lpf::ensure(
-                p0,
-                &*ov,
-                &mut dirs,
-                facts,
-                &mut out.findings,
-                &mut answer,
-                &mut lpf_root,
-            ) {
-                held.insert_found(at, n);
-            }
-            if let Some((at, n)) =
-                lpf::make_room(p0, &*ov, &mut dirs, facts, &mut out.findings, &mut answer)
-            {
-                held.insert_found(at, n);
-            }
-        }
-        if asks {
-            answers.round(&held, &mut out.findings, false, rep, &mut findings);
-        }
-        let plan = match &p0 {
-            Some(p0) => connect::plan(p0, &*ov, &dirs, &out.findings, lpf_root),
-            None => connect::Plan::default(),
-        };
-        let refused =
-            |f: &Finding| !opts.policy.answer(f.problem) || (asks && answers.get(f) == Some(false));
-        decide(&mut out.findings, &plan.linked, &refused, asks);
-        // Place only the reconnections still answered yes.
-        let plan = match &p0 {
-            Some(p0)
-                if out
+            let refused = alone.is_some()
+                && !out
                     .findings
                     .iter()
-                    .any(|f| f.fixed && connect::handles(f.problem)) =>
-            {
-                connect::plan(p0, &*ov, &dirs, &out.findings, lpf_root)
+                    .any(|f| f.fixed && f.problem.after(after::ALONE));
+            if refused && self.rounds + 1 < MAX_ROUNDS {
+                self.count(&out);
+                self.last = Some(out);
+                return true;
             }
-            _ => connect::Plan::default(),
-        };
+        }
+        if let (Some(p0), false) = (&p0, restart) {
+            self.first_fixes(p0, &mut dirs, &mut out, &mut held);
+        }
+        if self.asks {
+            self.answers.round(
+                &held,
+                &mut out.findings,
+                false,
+                self.rep,
+                &mut self.findings,
+            );
+        }
+        let plan = self.decide(p0.as_ref(), &dirs, &mut out);
         out.exit_code = engine::exit_code(&out.findings) | (out.exit_code & exit::ERROR);
-        if rounds == 0 {
-            // What was wrong to begin with: fixed or not, these were the file system's own.
-            first_errors = out.findings.iter().map(|f| f.problem).collect();
-        }
-        rounds += 1;
-        // Debugging aid: `FFSCK_TRACE_ROUNDS=1` prints each round's decisions on stderr.
-        if std::env::var_os("FFSCK_TRACE_ROUNDS").is_some() {
-            for f in &out.findings {
-                let c = &f.ctx;
-                eprintln!(
-                    "round {rounds}: {:?} fixed={} ino={} dir={}",
-                    f.problem, f.fixed, c.ino, c.dir
-                );
-            }
-        }
+        self.count(&out);
+        trace(self.rounds, &out);
         // Preen stops at the first problem it may not fix, keeping the fixes before it.
-        let halt_at = (opts.policy == Policy::Preen)
+        let halt_at = (self.opts.policy == Policy::Preen)
             .then(|| out.findings.iter().position(Finding::leaves_error))
             .flatten();
         let upto = halt_at.unwrap_or(out.findings.len());
-        let fixes: Vec<&Finding> = out.findings[..upto].iter().filter(|f| f.fixed).collect();
-        let optimize_next = fixes.is_empty()
-            && opts.optimize_dirs
-            && !optimized
+        let no_fixes = !out.findings[..upto].iter().any(|f| f.fixed);
+        let optimize_next = no_fixes
+            && self.opts.optimize_dirs
+            && !self.optimized
             && out.fatal.is_none()
             && halt_at.is_none()
-            && rounds < MAX_ROUNDS;
-        let final_round = (fixes.is_empty() && !optimize_next)
+            && self.rounds < MAX_ROUNDS;
+        let final_round = (no_fixes && !optimize_next)
             || out.fatal.is_some()
             || halt_at.is_some()
-            || rounds == MAX_ROUNDS;
-        // Replay what the check reported with the decisions made, skipping what an earlier
-        // round already reported (and pass headers after the first round). A fix held back
-        // for a later round is not reported yet, unless no later round comes: the round
-        // that makes it reports it as fixed.
-        // (Interactive runs showed this round's findings when asking: what is left is a fix
-        // held back in the last round.)
+            || self.rounds == MAX_ROUNDS;
+        self.report(&seen, held, &out, upto, final_round);
+        // `-D`: once nothing is left to fix, rebuild every directory and check once more.
+        if optimize_next {
+            self.optimized = true;
+            if let Some(p0) = &p0 {
+                salvage::optimize_all(p0, &*self.ov, &dirs);
+            }
+            self.last = Some(out);
+            return true;
+        }
+        if no_fixes || out.fatal.is_some() {
+            self.preen_halt = halt_at.is_some();
+            self.last = Some(out);
+            return false;
+        }
+        if let Some(p0) = &p0 {
+            let fixes: Vec<&Finding> = out.findings[..upto].iter().filter(|f| f.fixed).collect();
+            let mut round = Round {
+                p0,
+                dev: &*self.ov,
+                dirs: &dirs,
+                alloc: out.alloc.as_mut(),
+                findings: &out.findings,
+                fixes: &fixes,
+                plan: &plan,
+                blocks_changed: false,
+            };
+            fixers::apply(&mut round, alone);
+        }
+        self.preen_halt = halt_at.is_some();
+        self.last = Some(out);
+        !self.preen_halt
+    }
+
+    /// A usable root and `/lost+found` first (`When::First`), so this round's reconnections
+    /// can use them. The findings `/lost+found` adds are placed in the held report.
+    fn first_fixes(
+        &mut self,
+        p0: &Pass0Facts,
+        dirs: &mut Dirs,
+        out: &mut Outcome,
+        held: &mut Held,
+    ) {
+        let (Some(facts), None) = (out.alloc.as_mut(), &out.fatal) else {
+            return;
+        };
+        root::recreate(p0, &*self.ov, dirs, facts, &mut out.findings);
+        let (asks, policy) = (self.asks, self.opts.policy);
+        let (answers, rep, findings) = (&mut self.answers, &mut *self.rep, &mut self.findings);
+        let mut answer = |f: &Finding| {
+            if asks {
+                answers.put(f, rep, findings).unwrap_or(false)
+            } else {
+                policy.answer(f.problem)
+            }
+        };
+        if let Some((at, n)) = lpf::ensure(
+            p0,
+            &*self.ov,
+            dirs,
+            facts,
+            &mut out.findings,
+            &mut answer,
+            &mut self.lpf_root,
+        ) {
+            held.insert_found(at, n);
+        }
+        if let Some((at, n)) =
+            lpf::make_room(p0, &*self.ov, dirs, facts, &mut out.findings, &mut answer)
+        {
+            held.insert_found(at, n);
+        }
+    }
+
+    /// Decide which fixes this round makes (`order::decide`), and place the reconnections
+    /// still answered yes.
+    fn decide(&self, p0: Option<&Pass0Facts>, dirs: &Dirs, out: &mut Outcome) -> connect::Plan {
+        let plan = |findings: &[Finding]| match p0 {
+            Some(p0) => connect::plan(p0, &*self.ov, dirs, findings, self.lpf_root),
+            None => connect::Plan::default(),
+        };
+        let linked = plan(&out.findings).linked;
+        let refused = |f: &Finding| {
+            !self.opts.policy.answer(f.problem) || (self.asks && self.answers.get(f) == Some(false))
+        };
+        order::decide(&mut out.findings, &linked, &refused, self.asks);
+        if out
+            .findings
+            .iter()
+            .any(|f| f.fixed && f.problem.fixed_by(Fixer::Connect))
+        {
+            plan(&out.findings)
+        } else {
+            connect::Plan::default()
+        }
+    }
+
+    /// Replay what the check reported with the decisions made, skipping what an earlier round
+    /// already reported (and pass headers after the first round). A fix held back for a later
+    /// round is not reported yet, unless no later round comes: the round that makes it reports
+    /// it as fixed. (Interactive runs showed this round's findings when asking: what is left
+    /// is a fix held back in the last round.)
+    fn report(
+        &mut self,
+        seen: &[Finding],
+        held: Held,
+        out: &Outcome,
+        upto: usize,
+        final_round: bool,
+    ) {
         // A problem left unfixed on an inode an earlier pass fixes this round was found on
         // the inode as it was: the next round finds it again if it is still there.
-        let earliest_fix: HashMap<u32, u8> =
-            fixes
-                .iter()
-                .filter(|f| f.ctx.ino != 0)
-                .fold(HashMap::new(), |mut m, f| {
-                    let p = m.entry(f.ctx.ino).or_insert(u8::MAX);
-                    *p = (*p).min(f.problem.pass());
-                    m
-                });
+        let mut earliest_fix: HashMap<u32, u8> = HashMap::new();
+        for f in out.findings[..upto]
+            .iter()
+            .filter(|f| f.fixed && f.ctx.ino != 0)
+        {
+            let p = earliest_fix.entry(f.ctx.ino).or_insert(u8::MAX);
+            *p = (*p).min(f.problem.pass());
+        }
         let stale = |f: &Finding| {
             f.leaves_error()
                 && earliest_fix
                     .get(&f.ctx.ino)
                     .is_some_and(|&p| p < f.problem.pass())
         };
+        let (asks, policy, answers) = (self.asks, self.opts.policy, &self.answers);
         let report_now = |f: &Finding| {
-            let deferred = (!f.fixed && opts.policy.answer(f.problem)) || stale(f);
+            let deferred = (!f.fixed && policy.answer(f.problem)) || stale(f);
             let shown = if asks {
                 answers.get(f).is_some()
             } else {
@@ -633,12 +375,12 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         let mut decided = out.findings.iter();
         for ev in held.0 {
             match ev {
-                Event::Pass(p) if rounds == 1 && !asks => rep.pass_start(p),
+                Event::Pass(p) if self.rounds == 1 && !asks => self.rep.pass_start(p),
                 Event::Pass(_) => {}
                 Event::Found => {
                     if let Some(f) = decided.next() {
                         if report_now(f) {
-                            rep.finding(f);
+                            self.rep.finding(f);
                         }
                     }
                 }
@@ -646,139 +388,106 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         }
         for f in &out.findings {
             if report_now(f) {
-                findings.push(f.clone());
+                self.findings.push(f.clone());
             }
         }
-        // `-D`: once nothing is left to fix, rebuild every directory and check once more.
-        if optimize_next {
-            optimized = true;
-            if let Some(p0) = &p0 {
-                salvage::optimize_all(p0, &*ov, &dirs);
-            }
-            last = Some(out);
-            continue;
+    }
+
+    /// After the rounds: a new journal if one was dropped, a last check when the rounds ran
+    /// out while still fixing, the problems the repair would add, the exit code and the
+    /// superblock's marks.
+    fn finish(mut self) -> RepairOutcome {
+        let (ov, opts) = (&self.ov, &self.opts);
+        // A journal dropped on the way is made anew once the rest is clean, as e2fsck does.
+        let remade = recreate_journal(
+            ov,
+            opts,
+            self.last.as_mut(),
+            &self.findings,
+            self.preen_halt,
+        );
+        if let Some(f) = &remade {
+            self.rep.finding(f);
+            self.findings.push(f.clone());
         }
-        if fixes.is_empty() || out.fatal.is_some() {
-            preen_halt = halt_at.is_some();
-            last = Some(out);
-            break;
-        }
-        if let (Some(p0), true) = (&p0, unhide) {
-            unused::apply(p0, &*ov, &fixes);
-        } else if let (Some(p0), Some(facts), true) = (&p0, &out.alloc, restart) {
-            itable::apply(p0, &*ov, facts);
-        } else if let Some(p0) = p0 {
-            blockmap::apply(&p0, &*ov, &fixes);
-            extent_tree::apply(&p0, &*ov, &fixes);
-            clone::apply(&p0, &*ov, out.alloc.as_ref(), &out.findings, &fixes);
-            inode::apply(&p0, &*ov, &fixes);
-            xattr::apply(&p0, &*ov, &fixes);
-            clear::apply(&p0, &*ov, &fixes);
-            if fixes.iter().any(|f| connect::handles(f.problem)) {
-                connect::apply(&p0, &*ov, &plan);
+        // The rounds ran out while still fixing (or a journal was made): verify what is left.
+        let mut verified = match self.last.take() {
+            Some(out)
+                if (!out.findings.iter().any(|f| f.fixed) || self.preen_halt)
+                    && remade.is_none() =>
+            {
+                out
             }
-            dirent::apply(&p0, &*ov, &dirs, &fixes);
-            salvage::apply(&p0, &*ov, &dirs, &fixes);
-            dirhole::apply(&p0, &*ov, out.alloc.as_ref(), &fixes);
-            if let Some(facts) = out.alloc.as_mut() {
-                resize::apply(&p0, &*ov, facts, &fixes);
-            }
-            journal::apply(&p0, &*ov, &fixes);
-            orphans::apply_file(&p0, &*ov, &fixes);
-            // Quota files take and free blocks: the allocation is written out after them.
-            let quotas = match out.alloc.as_mut() {
-                Some(facts) => {
-                    let orphan_file = orphans::recreate_file(&p0, &*ov, facts, &fixes);
-                    quota::apply(&p0, &*ov, facts, &fixes) || orphan_file
+            _ => {
+                let quiet = CheckOptions {
+                    policy: Policy::No,
+                    ..opts.clone()
+                };
+                let mut sink = crate::report::Collect::default();
+                let out = engine::check(ov.clone(), &quiet, &mut sink);
+                for f in out.findings.iter().filter(|f| f.leaves_error()) {
+                    self.rep.finding(f);
+                    self.findings.push(f.clone());
                 }
-                None => false,
-            };
-            if quotas || fixes.iter().any(|f| alloc::handles(f.problem)) {
-                if let Some(facts) = &out.alloc {
-                    alloc::rebuild(&p0, &*ov, facts);
-                }
-            }
-            // Last: the superblock as the fixes above left it.
-            features::apply(&*ov, &fixes);
-            superblock::apply(&*ov, &fixes, p0.now.secs());
-            resize::apply_super(&*ov, &fixes);
-            journal::apply_super(&*ov, &fixes);
-        }
-        if halt_at.is_some() {
-            preen_halt = true;
-            last = Some(out);
-            break;
-        }
-        last = Some(out);
-    }
-    // A journal dropped on the way is made anew once the rest is clean, as e2fsck does.
-    let remade = recreate_journal(&ov, opts, last.as_mut(), &findings, preen_halt);
-    if let Some(f) = &remade {
-        rep.finding(f);
-        findings.push(f.clone());
-    }
-    // The rounds ran out while still fixing (or a journal was made): verify what is left.
-    let mut verified = match last {
-        Some(out) if (!out.findings.iter().any(|f| f.fixed) || preen_halt) && remade.is_none() => {
-            out
-        }
-        _ => {
-            let quiet = CheckOptions {
-                policy: Policy::No,
-                ..opts.clone()
-            };
-            let mut sink = crate::report::Collect::default();
-            let out = engine::check(ov.clone(), &quiet, &mut sink);
-            for f in out.findings.iter().filter(|f| f.leaves_error()) {
-                rep.finding(f);
-                findings.push(f.clone());
-            }
-            out
-        }
-    };
-    // The repaired file system must open from its primary superblock and descriptors (a
-    // check that has to fall back to a backup is not an error by itself, so say it here).
-    let primary_broken = crate::superblock::rejects_primary;
-    let mut new_problems: Vec<P> = verified
-        .findings
-        .iter()
-        .filter(|f| {
-            (f.leaves_error() && !first_errors.contains(&f.problem))
-                || (primary_broken(f.problem) && verified.fatal.is_none())
-        })
-        .map(|f| f.problem)
-        .collect();
-    new_problems.dedup();
-    // Whether the check changed anything, before the superblock's marks below.
-    let changed = ov.extents().is_ok_and(|e| !e.is_empty());
-    let mut code = verified.exit_code & !exit::NONDESTRUCT;
-    if preen_halt {
-        code |= exit::UNCORRECTED;
-    }
-    if changed {
-        code |= exit::NONDESTRUCT;
-    }
-    // Last, as e2fsck ends a check that may write: mark the superblock (not after an aborted
-    // check, nor when the repair is not to be committed).
-    if opts.policy != Policy::No && verified.fatal.is_none() && new_problems.is_empty() {
-        let end = if preen_halt {
-            mark::End::PreenHalt
-        } else {
-            mark::End::Checked {
-                errors_left: code & exit::UNCORRECTED != 0,
+                out
             }
         };
-        verified.marked_valid = mark::apply(&*ov, end, opts.now);
+        // The repaired file system must open from its primary superblock and descriptors (a
+        // check that has to fall back to a backup is not an error by itself, so say it here).
+        let primary_broken = crate::superblock::rejects_primary;
+        let mut new_problems: Vec<P> = verified
+            .findings
+            .iter()
+            .filter(|f| {
+                (f.leaves_error() && !self.first_errors.contains(&f.problem))
+                    || (primary_broken(f.problem) && verified.fatal.is_none())
+            })
+            .map(|f| f.problem)
+            .collect();
+        new_problems.dedup();
+        // Whether the check changed anything, before the superblock's marks below.
+        let changed = ov.extents().is_ok_and(|e| !e.is_empty());
+        let mut code = verified.exit_code & !exit::NONDESTRUCT;
+        if self.preen_halt {
+            code |= exit::UNCORRECTED;
+        }
+        if changed {
+            code |= exit::NONDESTRUCT;
+        }
+        // Last, as e2fsck ends a check that may write: mark the superblock (not after an
+        // aborted check, nor when the repair is not to be committed).
+        if opts.policy != Policy::No && verified.fatal.is_none() && new_problems.is_empty() {
+            let end = if self.preen_halt {
+                mark::End::PreenHalt
+            } else {
+                mark::End::Checked {
+                    errors_left: code & exit::UNCORRECTED != 0,
+                }
+            };
+            verified.marked_valid = mark::apply(&**ov, end, opts.now);
+        }
+        RepairOutcome {
+            last: verified,
+            changes: ov.extents().unwrap_or_default(),
+            findings: self.findings,
+            rounds: self.rounds,
+            preen_halt: self.preen_halt,
+            new_problems,
+            exit_code: code,
+        }
     }
-    let changes = ov.extents().unwrap_or_default();
-    RepairOutcome {
-        last: verified,
-        findings,
-        changes,
-        rounds,
-        preen_halt,
-        new_problems,
-        exit_code: code,
+}
+
+/// Debugging aid: `FFSCK_TRACE_ROUNDS=1` prints each round's decisions on stderr.
+fn trace(round: usize, out: &Outcome) {
+    if std::env::var_os("FFSCK_TRACE_ROUNDS").is_some() {
+        for f in &out.findings {
+            let c = &f.ctx;
+            eprintln!(
+                "round {round}: {:?} fixed={} ino={} dir={}",
+                f.problem, f.fixed, c.ino, c.dir
+            );
+        }
     }
 }
 
@@ -886,7 +595,6 @@ fn open(ov: &Arc<Overlay>, opts: &CheckOptions) -> Option<Pass0Facts> {
 
 #[cfg(test)]
 mod tests {
-    use super::can_fix;
     use crate::problem::{flag, Problem as P, Prompt};
 
     /// Questions a repair answers no to even with `-y`, each with its reason. A problem added
@@ -959,7 +667,7 @@ mod tests {
                 let i = p.info();
                 i.flags & (flag::INFO | flag::FATAL) == 0
                     && i.prompt != Prompt::None
-                    && !can_fix(*p)
+                    && !p.fixable()
             })
             .collect();
         let listed: Vec<P> = NOT_FIXED.iter().map(|(p, _)| *p).collect();

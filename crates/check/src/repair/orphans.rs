@@ -46,7 +46,7 @@ pub fn recover(
     let Some(journal) = p0.journal.journal.as_ref().filter(|_| needs) else {
         return (p0, Vec::new());
     };
-    let plan = crate::recovery::plan(&p0.fs, journal);
+    let plan = crate::journal::recovery::plan(&p0.fs, journal);
     for r in &plan.records {
         if ov.write_at(&r.data, r.offset).is_err() {
             return (p0, Vec::new());
@@ -278,19 +278,6 @@ fn release_one(
         }
         Some(next)
     }
-}
-
-/// Problems the orphan list's release reports and fixes itself (the list is dropped from the
-/// bad inode on), and the orphan-file fixes made by [`apply_file`].
-pub fn handles(p: P) -> bool {
-    matches!(
-        p,
-        P::P0_ORPHAN_ILLEGAL_HEAD_INODE
-            | P::P0_ORPHAN_ILLEGAL_INODE
-            | P::P6_ORPHAN_BLOCK_DIRTY
-            | P::P6_ORPHAN_FILE_WITHOUT_JOURNAL
-            | P::P6_ORPHAN_FILE_CORRUPTED
-    )
 }
 
 /// A dirty orphan-file block agreed to be cleared: every block of the orphan file is written

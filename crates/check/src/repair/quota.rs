@@ -8,16 +8,12 @@ use super::newjournal::allocate;
 use crate::engine::AllocFacts;
 use crate::filemap::{self, Visit};
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
+use crate::problem::Fixer;
 use crate::quota;
 use crate::report::Finding;
 use ffsck_format::inode::flags;
 use ffsck_format::Incompat;
 use ffsck_io::Device;
-
-pub fn handles(p: P) -> bool {
-    p == P::P6_UPDATE_QUOTAS
-}
 
 /// Rewrite the quota files the fixes among `fixes` name. Returns whether any was written.
 pub fn apply(
@@ -28,7 +24,7 @@ pub fn apply(
 ) -> bool {
     let now = p0.now.secs();
     let mut wrote = false;
-    for f in fixes.iter().filter(|f| handles(f.problem)) {
+    for f in fixes.iter().filter(|f| f.problem.fixed_by(Fixer::Quota)) {
         let qtype = f.ctx.num as usize;
         let ino = quota::inodes(&p0.fs).get(qtype).copied().unwrap_or(0);
         if qtype >= quota::QTYPES || ino == 0 || ino != f.ctx.ino {

@@ -19,13 +19,6 @@ const DIND: usize = 13;
 /// Bytes of the original (128-byte) inode, which e2fsck zeroes to clear it.
 const BASE_INODE: usize = 128;
 
-pub fn handles(p: P) -> bool {
-    matches!(
-        p,
-        P::P0_DISABLE_RESIZE_INODE | P::P0_CLEAR_RESIZE_INODE | P::P0_RESIZE_INODE_INVALID
-    )
-}
-
 /// Turn the feature off in the superblock (made after the allocation rebuild, which writes a
 /// superblock of its own).
 pub fn apply_super(dev: &dyn Device, fixes: &[&Finding]) {

@@ -10,16 +10,10 @@ use super::lpf::{create_dir, mark_block, mark_inode, pick_block};
 use super::Dirs;
 use crate::engine::AllocFacts;
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
+use crate::problem::{Fixer, Problem as P};
 use crate::report::Finding;
 use ffsck_format::{ino::ROOT, Incompat};
 use ffsck_io::Device;
-
-/// `P1_ROOT_NO_DIR` needs no write of its own: answered yes, pass 1 leaves the inode unused
-/// and the recreation of the same round overwrites it.
-pub fn handles(p: P) -> bool {
-    matches!(p, P::P3_NO_ROOT_INODE | P::P1_ROOT_NO_DIR)
-}
 
 /// When this round's `P3_NO_ROOT_INODE` was answered yes, write the new root directory in
 /// `dev` and record it in `dirs` and `facts`; without a free block the finding is answered no.
@@ -32,7 +26,10 @@ pub fn recreate(
 ) {
     if !make(p0, dev, dirs, facts, findings) {
         // Nothing written: the root is not cleared either.
-        for f in findings.iter_mut().filter(|f| handles(f.problem)) {
+        for f in findings
+            .iter_mut()
+            .filter(|f| f.problem.fixed_by(Fixer::Root))
+        {
             f.fixed = false;
         }
     }

@@ -13,7 +13,7 @@
 use super::{dirent, inode, Dirs};
 use crate::htree::{self, DxDir};
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
+use crate::problem::{Fixer, Problem as P};
 use crate::report::Finding;
 use ffsck_format::dir::{self as fdir, hash, header_at, DX_ROOT_ENTRIES_OFFSET};
 use ffsck_format::inode::{flags as iflags, RawInode};
@@ -23,55 +23,6 @@ use std::collections::{BTreeMap, HashSet};
 
 /// `s_flags` bit: the file system hashes names as unsigned `char`.
 const FLAGS_UNSIGNED_HASH: u32 = 0x2;
-
-/// Problems fixed by rebuilding the directory they name.
-pub fn handles(p: P) -> bool {
-    matches!(
-        p,
-        P::P2_DIR_CORRUPTED
-            | P::P2_FILENAME_LONG
-            | P::P2_MISSING_DOT
-            | P::P2_MISSING_DOT_DOT
-            | P::P2_1ST_NOT_DOT
-            | P::P2_2ND_NOT_DOT_DOT
-            | P::P2_BAD_INODE_DOT
-            | P::P2_DOT_NULL_TERM
-            | P::P2_DOT_DOT_NULL_TERM
-            | P::P2_SPLIT_DOT
-            | P::P2_FINAL_RECLEN
-            | P::P2_NULL_NAME
-            | P::P2_BAD_NAME
-            | P::P2_DUPLICATE_DIRENT
-            | P::P2_NON_UNIQUE_FILE
-            | P::P2_NON_UNIQUE_FILE_NO_RENAME
-            | P::P2_LEAF_NODE_MISSING_CSUM
-            | P::P1_HTREE_BADROOT
-            | P::P1_HTREE_HASHV
-            | P::P1_HTREE_INCOMPAT
-            | P::P1_HTREE_DEPTH
-            | P::P2_LINK_DIR
-    ) || htree_problem(p)
-}
-
-/// Problems of a directory's index: the index is rebuilt (or dropped).
-fn htree_problem(p: P) -> bool {
-    matches!(
-        p,
-        P::P2_HTREE_NOTREF
-            | P::P2_HTREE_DUPREF
-            | P::P2_HTREE_MIN_HASH
-            | P::P2_HTREE_MAX_HASH
-            | P::P2_HTREE_CLEAR
-            | P::P2_HTREE_BADBLK
-            | P::P2_HTREE_BAD_ROOT
-            | P::P2_HTREE_BAD_LIMIT
-            | P::P2_HTREE_BAD_COUNT
-            | P::P2_HTREE_HASH_ORDER
-            | P::P2_HTREE_BAD_DEPTH
-            | P::P2_HTREE_ROOT_CSUM_INVALID
-            | P::P2_HTREE_NODE_CSUM_INVALID
-    )
-}
 
 /// The directory a finding asks to rebuild.
 fn target(f: &Finding) -> u32 {
@@ -83,11 +34,17 @@ fn target(f: &Finding) -> u32 {
     }
 }
 
+/// Problems fixed by rebuilding the directory they name: the salvage fixes, and a name the
+/// entry fix edits (`P2_BAD_NAME`), whose directory is rebuilt around the new name.
+fn rebuilds(p: P) -> bool {
+    p.fixed_by(Fixer::Salvage) || p == P::P2_BAD_NAME
+}
+
 /// Rebuild every directory the fixes among `fixes` name. A second link to a directory
 /// (`P2_LINK_DIR`) is dropped by the rebuild of the directory holding it.
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding]) {
     let mut targets: BTreeMap<u32, Vec<(String, u32)>> = BTreeMap::new();
-    for f in fixes.iter().filter(|f| handles(f.problem)) {
+    for f in fixes.iter().filter(|f| rebuilds(f.problem)) {
         let dir = target(f);
         if dir == 0 {
             continue;

@@ -3,7 +3,7 @@
 //! round with the other superblock edits; the next round checks the result.
 
 use super::features::edit_super;
-use crate::problem::Problem as P;
+use crate::problem::{Fixer, Problem as P};
 use crate::report::Finding;
 use ffsck_format::{Incompat, RoCompat};
 use ffsck_io::Device;
@@ -12,34 +12,13 @@ use ffsck_io::Device;
 /// fields beyond the first 128 bytes that it knows.
 const EXTRA_ISIZE: u16 = 32;
 
-pub fn handles(p: P) -> bool {
-    matches!(
-        p,
-        P::P0_SB_CSUM_INVALID
-            | P::P0_NONZERO_RESERVED_GDT_BLOCKS
-            | P::P0_64BIT_WITHOUT_EXTENTS
-            | P::P0_CSUM_SEED_WITHOUT_META_CSUM
-            | P::P0_META_AND_GDT_CSUM_SET
-            | P::P0_BAD_MIN_EXTRA_ISIZE
-            | P::P0_BAD_WANT_EXTRA_ISIZE
-            | P::P0_FUTURE_SB_LAST_MOUNT
-            | P::P0_FUTURE_SB_LAST_WRITE
-            | P::P6_ORPHAN_PRESENT_CLEAN_FILE
-            | P::P6_ORPHAN_PRESENT_NO_FILE
-            | P::P0_SB_INCOMPAT_BACKUP
-            | P::P0_SB_COMPAT_BACKUP
-            | P::P0_SB_JOURNAL_INUM_BACKUP
-            | P::P0_SB_JOURNAL_UUID_BACKUP
-    )
-}
-
 /// Apply the superblock fixes among `fixes` to the primary superblock in `dev`; a time in the
 /// future is set back to `now` (the run's clock).
 pub fn apply(dev: &dyn Device, fixes: &[&Finding], now: u64) {
     let mine: Vec<P> = fixes
         .iter()
         .map(|f| f.problem)
-        .filter(|&p| handles(p))
+        .filter(|p| p.fixed_by(Fixer::Superblock))
         .collect();
     let from_backups: Vec<&Finding> = fixes
         .iter()

@@ -5,21 +5,17 @@
 
 use super::alloc::write_desc;
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
+use crate::problem::Fixer;
 use crate::report::Finding;
 use ffsck_format::group::BG_INODE_UNINIT;
 use ffsck_io::Device;
-
-pub fn handles(p: P) -> bool {
-    matches!(p, P::P2_INOREF_IN_UNUSED | P::P2_INOREF_BG_INO_UNINIT)
-}
 
 /// Reset the descriptors of the groups the fixes among `fixes` name.
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
     let geo = &p0.fs.geo;
     let mut groups: Vec<u32> = fixes
         .iter()
-        .filter(|f| handles(f.problem))
+        .filter(|f| f.problem.fixed_by(Fixer::Unused))
         .map(|f| f.ctx.group)
         .filter(|&g| g < geo.group_count)
         .collect();

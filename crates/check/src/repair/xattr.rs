@@ -6,7 +6,7 @@
 
 use super::inode::{edit, edit_raw};
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
+use crate::problem::{Fixer, Problem as P};
 use crate::report::Finding;
 use ffsck_format::inode::{flags, GOOD_OLD_INODE_SIZE};
 use ffsck_format::xattr::block_checksum;
@@ -34,19 +34,8 @@ fn drops_attrs(p: P) -> bool {
     )
 }
 
-pub fn handles(p: P) -> bool {
-    drops_attrs(p)
-        || matches!(
-            p,
-            P::P1_ATTR_SET_EA_INODE_FL
-                | P::P1_EA_BLOCK_ONLY_CSUM_INVALID
-                | P::P1_EXTATTR_REFCOUNT
-                | P::P4_EA_INODE_REF_COUNT
-        )
-}
-
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
-    for f in fixes.iter().filter(|f| handles(f.problem)) {
+    for f in fixes.iter().filter(|f| f.problem.fixed_by(Fixer::Xattr)) {
         let c = &f.ctx;
         match f.problem {
             p if drops_attrs(p) && c.blk != 0 => edit(p0, dev, c.ino, |i| {

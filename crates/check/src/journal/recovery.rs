@@ -178,7 +178,7 @@ pub fn plan(fs: &Fs, journal: &Journal) -> Replay {
     if let Ok(log) = &log {
         if scan_ok {
             // Fast commits follow the last full commit: replay them on top of it.
-            let fc = crate::fast_commit::replay(
+            let fc = super::fast_commit::replay(
                 fs,
                 journal,
                 log.fc_first(),

@@ -10,6 +10,10 @@
 //! does not judge its blocks a second time. A journal e2fsck could not open, when the repair
 //! is refused, aborts the check (`JournalAbort`), which e2fsck reports as exit 12.
 
+pub mod commit;
+pub mod fast_commit;
+pub mod recovery;
+
 use crate::filemap::{self, Runs, Visit};
 use crate::fs::Fs;
 use crate::problem::Problem as P;

@@ -52,11 +52,11 @@
 //! kernel's own replay does. A log found without the flag, which the repair ran anyway as
 //! e2fsck does when told to, gets the flag set (and flushed) first.
 
+use super::recovery::{self, Replay};
 use crate::filemap::{self, Visit};
 use crate::fs::Fs;
 use crate::journal::Journal;
 use crate::pass0::{self, SuperHint};
-use crate::recovery::{self, Replay};
 use crate::report::{Findings, Policy};
 use ffsck_format::inode::{flags, RawInode};
 use ffsck_format::journal::{

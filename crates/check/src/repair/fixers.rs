@@ -1,0 +1,205 @@
+//! The fixer table: for each fixer the catalogue names (`problem::Fixer`), how its fixes are
+//! applied and when. Which problems a fixer fixes is the catalogue's `fixer` column; the order
+//! fixes keep within a round (who waits for whom) is its `after` column (`order.rs`).
+
+use super::{
+    alloc, blockmap, clear, clone, connect, dirent, dirhole, extent_tree, features, inode, itable,
+    journal, orphans, quota, resize, salvage, superblock, unused, xattr, Dirs,
+};
+use crate::engine::AllocFacts;
+use crate::pass0::Pass0Facts;
+use crate::problem::Fixer;
+use crate::report::Finding;
+use ffsck_io::Device;
+
+/// When a fixer's fixes are made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum When {
+    /// By the check itself, when the answer is yes (journal superblock, replay).
+    ByCheck,
+    /// Before the round's decisions, so this round's other fixes can use the result (the root
+    /// directory, `/lost+found`).
+    First,
+    /// In a round of its own: nothing else is applied, and the check restarts.
+    Alone,
+    /// In table order, after the round's decisions.
+    InOrder,
+    /// After the last round, once the rest is clean (a new journal).
+    AfterLast,
+}
+
+/// What an apply step works on: the round's check and the overlay it writes to.
+pub(super) struct Round<'a> {
+    pub p0: &'a Pass0Facts,
+    pub dev: &'a dyn Device,
+    pub dirs: &'a Dirs,
+    pub alloc: Option<&'a mut AllocFacts>,
+    /// Every finding of the round, and the fixes to make among them.
+    pub findings: &'a [Finding],
+    pub fixes: &'a [&'a Finding],
+    /// Where the reconnected inodes go.
+    pub plan: &'a connect::Plan,
+    /// A step took or freed blocks (quota files, the orphan file): the allocation is rebuilt.
+    pub blocks_changed: bool,
+}
+
+impl Round<'_> {
+    fn any(&self, fixer: Fixer) -> bool {
+        self.fixes.iter().any(|f| f.problem.fixed_by(fixer))
+    }
+}
+
+/// One fixer's apply step.
+pub(super) struct Step {
+    pub fixer: Fixer,
+    pub when: When,
+    pub apply: fn(&mut Round),
+}
+
+const fn step(fixer: Fixer, when: When, apply: fn(&mut Round)) -> Step {
+    Step { fixer, when, apply }
+}
+
+fn none(_: &mut Round) {}
+
+/// Every fixer's steps, in the order they are applied: maps before the inodes that use them,
+/// inodes before entries, entries before directories, then the allocation the fixes above
+/// left, and last the superblock as they left it.
+pub(super) const FIXERS: &[Step] = &[
+    step(Fixer::Check, When::ByCheck, none),
+    step(Fixer::Root, When::First, none),
+    step(Fixer::Lpf, When::First, none),
+    step(Fixer::ITable, When::Alone, |r| {
+        if let Some(facts) = r.alloc.as_deref() {
+            itable::apply(r.p0, r.dev, facts);
+        }
+    }),
+    step(Fixer::Unused, When::Alone, |r| {
+        unused::apply(r.p0, r.dev, r.fixes)
+    }),
+    step(Fixer::BlockMap, When::InOrder, |r| {
+        blockmap::apply(r.p0, r.dev, r.fixes)
+    }),
+    step(Fixer::ExtentTree, When::InOrder, |r| {
+        extent_tree::apply(r.p0, r.dev, r.fixes)
+    }),
+    step(Fixer::Clone, When::InOrder, |r| {
+        clone::apply(r.p0, r.dev, r.alloc.as_deref(), r.findings, r.fixes)
+    }),
+    step(Fixer::Inode, When::InOrder, |r| {
+        inode::apply(r.p0, r.dev, r.fixes)
+    }),
+    step(Fixer::Xattr, When::InOrder, |r| {
+        xattr::apply(r.p0, r.dev, r.fixes)
+    }),
+    step(Fixer::Clear, When::InOrder, |r| {
+        clear::apply(r.p0, r.dev, r.fixes)
+    }),
+    step(Fixer::Connect, When::InOrder, |r| {
+        if r.any(Fixer::Connect) {
+            connect::apply(r.p0, r.dev, r.plan);
+        }
+    }),
+    step(Fixer::Dirent, When::InOrder, |r| {
+        dirent::apply(r.p0, r.dev, r.dirs, r.fixes)
+    }),
+    step(Fixer::Salvage, When::InOrder, |r| {
+        salvage::apply(r.p0, r.dev, r.dirs, r.fixes)
+    }),
+    step(Fixer::DirHole, When::InOrder, |r| {
+        dirhole::apply(r.p0, r.dev, r.alloc.as_deref(), r.fixes)
+    }),
+    step(Fixer::Resize, When::InOrder, |r| {
+        if let Some(facts) = r.alloc.as_deref_mut() {
+            resize::apply(r.p0, r.dev, facts, r.fixes);
+        }
+    }),
+    step(Fixer::Journal, When::InOrder, |r| {
+        journal::apply(r.p0, r.dev, r.fixes)
+    }),
+    step(Fixer::Orphans, When::InOrder, |r| {
+        orphans::apply_file(r.p0, r.dev, r.fixes);
+        if let Some(facts) = r.alloc.as_deref_mut() {
+            r.blocks_changed |= orphans::recreate_file(r.p0, r.dev, facts, r.fixes);
+        }
+    }),
+    // Quota files take and free blocks: the allocation is written out after them.
+    step(Fixer::Quota, When::InOrder, |r| {
+        if let Some(facts) = r.alloc.as_deref_mut() {
+            r.blocks_changed |= quota::apply(r.p0, r.dev, facts, r.fixes);
+        }
+    }),
+    step(Fixer::Alloc, When::InOrder, |r| {
+        if r.blocks_changed || r.any(Fixer::Alloc) {
+            if let Some(facts) = r.alloc.as_deref() {
+                alloc::rebuild(r.p0, r.dev, facts);
+            }
+        }
+    }),
+    // Last: the superblock as the fixes above left it.
+    step(Fixer::Features, When::InOrder, |r| {
+        features::apply(r.dev, r.fixes)
+    }),
+    step(Fixer::Superblock, When::InOrder, |r| {
+        superblock::apply(r.dev, r.fixes, r.p0.now.secs())
+    }),
+    step(Fixer::Resize, When::InOrder, |r| {
+        resize::apply_super(r.dev, r.fixes)
+    }),
+    step(Fixer::Journal, When::InOrder, |r| {
+        journal::apply_super(r.dev, r.fixes)
+    }),
+    step(Fixer::NewJournal, When::AfterLast, none),
+];
+
+/// When `fixer`'s fixes are made.
+pub(super) fn when(fixer: Fixer) -> When {
+    FIXERS
+        .iter()
+        .find(|s| s.fixer == fixer)
+        .map_or(When::ByCheck, |s| s.when)
+}
+
+/// Apply the round's fixes: only the steps of `alone` when a fix is made alone in its round
+/// (and its fixer's steps run alone), otherwise every in-order step, in table order.
+pub(super) fn apply(r: &mut Round, alone: Option<Fixer>) {
+    let alone = alone.filter(|&g| when(g) == When::Alone);
+    for s in FIXERS {
+        let run = match alone {
+            Some(g) => s.fixer == g,
+            None => s.when == When::InOrder,
+        };
+        if run {
+            (s.apply)(r);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{When, FIXERS};
+    use crate::problem::{after, Problem};
+
+    /// Every fixer the catalogue names has a step, and only in-order fixers are summaries or
+    /// remaps (the order rules apply to fixes made in a round).
+    #[test]
+    fn every_fixer_in_the_catalogue_has_a_step() {
+        for p in Problem::ALL {
+            let Some(fixer) = p.info().fixer else {
+                continue;
+            };
+            let steps: Vec<When> = FIXERS
+                .iter()
+                .filter(|s| s.fixer == fixer)
+                .map(|s| s.when)
+                .collect();
+            assert!(!steps.is_empty(), "{p:?}: {fixer:?} has no step");
+            if p.after(after::SUMMARY) || p.after(after::REMAPS) {
+                assert!(steps.contains(&When::InOrder), "{p:?}: {fixer:?}");
+            }
+            if p.after(after::ALONE) && steps[0] == When::Alone {
+                assert!(steps.iter().all(|&w| w == When::Alone), "{p:?}: {fixer:?}");
+            }
+        }
+    }
+}
