@@ -391,11 +391,11 @@ pub fn run(args: &FuzzArgs) -> Result<Summary> {
     Ok(summary)
 }
 
-/// Replays every recipe of `dir`: (file name, checks, verdict of [`regress::judge`]).
-pub fn replay_dir(
-    args: &FuzzArgs,
-    dir: &Path,
-) -> Result<Vec<(String, Vec<Check>, Result<(), String>)>> {
+/// One replayed recipe: file name, the checks it hit, and [`regress::judge`]'s verdict.
+pub type Replayed = (String, Vec<Check>, Result<(), String>);
+
+/// Replays every recipe of `dir`.
+pub fn replay_dir(args: &FuzzArgs, dir: &Path) -> Result<Vec<Replayed>> {
     let tools = tools(args)?;
     let mut out = Vec::new();
     for (path, reg) in regress::load_dir(dir)? {
