@@ -9,6 +9,7 @@ pub(crate) mod change;
 pub mod child;
 pub mod conformance;
 pub mod corrupt;
+pub mod fuzz;
 pub mod gilbert;
 pub mod hdd;
 pub mod imagegen;

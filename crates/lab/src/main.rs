@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use ffsck_lab::{
-    age, bench, conformance, corrupt, gilbert, hdd, mkfs, repair_conformance, sweep, versus,
+    age, bench, conformance, corrupt, fuzz, gilbert, hdd, mkfs, repair_conformance, sweep, versus,
 };
 
 #[derive(Parser)]
@@ -43,6 +43,9 @@ enum Cmd {
     /// Damage an image reproducibly (by field, component or meaning; xfs_db blocktrash on XFS)
     /// and log every byte.
     Corrupt(corrupt::CorruptArgs),
+    /// Differential fuzzing against e2fsck: seeded image profiles and damage plans, both
+    /// checkers on every case, failing cases minimized into regression recipes.
+    Fuzz(fuzz::FuzzArgs),
     /// Age an image through a loop mount (root) and report its fragmentation.
     Age(age::AgeArgs),
     /// Trace checkers' block requests (root) and model them on a 7200 rpm hard disk.
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Cmd::Versus(args) => versus::main(&args),
         Cmd::Mkfs(args) => mkfs::main(&args),
         Cmd::Corrupt(args) => corrupt::main(&args),
+        Cmd::Fuzz(args) => fuzz::main(&args),
         Cmd::Age(args) => age::main(&args),
         Cmd::Hdd(args) => hdd::main(&args),
     };

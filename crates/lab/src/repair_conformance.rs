@@ -282,12 +282,22 @@ fn repair_with(
 
 /// A repaired file system's tree, by path: `d` for a directory, `l TARGET` for a symlink,
 /// `f SIZE HASH` for a regular file.
-type Tree = std::collections::BTreeMap<String, String>;
+pub(crate) type Tree = std::collections::BTreeMap<String, String>;
 
 /// The tree of `image` as `debugfs rdump` extracts it (special files are not extracted), or
 /// `None` when debugfs is missing, fails, or the tree is beyond the bounds.
 fn tree(ctx: &Ctx, image: &Path, tmp: &Path, label: &str) -> Option<Tree> {
-    let debugfs = ctx.debugfs.as_ref()?;
+    tree_of(ctx.debugfs.as_ref()?, ctx.timeout, image, tmp, label)
+}
+
+/// [`tree`] with the debugfs binary and time limit given (also used by `fuzz`).
+pub(crate) fn tree_of(
+    debugfs: &Path,
+    timeout: Duration,
+    image: &Path,
+    tmp: &Path,
+    label: &str,
+) -> Option<Tree> {
     let out = tmp.join(format!("{label}-tree"));
     std::fs::create_dir_all(&out).ok()?;
     let mut cmd = Command::new(debugfs);
@@ -297,7 +307,7 @@ fn tree(ctx: &Ctx, image: &Path, tmp: &Path, label: &str) -> Option<Tree> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let run = child::run(&mut cmd, Some(ctx.timeout)).ok()?;
+    let run = child::run(&mut cmd, Some(timeout)).ok()?;
     if run.code() != Some(0) {
         return None;
     }
@@ -377,7 +387,7 @@ fn keeps(ours: &str, theirs: &str) -> bool {
 
 /// The entries of `theirs` that `ours` lacks or holds differently, as "path (what)". A file
 /// where ours has data in place of theirs' zeroes is kept, not lost.
-fn lost(ours: &Tree, theirs: &Tree) -> Vec<String> {
+pub(crate) fn lost(ours: &Tree, theirs: &Tree) -> Vec<String> {
     theirs
         .iter()
         .filter(|(path, what)| !ours.get(*path).is_some_and(|o| keeps(o, what)))

@@ -37,6 +37,15 @@ pub fn ffsck_binary() -> Option<PathBuf> {
         .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
 }
 
+/// Say why the calling test is skipped (its "SKIPPED: ..." line). Under `REQUIRE_TOOLS=1`,
+/// which scripts/test.sh (so CI) sets, that is a failure instead, with the same message.
+pub fn skip(msg: &str) {
+    if std::env::var_os("REQUIRE_TOOLS").is_some_and(|v| v == "1") {
+        panic!("{msg} (REQUIRE_TOOLS=1)");
+    }
+    eprintln!("SKIPPED: {msg}");
+}
+
 pub fn tool(name: &str) -> Option<PathBuf> {
     ffsck_lab::tools::find_in_path(name)
 }
