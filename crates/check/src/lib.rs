@@ -8,6 +8,7 @@
 
 pub mod bitmap;
 pub mod engine;
+pub(crate) mod ext4;
 pub mod estimate;
 pub mod fast_commit;
 pub mod filemap;
