@@ -13,13 +13,16 @@
 //! returns its findings, which are merged in group order so output never depends on threads.
 
 use crate::bitmap::{AtomicBitmap, Bitmap};
+use crate::ext4::blocks::{
+    Damage, Index, Indirect, Mapping, NodeInfo, Span, Step, Visitor, Walk,
+};
 use crate::fs::Fs;
 use crate::icount::{InodeCounts, InodeKinds};
 use crate::pass0::{GroupState, Pass0Facts};
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::{ft, DxRootInfo, DX_ROOT_INFO_OFFSET};
-use ffsck_format::extent::{self, Node};
+use ffsck_format::extent::Node;
 use ffsck_format::inode::{
     flags as iflags, inode_checksum, inode_checksums_x3, FileType, RawInode, GOOD_OLD_INODE_SIZE,
 };
@@ -2072,50 +2075,31 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
     if inline || no_map {
         // Inline data, fast symlink targets and device numbers live in the inode: nothing to
         // map (only the xattr block above counts).
-    } else if (fl & iflags::EXTENTS != 0 || flag_set) && scan.extent_fs {
-        let root = inode.block_bytes();
-        match Node::parse(&root) {
-            Ok(node) => {
-                let depth = node.depth();
-                out.counts.extent_depth_hist[usize::from(depth.min(5))] += 1;
-                let useful = ffsck_format::extent::max_useful_depth(geo.block_size);
-                if depth > useful {
-                    let ctx = ProblemCtx {
-                        ino,
-                        num: u64::from(depth),
-                        num2: u64::from(useful),
-                        ..Default::default()
-                    };
-                    out.findings
-                        .report(scan.policy, P::P1_EXTENT_BAD_MAX_DEPTH, ctx);
-                }
-                walk_extent_node(
-                    scan,
-                    ic,
-                    out,
-                    &mut w,
-                    &node,
-                    depth,
-                    0,
-                    u64::from(u32::MAX) + 1,
-                    is_dir,
-                    0,
-                );
+    } else {
+        let extents = (fl & iflags::EXTENTS != 0 || flag_set) && scan.extent_fs;
+        if extents || ino != ino::RESIZE || fs.sb.compat().has(Compat::RESIZE_INODE) {
+            let mut walk = Walk::over(fs);
+            if extents && fs.has_metadata_csum() {
+                let gen = inode.i_generation.get();
+                walk.csum_seed = Some(ffsck_format::csum::inode_seed(fs.csum_seed, ino, gen));
             }
-            Err(_) => {
-                if is_dir || ft == FileType::Regular || ft == FileType::Symlink {
-                    report(
-                        scan,
-                        out,
-                        ic,
-                        P::P1_MISSING_EXTENT_HEADER,
-                        ProblemCtx::ino(ino),
-                    );
-                }
+            let mut m = Mapper {
+                scan,
+                ic,
+                out,
+                w: &mut w,
+                ft,
+                is_dir,
+                extents,
+                outer_quiet: [false; 16],
+            };
+            let iblock = inode.block_bytes();
+            if extents {
+                walk.extents(&iblock, &mut m);
+            } else {
+                walk.block_map(&iblock, &mut m);
             }
         }
-    } else if ino != ffsck_format::ino::RESIZE || fs.sb.compat().has(Compat::RESIZE_INODE) {
-        walk_block_map(scan, ic, out, &mut w, is_dir);
     }
     if w.fragmented {
         out.counts.fragmented += 1;
@@ -2184,165 +2168,374 @@ fn illegal_block(
     );
 }
 
-fn walk_block_map(
-    scan: &Scan,
-    ic: &mut InodeCheck,
-    out: &mut GroupOut,
-    w: &mut BlockWalk,
+/// Pass 1's visitor of one inode's mapping: each value of the walk (`ext4::blocks`) becomes a
+/// count toward `i_blocks`, a claim, a directory block or a finding, in the walk's order.
+struct Mapper<'s, 'a, 'c> {
+    scan: &'s Scan<'a>,
+    ic: &'s mut InodeCheck<'c>,
+    out: &'s mut GroupOut,
+    w: &'s mut BlockWalk,
+    ft: FileType,
     is_dir: bool,
-) {
-    let geo = &scan.fs.geo;
-    let ptrs: [u64; 15] = std::array::from_fn(|i| u64::from(ic.inode.i_block[i].get()));
-    let per = u64::from(geo.block_size / 4);
-    for (i, &b) in ptrs[..12].iter().enumerate() {
-        if b != 0 {
-            map_data_block(scan, ic, out, w, b, i as u64, is_dir);
-        }
-    }
-    let mut base = 12u64;
-    for (level, &b) in ptrs[12..15].iter().enumerate() {
-        let span = per.pow(level as u32 + 1);
-        if b != 0 {
-            walk_indirect(scan, ic, out, w, b, level as u32 + 1, base, is_dir);
-        }
-        base += span;
-    }
+    /// Walking an extent tree (else a block map).
+    extents: bool,
+    /// `w.quiet` as it was outside each mapping block being walked, by level.
+    outer_quiet: [bool; 16],
 }
 
-fn map_data_block(
-    scan: &Scan,
-    ic: &mut InodeCheck,
-    out: &mut GroupOut,
-    w: &mut BlockWalk,
-    b: u64,
-    lblk: u64,
-    is_dir: bool,
-) {
-    let geo = &scan.fs.geo;
-    if w.exhausted {
-        return;
-    }
-    if b < geo.first_data_block || b >= geo.blocks_count {
-        illegal_block(scan, ic, out, w, b, lblk as i64);
-        return;
-    }
-    if is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk > dir_block_limit(geo) {
-        if w.quiet {
-            return;
+impl Mapper<'_, '_, '_> {
+    fn go(&self) -> Step {
+        if self.w.exhausted {
+            Step::Stop
+        } else {
+            Step::Go
         }
-        report(
-            scan,
-            out,
-            ic,
-            P::P1_TOOBIG_DIR,
-            ProblemCtx {
+    }
+
+    /// `flag` with this walk's quiet state.
+    fn flag(&mut self, p: P, ctx: ProblemCtx) -> bool {
+        flag(self.scan, self.out, self.ic, self.w.quiet, p, ctx)
+    }
+
+    fn illegal(&mut self, blk: u64, lblk: i64) -> Step {
+        illegal_block(self.scan, self.ic, self.out, self.w, blk, lblk);
+        self.go()
+    }
+
+    /// Remember the quiet state outside the block at `level` (restored by `leave`).
+    fn push_quiet(&mut self, level: u32, quiet: bool) {
+        self.outer_quiet[(level as usize).min(15)] = std::mem::replace(&mut self.w.quiet, quiet);
+    }
+
+    /// One data pointer of a block map (in range).
+    fn map_data_block(&mut self, b: u64, lblk: u64) -> Step {
+        let (scan, ic, out, w) = (self.scan, &mut *self.ic, &mut *self.out, &mut *self.w);
+        let geo = &scan.fs.geo;
+        if self.is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk > dir_block_limit(geo) {
+            if w.quiet {
+                return Step::Go;
+            }
+            let ctx = ProblemCtx {
                 ino: ic.ino,
                 blk: b,
                 num: lblk,
                 ..Default::default()
-            },
-        );
-        return;
+            };
+            report(scan, out, ic, P::P1_TOOBIG_DIR, ctx);
+            return Step::Go;
+        }
+        if ic.ino == ino::BAD {
+            // The primary superblock or descriptors on the bad-blocks list: the file system
+            // cannot work without them, so the entry is taken off the list (agreed to).
+            let sb = geo.first_data_block;
+            let problem = if b == sb {
+                Some(P::P1_BAD_PRIMARY_SUPERBLOCK)
+            } else if b > sb && b <= sb + u64::from(geo.old_desc_blocks()) {
+                Some(P::P1_BAD_PRIMARY_GROUP_DESCRIPTOR)
+            } else {
+                None
+            };
+            if let Some(p) = problem {
+                let ctx = ProblemCtx {
+                    ino: ic.ino,
+                    blk: b,
+                    ..Default::default()
+                };
+                if report(scan, out, ic, p, ctx) {
+                    return Step::Go;
+                }
+            }
+        }
+        w.count(b, 1, u64::from(geo.cluster_ratio));
+        if w.num_blocks > geo.blocks_count {
+            w.exhausted = true;
+            return Step::Stop;
+        }
+        if ic.ino != ino::RESIZE {
+            scan.claim(out, b, 1);
+        }
+        w.note_data(lblk, b, self.is_dir, ic.ino);
+        Step::Go
     }
-    if ic.ino == ino::BAD {
-        // The primary superblock or descriptors on the bad-blocks list: the file system
-        // cannot work without them, so the entry is taken off the list (agreed to).
-        let sb = geo.first_data_block;
-        let problem = if b == sb {
-            Some(P::P1_BAD_PRIMARY_SUPERBLOCK)
-        } else if b > sb && b <= sb + u64::from(geo.old_desc_blocks()) {
-            Some(P::P1_BAD_PRIMARY_GROUP_DESCRIPTOR)
+
+    /// One extent leaf entry whose start is in range. `span` is its node's.
+    fn map_extent(&mut self, m: Mapping, span: &mut Span) -> Step {
+        let geo = &self.scan.fs.geo;
+        let ino = self.ic.ino;
+        let is_dir = self.is_dir;
+        let Mapping {
+            mut lblk,
+            pblk,
+            len,
+            uninit: unwritten,
+        } = m;
+        let ctx = ProblemCtx {
+            ino,
+            blk: pblk,
+            num: lblk,
+            num2: len,
+            ..Default::default()
+        };
+        let problem = if lblk < span.next_start {
+            Some(P::P1_OUT_OF_ORDER_EXTENTS)
+        } else if lblk + len > span.hi && span.level > 0 {
+            Some(P::P1_EXTENT_END_OUT_OF_BOUNDS)
+        } else if len == 0 {
+            Some(P::P1_EXTENT_LENGTH_ZERO)
+        } else if pblk + len > geo.blocks_count {
+            Some(P::P1_EXTENT_ENDS_BEYOND)
+        } else if is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk + len > dir_block_limit(geo)
+        {
+            Some(P::P1_TOOBIG_DIR)
         } else {
             None
         };
+        if problem.is_none() && is_dir && unwritten {
+            // A directory block is never unwritten: its contents would read as zeroes.
+            self.flag(P::P1_UNINIT_DBLOCK, ctx.clone());
+        }
         if let Some(p) = problem {
+            // Fixed, the extent is gone: none of its blocks belong to the inode. Unfixed,
+            // e2fsck still accounts the part of the extent that is in range.
+            let dropped = self.flag(p, ctx);
+            if dropped || p == P::P1_EXTENT_LENGTH_ZERO {
+                return Step::Go;
+            }
+        }
+        // A gap before this extent: e2fsck offers to move the extent down to close it.
+        let next_lblk = self.w.last_block.map_or(0, |l| l + 1);
+        let ratio = u64::from(geo.cluster_ratio);
+        let new_lblk = if ratio > 1 {
+            (next_lblk.div_ceil(ratio) * ratio) | (pblk % ratio)
+        } else {
+            next_lblk
+        };
+        // (With bigalloc the extent may already be as low as its cluster allows.)
+        if is_dir && next_lblk < lblk && new_lblk != lblk {
             let ctx = ProblemCtx {
-                ino: ic.ino,
-                blk: b,
+                ino,
+                blk: lblk,
+                blk2: new_lblk,
                 ..Default::default()
             };
-            if report(scan, out, ic, p, ctx) {
-                return;
+            // Agreed to: the rest of the check sees the extent where the repair puts it.
+            if self.flag(P::P1_COLLAPSE_DBLOCK, ctx) {
+                lblk = new_lblk;
+            }
+        }
+        let usable = len.min(geo.blocks_count.saturating_sub(pblk));
+        let w = &mut *self.w;
+        w.count(pblk, usable, ratio);
+        if w.num_blocks > geo.blocks_count {
+            w.exhausted = true;
+            return Step::Stop;
+        }
+        self.scan.claim(self.out, pblk, usable);
+        if w.prev_pblk.is_some_and(|p| p + 1 != pblk) {
+            w.fragmented = true;
+        }
+        if usable > 0 {
+            w.prev_pblk = Some(pblk + usable - 1);
+            let last = lblk + usable - 1;
+            w.last_block = Some(w.last_block.map_or(last, |l| l.max(last)));
+            if !unwritten {
+                w.last_init_block = Some(w.last_init_block.map_or(last, |l| l.max(last)));
+            }
+            if is_dir {
+                for j in 0..usable {
+                    w.dir_blocks.push(DirBlock {
+                        pblk: pblk + j,
+                        ino,
+                        lblk: (lblk + j).min(u64::from(u32::MAX)) as u32,
+                    });
+                }
+            }
+        }
+        span.next_start = lblk + len;
+        Step::Go
+    }
+}
+
+impl Visitor for Mapper<'_, '_, '_> {
+    fn mapping(&mut self, m: Mapping, span: &mut Span) -> Step {
+        if self.w.exhausted {
+            return Step::Stop;
+        }
+        if self.extents {
+            self.map_extent(m, span)
+        } else {
+            self.map_data_block(m.pblk, m.lblk)
+        }
+    }
+
+    fn indirect(&mut self, ind: Indirect) -> Step {
+        if self.w.exhausted {
+            return Step::Stop;
+        }
+        let (scan, ic, out) = (self.scan, &mut *self.ic, &mut *self.out);
+        let blk = ind.pblk;
+        // In critical metadata, the pointers it holds are followed but a bad one is passed
+        // over without a word: a fix would be written into the metadata. The next round
+        // checks the copy pass 1D makes.
+        let in_metadata = critical_collision(scan, out, ic, blk);
+        let w = &mut *self.w;
+        w.count(blk, 1, u64::from(scan.fs.geo.cluster_ratio));
+        // The resize inode's map points at reserved GDT blocks and their backups, which are
+        // already claimed as metadata: only its double-indirect block itself is claimed
+        // here, but every block still counts toward its i_blocks.
+        if ic.ino != ino::RESIZE || ind.level == 2 {
+            scan.claim(out, blk, 1);
+        }
+        // An indirect block comes before the blocks it maps: a file laid out as data,
+        // indirect block, data… is contiguous.
+        if ic.ino != ino::RESIZE {
+            if w.prev_pblk.is_some_and(|p| p + 1 != blk) {
+                w.fragmented = true;
+            }
+            w.prev_pblk = Some(blk);
+        }
+        self.push_quiet(ind.level, in_metadata);
+        Step::Go
+    }
+
+    fn index(&mut self, idx: Index, span: &mut Span) -> Step {
+        if self.w.exhausted {
+            return Step::Stop;
+        }
+        if idx.start < span.next_start {
+            let ctx = ProblemCtx {
+                ino: self.ic.ino,
+                blk: idx.child,
+                num: idx.start,
+                num2: 1,
+                ..Default::default()
+            };
+            self.flag(P::P1_OUT_OF_ORDER_EXTENTS, ctx);
+        }
+        span.next_start = idx.start.max(span.next_start);
+        // A child in critical metadata is walked without repairs (see `critical_collision`);
+        // a child that is not even a node is only claimed, so pass 1D moves it and the next
+        // round finds its header bad in the copy.
+        let collides = critical_collision(self.scan, self.out, self.ic, idx.child);
+        let quiet = self.w.quiet || collides;
+        self.push_quiet(idx.level, quiet);
+        Step::Go
+    }
+
+    fn node(&mut self, n: NodeInfo) -> Step {
+        match n.pblk {
+            None => self.out.counts.extent_depth_hist[usize::from(n.depth.min(5))] += 1,
+            Some(blk) => {
+                let ratio = u64::from(self.scan.fs.geo.cluster_ratio);
+                self.w.count(blk, 1, ratio);
+                self.scan.claim(self.out, blk, 1);
+            }
+        }
+        Step::Go
+    }
+
+    fn leave(&mut self, _pblk: u64, level: u32) {
+        self.w.quiet = self.outer_quiet[(level as usize).min(15)];
+    }
+
+    fn damage(&mut self, d: Damage) -> Step {
+        let ino = self.ic.ino;
+        match d {
+            Damage::DataOutOfRange(m) if !self.extents => self.illegal(m.pblk, m.lblk as i64),
+            Damage::DataOutOfRange(m) => {
+                let ctx = ProblemCtx {
+                    ino,
+                    blk: m.pblk,
+                    num: m.lblk,
+                    num2: m.len,
+                    ..Default::default()
+                };
+                self.flag(P::P1_EXTENT_BAD_START_BLK, ctx);
+                Step::Go
+            }
+            Damage::IndirectOutOfRange(ind) => self.illegal(ind.pblk, -(ind.level as i64)),
+            Damage::IndexOutOfRange(idx) => {
+                let ctx = ProblemCtx {
+                    ino,
+                    blk: idx.child,
+                    num: idx.start,
+                    num2: 1,
+                    ..Default::default()
+                };
+                self.flag(P::P1_EXTENT_BAD_START_BLK, ctx);
+                Step::Go
+            }
+            Damage::BadRoot(_) => {
+                if matches!(
+                    self.ft,
+                    FileType::Directory | FileType::Regular | FileType::Symlink
+                ) {
+                    let ctx = ProblemCtx::ino(ino);
+                    report(self.scan, self.out, self.ic, P::P1_MISSING_EXTENT_HEADER, ctx);
+                }
+                Step::Go
+            }
+            Damage::DeeperThanUseful { depth, useful } => {
+                let ctx = ProblemCtx {
+                    ino,
+                    num: u64::from(depth),
+                    num2: u64::from(useful),
+                    ..Default::default()
+                };
+                let policy = self.scan.policy;
+                self.out
+                    .findings
+                    .report(policy, P::P1_EXTENT_BAD_MAX_DEPTH, ctx);
+                Step::Go
+            }
+            Damage::BadNode(idx, _) => {
+                if self.w.quiet {
+                    self.scan.claim(self.out, idx.child, 1);
+                } else {
+                    let ctx = ProblemCtx {
+                        ino,
+                        blk: idx.child,
+                        num: idx.start,
+                        ..Default::default()
+                    };
+                    report(self.scan, self.out, self.ic, P::P1_EXTENT_HEADER_INVALID, ctx);
+                }
+                Step::Skip
+            }
+            Damage::BadChecksum(idx) => {
+                let ctx = ProblemCtx {
+                    ino,
+                    blk: idx.child,
+                    ..Default::default()
+                };
+                self.flag(P::P1_EXTENT_ONLY_CSUM_INVALID, ctx);
+                Step::Go
+            }
+            Damage::IndexStart {
+                index,
+                first,
+                depth,
+            } => {
+                let ctx = ProblemCtx {
+                    ino,
+                    blk: index.start,
+                    blk2: first,
+                    num: u64::from(depth),
+                    ..Default::default()
+                };
+                self.flag(P::P1_EXTENT_INDEX_START_INVALID, ctx);
+                Step::Go
+            }
+            // An unreadable indirect block maps nothing; a tree deeper than the format cannot
+            // be reached with the depth check above.
+            Damage::IndirectUnreadable(_) | Damage::TooDeep(_) => Step::Skip,
+            // More mapping blocks than the file system has: a cyclic or garbage map.
+            Damage::ReadCap => {
+                self.w.exhausted = true;
+                Step::Stop
             }
         }
     }
-    w.count(b, 1, u64::from(geo.cluster_ratio));
-    if w.num_blocks > geo.blocks_count {
-        w.exhausted = true;
-        return;
-    }
-    if ic.ino != ffsck_format::ino::RESIZE {
-        scan.claim(out, b, 1);
-    }
-    w.note_data(lblk, b, is_dir, ic.ino);
-}
-
-#[allow(clippy::too_many_arguments)]
-fn walk_indirect(
-    scan: &Scan,
-    ic: &mut InodeCheck,
-    out: &mut GroupOut,
-    w: &mut BlockWalk,
-    blk: u64,
-    level: u32,
-    base: u64,
-    is_dir: bool,
-) {
-    let fs = scan.fs;
-    let geo = &fs.geo;
-    if w.exhausted {
-        return;
-    }
-    if blk < geo.first_data_block || blk >= geo.blocks_count {
-        illegal_block(scan, ic, out, w, blk, -(level as i64));
-        return;
-    }
-    // In critical metadata, the pointers it holds are followed but a bad one is passed over
-    // without a word: a fix would be written into the metadata. The next round checks the
-    // copy pass 1D makes.
-    let in_metadata = critical_collision(scan, out, ic, blk);
-    w.count(blk, 1, u64::from(geo.cluster_ratio));
-    // The resize inode's map points at reserved GDT blocks and their backups, which are
-    // already claimed as metadata: only its double-indirect block itself is claimed here, but
-    // every block still counts toward its i_blocks.
-    if ic.ino != ffsck_format::ino::RESIZE || level == 2 {
-        scan.claim(out, blk, 1);
-    }
-    // An indirect block comes before the blocks it maps: a file laid out as data, indirect
-    // block, data… is contiguous.
-    if ic.ino != ffsck_format::ino::RESIZE {
-        if w.prev_pblk.is_some_and(|p| p + 1 != blk) {
-            w.fragmented = true;
-        }
-        w.prev_pblk = Some(blk);
-    }
-    let Some(buf) = fs.read_block(blk) else {
-        return;
-    };
-    let per = u64::from(geo.block_size / 4);
-    let span = per.pow(level - 1);
-    let outer_quiet = std::mem::replace(&mut w.quiet, in_metadata);
-    for i in 0..per {
-        let p = u64::from(u32::from_le_bytes([
-            buf[(i * 4) as usize],
-            buf[(i * 4 + 1) as usize],
-            buf[(i * 4 + 2) as usize],
-            buf[(i * 4 + 3) as usize],
-        ]));
-        if p == 0 {
-            continue;
-        }
-        let lblk = base + i * span;
-        if level == 1 {
-            map_data_block(scan, ic, out, w, p, lblk, is_dir);
-        } else {
-            walk_indirect(scan, ic, out, w, p, level - 1, lblk, is_dir);
-        }
-        if w.exhausted {
-            break;
-        }
-    }
-    w.quiet = outer_quiet;
 }
 
 /// A mapping block (extent node or indirect block) of `ic`'s inode at `blk` lies in the
@@ -2374,267 +2567,6 @@ fn flag(
     ctx: ProblemCtx,
 ) -> bool {
     !quiet && report(scan, out, ic, p, ctx)
-}
-
-/// An extent index entry points at a block that is not a valid extent node.
-fn bad_extent_node(scan: &Scan, out: &mut GroupOut, ic: &mut InodeCheck, child: u64, start: u64) {
-    let ctx = ProblemCtx {
-        ino: ic.ino,
-        blk: child,
-        num: start,
-        ..Default::default()
-    };
-    report(scan, out, ic, P::P1_EXTENT_HEADER_INVALID, ctx);
-}
-
-/// Walk one extent node. `lo..hi` is the logical range the parent index allows.
-#[allow(clippy::too_many_arguments)]
-fn walk_extent_node(
-    scan: &Scan,
-    ic: &mut InodeCheck,
-    out: &mut GroupOut,
-    w: &mut BlockWalk,
-    node: &Node,
-    depth: u16,
-    lo: u64,
-    hi: u64,
-    is_dir: bool,
-    level: u32,
-) {
-    let fs = scan.fs;
-    let geo = &fs.geo;
-    let ino = ic.ino;
-    let mut next_start = lo;
-    for i in 0..node.len() {
-        if w.exhausted {
-            return;
-        }
-        if node.is_leaf() {
-            let e = node.extent(i);
-            let mut lblk = u64::from(e.ee_block.get());
-            let (len, unwritten) = e.len();
-            let len = u64::from(len);
-            let pblk = e.start();
-            let ctx = ProblemCtx {
-                ino,
-                blk: pblk,
-                num: lblk,
-                num2: len,
-                ..Default::default()
-            };
-            let problem = if pblk == 0 || pblk < geo.first_data_block || pblk >= geo.blocks_count {
-                Some(P::P1_EXTENT_BAD_START_BLK)
-            } else if lblk < next_start {
-                Some(P::P1_OUT_OF_ORDER_EXTENTS)
-            } else if lblk + len > hi && level > 0 {
-                Some(P::P1_EXTENT_END_OUT_OF_BOUNDS)
-            } else if len == 0 {
-                Some(P::P1_EXTENT_LENGTH_ZERO)
-            } else if pblk + len > geo.blocks_count {
-                Some(P::P1_EXTENT_ENDS_BEYOND)
-            } else if is_dir
-                && !geo.incompat.has(Incompat::LARGEDIR)
-                && lblk + len > dir_block_limit(geo)
-            {
-                Some(P::P1_TOOBIG_DIR)
-            } else {
-                None
-            };
-            if problem.is_none() && is_dir && unwritten {
-                // A directory block is never unwritten: its contents would read as zeroes.
-                flag(scan, out, ic, w.quiet, P::P1_UNINIT_DBLOCK, ctx.clone());
-            }
-            if let Some(p) = problem {
-                // Fixed, the extent is gone: none of its blocks belong to the inode. Unfixed,
-                // e2fsck still accounts the part of the extent that is in range.
-                let dropped = flag(scan, out, ic, w.quiet, p, ctx);
-                if dropped || p == P::P1_EXTENT_BAD_START_BLK || p == P::P1_EXTENT_LENGTH_ZERO {
-                    continue;
-                }
-            }
-            // A gap before this extent: e2fsck offers to move the extent down to close it.
-            let next_lblk = w.last_block.map_or(0, |l| l + 1);
-            let ratio = u64::from(geo.cluster_ratio);
-            let new_lblk = if ratio > 1 {
-                (next_lblk.div_ceil(ratio) * ratio) | (pblk % ratio)
-            } else {
-                next_lblk
-            };
-            // (With bigalloc the extent may already be as low as its cluster allows.)
-            if is_dir && next_lblk < lblk && new_lblk != lblk {
-                let moved = flag(
-                    scan,
-                    out,
-                    ic,
-                    w.quiet,
-                    P::P1_COLLAPSE_DBLOCK,
-                    ProblemCtx {
-                        ino,
-                        blk: lblk,
-                        blk2: new_lblk,
-                        ..Default::default()
-                    },
-                );
-                // Agreed to: the rest of the check sees the extent where the repair puts it.
-                if moved {
-                    lblk = new_lblk;
-                }
-            }
-            let usable = len.min(geo.blocks_count.saturating_sub(pblk));
-            w.count(pblk, usable, u64::from(geo.cluster_ratio));
-            if w.num_blocks > geo.blocks_count {
-                w.exhausted = true;
-                return;
-            }
-            scan.claim(out, pblk, usable);
-            if w.prev_pblk.is_some_and(|p| p + 1 != pblk) {
-                w.fragmented = true;
-            }
-            if usable > 0 {
-                w.prev_pblk = Some(pblk + usable - 1);
-                let last = lblk + usable - 1;
-                w.last_block = Some(w.last_block.map_or(last, |l| l.max(last)));
-                if !unwritten {
-                    w.last_init_block = Some(w.last_init_block.map_or(last, |l| l.max(last)));
-                }
-                if is_dir {
-                    for j in 0..usable {
-                        w.dir_blocks.push(DirBlock {
-                            pblk: pblk + j,
-                            ino,
-                            lblk: (lblk + j).min(u64::from(u32::MAX)) as u32,
-                        });
-                    }
-                }
-            }
-            next_start = lblk + len;
-        } else {
-            let idx = node.index(i);
-            let child = idx.leaf();
-            let start = u64::from(idx.ei_block.get());
-            let end = if i + 1 < node.len() {
-                u64::from(node.index(i + 1).ei_block.get())
-            } else {
-                hi
-            };
-            if child < geo.first_data_block || child >= geo.blocks_count {
-                flag(
-                    scan,
-                    out,
-                    ic,
-                    w.quiet,
-                    P::P1_EXTENT_BAD_START_BLK,
-                    ProblemCtx {
-                        ino,
-                        blk: child,
-                        num: start,
-                        num2: 1,
-                        ..Default::default()
-                    },
-                );
-                continue;
-            }
-            if start < next_start {
-                flag(
-                    scan,
-                    out,
-                    ic,
-                    w.quiet,
-                    P::P1_OUT_OF_ORDER_EXTENTS,
-                    ProblemCtx {
-                        ino,
-                        blk: child,
-                        num: start,
-                        num2: 1,
-                        ..Default::default()
-                    },
-                );
-            }
-            // A child in critical metadata is walked without repairs (see
-            // `critical_collision`); a child that is not even a node is only claimed, so pass
-            // 1D moves it and the next round finds its header bad in the copy.
-            let outer_quiet = w.quiet;
-            w.quiet |= critical_collision(scan, out, ic, child);
-            // (An unreadable block parses as no node.)
-            let buf = fs.read_block(child).unwrap_or_default();
-            match Node::parse(&buf) {
-                Ok(c) if depth > 0 && c.depth() == depth - 1 => {
-                    if fs.has_metadata_csum() {
-                        let off = extent::tail_offset(c.header.eh_max.get());
-                        if off + 4 <= buf.len() {
-                            let seed = ffsck_format::csum::inode_seed(
-                                fs.csum_seed,
-                                ino,
-                                ic.inode.i_generation.get(),
-                            );
-                            let want = ffsck_format::csum::ext4_crc32c(seed, &buf[..off]);
-                            let have = u32::from_le_bytes([
-                                buf[off],
-                                buf[off + 1],
-                                buf[off + 2],
-                                buf[off + 3],
-                            ]);
-                            if want != have {
-                                flag(
-                                    scan,
-                                    out,
-                                    ic,
-                                    w.quiet,
-                                    P::P1_EXTENT_ONLY_CSUM_INVALID,
-                                    ProblemCtx {
-                                        ino,
-                                        blk: child,
-                                        ..Default::default()
-                                    },
-                                );
-                            }
-                        }
-                    }
-                    if !c.is_empty() {
-                        let first = if c.is_leaf() {
-                            u64::from(c.extent(0).ee_block.get())
-                        } else {
-                            u64::from(c.index(0).ei_block.get())
-                        };
-                        if first != start {
-                            flag(
-                                scan,
-                                out,
-                                ic,
-                                w.quiet,
-                                P::P1_EXTENT_INDEX_START_INVALID,
-                                ProblemCtx {
-                                    ino,
-                                    blk: start,
-                                    blk2: first,
-                                    num: u64::from(depth),
-                                    ..Default::default()
-                                },
-                            );
-                        }
-                    }
-                    w.count(child, 1, u64::from(geo.cluster_ratio));
-                    scan.claim(out, child, 1);
-                    walk_extent_node(
-                        scan,
-                        ic,
-                        out,
-                        w,
-                        &c,
-                        depth - 1,
-                        start,
-                        end,
-                        is_dir,
-                        level + 1,
-                    );
-                }
-                _ if w.quiet => scan.claim(out, child, 1),
-                _ => bad_extent_node(scan, out, ic, child, start),
-            }
-            w.quiet = outer_quiet;
-            next_start = start.max(next_start);
-        }
-    }
 }
 
 fn check_sizes(
