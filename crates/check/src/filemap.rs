@@ -6,8 +6,8 @@
 //! this adapter hands the callers single blocks, and they can stop the walk at any point
 //! (callers stop once they have seen as many blocks as they need).
 
-use crate::fs::Fs;
 use crate::ext4::blocks::{Damage, Index, Indirect, Mapping, NodeError, Span, Step, Visitor, Walk};
+use crate::fs::Fs;
 
 /// One step of the walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,9 +102,9 @@ impl Visitor for Adapter<'_> {
             },
             // A node at an unexpected depth is still walked (the level cap bounds it).
             Damage::BadNode(_, NodeError::Depth { .. }) => Step::Go,
-            Damage::DeeperThanUseful { .. } | Damage::BadChecksum(_) | Damage::IndexStart { .. } => {
-                Step::Go
-            }
+            Damage::DeeperThanUseful { .. }
+            | Damage::BadChecksum(_)
+            | Damage::IndexStart { .. } => Step::Go,
             Damage::IndirectUnreadable(_)
             | Damage::BadRoot(_)
             | Damage::BadNode(..)

@@ -8,8 +8,8 @@
 
 pub mod bitmap;
 pub mod engine;
-pub(crate) mod ext4;
 pub mod estimate;
+pub(crate) mod ext4;
 pub mod fast_commit;
 pub mod filemap;
 pub mod fs;

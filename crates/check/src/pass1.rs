@@ -13,9 +13,7 @@
 //! returns its findings, which are merged in group order so output never depends on threads.
 
 use crate::bitmap::{AtomicBitmap, Bitmap};
-use crate::ext4::blocks::{
-    Damage, Index, Indirect, Mapping, NodeInfo, Span, Step, Visitor, Walk,
-};
+use crate::ext4::blocks::{Damage, Index, Indirect, Mapping, NodeInfo, Span, Step, Visitor, Walk};
 use crate::fs::Fs;
 use crate::icount::{InodeCounts, InodeKinds};
 use crate::pass0::{GroupState, Pass0Facts};
@@ -2284,7 +2282,9 @@ impl Mapper<'_, '_, '_> {
             Some(P::P1_EXTENT_LENGTH_ZERO)
         } else if pblk + len > geo.blocks_count {
             Some(P::P1_EXTENT_ENDS_BEYOND)
-        } else if is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk + len > dir_block_limit(geo)
+        } else if is_dir
+            && !geo.incompat.has(Incompat::LARGEDIR)
+            && lblk + len > dir_block_limit(geo)
         {
             Some(P::P1_TOOBIG_DIR)
         } else {
@@ -2471,7 +2471,13 @@ impl Visitor for Mapper<'_, '_, '_> {
                     FileType::Directory | FileType::Regular | FileType::Symlink
                 ) {
                     let ctx = ProblemCtx::ino(ino);
-                    report(self.scan, self.out, self.ic, P::P1_MISSING_EXTENT_HEADER, ctx);
+                    report(
+                        self.scan,
+                        self.out,
+                        self.ic,
+                        P::P1_MISSING_EXTENT_HEADER,
+                        ctx,
+                    );
                 }
                 Step::Go
             }
@@ -2498,7 +2504,13 @@ impl Visitor for Mapper<'_, '_, '_> {
                         num: idx.start,
                         ..Default::default()
                     };
-                    report(self.scan, self.out, self.ic, P::P1_EXTENT_HEADER_INVALID, ctx);
+                    report(
+                        self.scan,
+                        self.out,
+                        self.ic,
+                        P::P1_EXTENT_HEADER_INVALID,
+                        ctx,
+                    );
                 }
                 Step::Skip
             }

@@ -6,11 +6,11 @@
 //! Produces: `DupFacts` (owners per inode), and the 1B/1D findings.
 //! Relies on: `Pass1Facts`. Frees: the rescanned inode tables.
 
+use crate::ext4::blocks::{Damage, Index, Indirect, Mapping, NodeError, Span, Step, Visitor, Walk};
 use crate::fs::Fs;
 use crate::pass1::Pass1Facts;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
-use crate::ext4::blocks::{Damage, Index, Indirect, Mapping, NodeError, Span, Step, Visitor, Walk};
 use ffsck_format::inode::{flags as iflags, FileType, RawInode};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -98,7 +98,7 @@ pub(crate) struct NodeInfo {
 /// The node being walked: the logical range its parent allows (`lo..hi`), its level (root
 /// 0; for block maps the indirect level, 0 for the pointers in the inode), and scratch the
 /// visitor may keep for its ordering checks (`next_start`, starting at `lo`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Span {
     pub lo: u64,
     pub hi: u64,
@@ -150,7 +150,11 @@ pub(crate) enum Damage {
     /// An extent block's tail checksum is wrong (checked only with `Walk::csum_seed`).
     BadChecksum(Index),
     /// An index entry's start differs from the first logical block of its child.
-    IndexStart { index: Index, first: u64, depth: u16 },
+    IndexStart {
+        index: Index,
+        first: u64,
+        depth: u16,
+    },
     /// The child would lie more than `MAX_DEPTH` levels below the root.
     TooDeep(Index),
     /// The walk has read as many mapping blocks as it may (`Walk::reads`).
@@ -292,7 +296,11 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
     /// One indirect block and everything below it.
     fn indirect<V: Visitor>(&mut self, ind: Indirect, v: &mut V) -> Step {
         if ind.pblk == 0 {
-            return if self.holes { v.indirect(ind) } else { Step::Go };
+            return if self.holes {
+                v.indirect(ind)
+            } else {
+                Step::Go
+            };
         }
         if !self.valid(ind.pblk) {
             return v.damage(Damage::IndirectOutOfRange(ind));
