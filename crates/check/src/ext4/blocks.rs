@@ -539,3 +539,317 @@ pub(crate) fn extent_csum_ok(seed: u32, buf: &[u8], eh_max: u16) -> bool {
 fn le4(b: &[u8], i: usize) -> [u8; 4] {
     [b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BS: usize = 1024;
+    /// Blocks in the fake file system; block 0 is the superblock (`first` is 1).
+    const BLOCKS: u64 = 64;
+
+    /// A tiny file system: `BLOCKS` blocks of `BS` bytes in memory.
+    struct Mem(Vec<u8>);
+
+    impl Mem {
+        fn new() -> Self {
+            Mem(vec![0; BS * BLOCKS as usize])
+        }
+        fn block(&mut self, b: u64) -> &mut [u8] {
+            &mut self.0[b as usize * BS..(b as usize + 1) * BS]
+        }
+        fn walk(&self) -> Walk<'_, Mem> {
+            Walk::new(self, 1, BLOCKS)
+        }
+    }
+
+    impl BlockReader for Mem {
+        fn block_size(&self) -> usize {
+            BS
+        }
+        fn read_block_into(&self, blk: u64, buf: &mut [u8]) -> bool {
+            let at = blk as usize * BS;
+            match self.0.get(at..at + BS) {
+                Some(b) => {
+                    buf.copy_from_slice(b);
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+
+    fn put32(b: &mut [u8], at: usize, v: u32) {
+        b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    fn put16(b: &mut [u8], at: usize, v: u16) {
+        b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+    }
+    /// An extent header with `n` entries at `depth`, room for `max`.
+    fn header(b: &mut [u8], n: u16, max: u16, depth: u16) {
+        put16(b, 0, extent::EXTENT_MAGIC);
+        put16(b, 2, n);
+        put16(b, 4, max);
+        put16(b, 6, depth);
+    }
+    fn leaf_entry(b: &mut [u8], i: usize, lblk: u32, len: u16, pblk: u32) {
+        let at = 12 + 12 * i;
+        put32(b, at, lblk);
+        put16(b, at + 4, len);
+        put16(b, at + 6, 0);
+        put32(b, at + 8, pblk);
+    }
+    fn index_entry(b: &mut [u8], i: usize, lblk: u32, child: u32) {
+        let at = 12 + 12 * i;
+        put32(b, at, lblk);
+        put32(b, at + 4, child);
+        put16(b, at + 8, 0);
+    }
+
+    /// Records everything, answering `Go` (or `on_depth` for a node at the wrong depth).
+    #[derive(Default)]
+    struct Log {
+        seen: Vec<String>,
+        on_depth: Option<Step>,
+    }
+
+    impl Visitor for Log {
+        fn mapping(&mut self, m: Mapping, _: &mut Span) -> Step {
+            self.seen
+                .push(format!("map {}->{} x{}", m.lblk, m.pblk, m.len));
+            Step::Go
+        }
+        fn indirect(&mut self, i: Indirect) -> Step {
+            self.seen
+                .push(format!("ind{} {} @{}", i.level, i.pblk, i.lblk));
+            Step::Go
+        }
+        fn node(&mut self, n: NodeInfo) -> Step {
+            self.seen
+                .push(format!("node {:?} d{} l{}", n.pblk, n.depth, n.level));
+            Step::Go
+        }
+        fn damage(&mut self, d: Damage) -> Step {
+            self.seen.push(format!("damage {d:?}"));
+            match d {
+                Damage::BadNode(_, NodeError::Depth { .. }) => self.on_depth.unwrap_or(Step::Skip),
+                _ => Step::Go,
+            }
+        }
+    }
+
+    #[test]
+    fn indirect_map_in_logical_order() {
+        let mut m = Mem::new();
+        let mut iblock = [0u8; 60];
+        put32(&mut iblock, 0, 10); // lblk 0
+        put32(&mut iblock, 4 * 11, 11); // lblk 11
+        put32(&mut iblock, 4 * 12, 20); // single indirect
+        put32(&mut iblock, 4 * 13, 21); // double indirect
+        put32(m.block(20), 0, 30); // lblk 12
+        put32(m.block(20), 4 * 3, 31); // lblk 15
+        put32(m.block(21), 4, 22); // second single indirect below: lblk 12 + 256 + 256
+        put32(m.block(22), 0, 32);
+        let mut log = Log::default();
+        assert_eq!(m.walk().block_map(&iblock, &mut log), Walked::Done);
+        assert_eq!(
+            log.seen,
+            [
+                "map 0->10 x1",
+                "map 11->11 x1",
+                "ind1 20 @12",
+                "map 12->30 x1",
+                "map 15->31 x1",
+                "ind2 21 @268",
+                "ind1 22 @524",
+                "map 524->32 x1",
+            ]
+        );
+    }
+
+    #[test]
+    fn two_level_extent_tree() {
+        let mut m = Mem::new();
+        let mut root = [0u8; 60];
+        header(&mut root, 2, 4, 1);
+        index_entry(&mut root, 0, 0, 5);
+        index_entry(&mut root, 1, 100, 6);
+        let cap = ((BS - 12) / 12) as u16;
+        header(m.block(5), 1, cap, 0);
+        leaf_entry(m.block(5), 0, 0, 3, 40);
+        header(m.block(6), 2, cap, 0);
+        leaf_entry(m.block(6), 0, 100, 1, 50);
+        leaf_entry(m.block(6), 1, 101, 32768 + 2, 51); // unwritten, 2 blocks
+        let mut log = Log::default();
+        assert_eq!(m.walk().extents(&root, &mut log), Walked::Done);
+        assert_eq!(
+            log.seen,
+            [
+                "node None d1 l0",
+                "node Some(5) d0 l1",
+                "map 0->40 x3",
+                "node Some(6) d0 l1",
+                "map 100->50 x1",
+                "map 101->51 x2",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_node_pointing_at_itself_ends() {
+        let mut m = Mem::new();
+        let mut root = [0u8; 60];
+        header(&mut root, 1, 4, 2);
+        index_entry(&mut root, 0, 0, 7);
+        let cap = ((BS - 12) / 12) as u16;
+        header(m.block(7), 1, cap, 1);
+        index_entry(m.block(7), 0, 0, 7);
+        // Strict: the loop is a node at the wrong depth, not walked.
+        let mut log = Log::default();
+        m.walk().extents(&root, &mut log);
+        assert_eq!(log.seen.len(), 3, "{:?}", log.seen);
+        assert!(
+            log.seen[2].contains("Depth { want: 0, got: 1 }"),
+            "{:?}",
+            log.seen
+        );
+        // Lenient (a visitor that walks nodes at any depth): the level cap ends it.
+        let mut log = Log {
+            on_depth: Some(Step::Go),
+            ..Default::default()
+        };
+        assert_eq!(m.walk().extents(&root, &mut log), Walked::Done);
+        let nodes = log
+            .seen
+            .iter()
+            .filter(|s| s.starts_with("node Some(7)"))
+            .count();
+        assert_eq!(nodes, usize::from(MAX_DEPTH), "{:?}", log.seen);
+        assert!(
+            log.seen.last().unwrap().contains("TooDeep"),
+            "{:?}",
+            log.seen
+        );
+    }
+
+    #[test]
+    fn shared_nodes_are_capped_by_reads() {
+        let mut m = Mem::new();
+        let mut root = [0u8; 60];
+        header(&mut root, 4, 4, 3);
+        for i in 0..4 {
+            index_entry(&mut root, i, 0, 8);
+        }
+        let cap = ((BS - 12) / 12) as u16;
+        // Every entry of node 8 (depth 2) and node 9 (depth 1) points at the next node:
+        // 4 * 84 * 84 leaves without a cap.
+        header(m.block(8), cap, cap, 2);
+        header(m.block(9), cap, cap, 1);
+        header(m.block(10), 0, cap, 0);
+        for i in 0..usize::from(cap) {
+            index_entry(m.block(8), i, 0, 9);
+            index_entry(m.block(9), i, 0, 10);
+        }
+        let mut log = Log::default();
+        let mut w = m.walk();
+        w.reads = 100;
+        w.extents(&root, &mut log);
+        let reads = log
+            .seen
+            .iter()
+            .filter(|s| s.starts_with("node Some"))
+            .count();
+        assert_eq!(reads, 100);
+        assert_eq!(log.seen.last().unwrap(), "damage ReadCap");
+    }
+
+    #[test]
+    fn a_tree_deeper_than_useful_is_damage() {
+        let mut root = [0u8; 60];
+        header(&mut root, 0, 4, 6);
+        let m = Mem::new();
+        let mut log = Log::default();
+        m.walk().extents(&root, &mut log);
+        let useful = extent::max_useful_depth(BS as u32);
+        assert!(useful < 6);
+        assert_eq!(
+            log.seen[1],
+            format!("damage {:?}", Damage::DeeperThanUseful { depth: 6, useful })
+        );
+    }
+
+    #[test]
+    fn out_of_range_pointers_are_damage_not_reads() {
+        let mut m = Mem::new();
+        let mut iblock = [0u8; 60];
+        put32(&mut iblock, 0, BLOCKS as u32); // data past the end
+        put32(&mut iblock, 4 * 12, 0xFFFF_FFF0); // indirect past the end
+        let mut log = Log::default();
+        m.walk().block_map(&iblock, &mut log);
+        assert_eq!(log.seen.len(), 2, "{:?}", log.seen);
+        assert!(log.seen[0].contains("DataOutOfRange"), "{:?}", log.seen);
+        assert!(log.seen[1].contains("IndirectOutOfRange"), "{:?}", log.seen);
+
+        let mut root = [0u8; 60];
+        header(&mut root, 2, 4, 1);
+        index_entry(&mut root, 0, 0, 1000);
+        index_entry(&mut root, 1, 10, 12);
+        let cap = ((BS - 12) / 12) as u16;
+        header(m.block(12), 2, cap, 0);
+        leaf_entry(m.block(12), 0, 10, 1, 0); // start 0: below s_first_data_block
+        leaf_entry(m.block(12), 1, 11, 1, 13);
+        let mut log = Log::default();
+        m.walk().extents(&root, &mut log);
+        assert!(log.seen[1].contains("IndexOutOfRange"), "{:?}", log.seen);
+        assert!(log.seen[3].contains("DataOutOfRange"), "{:?}", log.seen);
+        assert_eq!(log.seen[4], "map 11->13 x1");
+    }
+
+    #[test]
+    fn checksum_and_index_start_damage() {
+        let mut m = Mem::new();
+        let mut root = [0u8; 60];
+        header(&mut root, 1, 4, 1);
+        index_entry(&mut root, 0, 5, 14);
+        let cap = ((BS - 12) / 12) as u16;
+        header(m.block(14), 1, cap, 0);
+        leaf_entry(m.block(14), 0, 7, 1, 20);
+        let mut log = Log::default();
+        let mut w = m.walk();
+        w.csum_seed = Some(1);
+        w.extents(&root, &mut log);
+        assert!(log.seen[1].contains("BadChecksum"), "{:?}", log.seen);
+        assert!(log.seen[2].contains("first: 7"), "{:?}", log.seen);
+        // With the right tail, only the start disagrees.
+        let off = extent::tail_offset(cap);
+        let c = ffsck_format::csum::ext4_crc32c(1, &m.block(14)[..off]);
+        put32(m.block(14), off, c);
+        let mut log = Log::default();
+        let mut w = m.walk();
+        w.csum_seed = Some(1);
+        w.extents(&root, &mut log);
+        assert!(
+            !log.seen.iter().any(|s| s.contains("BadChecksum")),
+            "{:?}",
+            log.seen
+        );
+    }
+
+    #[test]
+    fn stop_ends_the_walk() {
+        struct First(u32);
+        impl Visitor for First {
+            fn mapping(&mut self, _: Mapping, _: &mut Span) -> Step {
+                self.0 += 1;
+                Step::Stop
+            }
+        }
+        let m = Mem::new();
+        let mut iblock = [0u8; 60];
+        put32(&mut iblock, 0, 10);
+        put32(&mut iblock, 4, 11);
+        let mut v = First(0);
+        assert_eq!(m.walk().block_map(&iblock, &mut v), Walked::Stopped);
+        assert_eq!(v.0, 1);
+    }
+}
