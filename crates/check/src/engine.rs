@@ -137,7 +137,7 @@ pub struct Summary {
     /// Directory entries checked.
     pub entries: u64,
     /// Per-type counts from pass 1.
-    pub counts: crate::pass1::Counts,
+    pub counts: crate::facts::Counts,
 }
 
 /// What passes 1-4 found in use, for a repair to rebuild bitmaps and counts from.
@@ -150,7 +150,7 @@ pub struct AllocFacts {
     pub dirs_per_group: Vec<u32>,
     /// Every directory block (owner, logical and physical block), for repairs that edit
     /// directories. (Empty after a read-only check that spilled it under `--max-memory`.)
-    pub dir_blocks: Vec<crate::pass1::DirBlock>,
+    pub dir_blocks: Vec<crate::facts::DirBlock>,
     /// Bitmaps given a new block at the end of pass 1.
     pub relocated: Vec<crate::relocate::Move>,
     /// Usage per quota id, for rewriting the quota files.
@@ -279,7 +279,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     };
     let mut early = (tuning.pipeline && tuning.max_memory.is_none())
         .then(|| pass2::Early::new(&p0.fs, policy, tuning.pipeline_budget));
-    let stage = early.as_mut().map(|e| e as &mut dyn pass1::Stage);
+    let stage = early.as_mut().map(|e| e as &mut dyn crate::facts::Stage);
     let mut p1 = pass1::run_with(&p0, policy, &mut f, prog, stage, &limits);
     let relocated = crate::relocate::plan(&p0, &mut p1.block_used, policy, &mut f);
     flush(rep, &mut f, &mut all);
@@ -373,7 +373,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
 /// The allocation facts a repair works from, taken out of pass 1's.
 fn alloc_facts(
     p0: &crate::pass0::Pass0Facts,
-    p1: &mut pass1::Pass1Facts,
+    p1: &mut crate::facts::Pass1Facts,
     policy: Policy,
     relocated: Vec<crate::relocate::Move>,
 ) -> AllocFacts {

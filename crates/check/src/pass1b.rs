@@ -7,8 +7,8 @@
 //! Relies on: `Pass1Facts`. Frees: the rescanned inode tables.
 
 use crate::ext4::blocks::{Damage, Index, Indirect, Mapping, NodeError, Span, Step, Visitor, Walk};
+use crate::facts::Pass1Facts;
 use crate::fs::Fs;
-use crate::pass1::Pass1Facts;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::inode::{flags as iflags, FileType, RawInode};

@@ -11,11 +11,11 @@
 //! Blocks are checked in parallel chunks; everything that depends on order (which link to a
 //! directory is its parent) is decided in a sequential merge in block order.
 
+use crate::facts::{kind, DirBlock, Facts, Pass1Facts};
 use crate::fs::Fs;
 use crate::htree;
 use crate::icount::{InodeCounts, SharedCounter};
 use crate::pass0::Pass0Facts;
-use crate::pass1::{kind, DirBlock, Facts, Pass1Facts};
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::{self as fdir, ft, header_at, DxRootInfo, DX_ROOT_INFO_OFFSET};
@@ -62,13 +62,13 @@ impl crate::spill::Record for DirLinks {
 #[derive(Default)]
 pub struct DirTable {
     /// Pass 1's index of the directories, shared: links are kept by position in it.
-    index: Arc<crate::pass1::DirIndex>,
+    index: Arc<crate::facts::DirIndex>,
     links: crate::spill::Table<DirLinks>,
 }
 
 impl DirTable {
     /// All links zero; they spill when they would take more than `limits.dir_links_bytes`.
-    fn new(dirs: &crate::pass1::DirList, limits: &crate::spill::Limits) -> Self {
+    fn new(dirs: &crate::facts::DirList, limits: &crate::spill::Limits) -> Self {
         DirTable {
             index: dirs.index().clone(),
             links: crate::spill::Table::zeroed(
@@ -288,7 +288,7 @@ pub fn run_with(
         Some(e) => {
             let mut outs = e.outs;
             let first = fs.geo.compat.has(ffsck_format::Compat::DIR_INDEX);
-            outs.sort_unstable_by_key(|(d, _)| crate::pass1::dir_block_order(first, d));
+            outs.sort_unstable_by_key(|(d, _)| crate::facts::dir_block_order(first, d));
             (e.refs, e.dx_dirs, outs)
         }
         None => (
@@ -521,8 +521,8 @@ fn out_bytes(bo: &BlockOut) -> usize {
             .map_or(0, |_| std::mem::size_of::<htree::DxBlock>())
 }
 
-impl crate::pass1::Stage for Early<'_> {
-    fn batch(&mut self, facts: &crate::pass1::Partial<'_>, mut blocks: Vec<DirBlock>) {
+impl crate::facts::Stage for Early<'_> {
+    fn batch(&mut self, facts: &crate::facts::Partial<'_>, mut blocks: Vec<DirBlock>) {
         if self.bytes >= self.budget {
             self.deferred += blocks.len() as u64;
             return;

@@ -8,8 +8,8 @@
 //! `Pass2Facts` (references).
 //! Frees: both link tables.
 
+use crate::facts::{kind, Pass1Facts};
 use crate::fs::Fs;
-use crate::pass1::{kind, Pass1Facts};
 use crate::pass2::{read_inode, Pass2Facts};
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
