@@ -29,6 +29,7 @@ pub mod pass4;
 pub mod pass5;
 pub mod pathname;
 pub mod problem;
+pub mod progress;
 pub mod quota;
 pub mod recovery;
 pub mod relocate;

@@ -330,7 +330,27 @@ impl<T: Record> SpilledTable<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pass2::DirLinks;
+
+    /// A two-field record, like pass 2's directory links.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, zerocopy::FromZeros)]
+    struct DirLinks {
+        dotdot: u32,
+        parent: u32,
+    }
+
+    impl Record for DirLinks {
+        const BYTES: usize = 8;
+        fn load(b: &[u8]) -> Self {
+            DirLinks {
+                dotdot: u32::load(&b[0..4]),
+                parent: u32::load(&b[4..8]),
+            }
+        }
+        fn store(&self, b: &mut [u8]) {
+            self.dotdot.store(&mut b[0..4]);
+            self.parent.store(&mut b[4..8]);
+        }
+    }
 
     #[test]
     fn spilled_links_read_back_what_was_set_through_a_small_cache() {

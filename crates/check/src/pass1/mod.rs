@@ -79,7 +79,7 @@ pub fn run(
     p0: &Pass0Facts,
     policy: Policy,
     out: &mut Findings,
-    progress: &crate::engine::Progress,
+    progress: &crate::progress::Progress,
 ) -> Pass1Facts {
     run_with(p0, policy, out, progress, None, &Default::default())
 }
@@ -90,7 +90,7 @@ pub fn run_with(
     p0: &Pass0Facts,
     policy: Policy,
     out: &mut Findings,
-    progress: &crate::engine::Progress,
+    progress: &crate::progress::Progress,
     stage: Option<&mut dyn Stage>,
     limits: &crate::spill::Limits,
 ) -> Pass1Facts {
