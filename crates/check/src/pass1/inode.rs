@@ -355,16 +355,7 @@ pub(super) fn check_live_inode(
     let mut k = ft.dirent_type();
 
     // Fields pass 2 will look at when it reaches an entry for this inode.
-    let mut bad = inode.i_obso_faddr.get() != 0
-        || (!geo.incompat.has(Incompat::LARGEDIR)
-            && ft == FileType::Directory
-            && inode.i_size_high.get() != 0)
-        || (!geo.incompat.has(Incompat::SIXTY_FOUR_BIT) && inode.l_i_file_acl_high.get() != 0)
-        || (!geo.ro_compat.has(RoCompat::HUGE_FILE) && inode.l_i_blocks_high.get() != 0)
-        || (inode.file_acl() != 0
-            && (!geo.compat.has(Compat::EXT_ATTR)
-                || inode.file_acl() < geo.first_data_block
-                || inode.file_acl() >= geo.blocks_count));
+    let mut bad = bad_fields(geo, inode, ft);
     if fl & iflags::IMAGIC != 0 && !geo.compat.has(Compat::IMAGIC_INODES) {
         report(scan, out, ic, P::P1_SET_IMAGIC, ProblemCtx::ino(ino));
     }
@@ -444,54 +435,97 @@ pub(super) fn check_live_inode(
         // (e2fsck 1.47.0 accepts the flag on any file type; pass 4 uses it.)
         k |= kind::EA_INODE;
     }
-    if fl & iflags::ENCRYPT != 0 {
-        // The policy, for pass 2 to compare with the directory's. Without a context the
-        // flag goes (agreed to); a corrupt context takes the inode with it.
-        let id = match encryption::context(fs, ic.raw) {
-            encryption::Context::Missing => {
-                if report(
-                    scan,
-                    out,
-                    ic,
-                    P::P1_MISSING_ENCRYPTION_XATTR,
-                    ProblemCtx::ino(ino),
-                ) {
-                    None
-                } else {
-                    k |= kind::ENCRYPT;
-                    None
-                }
-            }
-            encryption::Context::Corrupt => {
-                if report(
-                    scan,
-                    out,
-                    ic,
-                    P::P1_CORRUPT_ENCRYPTION_XATTR,
-                    ProblemCtx::ino(ino),
-                ) {
-                    return;
-                }
-                k |= kind::ENCRYPT;
-                None
-            }
-            encryption::Context::Unrecognized => Some(encryption::UNRECOGNIZED),
-            encryption::Context::Policy(p) => Some(
-                scan.policies
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .id(p),
-            ),
-        };
-        if let Some(id) = id {
-            k |= kind::ENCRYPT;
-            out.policies.push((ino, id));
-        }
+    if fl & iflags::ENCRYPT != 0 && !check_encryption(scan, ic, out, &mut k) {
+        return;
     }
     if fl & iflags::INLINE_DATA != 0 && inline_on {
         k |= kind::INLINE;
     }
 
+    bad |= !check_file_type(scan, ic, out, fixed_link.as_ref());
+    if bad {
+        k |= kind::BAD;
+    }
+    out.counts.files += 1;
+
+    check_mapping(scan, ic, out, bad, &mut k);
+    *kind_slot = k;
+}
+
+/// Fields pass 2 will look at when it reaches an entry for this inode (e2fsck's bad map).
+fn bad_fields(geo: &ffsck_format::Geometry, inode: &RawInode, ft: FileType) -> bool {
+    inode.i_obso_faddr.get() != 0
+        || (!geo.incompat.has(Incompat::LARGEDIR)
+            && ft == FileType::Directory
+            && inode.i_size_high.get() != 0)
+        || (!geo.incompat.has(Incompat::SIXTY_FOUR_BIT) && inode.l_i_file_acl_high.get() != 0)
+        || (!geo.ro_compat.has(RoCompat::HUGE_FILE) && inode.l_i_blocks_high.get() != 0)
+        || (inode.file_acl() != 0
+            && (!geo.compat.has(Compat::EXT_ATTR)
+                || inode.file_acl() < geo.first_data_block
+                || inode.file_acl() >= geo.blocks_count))
+}
+
+/// The encryption policy of an inode with the flag, for pass 2 to compare with its
+/// directory's. Without a context the flag goes (agreed to); a corrupt context takes the
+/// inode with it: returns `false` when the inode is cleared.
+fn check_encryption(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, k: &mut u8) -> bool {
+    let (fs, ino) = (scan.fs, ic.ino);
+    let id = match encryption::context(fs, ic.raw) {
+        encryption::Context::Missing => {
+            if report(
+                scan,
+                out,
+                ic,
+                P::P1_MISSING_ENCRYPTION_XATTR,
+                ProblemCtx::ino(ino),
+            ) {
+                None
+            } else {
+                *k |= kind::ENCRYPT;
+                None
+            }
+        }
+        encryption::Context::Corrupt => {
+            if report(
+                scan,
+                out,
+                ic,
+                P::P1_CORRUPT_ENCRYPTION_XATTR,
+                ProblemCtx::ino(ino),
+            ) {
+                return false;
+            }
+            *k |= kind::ENCRYPT;
+            None
+        }
+        encryption::Context::Unrecognized => Some(encryption::UNRECOGNIZED),
+        encryption::Context::Policy(p) => Some(
+            scan.policies
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .id(p),
+        ),
+    };
+    if let Some(id) = id {
+        *k |= kind::ENCRYPT;
+        out.policies.push((ino, id));
+    }
+    true
+}
+
+/// Count the inode by type and check what its type allows (device numbers, symlink target,
+/// flags and size of special files). Returns `false` if pass 2 must look at it (bad).
+/// `fixed_link` is the symlink as the fixes agreed to so far leave it.
+fn check_file_type(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    fixed_link: Option<&RawInode>,
+) -> bool {
+    let (fs, ino, inode) = (scan.fs, ic.ino, ic.inode);
+    let (fl, ft) = (inode.flags(), inode.file_type());
+    let mut ok = true;
     match ft {
         FileType::Directory => {
             out.counts.dirs += 1;
@@ -535,12 +569,12 @@ pub(super) fn check_live_inode(
                     _ => out.counts.socket += 1,
                 }
             } else {
-                bad = true;
+                ok = false;
             }
         }
         FileType::Symlink => {
-            if !symlink_ok(fs, fixed_link.as_ref().unwrap_or(inode), ic.raw) {
-                bad = true;
+            if !symlink_ok(fs, fixed_link.unwrap_or(inode), ic.raw) {
+                ok = false;
             } else {
                 if fl & (iflags::IMMUTABLE | iflags::APPEND) != 0 {
                     report(scan, out, ic, P::P1_SET_IMMUTABLE, ProblemCtx::ino(ino));
@@ -551,13 +585,18 @@ pub(super) fn check_live_inode(
                 }
             }
         }
-        FileType::Bad => bad = true,
+        FileType::Bad => ok = false,
     }
-    if bad {
-        k |= kind::BAD;
-    }
-    out.counts.files += 1;
+    ok
+}
 
+/// The mapping of a live inode: flag and feature consistency, the htree flag, then its
+/// blocks (`check_blocks`), the htree root and holes of a directory, or only what
+/// `i_blocks` claims of a file that maps nothing. Sets `kind::HTREE` in `k`.
+fn check_mapping(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, bad: bool, k: &mut u8) {
+    let geo = &scan.fs.geo;
+    let (ino, inode) = (ic.ino, ic.inode);
+    let (fl, ft) = (inode.flags(), inode.file_type());
     // Flag/feature consistency of the mapping.
     if fl & iflags::EXTENTS != 0 && !scan.extent_fs {
         // e2fsck first offers to turn the feature on when the tree looks valid, then to clear
@@ -568,13 +607,11 @@ pub(super) fn check_live_inode(
         if !feature_on {
             report(scan, out, ic, P::P1_EXTENTS_SET, ProblemCtx::ino(ino));
         }
-        *kind_slot = k;
         return;
     }
     // A valid inline-data symlink is done: e2fsck looks at none of its blocks, not even its
     // xattr block (whose references it then does not count), nor charges it to a quota.
     if ft == FileType::Symlink && !bad && fl & iflags::INLINE_DATA != 0 {
-        *kind_slot = k;
         return;
     }
     if fl & iflags::INDEX != 0 {
@@ -583,7 +620,7 @@ pub(super) fn check_live_inode(
         } else if ft != FileType::Directory {
             report(scan, out, ic, P::P1_HTREE_NODIR, ProblemCtx::ino(ino));
         } else {
-            k |= kind::HTREE;
+            *k |= kind::HTREE;
         }
     }
     let is_special = matches!(
@@ -594,10 +631,10 @@ pub(super) fn check_live_inode(
         let cb = check_blocks(scan, ic, out, ft);
         if ft == FileType::Directory {
             // The flag still decides how pass 2 reads block 0, even when the root is bad.
-            if k & kind::HTREE != 0 {
+            if *k & kind::HTREE != 0 {
                 htree_root_ok(scan, ic, out, &cb);
             }
-            if k & kind::INLINE == 0 {
+            if *k & kind::INLINE == 0 {
                 let block_mapped = !(fl & iflags::EXTENTS != 0 && scan.extent_fs);
                 out.dir_blocks
                     .extend(dir_holes(&cb.dir_blocks, ino, block_mapped, geo));
@@ -615,7 +652,6 @@ pub(super) fn check_live_inode(
         // No blocks at all: the inode is still charged to its owners.
         charge_quota(scan, ic, out, 0);
     }
-    *kind_slot = k;
 }
 
 /// Charge an inode and `blocks` clusters to its owners' quotas, as e2fsck charges them: the

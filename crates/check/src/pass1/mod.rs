@@ -14,8 +14,8 @@
 
 use crate::bitmap::{AtomicBitmap, Bitmap};
 use crate::facts::{
-    dir_block_order, ClaimSummary, Counts, DirBlock, DirBlockSpill, DirFacts, DirList, Partial,
-    Pass1Facts, Stage,
+    dir_block_order, ClaimSummary, Counts, DirBlock, DirBlockSpill, DirFacts, DirList, Pass1Facts,
+    Stage,
 };
 use crate::fs::Fs;
 use crate::icount::{InodeCounts, InodeKinds};
@@ -39,8 +39,7 @@ mod special;
 mod xattr;
 
 use ffsck_format::inode::RawInode;
-use itable::scan_group;
-use schedule::{pipeline_batch, Acc, GroupBits};
+use schedule::{Acc, GroupBits};
 pub(crate) use special::{device_inode_ok, symlink_ok};
 
 /// Mark the fixed metadata of every group.
@@ -94,155 +93,64 @@ pub fn run_with(
     stage: Option<&mut dyn Stage>,
     limits: &crate::spill::Limits,
 ) -> Pass1Facts {
-    let fs = &p0.fs;
-    let geo = &fs.geo;
-    let n_inodes = geo.inodes_count as usize;
-    let metadata = metadata_map(fs, &p0.groups);
-    // Pre-claim metadata so files that overlap it are found as multiply-claimed.
-    let claimed = AtomicBitmap::new(geo.blocks_count);
-    for b in metadata.iter_ones() {
-        claimed.test_and_set(b);
-    }
-    let mkfs = fs.sb.s_mkfs_time.get();
-    let scan = Scan {
-        fs,
-        policy,
-        claimed,
-        inode_used: AtomicBitmap::new(n_inodes as u64),
-        links_one: AtomicBitmap::new(n_inodes as u64),
-        links_two: AtomicBitmap::new(n_inodes as u64),
-        kind_dir: AtomicBitmap::new(n_inodes as u64),
-        kind_reg: AtomicBitmap::new(n_inodes as u64),
-        ea_refs: Mutex::new(BTreeMap::new()),
-        buffers: Mutex::new(Vec::new()),
-        ea_inode_refs: Mutex::new(BTreeMap::new()),
-        ea_inode_flag_set: Mutex::default(),
-        quota: fs.sb.ro_compat().has(RoCompat::QUOTA),
-        policies: Mutex::default(),
-        bucket_shift: (64 - geo.blocks_count.leading_zeros()).saturating_sub(6),
-        extent_fs: geo.incompat.has(Incompat::EXTENTS),
-        low_dtime_check: !(mkfs != 0 && mkfs < geo.inodes_count),
-        shared_blocks: geo.ro_compat.has(RoCompat::SHARED_BLOCKS),
-        journal_inum: p0.journal.journal_inum,
-        bb_inodes: inodes_in_bad_blocks(p0, policy, out),
-        resize_cleared: p0.resize_cleared,
-        metadata,
-    };
-    let group_count = geo.group_count as usize;
-    // The used part of a group's inode table is hinted a few groups ahead of its scan, so
-    // the device works on the next tables while the workers check this one.
-    let ahead = 2 * rayon::current_num_threads().max(1);
-    let hint_table = |g: usize| {
-        if let (Some(st), Some(gd)) = (p0.groups.get(g), fs.groups.get(g)) {
-            if st.inode_table_ok {
-                let n = u64::from(fs.scannable_inodes(g as u32, st.csum_ok));
-                let bytes = n * u64::from(geo.inode_size);
-                fs.will_need_blocks(&[(
-                    gd.inode_table(),
-                    bytes.div_ceil(u64::from(geo.block_size)),
-                )]);
-            }
+    let scan = Scan::new(p0, policy, out);
+    let (acc, spill) = schedule::scan_groups(&scan, p0, out, progress, stage, limits);
+    finish(scan, acc, spill, out, limits)
+}
+
+impl<'a> Scan<'a> {
+    /// The scan's shared state: metadata pre-claimed, empty bitmaps, the file system's
+    /// settings. (Reports the inodes in bad blocks.)
+    fn new(p0: &'a Pass0Facts, policy: Policy, out: &mut Findings) -> Self {
+        let fs = &p0.fs;
+        let geo = &fs.geo;
+        let n_inodes = geo.inodes_count as usize;
+        let metadata = metadata_map(fs, &p0.groups);
+        // Pre-claim metadata so files that overlap it are found as multiply-claimed.
+        let claimed = AtomicBitmap::new(geo.blocks_count);
+        for b in metadata.iter_ones() {
+            claimed.test_and_set(b);
         }
-    };
-    (0..ahead.min(group_count)).for_each(hint_table);
-    // Without a stage or a limit, each group's directory blocks go straight into one list as
-    // the group ends (pass 2 sorts it anyway): the groups' lists are never all alive beside
-    // a joined copy of them, which on a file system of small directories was a third of
-    // the peak memory.
-    let sink: Option<Mutex<Vec<DirBlock>>> =
-        (stage.is_none() && limits.dir_blocks_bytes.is_none()).then(Mutex::default);
-    let scan_groups = |r: std::ops::Range<usize>| -> Vec<GroupOut> {
-        r.into_par_iter()
-            .map(|g| {
-                hint_table(g + ahead);
-                let mut o = scan_group(&scan, g as u32, p0.groups[g]);
-                if let Some(sink) = &sink {
-                    let mut all = sink.lock().unwrap_or_else(|e| e.into_inner());
-                    all.append(&mut o.dir_blocks);
-                    o.dir_blocks = Vec::new();
-                }
-                progress.advance(1);
-                o
-            })
-            .collect()
-    };
-    let mut acc = Acc {
-        keep_generations: fs.has_metadata_csum(),
-        ..Acc::default()
-    };
+        let mkfs = fs.sb.s_mkfs_time.get();
+        Scan {
+            fs,
+            policy,
+            claimed,
+            inode_used: AtomicBitmap::new(n_inodes as u64),
+            links_one: AtomicBitmap::new(n_inodes as u64),
+            links_two: AtomicBitmap::new(n_inodes as u64),
+            kind_dir: AtomicBitmap::new(n_inodes as u64),
+            kind_reg: AtomicBitmap::new(n_inodes as u64),
+            ea_refs: Mutex::new(BTreeMap::new()),
+            buffers: Mutex::new(Vec::new()),
+            ea_inode_refs: Mutex::new(BTreeMap::new()),
+            ea_inode_flag_set: Mutex::default(),
+            quota: fs.sb.ro_compat().has(RoCompat::QUOTA),
+            policies: Mutex::default(),
+            bucket_shift: (64 - geo.blocks_count.leading_zeros()).saturating_sub(6),
+            extent_fs: geo.incompat.has(Incompat::EXTENTS),
+            low_dtime_check: !(mkfs != 0 && mkfs < geo.inodes_count),
+            shared_blocks: geo.ro_compat.has(RoCompat::SHARED_BLOCKS),
+            journal_inum: p0.journal.journal_inum,
+            bb_inodes: inodes_in_bad_blocks(p0, policy, out),
+            resize_cleared: p0.resize_cleared,
+            metadata,
+        }
+    }
+}
+
+/// The facts pass 1 hands on, from the merged group outputs: xattr reference counts
+/// checked, duplicate blocks listed once, directory blocks in pass 2's order (the rest of
+/// a spill written), bitmaps frozen.
+fn finish(
+    scan: Scan,
+    acc: Acc,
+    spill: Option<DirBlockSpill>,
+    out: &mut Findings,
+    limits: &crate::spill::Limits,
+) -> Pass1Facts {
+    let (policy, geo) = (scan.policy, &scan.fs.geo);
     let first_blocks_first = geo.compat.has(Compat::DIR_INDEX);
-    // Under a memory limit the directory-block list goes to a scratch file in sorted runs
-    // whenever it outgrows its share (and groups are scanned in batches, so the group
-    // outputs waiting to be merged stay small too).
-    let mut spill: Option<DirBlockSpill> = None;
-    let mut maybe_spill = |acc: &mut Acc| {
-        let Some(limit) = limits.dir_blocks_bytes else {
-            return;
-        };
-        if acc.dir_blocks.len() * std::mem::size_of::<DirBlock>() < limit {
-            return;
-        }
-        if spill.is_none() {
-            spill = DirBlockSpill::create(limits.scratch_dir.as_deref(), first_blocks_first).ok();
-        }
-        if let Some(s) = spill.as_mut() {
-            // On a write error the blocks simply stay in memory.
-            let _ = s.push_run(&mut acc.dir_blocks);
-        }
-    };
-    match stage {
-        None if limits.dir_blocks_bytes.is_none() => {
-            let outs = scan_groups(0..group_count);
-            acc.reserve(&outs);
-            for o in outs {
-                acc.absorb(o, policy, out);
-            }
-            if let Some(sink) = sink {
-                acc.dir_blocks = sink.into_inner().unwrap_or_else(|e| e.into_inner());
-            }
-        }
-        None => {
-            let batch = pipeline_batch(group_count, rayon::current_num_threads());
-            for start in (0..group_count).step_by(batch) {
-                for o in scan_groups(start..(start + batch).min(group_count)) {
-                    acc.absorb(o, policy, out);
-                    maybe_spill(&mut acc);
-                }
-            }
-        }
-        Some(stage) => {
-            // Pipelined: while the workers scan batch k+1, others check the directory blocks
-            // batch k found (rayon's join lets idle threads take whichever side has work).
-            let batch = pipeline_batch(group_count, rayon::current_num_threads());
-            let mut start = 0usize;
-            let mut pending = Some(scan_groups(0..batch.min(group_count)));
-            while let Some(outs) = pending.take() {
-                let end = (start + batch).min(group_count);
-                let first_new = acc.dir_blocks.len();
-                for o in outs {
-                    acc.absorb(o, policy, out);
-                }
-                let blocks = acc.dir_blocks[first_new..].to_vec();
-                let partial = Partial {
-                    kind_dir: &scan.kind_dir,
-                    kind_reg: &scan.kind_reg,
-                    inode_used: &scan.inode_used,
-                    other: &acc.kinds_other,
-                    dir_inos: &acc.dir_inos,
-                    dir_generations: &acc.dir_generations,
-                    bb_inodes: &scan.bb_inodes,
-                    policies: &acc.policies,
-                    frontier: (end as u64 * u64::from(geo.inodes_per_group))
-                        .min(u64::from(geo.inodes_count)) as u32,
-                };
-                let next = (end < group_count).then(|| end..(end + batch).min(group_count));
-                let (scanned, ()) =
-                    rayon::join(|| next.map(&scan_groups), || stage.batch(&partial, blocks));
-                pending = scanned;
-                start = end;
-            }
-        }
-    }
     let Acc {
         mut dir_blocks,
         dir_inos,
