@@ -11,6 +11,13 @@
 //!
 //! Groups are scanned in parallel; each worker fills its own slice of the per-inode arrays and
 //! returns its findings, which are merged in group order so output never depends on threads.
+//!
+//! This file is the pass's contract (`run`, `run_with`) and the state its modules share
+//! (`Scan`, `GroupOut`, `InodeCheck`). The work: `schedule` (batches, pipelining, merging),
+//! `itable` (reading inode tables), `inode` (one inode's checks), `special` (devices and
+//! symlinks), `blockmap` and `extents` (the mapping, walked by `ext4::blocks`), `sizes`,
+//! `dirblocks` (htree roots, holes), `xattr` and `encryption`. The facts it produces are
+//! defined in `crate::facts`.
 
 use crate::bitmap::{AtomicBitmap, Bitmap};
 use crate::facts::{
