@@ -183,42 +183,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     let p0 = match p0 {
         Ok(p) => p,
         Err(e) => {
-            let (msg, code) = match e {
-                OpenFailure::Corrupt(why) => {
-                    f.report(
-                        policy,
-                        crate::Problem::P0_SB_CORRUPT,
-                        crate::ProblemCtx {
-                            str: Some(why.clone()),
-                            ..Default::default()
-                        },
-                    );
-                    (format!("The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({why}). If the device is valid, try a backup superblock with -b."), exit::ERROR)
-                }
-                OpenFailure::Journal(why) => (
-                    format!("Cannot proceed with file system check: {why}."),
-                    exit::ERROR | exit::UNCORRECTED,
-                ),
-                OpenFailure::Unsupported(feat) => (
-                    format!("The file system has unsupported features: {feat}. Upgrade ffsck."),
-                    exit::ERROR,
-                ),
-                OpenFailure::TooSmall {
-                    fs_blocks,
-                    dev_blocks,
-                } => {
-                    f.report(
-                        policy,
-                        crate::Problem::P0_FS_SIZE_WRONG,
-                        crate::ProblemCtx {
-                            blk: fs_blocks,
-                            blk2: dev_blocks,
-                            ..Default::default()
-                        },
-                    );
-                    (format!("The file system size (according to the superblock) is {fs_blocks} blocks, but the device holds only {dev_blocks} blocks: the image is truncated or the superblock is corrupt."), exit::ERROR | exit::UNCORRECTED)
-                }
-            };
+            let (msg, code) = open_failed(e, policy, &mut f);
             flush(rep, &mut f, &mut all);
             return Outcome {
                 findings: all,
@@ -236,21 +201,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     let prog = &opts.progress;
     prog.start(1, u64::from(p0.fs.geo.group_count));
     let tuning = &opts.tuning;
-    let limits = crate::spill::Limits {
-        // The directory-block list may take a quarter of the limit.
-        dir_blocks_bytes: tuning
-            .max_memory
-            .map(|m| usize::try_from(m / 4).unwrap_or(usize::MAX)),
-        // The directories' parent links (8 bytes each) an eighth, their generations (4
-        // bytes each, with metadata checksums) a sixteenth.
-        dir_links_bytes: tuning
-            .max_memory
-            .map(|m| usize::try_from(m / 8).unwrap_or(usize::MAX)),
-        dir_generations_bytes: tuning
-            .max_memory
-            .map(|m| usize::try_from(m / 16).unwrap_or(usize::MAX)),
-        scratch_dir: tuning.scratch_dir.clone(),
-    };
+    let limits = memory_limits(tuning);
     let mut early = (tuning.pipeline && tuning.max_memory.is_none())
         .then(|| pass2::Early::new(&p0.fs, policy, tuning.pipeline_budget));
     let stage = early.as_mut().map(|e| e as &mut dyn crate::facts::Stage);
@@ -341,6 +292,66 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         fatal: None,
         alloc: Some(alloc),
         marked_valid: false,
+    }
+}
+
+/// The message and exit code of a check that could not open the file system (the finding,
+/// if there is one, goes to `f`).
+fn open_failed(e: OpenFailure, policy: Policy, f: &mut Findings) -> (String, i32) {
+    match e {
+        OpenFailure::Corrupt(why) => {
+            f.report(
+                policy,
+                crate::Problem::P0_SB_CORRUPT,
+                crate::ProblemCtx {
+                    str: Some(why.clone()),
+                    ..Default::default()
+                },
+            );
+            (format!("The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({why}). If the device is valid, try a backup superblock with -b."), exit::ERROR)
+        }
+        OpenFailure::Journal(why) => (
+            format!("Cannot proceed with file system check: {why}."),
+            exit::ERROR | exit::UNCORRECTED,
+        ),
+        OpenFailure::Unsupported(feat) => (
+            format!("The file system has unsupported features: {feat}. Upgrade ffsck."),
+            exit::ERROR,
+        ),
+        OpenFailure::TooSmall {
+            fs_blocks,
+            dev_blocks,
+        } => {
+            f.report(
+                policy,
+                crate::Problem::P0_FS_SIZE_WRONG,
+                crate::ProblemCtx {
+                    blk: fs_blocks,
+                    blk2: dev_blocks,
+                    ..Default::default()
+                },
+            );
+            (format!("The file system size (according to the superblock) is {fs_blocks} blocks, but the device holds only {dev_blocks} blocks: the image is truncated or the superblock is corrupt."), exit::ERROR | exit::UNCORRECTED)
+        }
+    }
+}
+
+/// How `--max-memory` is shared between the tables that may spill.
+fn memory_limits(tuning: &Tuning) -> crate::spill::Limits {
+    crate::spill::Limits {
+        // The directory-block list may take a quarter of the limit.
+        dir_blocks_bytes: tuning
+            .max_memory
+            .map(|m| usize::try_from(m / 4).unwrap_or(usize::MAX)),
+        // The directories' parent links (8 bytes each) an eighth, their generations (4
+        // bytes each, with metadata checksums) a sixteenth.
+        dir_links_bytes: tuning
+            .max_memory
+            .map(|m| usize::try_from(m / 8).unwrap_or(usize::MAX)),
+        dir_generations_bytes: tuning
+            .max_memory
+            .map(|m| usize::try_from(m / 16).unwrap_or(usize::MAX)),
+        scratch_dir: tuning.scratch_dir.clone(),
     }
 }
 
