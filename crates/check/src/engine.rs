@@ -97,33 +97,7 @@ impl Default for Tuning {
     }
 }
 
-/// Progress of the running pass, readable from another thread (for `-C` and the ETA bar).
-#[derive(Debug, Default)]
-pub struct Progress {
-    pub pass: std::sync::atomic::AtomicU64,
-    pub done: std::sync::atomic::AtomicU64,
-    pub total: std::sync::atomic::AtomicU64,
-}
-
-impl Progress {
-    pub fn start(&self, pass: u64, total: u64) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.done.store(0, Relaxed);
-        self.total.store(total, Relaxed);
-        self.pass.store(pass, Relaxed);
-    }
-    pub fn advance(&self, n: u64) {
-        self.done.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-    }
-    pub fn snapshot(&self) -> (u64, u64, u64) {
-        use std::sync::atomic::Ordering::Relaxed;
-        (
-            self.pass.load(Relaxed),
-            self.done.load(Relaxed),
-            self.total.load(Relaxed),
-        )
-    }
-}
+pub use crate::progress::Progress;
 
 /// Summary figures for the final line (`files`, `blocks`, fragmentation).
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -137,7 +111,7 @@ pub struct Summary {
     /// Directory entries checked.
     pub entries: u64,
     /// Per-type counts from pass 1.
-    pub counts: crate::pass1::Counts,
+    pub counts: crate::facts::Counts,
 }
 
 /// What passes 1-4 found in use, for a repair to rebuild bitmaps and counts from.
@@ -150,7 +124,7 @@ pub struct AllocFacts {
     pub dirs_per_group: Vec<u32>,
     /// Every directory block (owner, logical and physical block), for repairs that edit
     /// directories. (Empty after a read-only check that spilled it under `--max-memory`.)
-    pub dir_blocks: Vec<crate::pass1::DirBlock>,
+    pub dir_blocks: Vec<crate::facts::DirBlock>,
     /// Bitmaps given a new block at the end of pass 1.
     pub relocated: Vec<crate::relocate::Move>,
     /// Usage per quota id, for rewriting the quota files.
@@ -209,42 +183,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     let p0 = match p0 {
         Ok(p) => p,
         Err(e) => {
-            let (msg, code) = match e {
-                OpenFailure::Corrupt(why) => {
-                    f.report(
-                        policy,
-                        crate::Problem::P0_SB_CORRUPT,
-                        crate::ProblemCtx {
-                            str: Some(why.clone()),
-                            ..Default::default()
-                        },
-                    );
-                    (format!("The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({why}). If the device is valid, try a backup superblock with -b."), exit::ERROR)
-                }
-                OpenFailure::Journal(why) => (
-                    format!("Cannot proceed with file system check: {why}."),
-                    exit::ERROR | exit::UNCORRECTED,
-                ),
-                OpenFailure::Unsupported(feat) => (
-                    format!("The file system has unsupported features: {feat}. Upgrade ffsck."),
-                    exit::ERROR,
-                ),
-                OpenFailure::TooSmall {
-                    fs_blocks,
-                    dev_blocks,
-                } => {
-                    f.report(
-                        policy,
-                        crate::Problem::P0_FS_SIZE_WRONG,
-                        crate::ProblemCtx {
-                            blk: fs_blocks,
-                            blk2: dev_blocks,
-                            ..Default::default()
-                        },
-                    );
-                    (format!("The file system size (according to the superblock) is {fs_blocks} blocks, but the device holds only {dev_blocks} blocks: the image is truncated or the superblock is corrupt."), exit::ERROR | exit::UNCORRECTED)
-                }
-            };
+            let (msg, code) = open_failed(e, policy, &mut f);
             flush(rep, &mut f, &mut all);
             return Outcome {
                 findings: all,
@@ -262,24 +201,10 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     let prog = &opts.progress;
     prog.start(1, u64::from(p0.fs.geo.group_count));
     let tuning = &opts.tuning;
-    let limits = crate::spill::Limits {
-        // The directory-block list may take a quarter of the limit.
-        dir_blocks_bytes: tuning
-            .max_memory
-            .map(|m| usize::try_from(m / 4).unwrap_or(usize::MAX)),
-        // The directories' parent links (8 bytes each) an eighth, their generations (4
-        // bytes each, with metadata checksums) a sixteenth.
-        dir_links_bytes: tuning
-            .max_memory
-            .map(|m| usize::try_from(m / 8).unwrap_or(usize::MAX)),
-        dir_generations_bytes: tuning
-            .max_memory
-            .map(|m| usize::try_from(m / 16).unwrap_or(usize::MAX)),
-        scratch_dir: tuning.scratch_dir.clone(),
-    };
+    let limits = memory_limits(tuning);
     let mut early = (tuning.pipeline && tuning.max_memory.is_none())
         .then(|| pass2::Early::new(&p0.fs, policy, tuning.pipeline_budget));
-    let stage = early.as_mut().map(|e| e as &mut dyn pass1::Stage);
+    let stage = early.as_mut().map(|e| e as &mut dyn crate::facts::Stage);
     let mut p1 = pass1::run_with(&p0, policy, &mut f, prog, stage, &limits);
     let relocated = crate::relocate::plan(&p0, &mut p1.block_used, policy, &mut f);
     flush(rep, &mut f, &mut all);
@@ -378,10 +303,70 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     }
 }
 
+/// The message and exit code of a check that could not open the file system (the finding,
+/// if there is one, goes to `f`).
+fn open_failed(e: OpenFailure, policy: Policy, f: &mut Findings) -> (String, i32) {
+    match e {
+        OpenFailure::Corrupt(why) => {
+            f.report(
+                policy,
+                crate::Problem::P0_SB_CORRUPT,
+                crate::ProblemCtx {
+                    str: Some(why.clone()),
+                    ..Default::default()
+                },
+            );
+            (format!("The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({why}). If the device is valid, try a backup superblock with -b."), exit::ERROR)
+        }
+        OpenFailure::Journal(why) => (
+            format!("Cannot proceed with file system check: {why}."),
+            exit::ERROR | exit::UNCORRECTED,
+        ),
+        OpenFailure::Unsupported(feat) => (
+            format!("The file system has unsupported features: {feat}. Upgrade ffsck."),
+            exit::ERROR,
+        ),
+        OpenFailure::TooSmall {
+            fs_blocks,
+            dev_blocks,
+        } => {
+            f.report(
+                policy,
+                crate::Problem::P0_FS_SIZE_WRONG,
+                crate::ProblemCtx {
+                    blk: fs_blocks,
+                    blk2: dev_blocks,
+                    ..Default::default()
+                },
+            );
+            (format!("The file system size (according to the superblock) is {fs_blocks} blocks, but the device holds only {dev_blocks} blocks: the image is truncated or the superblock is corrupt."), exit::ERROR | exit::UNCORRECTED)
+        }
+    }
+}
+
+/// How `--max-memory` is shared between the tables that may spill.
+fn memory_limits(tuning: &Tuning) -> crate::spill::Limits {
+    crate::spill::Limits {
+        // The directory-block list may take a quarter of the limit.
+        dir_blocks_bytes: tuning
+            .max_memory
+            .map(|m| usize::try_from(m / 4).unwrap_or(usize::MAX)),
+        // The directories' parent links (8 bytes each) an eighth, their generations (4
+        // bytes each, with metadata checksums) a sixteenth.
+        dir_links_bytes: tuning
+            .max_memory
+            .map(|m| usize::try_from(m / 8).unwrap_or(usize::MAX)),
+        dir_generations_bytes: tuning
+            .max_memory
+            .map(|m| usize::try_from(m / 16).unwrap_or(usize::MAX)),
+        scratch_dir: tuning.scratch_dir.clone(),
+    }
+}
+
 /// The allocation facts a repair works from, taken out of pass 1's.
 fn alloc_facts(
     p0: &crate::pass0::Pass0Facts,
-    p1: &mut pass1::Pass1Facts,
+    p1: &mut crate::facts::Pass1Facts,
     policy: Policy,
     relocated: Vec<crate::relocate::Move>,
 ) -> AllocFacts {

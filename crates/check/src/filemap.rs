@@ -2,12 +2,12 @@
 //! outside pass 1, in logical order, so the checks that run before or after the inode scan
 //! can locate and read those files' blocks.
 //!
-//! The walk never trusts the tree: depth is bounded by the format (3 indirect levels, 5 extent
-//! levels), every node is range-checked before it is read, and the visitor can stop the walk
-//! at any point (callers stop once they have seen as many blocks as they need).
+//! The walk is `ext4::blocks`'s, which never trusts the tree (depth, range and read bounds);
+//! this adapter hands the callers single blocks, and they can stop the walk at any point
+//! (callers stop once they have seen as many blocks as they need).
 
+use crate::ext4::blocks::{Damage, Index, Indirect, Mapping, NodeError, Span, Step, Visitor, Walk};
 use crate::fs::Fs;
-use ffsck_format::extent::{Node, MAX_DEPTH};
 
 /// One step of the walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,7 +22,10 @@ pub enum Visit {
 /// Walk the file whose `i_block` is `iblock`. With `holes`, zero pointers of a block-mapped
 /// file are visited too (and not descended into), as libext2fs does when asked to report
 /// holes. The visitor returns `false` to stop. Returns `false` if the walk stopped because
-/// a mapping block could not be read or parsed, `true` otherwise.
+/// a mapping block was out of range, could not be read or parsed, `true` otherwise.
+///
+/// A thin adapter over `ext4::blocks`: data pointers and extents are passed on as they are
+/// (even out of range: the callers range-check what they read), extents block by block.
 pub fn walk(
     fs: &Fs,
     iblock: &[u8; 60],
@@ -30,157 +33,85 @@ pub fn walk(
     holes: bool,
     f: &mut dyn FnMut(Visit) -> bool,
 ) -> bool {
+    let mut w = Walk::over(fs);
+    w.holes = holes;
+    let mut v = Adapter { f, ok: true };
     if extents {
-        let mut stop = false;
-        extent_node(fs, &iblock[..], MAX_DEPTH + 1, f, &mut stop)
+        w.extents(iblock, &mut v);
     } else {
-        let ptrs: Vec<u64> = (0..15)
-            .map(|i| {
-                u64::from(u32::from_le_bytes([
-                    iblock[4 * i],
-                    iblock[4 * i + 1],
-                    iblock[4 * i + 2],
-                    iblock[4 * i + 3],
-                ]))
-            })
-            .collect();
-        let mut w = MapWalk {
-            fs,
-            holes,
-            f,
-            lblk: 0,
-            stopped: false,
-            ok: true,
-        };
-        for &p in &ptrs[..12] {
-            if !w.data(p) {
-                return w.ok;
-            }
-        }
-        for (level, &p) in ptrs[12..].iter().enumerate() {
-            if !w.indirect(p, level as u32) {
-                return w.ok;
-            }
-        }
-        w.ok
+        w.block_map(iblock, &mut v);
     }
+    v.ok
 }
 
-struct MapWalk<'a, 'f> {
-    fs: &'a Fs,
-    holes: bool,
+struct Adapter<'f> {
     f: &'f mut dyn FnMut(Visit) -> bool,
-    lblk: u64,
-    stopped: bool,
+    /// Cleared when the walk ends on damage.
     ok: bool,
 }
 
-impl MapWalk<'_, '_> {
-    /// Visit one data pointer; `false` when the walk must end.
-    fn data(&mut self, p: u64) -> bool {
-        let lblk = self.lblk;
-        self.lblk += 1;
-        if p == 0 && !self.holes {
-            return true;
+impl Adapter<'_> {
+    /// Pass `v` on; `Stop` if the caller asked to stop.
+    fn visit(&mut self, v: Visit) -> Step {
+        if (self.f)(v) {
+            Step::Go
+        } else {
+            Step::Stop
         }
-        if !(self.f)(Visit::Data { lblk, pblk: p }) {
-            self.stopped = true;
-            return false;
-        }
-        true
     }
-
-    /// Blocks one pointer at `level` (0 = single indirect) covers.
-    fn span(&self, level: u32) -> u64 {
-        let per = u64::from(self.fs.geo.block_size / 4);
-        per.saturating_pow(level + 1)
-    }
-
-    fn indirect(&mut self, p: u64, level: u32) -> bool {
-        if p == 0 {
-            if self.holes && !(self.f)(Visit::Meta { pblk: 0 }) {
-                self.stopped = true;
-                return false;
-            }
-            self.lblk = self.lblk.saturating_add(self.span(level));
-            return true;
-        }
-        if !(self.f)(Visit::Meta { pblk: p }) {
-            self.stopped = true;
-            return false;
-        }
-        if !self.fs.geo.is_valid_block(p) {
-            self.ok = false;
-            return false;
-        }
-        let Some(buf) = self.fs.read_block(p) else {
-            self.ok = false;
-            return false;
-        };
-        for c in buf.chunks_exact(4) {
-            let q = u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-            let go = if level == 0 {
-                self.data(q)
-            } else {
-                self.indirect(q, level - 1)
+    /// Every block of a run, in order.
+    fn run(&mut self, m: Mapping) -> Step {
+        for k in 0..m.len {
+            let v = Visit::Data {
+                lblk: m.lblk + k,
+                pblk: m.pblk.saturating_add(k),
             };
-            if !go {
-                return false;
+            if self.visit(v) == Step::Stop {
+                return Step::Stop;
             }
         }
-        true
+        Step::Go
+    }
+    /// The walk cannot go on.
+    fn fail(&mut self) -> Step {
+        self.ok = false;
+        Step::Stop
     }
 }
 
-/// Walk one extent node; `budget` bounds the remaining depth.
-fn extent_node(
-    fs: &Fs,
-    buf: &[u8],
-    budget: u16,
-    f: &mut dyn FnMut(Visit) -> bool,
-    stop: &mut bool,
-) -> bool {
-    let Ok(node) = Node::parse(buf) else {
-        return false;
-    };
-    if budget == 0 {
-        return false;
+impl Visitor for Adapter<'_> {
+    fn mapping(&mut self, m: Mapping, _: &mut Span) -> Step {
+        self.run(m)
     }
-    for i in 0..node.len() {
-        if node.is_leaf() {
-            let e = node.extent(i);
-            let (len, _) = e.len();
-            for k in 0..u64::from(len) {
-                let v = Visit::Data {
-                    lblk: u64::from(e.ee_block.get()) + k,
-                    pblk: e.start().saturating_add(k),
-                };
-                if !f(v) {
-                    *stop = true;
-                    return true;
-                }
-            }
-        } else {
-            let child = node.index(i).leaf();
-            if !f(Visit::Meta { pblk: child }) {
-                *stop = true;
-                return true;
-            }
-            if !fs.geo.is_valid_block(child) {
-                return false;
-            }
-            let Some(b) = fs.read_block(child) else {
-                return false;
-            };
-            if !extent_node(fs, &b, budget - 1, f, stop) {
-                return false;
-            }
-            if *stop {
-                return true;
-            }
+    fn indirect(&mut self, ind: Indirect) -> Step {
+        self.visit(Visit::Meta { pblk: ind.pblk })
+    }
+    fn index(&mut self, idx: Index, _: &mut Span) -> Step {
+        self.visit(Visit::Meta { pblk: idx.child })
+    }
+    fn damage(&mut self, d: Damage) -> Step {
+        match d {
+            Damage::DataOutOfRange(m) => self.run(m),
+            Damage::IndirectOutOfRange(ind) => match self.visit(Visit::Meta { pblk: ind.pblk }) {
+                Step::Stop => Step::Stop,
+                _ => self.fail(),
+            },
+            Damage::IndexOutOfRange(idx) => match self.visit(Visit::Meta { pblk: idx.child }) {
+                Step::Stop => Step::Stop,
+                _ => self.fail(),
+            },
+            // A node at an unexpected depth is still walked (the level cap bounds it).
+            Damage::BadNode(_, NodeError::Depth { .. }) => Step::Go,
+            Damage::DeeperThanUseful { .. }
+            | Damage::BadChecksum(_)
+            | Damage::IndexStart { .. } => Step::Go,
+            Damage::IndirectUnreadable(_)
+            | Damage::BadRoot(_)
+            | Damage::BadNode(..)
+            | Damage::TooDeep(_)
+            | Damage::ReadCap => self.fail(),
         }
     }
-    true
 }
 
 /// A file's mapping as sorted runs `(lblk, pblk, len)`, for block lookups after the walk.

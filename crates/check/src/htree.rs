@@ -8,8 +8,8 @@
 //! depth the root promises and holds only hashes inside the range its parent assigns it,
 //! offering to clear the index when anything is wrong — the checks e2fsck's pass 2 makes.
 
+use crate::facts::{kind, Pass1Facts};
 use crate::fs::Fs;
-use crate::pass1::{kind, Pass1Facts};
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::{self as fdir, hash, header_at, DxRootInfo, DX_ROOT_INFO_OFFSET};
@@ -93,9 +93,9 @@ pub fn read_roots(fs: &Fs, p1: &Pass1Facts) -> HashMap<u32, DxDir> {
 
 /// `read_roots` for the directories owning `blocks` (every block of each of them), with the
 /// kinds of `facts`: a pipelined pass 2 reads the roots of each batch pass 1 finishes.
-pub fn read_roots_of<F: crate::pass1::Facts + ?Sized>(
+pub fn read_roots_of<F: crate::facts::Facts + ?Sized>(
     fs: &Fs,
-    blocks: impl IntoIterator<Item = crate::pass1::DirBlock>,
+    blocks: impl IntoIterator<Item = crate::facts::DirBlock>,
     facts: &F,
 ) -> HashMap<u32, DxDir> {
     // (highest mapped block + 1, listed blocks including holes, root block)

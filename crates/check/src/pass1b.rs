@@ -6,11 +6,11 @@
 //! Produces: `DupFacts` (owners per inode), and the 1B/1D findings.
 //! Relies on: `Pass1Facts`. Frees: the rescanned inode tables.
 
+use crate::ext4::blocks::{Damage, Index, Indirect, Mapping, NodeError, Span, Step, Visitor, Walk};
+use crate::facts::Pass1Facts;
 use crate::fs::Fs;
-use crate::pass1::Pass1Facts;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
-use ffsck_format::extent::Node;
 use ffsck_format::inode::{flags as iflags, FileType, RawInode};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,10 +25,8 @@ pub struct DupFacts {
 /// file-system size so cyclic maps terminate.
 pub fn for_each_claimed_block(fs: &Fs, ino: u32, inode: &RawInode, f: &mut dyn FnMut(u64)) {
     let geo = &fs.geo;
-    let mut budget = geo.blocks_count;
-    let valid = |b: u64| b >= geo.first_data_block && b < geo.blocks_count;
     let acl = inode.file_acl();
-    if acl != 0 && valid(acl) {
+    if acl != 0 && geo.is_valid_block(acl) {
         f(acl);
     }
     let fl = inode.flags();
@@ -44,86 +42,89 @@ pub fn for_each_claimed_block(fs: &Fs, ino: u32, inode: &RawInode, f: &mut dyn F
     ) {
         return;
     }
+    let mut v = Claimed {
+        first: geo.first_data_block,
+        end: geo.blocks_count,
+        budget: geo.blocks_count,
+        is_resize: ino == ffsck_format::ino::RESIZE && fl & iflags::EXTENTS == 0,
+        f,
+    };
+    let mut w = Walk::over(fs);
     if fl & iflags::EXTENTS != 0 {
-        fn walk(fs: &Fs, buf: &[u8], depth_left: u16, budget: &mut u64, f: &mut dyn FnMut(u64)) {
-            let Ok(node) = Node::parse(buf) else { return };
-            let geo = &fs.geo;
-            for i in 0..node.len() {
-                if *budget == 0 {
-                    return;
-                }
-                if node.is_leaf() {
-                    let e = node.extent(i);
-                    let (len, _) = e.len();
-                    let start = e.start();
-                    if start < geo.first_data_block || start >= geo.blocks_count {
-                        continue;
-                    }
-                    let n = u64::from(len).min(geo.blocks_count - start).min(*budget);
-                    *budget -= n;
-                    for b in start..start + n {
-                        f(b);
-                    }
-                } else if depth_left > 0 {
-                    let c = node.index(i).leaf();
-                    if c < geo.first_data_block || c >= geo.blocks_count {
-                        continue;
-                    }
-                    *budget = budget.saturating_sub(1);
-                    f(c);
-                    if let Some(b) = fs.read_block(c) {
-                        walk(fs, &b, depth_left - 1, budget, f);
-                    }
-                }
-            }
-        }
-        walk(
-            fs,
-            &inode.block_bytes(),
-            ffsck_format::extent::MAX_DEPTH,
-            &mut budget,
-            f,
-        );
-        return;
+        w.extents(&inode.block_bytes(), &mut v);
+    } else {
+        w.block_map(&inode.block_bytes(), &mut v);
     }
-    fn ind(
-        fs: &Fs,
-        blk: u64,
-        level: u32,
-        budget: &mut u64,
-        is_resize: bool,
-        f: &mut dyn FnMut(u64),
-    ) {
-        let geo = &fs.geo;
-        if blk < geo.first_data_block || blk >= geo.blocks_count || *budget == 0 {
-            return;
+}
+
+/// The visitor of `for_each_claimed_block`: every block in range, mapping blocks included,
+/// at most `budget` of them; damaged entries are passed over.
+struct Claimed<'f> {
+    first: u64,
+    end: u64,
+    budget: u64,
+    /// The resize inode's block map: only its double-indirect block is its own (the rest are
+    /// the reserved descriptor blocks and their backups, claimed as metadata).
+    is_resize: bool,
+    f: &'f mut dyn FnMut(u64),
+}
+
+impl Claimed<'_> {
+    /// Claim one mapping block, if the budget allows.
+    fn meta(&mut self, pblk: u64) -> Step {
+        if self.budget == 0 {
+            return Step::Stop;
         }
-        *budget -= 1;
-        f(blk);
-        if level == 0 || is_resize {
-            return;
+        self.budget -= 1;
+        (self.f)(pblk);
+        Step::Go
+    }
+    /// Claim the blocks of a run that lie in the file system.
+    fn data(&mut self, m: Mapping) -> Step {
+        if self.is_resize {
+            return Step::Go;
         }
-        let Some(buf) = fs.read_block(blk) else {
-            return;
-        };
-        for w in buf.chunks_exact(4) {
-            let p = u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
-            if p != 0 {
-                ind(fs, p, level - 1, budget, false, f);
-            }
+        if self.budget == 0 {
+            return Step::Stop;
+        }
+        let n = m.len.min(self.end - m.pblk).min(self.budget);
+        self.budget -= n;
+        for b in m.pblk..m.pblk + n {
+            (self.f)(b);
+        }
+        Step::Go
+    }
+}
+
+impl Visitor for Claimed<'_> {
+    fn mapping(&mut self, m: Mapping, _: &mut Span) -> Step {
+        self.data(m)
+    }
+    fn indirect(&mut self, ind: Indirect) -> Step {
+        if self.is_resize && ind.level != 2 {
+            return Step::Skip;
+        }
+        match self.meta(ind.pblk) {
+            Step::Go if self.is_resize => Step::Skip,
+            s => s,
         }
     }
-    let is_resize = ino == ffsck_format::ino::RESIZE;
-    for (i, b) in inode.i_block.iter().enumerate() {
-        let b = u64::from(b.get());
-        if b == 0 {
-            continue;
+    fn index(&mut self, idx: Index, _: &mut Span) -> Step {
+        // Nodes deeper than the format allows are not followed.
+        if idx.level > u32::from(ffsck_format::extent::MAX_DEPTH) {
+            return Step::Skip;
         }
-        let level = if i < 12 { 0 } else { (i - 11) as u32 };
-        if is_resize && level != 2 {
-            continue;
+        self.meta(idx.child)
+    }
+    fn damage(&mut self, d: Damage) -> Step {
+        match d {
+            // A child at an unexpected depth is still followed (the level cap bounds it).
+            Damage::BadNode(_, NodeError::Depth { .. }) => Step::Go,
+            Damage::BadNode(..) | Damage::TooDeep(_) | Damage::ReadCap => Step::Skip,
+            // An extent starting at block 0 is in range when block 0 is a data block.
+            Damage::DataOutOfRange(m) if m.pblk >= self.first && m.pblk < self.end => self.data(m),
+            _ => Step::Go,
         }
-        ind(fs, b, level, &mut budget, is_resize, f);
     }
 }
 

@@ -6,7 +6,7 @@
 //! Frees: nothing.
 
 use crate::bitmap::Bitmap;
-use crate::pass1::Pass1Facts;
+use crate::facts::Pass1Facts;
 use crate::pass2::Pass2Facts;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};

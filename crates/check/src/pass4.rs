@@ -9,8 +9,8 @@
 //! Frees: both link tables.
 
 use crate::ext4::inode::read as read_inode;
+use crate::facts::{kind, Pass1Facts};
 use crate::fs::Fs;
-use crate::pass1::{kind, Pass1Facts};
 use crate::pass2::Pass2Facts;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};

@@ -7,9 +7,9 @@
 //! `Pass1Facts`. Frees: the bitmaps.
 
 use crate::bitmap::Bitmap;
+use crate::facts::{kind, Pass1Facts};
 use crate::fs::Fs;
 use crate::pass0::Pass0Facts;
-use crate::pass1::{kind, Pass1Facts};
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::ft;

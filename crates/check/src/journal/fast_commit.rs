@@ -18,13 +18,16 @@
 //! area, extents are checked against the file system, trees are read to a bounded depth, and
 //! an operation that cannot be applied is a finding, never a panic.
 
+use crate::ext4::blocks::{
+    BlockReader, Damage, Index, Mapping, NodeError, Span, Step, Visitor, Walk,
+};
 use crate::fs::Fs;
 use crate::journal::Journal;
 use crate::problem::Problem as P;
 use crate::report::ProblemCtx;
 use ffsck_format::csum::{ext4_crc32c, inode_seed};
 use ffsck_format::dir::{self, ft};
-use ffsck_format::extent::{EXTENT_MAGIC, INIT_MAX_LEN, MAX_DEPTH};
+use ffsck_format::extent::{EXTENT_MAGIC, INIT_MAX_LEN};
 use ffsck_format::group::RawGroupDesc;
 use ffsck_format::inode::{flags, mode, set_inode_checksum, RawInode};
 use ffsck_format::journal::fc_tag;
@@ -301,53 +304,18 @@ impl<'a> Replayer<'a> {
         if inode.flags() & flags::EXTENTS == 0 {
             return Err("the inode does not use extents".into());
         }
-        let mut out = Vec::new();
-        let mut tree = Vec::new();
-        self.walk(&inode.block_bytes(), MAX_DEPTH + 1, &mut out, &mut tree)?;
-        Ok((out, tree))
-    }
-
-    fn walk(&self, node: &[u8], budget: u16, out: &mut Vec<Ext>, tree: &mut Vec<u64>) -> Res {
-        if budget == 0 || node.len() < 12 {
-            return Err("the extent tree is too deep".into());
+        let mut v = ExtentList {
+            out: Vec::new(),
+            tree: Vec::new(),
+            err: None,
+        };
+        let geo = &self.fs.geo;
+        Walk::new(self, geo.first_data_block, geo.blocks_count)
+            .extents(&inode.block_bytes(), &mut v);
+        match v.err {
+            Some(e) => Err(e),
+            None => Ok((v.out, v.tree)),
         }
-        let magic = u16::from_le_bytes([node[0], node[1]]);
-        let entries = usize::from(u16::from_le_bytes([node[2], node[3]]));
-        let depth = u16::from_le_bytes([node[6], node[7]]);
-        if magic != EXTENT_MAGIC || 12 + entries * 12 > node.len() {
-            return Err("an extent tree node is corrupt".into());
-        }
-        for i in 0..entries {
-            let e = &node[12 + i * 12..24 + i * 12];
-            if depth == 0 {
-                let raw_len = u16::from_le_bytes([e[4], e[5]]);
-                let (len, uninit) = if raw_len > INIT_MAX_LEN {
-                    (raw_len - INIT_MAX_LEN, true)
-                } else {
-                    (raw_len, false)
-                };
-                let pblk =
-                    u64::from(u16::from_le_bytes([e[6], e[7]])) << 32 | u64::from(le32(e, 8));
-                out.push(Ext {
-                    lblk: le32(e, 0),
-                    len: u32::from(len),
-                    pblk,
-                    uninit,
-                });
-            } else {
-                let child =
-                    u64::from(u16::from_le_bytes([e[8], e[9]])) << 32 | u64::from(le32(e, 4));
-                if !self.fs.geo.is_valid_block(child) || tree.len() > 4096 {
-                    return Err(format!("an extent index names block {child}"));
-                }
-                tree.push(child);
-                let buf = self
-                    .block(child)
-                    .ok_or_else(|| format!("cannot read extent block {child}"))?;
-                self.walk(&buf, budget - 1, out, tree)?;
-            }
-        }
-        Ok(())
     }
 
     /// Write `list` as the inode's extent tree, reusing its old tree blocks; updates i_blocks.
@@ -976,6 +944,74 @@ impl<'a> Replayer<'a> {
 }
 
 /// Set bits among the first `n` bits of `map`.
+/// The replayer reads mapping blocks through its pending writes.
+impl BlockReader for Replayer<'_> {
+    fn block_size(&self) -> usize {
+        self.bs
+    }
+    fn read_block_into(&self, blk: u64, buf: &mut [u8]) -> bool {
+        match self.block(blk) {
+            Some(b) if b.len() == buf.len() => {
+                buf.copy_from_slice(&b);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Collects an inode's extents and tree blocks; the first damage ends the walk as an error.
+struct ExtentList {
+    out: Vec<Ext>,
+    tree: Vec<u64>,
+    err: Option<String>,
+}
+
+impl ExtentList {
+    fn fail(&mut self, why: String) -> Step {
+        self.err = Some(why);
+        Step::Stop
+    }
+}
+
+impl Visitor for ExtentList {
+    fn mapping(&mut self, m: Mapping, _: &mut Span) -> Step {
+        self.out.push(Ext {
+            lblk: m.lblk as u32,
+            len: m.len as u32,
+            pblk: m.pblk,
+            uninit: m.uninit,
+        });
+        Step::Go
+    }
+    fn index(&mut self, idx: Index, _: &mut Span) -> Step {
+        if self.tree.len() > 4096 {
+            return self.fail(format!("an extent index names block {}", idx.child));
+        }
+        self.tree.push(idx.child);
+        Step::Go
+    }
+    fn damage(&mut self, d: Damage) -> Step {
+        match d {
+            // Extents are taken as logged; the replay checks the ranges it applies.
+            Damage::DataOutOfRange(m) => self.mapping(m, &mut Span::default()),
+            Damage::IndexOutOfRange(idx) => {
+                self.fail(format!("an extent index names block {}", idx.child))
+            }
+            Damage::BadNode(idx, NodeError::Unreadable) => {
+                self.fail(format!("cannot read extent block {}", idx.child))
+            }
+            // A child at another depth than expected is still walked (bounded by the cap).
+            Damage::BadNode(_, NodeError::Depth { .. }) => Step::Go,
+            Damage::BadRoot(_) | Damage::BadNode(..) => {
+                self.fail("an extent tree node is corrupt".into())
+            }
+            Damage::TooDeep(_) | Damage::ReadCap => self.fail("the extent tree is too deep".into()),
+            _ => Step::Go,
+        }
+    }
+}
+
 fn count_bits(map: &[u8], n: usize) -> usize {
     let n = n.min(map.len() * 8);
     let whole: usize = map[..n / 8].iter().map(|b| b.count_ones() as usize).sum();

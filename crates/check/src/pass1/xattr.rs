@@ -6,7 +6,8 @@
 //! (rounded up to clusters) is then charged to the owner. Every inode named by an entry gets a
 //! reference, which pass 4 compares with the count the ea_inode stores.
 
-use super::{report, BlockWalk, EaBlock, GroupOut, InodeCheck, Scan};
+use super::blockmap::BlockWalk;
+use super::{report, EaBlock, GroupOut, InodeCheck, Scan};
 use crate::problem::Problem as P;
 use crate::report::ProblemCtx;
 use ffsck_format::inode::{flags as iflags, RawInode, GOOD_OLD_INODE_SIZE};

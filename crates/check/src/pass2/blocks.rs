@@ -5,10 +5,10 @@
 use super::entries::check_entries;
 use super::merge::Merge;
 use super::out::{BlockOut, Outs};
+use crate::facts::{kind, DirBlock, Facts, Pass1Facts};
 use crate::fs::Fs;
 use crate::htree;
 use crate::icount::SharedCounter;
-use crate::pass1::{kind, DirBlock, Facts, Pass1Facts};
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::{self as fdir, DxRootInfo, DX_ROOT_INFO_OFFSET};

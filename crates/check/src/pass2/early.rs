@@ -4,10 +4,10 @@
 use super::blocks::{check_block_into, Ctx};
 use super::out::{BlockOut, Event};
 use crate::ext4::dir::{self as edir, Step};
+use crate::facts::DirBlock;
 use crate::fs::Fs;
 use crate::htree;
 use crate::icount::SharedCounter;
-use crate::pass1::DirBlock;
 use crate::report::Policy;
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -63,7 +63,7 @@ impl<'a> Early<'a> {
     ) {
         let mut outs = self.outs;
         let first = fs.geo.compat.has(ffsck_format::Compat::DIR_INDEX);
-        outs.sort_unstable_by_key(|(d, _)| crate::pass1::dir_block_order(first, d));
+        outs.sort_unstable_by_key(|(d, _)| crate::facts::dir_block_order(first, d));
         (self.refs, self.dx_dirs, outs)
     }
 }
@@ -79,8 +79,8 @@ pub(super) fn out_bytes(bo: &BlockOut) -> usize {
             .map_or(0, |_| std::mem::size_of::<htree::DxBlock>())
 }
 
-impl crate::pass1::Stage for Early<'_> {
-    fn batch(&mut self, facts: &crate::pass1::Partial<'_>, mut blocks: Vec<DirBlock>) {
+impl crate::facts::Stage for Early<'_> {
+    fn batch(&mut self, facts: &crate::facts::Partial<'_>, mut blocks: Vec<DirBlock>) {
         if self.bytes >= self.budget {
             self.deferred += blocks.len() as u64;
             return;

@@ -34,13 +34,13 @@ impl crate::spill::Record for DirLinks {
 #[derive(Default)]
 pub struct DirTable {
     /// Pass 1's index of the directories, shared: links are kept by position in it.
-    pub(super) index: Arc<crate::pass1::DirIndex>,
+    pub(super) index: Arc<crate::facts::DirIndex>,
     pub(super) links: crate::spill::Table<DirLinks>,
 }
 
 impl DirTable {
     /// All links zero; they spill when they would take more than `limits.dir_links_bytes`.
-    pub(super) fn new(dirs: &crate::pass1::DirList, limits: &crate::spill::Limits) -> Self {
+    pub(super) fn new(dirs: &crate::facts::DirList, limits: &crate::spill::Limits) -> Self {
         DirTable {
             index: dirs.index().clone(),
             links: crate::spill::Table::zeroed(

@@ -24,11 +24,11 @@ pub use bad_inode::process_bad_inode;
 pub use early::Early;
 pub use links::{DirLinks, DirTable};
 
+use crate::facts::{kind, Pass1Facts};
 use crate::fs::Fs;
 use crate::htree;
 use crate::icount::{InodeCounts, SharedCounter};
 use crate::pass0::Pass0Facts;
-use crate::pass1::{kind, Pass1Facts};
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use blocks::Ctx;

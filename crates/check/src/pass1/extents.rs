@@ -1,0 +1,110 @@
+//! Pass 1's rules for extent leaf entries: order, bounds, length, directory limits, unwritten
+//! directory blocks and gaps, then the count, claim and directory-block list of the extent.
+
+use super::blockmap::{dir_block_limit, Mapper};
+use crate::ext4::blocks::{Mapping, Span, Step};
+use crate::facts::DirBlock;
+use crate::problem::Problem as P;
+use crate::report::ProblemCtx;
+use ffsck_format::Incompat;
+
+impl Mapper<'_, '_, '_> {
+    /// One extent leaf entry whose start is in range. `span` is its node's.
+    pub(super) fn map_extent(&mut self, m: Mapping, span: &mut Span) -> Step {
+        let geo = &self.scan.fs.geo;
+        let ino = self.ic.ino;
+        let is_dir = self.is_dir;
+        let Mapping {
+            mut lblk,
+            pblk,
+            len,
+            uninit: unwritten,
+        } = m;
+        let ctx = ProblemCtx {
+            ino,
+            blk: pblk,
+            num: lblk,
+            num2: len,
+            ..Default::default()
+        };
+        let problem = if lblk < span.next_start {
+            Some(P::P1_OUT_OF_ORDER_EXTENTS)
+        } else if lblk + len > span.hi && span.level > 0 {
+            Some(P::P1_EXTENT_END_OUT_OF_BOUNDS)
+        } else if len == 0 {
+            Some(P::P1_EXTENT_LENGTH_ZERO)
+        } else if pblk + len > geo.blocks_count {
+            Some(P::P1_EXTENT_ENDS_BEYOND)
+        } else if is_dir
+            && !geo.incompat.has(Incompat::LARGEDIR)
+            && lblk + len > dir_block_limit(geo)
+        {
+            Some(P::P1_TOOBIG_DIR)
+        } else {
+            None
+        };
+        if problem.is_none() && is_dir && unwritten {
+            // A directory block is never unwritten: its contents would read as zeroes.
+            self.flag(P::P1_UNINIT_DBLOCK, ctx.clone());
+        }
+        if let Some(p) = problem {
+            // Fixed, the extent is gone: none of its blocks belong to the inode. Unfixed,
+            // e2fsck still accounts the part of the extent that is in range.
+            let dropped = self.flag(p, ctx);
+            if dropped || p == P::P1_EXTENT_LENGTH_ZERO {
+                return Step::Go;
+            }
+        }
+        // A gap before this extent: e2fsck offers to move the extent down to close it.
+        let next_lblk = self.w.last_block.map_or(0, |l| l + 1);
+        let ratio = u64::from(geo.cluster_ratio);
+        let new_lblk = if ratio > 1 {
+            (next_lblk.div_ceil(ratio) * ratio) | (pblk % ratio)
+        } else {
+            next_lblk
+        };
+        // (With bigalloc the extent may already be as low as its cluster allows.)
+        if is_dir && next_lblk < lblk && new_lblk != lblk {
+            let ctx = ProblemCtx {
+                ino,
+                blk: lblk,
+                blk2: new_lblk,
+                ..Default::default()
+            };
+            // Agreed to: the rest of the check sees the extent where the repair puts it.
+            if self.flag(P::P1_COLLAPSE_DBLOCK, ctx) {
+                lblk = new_lblk;
+            }
+        }
+        let usable = len.min(geo.blocks_count.saturating_sub(pblk));
+        let w = &mut *self.w;
+        w.count(pblk, usable, ratio);
+        if w.num_blocks > geo.blocks_count {
+            w.exhausted = true;
+            return Step::Stop;
+        }
+        self.scan.claim(self.out, pblk, usable);
+        if w.prev_pblk.is_some_and(|p| p + 1 != pblk) {
+            w.fragmented = true;
+        }
+        if usable > 0 {
+            w.prev_pblk = Some(pblk + usable - 1);
+            let last = lblk + usable - 1;
+            w.last_block = Some(w.last_block.map_or(last, |l| l.max(last)));
+            if !unwritten {
+                w.last_init_block = Some(w.last_init_block.map_or(last, |l| l.max(last)));
+            }
+            if is_dir {
+                for j in 0..usable {
+                    w.dir_blocks.push(DirBlock {
+                        pblk: pblk + j,
+                        ino,
+                        lblk: (lblk + j).min(u64::from(u32::MAX)) as u32,
+                    });
+                }
+            }
+        }
+        span.next_start = lblk + len;
+        Step::Go
+    }
+}

@@ -1,0 +1,266 @@
+//! Pass 1's scheduling: how groups are batched for the pipelined check, how each group's
+//! bits reach the shared bitmaps, and how group outputs are merged in group order.
+
+use super::itable::scan_group;
+use super::{GroupOut, Scan};
+use crate::facts::{ClaimSummary, Counts, DirBlock};
+use crate::facts::{DirBlockSpill, Partial, Stage};
+use crate::pass0::Pass0Facts;
+use crate::problem::Problem as P;
+use crate::report::{Findings, Policy, ProblemCtx};
+use ffsck_format::Compat;
+use rayon::prelude::*;
+use std::sync::Mutex;
+
+/// One group's share of the scan's inode bitmaps (in use, plain directory, plain file, one
+/// link, two links), set without atomic operations while the group is scanned and or-ed into
+/// the shared bitmaps a word at a time when it ends: a group's inodes are one range, so
+/// only the words at its two ends can be shared with a neighbour, and or-ing shares them
+/// correctly. (Per inode, an atomic or was about a tenth of the scan.)
+#[derive(Default)]
+pub(super) struct GroupBits {
+    /// Word (of the shared bitmaps) that `words[_][0]` stands for.
+    pub(super) first_word: u64,
+    pub(super) words: [Vec<u64>; 5],
+}
+
+impl GroupBits {
+    pub(super) const USED: usize = 0;
+    pub(super) const DIR: usize = 1;
+    pub(super) const REG: usize = 2;
+    pub(super) const ONE_LINK: usize = 3;
+    pub(super) const TWO_LINKS: usize = 4;
+
+    /// Room for inode indexes `first..first + count`.
+    pub(super) fn new(first: u64, count: u64) -> Self {
+        let first_word = first / 64;
+        let n = ((first + count).div_ceil(64) - first_word) as usize;
+        GroupBits {
+            first_word,
+            words: std::array::from_fn(|_| vec![0; n]),
+        }
+    }
+    /// Set inode index `idx` in bitmap `which`; an index outside the group is ignored.
+    pub(super) fn set(&mut self, which: usize, idx: u32) {
+        let Some(w) = u64::from(idx).checked_sub(self.first_word * 64) else {
+            return;
+        };
+        if let Some(word) = self.words[which].get_mut((w / 64) as usize) {
+            *word |= 1 << (w % 64);
+        }
+    }
+    /// Or the bits into the shared bitmaps (and free them).
+    pub(super) fn flush(self, scan: &Scan) {
+        let shared = [
+            &scan.inode_used,
+            &scan.kind_dir,
+            &scan.kind_reg,
+            &scan.links_one,
+            &scan.links_two,
+        ];
+        for (words, shared) in self.words.into_iter().zip(shared) {
+            for (i, bits) in words.into_iter().enumerate() {
+                if bits != 0 {
+                    shared.or_word(self.first_word + i as u64, bits);
+                }
+            }
+        }
+    }
+}
+
+/// Groups per pipelined batch: a few per worker, so a batch keeps every thread busy, and
+/// enough batches that directory checking starts early.
+pub(super) fn pipeline_batch(groups: usize, threads: usize) -> usize {
+    (groups / 16).max(threads.max(1) * 2).max(1)
+}
+
+/// The group outputs merged so far, in group order.
+#[derive(Default)]
+pub(super) struct Acc {
+    pub(super) dir_blocks: Vec<DirBlock>,
+    pub(super) dir_inos: Vec<u32>,
+    /// Empty on a file system without metadata checksums.
+    pub(super) dir_generations: Vec<u32>,
+    /// Whether to keep `dir_generations`.
+    pub(super) keep_generations: bool,
+    pub(super) dup_blocks: Vec<u64>,
+    pub(super) summaries: Vec<ClaimSummary>,
+    pub(super) counts: Counts,
+    pub(super) links_many: Vec<(u32, u16)>,
+    pub(super) kinds_other: Vec<(u32, u8)>,
+    pub(super) quota: crate::quota::Usage,
+    pub(super) policies: Vec<(u32, u32)>,
+    /// The first orphan-list refugee raises the latch question once, ahead of it, as
+    /// e2fsck's latch does; with the findings merged in inode order this is deterministic.
+    pub(super) refugee_latched: bool,
+}
+
+impl Acc {
+    /// Room for the lists of `outs` at once, so absorbing them never copies a list to grow it.
+    pub(super) fn reserve(&mut self, outs: &[GroupOut]) {
+        let total = |f: fn(&GroupOut) -> usize| outs.iter().map(f).sum::<usize>();
+        self.dir_blocks.reserve(total(|o| o.dir_blocks.len()));
+        self.dir_inos.reserve(total(|o| o.dirs.len()));
+        if self.keep_generations {
+            self.dir_generations.reserve(total(|o| o.dirs.len()));
+        }
+        self.links_many.reserve(total(|o| o.links_many.len()));
+        self.kinds_other.reserve(total(|o| o.kinds_other.len()));
+        self.summaries.reserve(outs.len());
+    }
+
+    pub(super) fn absorb(&mut self, o: GroupOut, policy: Policy, out: &mut Findings) {
+        for f in o.findings.0 {
+            if f.problem == P::P1_LOW_DTIME && !self.refugee_latched {
+                self.refugee_latched = true;
+                out.report(policy, P::P1_ORPHAN_LIST_REFUGEES, ProblemCtx::default());
+            }
+            out.0.push(f);
+        }
+        self.dir_blocks.extend(o.dir_blocks);
+        self.dir_inos.extend(o.dirs.iter().map(|d| d.ino));
+        if self.keep_generations {
+            self.dir_generations
+                .extend(o.dirs.iter().map(|d| d.generation));
+        }
+        self.dup_blocks.extend(o.dup_blocks);
+        self.summaries.push(o.summary);
+        self.counts.add(&o.counts);
+        self.links_many.extend(o.links_many);
+        self.kinds_other.extend(o.kinds_other);
+        self.quota.merge(o.quota);
+        self.policies.extend(o.policies);
+    }
+}
+
+/// Scan every group, in parallel, merging the outputs in group order: all at once, in
+/// batches under a memory limit (spilling the directory-block list when it outgrows its
+/// share), or pipelined, handing each batch's directory blocks to `stage` while the next
+/// batch is scanned.
+pub(super) fn scan_groups(
+    scan: &Scan,
+    p0: &Pass0Facts,
+    out: &mut Findings,
+    progress: &crate::progress::Progress,
+    stage: Option<&mut dyn Stage>,
+    limits: &crate::spill::Limits,
+) -> (Acc, Option<DirBlockSpill>) {
+    let (fs, policy) = (scan.fs, scan.policy);
+    let geo = &fs.geo;
+    let group_count = geo.group_count as usize;
+    // The used part of a group's inode table is hinted a few groups ahead of its scan, so
+    // the device works on the next tables while the workers check this one.
+    let ahead = 2 * rayon::current_num_threads().max(1);
+    let hint_table = |g: usize| {
+        if let (Some(st), Some(gd)) = (p0.groups.get(g), fs.groups.get(g)) {
+            if st.inode_table_ok {
+                let n = u64::from(fs.scannable_inodes(g as u32, st.csum_ok));
+                let bytes = n * u64::from(geo.inode_size);
+                fs.will_need_blocks(&[(
+                    gd.inode_table(),
+                    bytes.div_ceil(u64::from(geo.block_size)),
+                )]);
+            }
+        }
+    };
+    (0..ahead.min(group_count)).for_each(hint_table);
+    // Without a stage or a limit, each group's directory blocks go straight into one list as
+    // the group ends (pass 2 sorts it anyway): the groups' lists are never all alive beside
+    // a joined copy of them, which on a file system of small directories was a third of
+    // the peak memory.
+    let sink: Option<Mutex<Vec<DirBlock>>> =
+        (stage.is_none() && limits.dir_blocks_bytes.is_none()).then(Mutex::default);
+    let scan_groups = |r: std::ops::Range<usize>| -> Vec<GroupOut> {
+        r.into_par_iter()
+            .map(|g| {
+                hint_table(g + ahead);
+                let mut o = scan_group(scan, g as u32, p0.groups[g]);
+                if let Some(sink) = &sink {
+                    let mut all = sink.lock().unwrap_or_else(|e| e.into_inner());
+                    all.append(&mut o.dir_blocks);
+                    o.dir_blocks = Vec::new();
+                }
+                progress.advance(1);
+                o
+            })
+            .collect()
+    };
+    let mut acc = Acc {
+        keep_generations: fs.has_metadata_csum(),
+        ..Acc::default()
+    };
+    let first_blocks_first = geo.compat.has(Compat::DIR_INDEX);
+    // Under a memory limit the directory-block list goes to a scratch file in sorted runs
+    // whenever it outgrows its share (and groups are scanned in batches, so the group
+    // outputs waiting to be merged stay small too).
+    let mut spill: Option<DirBlockSpill> = None;
+    let mut maybe_spill = |acc: &mut Acc| {
+        let Some(limit) = limits.dir_blocks_bytes else {
+            return;
+        };
+        if acc.dir_blocks.len() * std::mem::size_of::<DirBlock>() < limit {
+            return;
+        }
+        if spill.is_none() {
+            spill = DirBlockSpill::create(limits.scratch_dir.as_deref(), first_blocks_first).ok();
+        }
+        if let Some(s) = spill.as_mut() {
+            // On a write error the blocks simply stay in memory.
+            let _ = s.push_run(&mut acc.dir_blocks);
+        }
+    };
+    match stage {
+        None if limits.dir_blocks_bytes.is_none() => {
+            let outs = scan_groups(0..group_count);
+            acc.reserve(&outs);
+            for o in outs {
+                acc.absorb(o, policy, out);
+            }
+            if let Some(sink) = sink {
+                acc.dir_blocks = sink.into_inner().unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        None => {
+            let batch = pipeline_batch(group_count, rayon::current_num_threads());
+            for start in (0..group_count).step_by(batch) {
+                for o in scan_groups(start..(start + batch).min(group_count)) {
+                    acc.absorb(o, policy, out);
+                    maybe_spill(&mut acc);
+                }
+            }
+        }
+        Some(stage) => {
+            // Pipelined: while the workers scan batch k+1, others check the directory blocks
+            // batch k found (rayon's join lets idle threads take whichever side has work).
+            let batch = pipeline_batch(group_count, rayon::current_num_threads());
+            let mut start = 0usize;
+            let mut pending = Some(scan_groups(0..batch.min(group_count)));
+            while let Some(outs) = pending.take() {
+                let end = (start + batch).min(group_count);
+                let first_new = acc.dir_blocks.len();
+                for o in outs {
+                    acc.absorb(o, policy, out);
+                }
+                let blocks = acc.dir_blocks[first_new..].to_vec();
+                let partial = Partial {
+                    kind_dir: &scan.kind_dir,
+                    kind_reg: &scan.kind_reg,
+                    inode_used: &scan.inode_used,
+                    other: &acc.kinds_other,
+                    dir_inos: &acc.dir_inos,
+                    dir_generations: &acc.dir_generations,
+                    bb_inodes: &scan.bb_inodes,
+                    policies: &acc.policies,
+                    frontier: (end as u64 * u64::from(geo.inodes_per_group))
+                        .min(u64::from(geo.inodes_count)) as u32,
+                };
+                let next = (end < group_count).then(|| end..(end + batch).min(group_count));
+                let (scanned, ()) =
+                    rayon::join(|| next.map(&scan_groups), || stage.batch(&partial, blocks));
+                pending = scanned;
+                start = end;
+            }
+        }
+    }
+    (acc, spill)
+}

@@ -1,0 +1,31 @@
+//! Progress of a running check, shared with the thread that shows it (`-C`, the ETA bar):
+//! below every pass, so passes report progress without depending on the engine that runs
+//! them.
+
+/// Progress of the running pass, readable from another thread (for `-C` and the ETA bar).
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub pass: std::sync::atomic::AtomicU64,
+    pub done: std::sync::atomic::AtomicU64,
+    pub total: std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    pub fn start(&self, pass: u64, total: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.done.store(0, Relaxed);
+        self.total.store(total, Relaxed);
+        self.pass.store(pass, Relaxed);
+    }
+    pub fn advance(&self, n: u64) {
+        self.done.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+    pub fn snapshot(&self) -> (u64, u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.pass.load(Relaxed),
+            self.done.load(Relaxed),
+            self.total.load(Relaxed),
+        )
+    }
+}
