@@ -15,7 +15,8 @@ const INODE_CSUM_HI: u64 = 0x82;
 
 /// The checksum of an htree node whose entry table starts at `count_off`, and where it is
 /// stored; `None` when `limit`/`count` leave no room for the tail (nothing to fix then).
-/// `ffsck_format::dir::dx_csum_ok` verifies the same sum; this computes it to store it.
+/// `ffsck_format::verify::dx_checksum` computes the same sum but also accepts `count > limit`
+/// when both fit the block; this keeps the lab's narrower rule, which recorded recipes rely on.
 fn dx_checksum(block: &[u8], count_off: usize, seed: u32) -> Option<(usize, u32)> {
     let cl = block.get(count_off..count_off + 4)?;
     let limit = usize::from(u16::from_le_bytes([cl[0], cl[1]]));
