@@ -84,6 +84,10 @@ pub struct Tuning {
     pub max_memory: Option<u64>,
     /// Where scratch files go (default `$TMPDIR`).
     pub scratch_dir: Option<std::path::PathBuf>,
+    /// How metadata is read (`--io`, resolved by the caller for its device): `Sequential`
+    /// reads it through one ordered stream (a hard disk), `Parallel` lets every worker read
+    /// its own (SSD, NVMe, page cache).
+    pub io: ffsck_io::device_kind::IoMode,
 }
 
 impl Default for Tuning {
@@ -93,6 +97,7 @@ impl Default for Tuning {
             pipeline_budget: 32 << 20,
             max_memory: None,
             scratch_dir: None,
+            io: ffsck_io::device_kind::IoMode::Parallel,
         }
     }
 }
@@ -205,7 +210,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     let mut early = (tuning.pipeline && tuning.max_memory.is_none())
         .then(|| pass2::Early::new(&p0.fs, policy, tuning.pipeline_budget));
     let stage = early.as_mut().map(|e| e as &mut dyn crate::facts::Stage);
-    let mut p1 = pass1::run_with(&p0, policy, &mut f, prog, stage, &limits);
+    let mut p1 = pass1::run_with(&p0, policy, &mut f, prog, stage, &limits, tuning.io);
     let relocated = crate::relocate::plan(&p0, &mut p1.block_used, policy, &mut f);
     flush(rep, &mut f, &mut all);
     if !p1.dup_blocks.is_empty() {

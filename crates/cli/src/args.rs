@@ -2,6 +2,7 @@
 //! shell completions from the same definition, as `rg --generate` does.
 
 use clap::{CommandFactory, Parser, ValueEnum};
+pub use ffsck_io::device_kind::IoPlan;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -173,6 +174,12 @@ pub struct Args {
     /// Directory for --max-memory's scratch files (default: $TMPDIR).
     #[arg(long = "scratch-dir", value_name = "DIR")]
     pub scratch_dir: Option<PathBuf>,
+    /// How metadata is read: `sequential` (one ordered read stream, whatever the number of
+    /// threads: a hard disk), `parallel` (every worker reads its own: SSD, NVMe, page cache)
+    /// or `auto` (sequential when the kernel reports the device, or the disk under an image
+    /// file, as rotational). The findings are the same either way.
+    #[arg(long = "io", value_name = "PLAN", value_enum, default_value_t = IoPlan::Auto)]
+    pub io: IoPlan,
     /// Write the man page or a shell's completions to standard output, then exit.
     #[arg(long, value_name = "WHAT", hide = true)]
     pub generate: Option<Generate>,
@@ -213,6 +220,7 @@ impl Args {
             "pipeline": self.pipeline,
             "max_memory": self.max_memory,
             "scratch_dir": path(&self.scratch_dir),
+            "io": self.io.as_str(),
         })
     }
 }

@@ -44,6 +44,17 @@ fn main() {
 /// directory blocks (about 100 KiB each on a file system of small directories) would
 /// otherwise be mapped, grown with mremap and unmapped group by group, and each of those
 /// interrupts the other cores to flush their TLBs (about 1% of the time on 2 cores).
+/// The I/O mode `--io PLAN` gives for `device`: `auto` asks the kernel whether the device
+/// (or the disk holding an image file) is rotational.
+fn io_mode(plan: args::IoPlan, device: Option<&std::path::Path>) -> ffsck_io::device_kind::IoMode {
+    use ffsck_io::device_kind::{rotation, Rotation};
+    let kind = match (plan, device) {
+        (args::IoPlan::Auto, Some(dev)) => rotation(dev),
+        _ => Rotation::Unknown,
+    };
+    plan.resolve(kind)
+}
+
 fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator parameters; called before any other thread exists.
@@ -311,6 +322,7 @@ fn run(args: &Args) -> Result<i32> {
             pipeline: args.pipeline,
             max_memory: settings.max_memory,
             scratch_dir: settings.scratch_dir.clone(),
+            io: io_mode(args.io, args.device.as_deref()),
             ..Default::default()
         },
         journal_dev: journal_overlay

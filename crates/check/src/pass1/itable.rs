@@ -11,7 +11,31 @@ use ffsck_format::ino;
 use ffsck_format::inode::{flags as iflags, FileType, RawInode};
 use ffsck_format::inode::{inode_checksum, inode_checksums_x3};
 
-pub(super) fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
+/// The bytes of group `g`'s inode table that its scan reads: `(offset, len)` of the used
+/// part (by `bg_itable_unused` when the descriptor is trusted), whole blocks; `None` when
+/// the scan reads nothing.
+pub(super) fn table_range(fs: &Fs, g: u32, st: GroupState) -> Option<(u64, u64)> {
+    if !st.inode_table_ok {
+        return None;
+    }
+    let n = u64::from(fs.scannable_inodes(g, st.csum_ok));
+    if n == 0 {
+        return None;
+    }
+    let bs = u64::from(fs.geo.block_size);
+    let blocks = (n * u64::from(fs.geo.inode_size)).div_ceil(bs);
+    let off = fs.groups.get(g as usize)?.inode_table().checked_mul(bs)?;
+    Some((off, blocks.checked_mul(bs)?))
+}
+
+/// Scan group `g`, its table's used part given as `table` (the bytes of [`table_range`],
+/// read by the ordered stream) or, with `None`, read here in chunks.
+pub(super) fn scan_group_from(
+    scan: &Scan,
+    g: u32,
+    st: GroupState,
+    given: Option<&[u8]>,
+) -> GroupOut {
     let fs = scan.fs;
     let geo = &fs.geo;
     let mut out = GroupOut::default();
@@ -30,7 +54,7 @@ pub(super) fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
     let start = fs.groups[g as usize].inode_table();
     let first_ino = g * geo.inodes_per_group + 1;
     out.bits = GroupBits::new(u64::from(first_ino - 1), n as u64);
-    let mut table = scan
+    let mut buf = scan
         .buffers
         .lock()
         .ok()
@@ -42,20 +66,18 @@ pub(super) fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
             let count = per_chunk.min(n - done);
             let first_blk = (done * isz) / bs;
             let last_blk = ((done + count) * isz).div_ceil(bs);
-            // Every byte is read over (or zeroed below), so the buffer is not cleared first.
-            table.resize((last_blk - first_blk) * bs, 0);
-            let at = start + first_blk as u64;
-            if fs.read_blocks_into(at, &mut table).is_err() {
-                // Block by block, so one bad block does not hide the whole chunk.
-                for (i, chunk) in table.chunks_mut(bs).enumerate() {
-                    if fs.read_blocks_into(at + i as u64, chunk).is_err() {
-                        chunk.fill(0);
-                    }
+            let table: &[u8] = match given {
+                Some(all) => all.get(first_blk * bs..last_blk * bs).unwrap_or(&[]),
+                None => {
+                    read_chunk(fs, start + first_blk as u64, last_blk - first_blk, &mut buf);
+                    &buf
                 }
+            };
+            if table.len() < (last_blk - first_blk) * bs {
+                break; // a given table shorter than its range: never, by construction
             }
             let skew = done * isz - first_blk * bs;
-            let (insane, csum_bad) =
-                insane_blocks(fs, &table, skew, first_ino + done as u32, count);
+            let (insane, csum_bad) = insane_blocks(fs, table, skew, first_ino + done as u32, count);
             for i in done..done + count {
                 let off = skew + (i - done) * isz;
                 let raw = &table[off..off + isz];
@@ -93,10 +115,26 @@ pub(super) fn scan_group(scan: &Scan, g: u32, st: GroupState) -> GroupOut {
         }
     }
     if let Ok(mut b) = scan.buffers.lock() {
-        b.push(table);
+        b.push(buf);
     }
     std::mem::take(&mut out.bits).flush(scan);
     out
+}
+
+/// Read `blocks` blocks of inode table from `at` into `buf`; a block that cannot be read is
+/// zeros.
+fn read_chunk(fs: &Fs, at: u64, blocks: usize, buf: &mut Vec<u8>) {
+    let bs = fs.block_size();
+    // Every byte is read over (or zeroed below), so the buffer is not cleared first.
+    buf.resize(blocks * bs, 0);
+    if fs.read_blocks_into(at, buf).is_err() {
+        // Block by block, so one bad block does not hide the whole chunk.
+        for (i, chunk) in buf.chunks_mut(bs).enumerate() {
+            if fs.read_blocks_into(at + i as u64, chunk).is_err() {
+                chunk.fill(0);
+            }
+        }
+    }
 }
 
 /// Bytes of inode table read at once (a multiple of every inode size).

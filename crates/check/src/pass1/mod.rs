@@ -87,7 +87,8 @@ pub fn run(
     out: &mut Findings,
     progress: &crate::progress::Progress,
 ) -> Pass1Facts {
-    run_with(p0, policy, out, progress, None, &Default::default())
+    let io = ffsck_io::device_kind::IoMode::Parallel;
+    run_with(p0, policy, out, progress, None, &Default::default(), io)
 }
 
 /// Pass 1, handing the directory blocks of each finished batch of groups to `stage` while the
@@ -99,9 +100,10 @@ pub fn run_with(
     progress: &crate::progress::Progress,
     stage: Option<&mut dyn Stage>,
     limits: &crate::spill::Limits,
+    io: ffsck_io::device_kind::IoMode,
 ) -> Pass1Facts {
     let scan = Scan::new(p0, policy, out);
-    let (acc, spill) = schedule::scan_groups(&scan, p0, out, progress, stage, limits);
+    let (acc, spill) = schedule::scan_groups(&scan, p0, out, progress, stage, limits, io);
     finish(scan, acc, spill, out, limits)
 }
 

@@ -1,7 +1,7 @@
 //! Pass 1's scheduling: how groups are batched for the pipelined check, how each group's
 //! bits reach the shared bitmaps, and how group outputs are merged in group order.
 
-use super::itable::scan_group;
+use super::itable::{scan_group_from, table_range};
 use super::{GroupOut, Scan};
 use crate::facts::{ClaimSummary, Counts, DirBlock};
 use crate::facts::{DirBlockSpill, Partial, Stage};
@@ -9,6 +9,8 @@ use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::Compat;
+use ffsck_io::device_kind::IoMode;
+use ffsck_io::stream::{self, ReadPlan, StreamConfig};
 use rayon::prelude::*;
 use std::sync::Mutex;
 
@@ -133,10 +135,63 @@ impl Acc {
     }
 }
 
+/// Scan groups `r` with their inode tables read by ONE ordered stream (`--io sequential`):
+/// one reader sweeps the tables in ascending disk order and the workers take them in that
+/// order, so the disk never seeks between the workers' groups. A table the stream could not
+/// read in full is read again by its worker, as without the stream (so a bad block costs
+/// the same findings). Outputs come back in group order.
+fn scan_streamed(
+    scan: &Scan,
+    p0: &Pass0Facts,
+    r: std::ops::Range<usize>,
+    scan_one: &(dyn Fn(usize, Option<&[u8]>) -> GroupOut + Sync),
+) -> Vec<GroupOut> {
+    let fs = scan.fs;
+    let mut plan = ReadPlan::new();
+    let mut group_of: Vec<usize> = Vec::new();
+    for g in r.clone() {
+        if let Some((off, len)) = table_range(fs, g as u32, p0.groups[g]) {
+            plan.add(off, len);
+            group_of.push(g);
+        }
+    }
+    let slots: Vec<Mutex<Option<GroupOut>>> = r.clone().map(|_| Mutex::default()).collect();
+    let put = |g: usize, o: GroupOut| {
+        if let Some(slot) = slots.get(g - r.start) {
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(o);
+        }
+    };
+    let workers = rayon::current_num_threads().max(1);
+    stream::run(&*fs.dev, &plan, &StreamConfig::default(), |s| {
+        (0..workers).into_par_iter().for_each(|_| {
+            while let Some(piece) = s.recv() {
+                let Some(&g) = group_of.get(piece.id) else {
+                    continue;
+                };
+                let o = if piece.is_full() {
+                    scan_one(g, Some(&piece))
+                } else {
+                    drop(piece);
+                    scan_one(g, None)
+                };
+                put(g, o);
+            }
+        });
+    });
+    // Groups with nothing to read (and, should the stream stop early, any it left) are
+    // scanned here.
+    r.zip(slots)
+        .map(|(g, slot)| {
+            let o = slot.into_inner().unwrap_or_else(|e| e.into_inner());
+            o.unwrap_or_else(|| scan_one(g, None))
+        })
+        .collect()
+}
+
 /// Scan every group, in parallel, merging the outputs in group order: all at once, in
 /// batches under a memory limit (spilling the directory-block list when it outgrows its
 /// share), or pipelined, handing each batch's directory blocks to `stage` while the next
-/// batch is scanned.
+/// batch is scanned. With `io` sequential the inode tables are read by one ordered stream.
 pub(super) fn scan_groups(
     scan: &Scan,
     p0: &Pass0Facts,
@@ -144,6 +199,7 @@ pub(super) fn scan_groups(
     progress: &crate::progress::Progress,
     stage: Option<&mut dyn Stage>,
     limits: &crate::spill::Limits,
+    io: IoMode,
 ) -> (Acc, Option<DirBlockSpill>) {
     let (fs, policy) = (scan.fs, scan.policy);
     let geo = &fs.geo;
@@ -163,25 +219,34 @@ pub(super) fn scan_groups(
             }
         }
     };
-    (0..ahead.min(group_count)).for_each(hint_table);
+    let streamed = io == IoMode::Sequential;
+    if !streamed {
+        (0..ahead.min(group_count)).for_each(hint_table);
+    }
     // Without a stage or a limit, each group's directory blocks go straight into one list as
     // the group ends (pass 2 sorts it anyway): the groups' lists are never all alive beside
     // a joined copy of them, which on a file system of small directories was a third of
     // the peak memory.
     let sink: Option<Mutex<Vec<DirBlock>>> =
         (stage.is_none() && limits.dir_blocks_bytes.is_none()).then(Mutex::default);
+    let scan_one = |g: usize, table: Option<&[u8]>| -> GroupOut {
+        let mut o = scan_group_from(scan, g as u32, p0.groups[g], table);
+        if let Some(sink) = &sink {
+            let mut all = sink.lock().unwrap_or_else(|e| e.into_inner());
+            all.append(&mut o.dir_blocks);
+            o.dir_blocks = Vec::new();
+        }
+        progress.advance(1);
+        o
+    };
     let scan_groups = |r: std::ops::Range<usize>| -> Vec<GroupOut> {
+        if streamed {
+            return scan_streamed(scan, p0, r, &scan_one);
+        }
         r.into_par_iter()
             .map(|g| {
                 hint_table(g + ahead);
-                let mut o = scan_group(scan, g as u32, p0.groups[g]);
-                if let Some(sink) = &sink {
-                    let mut all = sink.lock().unwrap_or_else(|e| e.into_inner());
-                    all.append(&mut o.dir_blocks);
-                    o.dir_blocks = Vec::new();
-                }
-                progress.advance(1);
-                o
+                scan_one(g, None)
             })
             .collect()
     };

@@ -1,6 +1,8 @@
 //! Determinism: a check of an image with many corruptions gives identical findings (same
 //! order, same messages), summary and exit code at --threads 1, 2 and 4, pipelined (pass 2
-//! checking directory blocks while pass 1 scans, `--pipeline`) or not (the default).
+//! checking directory blocks while pass 1 scans, `--pipeline`) or not (the default), and
+//! with the inode tables read by one ordered stream (`--io sequential`) or by each worker
+//! (`--io parallel`).
 
 use crate::common;
 
@@ -50,6 +52,33 @@ fn compare_thread_counts(img: &Image) {
     }
 }
 
+/// `--io sequential` (one ordered stream reads the inode tables) and `--io parallel` (each
+/// worker reads its own) give the same findings, summary and exit code at 1 and 2 threads.
+fn compare_io_plans(img: &Image) {
+    let base = common::check_n_with(&img.path, 1, &["--io", "parallel"]);
+    assert_eq!(base.code(), 4, "{}", base.describe());
+    let runs: [(usize, &[&str]); 4] = [
+        (1, &["--io", "sequential"]),
+        (2, &["--io", "sequential"]),
+        (2, &["--io", "parallel"]),
+        (2, &["--io", "sequential", "--pipeline"]),
+    ];
+    for (n, extra) in runs {
+        let c = common::check_n_with(&img.path, n, extra);
+        let what = format!("--threads {n} {}", extra.join(" "));
+        assert_eq!(c.code(), base.code(), "exit code at {what}");
+        if c.json["findings"] != base.json["findings"] {
+            panic!(
+                "findings differ between --io parallel --threads 1 and {what}:\n--- base:\n{}--- {what}:\n{}",
+                base.describe(),
+                c.describe()
+            );
+        }
+        assert_eq!(c.json["summary"], base.json["summary"], "summary at {what}");
+        assert_eq!(c.json["fatal"], base.json["fatal"], "fatal at {what}");
+    }
+}
+
 fn corrupt_common(t: &Tools, img: &Image) {
     for cmd in [
         "sif /a/f1 blocks 999",
@@ -80,6 +109,7 @@ fn ext4_many_corruptions() {
     common::debugfs_w(&t, &img.path, "sif /a size 1");
     common::debugfs_w(&t, &img.path, "set_bg 3 free_blocks_count 7");
     compare_thread_counts(&img);
+    compare_io_plans(&img);
 }
 
 #[test]
@@ -138,4 +168,5 @@ fn ext4_entries_across_groups() {
         common::debugfs_w(&t, &img.path, cmd);
     }
     compare_thread_counts(&img);
+    compare_io_plans(&img);
 }
