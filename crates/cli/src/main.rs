@@ -37,13 +37,6 @@ fn main() {
     std::process::exit(code);
 }
 
-/// Large buffers (inode tables, directory blocks in flight) are allocated and freed pass by
-/// pass. A fixed mmap threshold returns each one to the system when it is freed, instead of
-/// letting glibc raise the threshold and keep them in a per-thread arena, so peak memory is the
-/// memory actually in use. It is 1 MiB, not lower: each group's lists of directories and
-/// directory blocks (about 100 KiB each on a file system of small directories) would
-/// otherwise be mapped, grown with mremap and unmapped group by group, and each of those
-/// interrupts the other cores to flush their TLBs (about 1% of the time on 2 cores).
 /// The I/O mode `--io PLAN` gives for `device`: `auto` asks the kernel whether the device
 /// (or the disk holding an image file) is rotational.
 fn io_mode(plan: args::IoPlan, device: Option<&std::path::Path>) -> ffsck_io::device_kind::IoMode {
@@ -55,6 +48,13 @@ fn io_mode(plan: args::IoPlan, device: Option<&std::path::Path>) -> ffsck_io::de
     plan.resolve(kind)
 }
 
+/// Large buffers (inode tables, directory blocks in flight) are allocated and freed pass by
+/// pass. A fixed mmap threshold returns each one to the system when it is freed, instead of
+/// letting glibc raise the threshold and keep them in a per-thread arena, so peak memory is the
+/// memory actually in use. It is 1 MiB, not lower: each group's lists of directories and
+/// directory blocks (about 100 KiB each on a file system of small directories) would
+/// otherwise be mapped, grown with mremap and unmapped group by group, and each of those
+/// interrupts the other cores to flush their TLBs (about 1% of the time on 2 cores).
 fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator parameters; called before any other thread exists.

@@ -132,16 +132,21 @@ pub enum IoPlan {
     Sequential,
     /// Workers read on their own, in parallel (SSD, NVMe, page cache).
     Parallel,
-    /// Sequential on rotational storage, parallel otherwise.
+    /// Sequential on rotational storage whose metadata is not in the page cache already,
+    /// parallel otherwise.
     #[default]
     Auto,
 }
 
-/// What `IoPlan::Auto` resolved to.
+/// What an `IoPlan` resolved to for one device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoMode {
     Sequential,
     Parallel,
+    /// Rotational storage under `auto`: sequential, unless a sample of what a pass is about to
+    /// read is in the page cache already, where the order of reads costs nothing and the
+    /// parallel reads are faster (the pass decides, with `Device::is_cached`).
+    SequentialWhenCold,
 }
 
 impl IoPlan {
@@ -149,7 +154,8 @@ impl IoPlan {
     /// cache) is read in parallel: the order of reads costs nothing there.
     pub fn resolve(self, rotation: Rotation) -> IoMode {
         match (self, rotation) {
-            (IoPlan::Sequential, _) | (IoPlan::Auto, Rotation::Rotational) => IoMode::Sequential,
+            (IoPlan::Sequential, _) => IoMode::Sequential,
+            (IoPlan::Auto, Rotation::Rotational) => IoMode::SequentialWhenCold,
             _ => IoMode::Parallel,
         }
     }
@@ -300,7 +306,7 @@ mod tests {
         assert!("fast".parse::<IoPlan>().is_err());
         assert_eq!(IoPlan::default(), IoPlan::Auto);
         use Rotation::*;
-        assert_eq!(IoPlan::Auto.resolve(Rotational), IoMode::Sequential);
+        assert_eq!(IoPlan::Auto.resolve(Rotational), IoMode::SequentialWhenCold);
         assert_eq!(IoPlan::Auto.resolve(NonRotational), IoMode::Parallel);
         assert_eq!(IoPlan::Auto.resolve(Unknown), IoMode::Parallel);
         assert_eq!(

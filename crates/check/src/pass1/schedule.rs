@@ -219,7 +219,11 @@ pub(super) fn scan_groups(
             }
         }
     };
-    let streamed = io == IoMode::Sequential;
+    let streamed = match io {
+        IoMode::Sequential => true,
+        IoMode::Parallel => false,
+        IoMode::SequentialWhenCold => !tables_cached(fs, p0),
+    };
     if !streamed {
         (0..ahead.min(group_count)).for_each(hint_table);
     }
@@ -328,4 +332,26 @@ pub(super) fn scan_groups(
         }
     }
     (acc, spill)
+}
+
+/// Groups whose inode tables are probed for being in the page cache, spread over the file
+/// system.
+const CACHE_PROBES: usize = 8;
+
+/// Whether the inode tables pass 1 is about to read are in the page cache already: the first,
+/// middle and last byte of up to [`CACHE_PROBES`] groups' used tables, spread over the file
+/// system, all are. A backend that cannot tell counts as not cached.
+fn tables_cached(fs: &crate::fs::Fs, p0: &Pass0Facts) -> bool {
+    let groups = p0.groups.len();
+    let step = groups.div_ceil(CACHE_PROBES).max(1);
+    let mut probed = (0..groups)
+        .step_by(step)
+        .filter_map(|g| table_range(fs, g as u32, p0.groups[g]))
+        .peekable();
+    probed.peek().is_some()
+        && probed.all(|(off, len)| {
+            [off, off + len / 2, off + len - 1]
+                .iter()
+                .all(|&o| fs.dev.is_cached(o) == Some(true))
+        })
 }
