@@ -1040,4 +1040,105 @@ mod tests {
         assert_eq!(m.walk().block_map(&iblock, &mut v), Walked::Stopped);
         assert_eq!(v.0, 1);
     }
+
+    /// Edit mode: drops the mappings at or past `cut`, records each block rewritten.
+    struct Cut {
+        cut: u64,
+        edits: Edits,
+        extents: bool,
+        written: Vec<(Option<u64>, Vec<u8>)>,
+    }
+
+    impl Visitor for Cut {
+        fn mapping(&mut self, m: Mapping, _: &mut Span) -> Step {
+            let drop = m.pblk != 0 && m.lblk >= self.cut;
+            self.edits.push(if drop { Edit::Drop } else { Edit::Keep });
+            Step::Go
+        }
+        fn indirect(&mut self, _: Indirect) -> Step {
+            self.edits.push(Edit::Keep);
+            Step::Go
+        }
+        fn index(&mut self, _: Index, _: &mut Span) -> Step {
+            self.edits.push(Edit::Keep);
+            Step::Go
+        }
+        fn enter(&mut self, _: Option<u64>) {
+            self.edits.enter();
+        }
+        fn rewrite(&mut self, pblk: Option<u64>, buf: &mut [u8]) {
+            let changed = if self.extents {
+                self.edits.apply_node(buf)
+            } else {
+                self.edits.apply_pointers(buf)
+            };
+            if changed {
+                self.written.push((pblk, buf.to_vec()));
+            }
+        }
+    }
+
+    #[test]
+    fn edit_mode_rewrites_a_block_map_bottom_up() {
+        let mut m = Mem::new();
+        let mut iblock = [0u8; 60];
+        put32(&mut iblock, 0, 10); // lblk 0
+        put32(&mut iblock, 4 * 11, 11); // lblk 11: cut
+        put32(&mut iblock, 4 * 12, 20); // single indirect
+        put32(m.block(20), 0, 30); // lblk 12: cut
+        put32(m.block(20), 4 * 3, 31); // lblk 15: cut
+        let mut v = Cut {
+            cut: 11,
+            edits: Edits::default(),
+            extents: false,
+            written: Vec::new(),
+        };
+        assert_eq!(m.walk().edit_block_map(&mut iblock, &mut v), Walked::Done);
+        // The indirect block first (emptied), then the inode's pointers.
+        assert_eq!(v.written.len(), 2, "{:?}", v.written.iter().map(|w| w.0));
+        assert_eq!(v.written[0].0, Some(20));
+        assert!(v.written[0].1.iter().all(|&b| b == 0));
+        assert_eq!(v.written[1].0, None);
+        assert_eq!(&iblock[0..4], &10u32.to_le_bytes());
+        assert_eq!(&iblock[44..48], &[0; 4]);
+        assert_eq!(
+            &iblock[48..52],
+            &20u32.to_le_bytes(),
+            "the indirect pointer is kept"
+        );
+    }
+
+    #[test]
+    fn edit_mode_rewrites_extent_nodes() {
+        let mut m = Mem::new();
+        let mut root = [0u8; 60];
+        header(&mut root, 2, 4, 1);
+        index_entry(&mut root, 0, 0, 5);
+        index_entry(&mut root, 1, 100, 6);
+        let cap = ((BS - 12) / 12) as u16;
+        header(m.block(5), 1, cap, 0);
+        leaf_entry(m.block(5), 0, 0, 3, 40);
+        header(m.block(6), 2, cap, 0);
+        leaf_entry(m.block(6), 0, 100, 1, 50);
+        leaf_entry(m.block(6), 1, 101, 2, 51);
+        let mut v = Cut {
+            cut: 101,
+            edits: Edits::default(),
+            extents: true,
+            written: Vec::new(),
+        };
+        assert_eq!(m.walk().edit_extents(&mut root, &mut v), Walked::Done);
+        // Only node 6 changes: one entry left, the dropped slot zeroed.
+        assert_eq!(v.written.len(), 1);
+        let (at, buf) = &v.written[0];
+        assert_eq!(*at, Some(6));
+        assert_eq!(u16::from_le_bytes([buf[2], buf[3]]), 1);
+        assert_eq!(&buf[12..16], &100u32.to_le_bytes());
+        assert!(buf[24..36].iter().all(|&b| b == 0));
+        assert_eq!(
+            u16::from_le_bytes([root[2], root[3]]),
+            2,
+            "the root is untouched"
+        );
+    }
 }
