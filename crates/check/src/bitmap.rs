@@ -134,12 +134,6 @@ impl AtomicBitmap {
             len,
         }
     }
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
     /// Set bit `i`; returns whether it was already set.
     pub fn test_and_set(&self, i: u64) -> bool {
         if i >= self.len {

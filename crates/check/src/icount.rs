@@ -19,6 +19,9 @@ pub struct InodeCounts {
 }
 
 impl InodeCounts {
+    /// Empty counts for `len` indexes (the unit tests build counts this way; the passes use
+    /// `SharedCounter::finish`).
+    #[cfg(test)]
     pub fn new(len: u64) -> Self {
         InodeCounts {
             one: Bitmap::new(len),
@@ -86,7 +89,8 @@ impl InodeCounts {
             + self.many.iter().map(|&(_, c)| u64::from(c)).sum::<u64>()
     }
 
-    /// Record the count of `idx`; calls must come in ascending index order.
+    /// Record the count of `idx`; calls must come in ascending index order (unit tests).
+    #[cfg(test)]
     pub fn push(&mut self, idx: u32, count: u16) {
         match count {
             0 => {}
@@ -99,7 +103,8 @@ impl InodeCounts {
         }
     }
 
-    /// Append the counts of a run starting at `first`, in order.
+    /// Append the counts of a run starting at `first`, in order (unit tests).
+    #[cfg(test)]
     pub fn push_run(&mut self, first: u32, counts: &[u16]) {
         for (i, &c) in counts.iter().enumerate() {
             self.push(first + i as u32, c);
@@ -153,6 +158,8 @@ impl SharedCounter {
         }
     }
 
+    /// Increment one index (the unit tests' shorthand for `increment_all`).
+    #[cfg(test)]
     pub fn increment(&self, idx: u64) {
         self.increment_all(&[u32::try_from(idx).unwrap_or(u32::MAX)]);
     }

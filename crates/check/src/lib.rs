@@ -6,35 +6,35 @@
 //! place that knows about `-n`, `-p` and `-y`.
 #![forbid(unsafe_code)]
 
-pub mod bitmap;
+pub(crate) mod bitmap;
 pub mod engine;
 pub mod estimate;
 pub(crate) mod ext4;
-pub mod facts;
-pub mod filemap;
-pub mod fs;
-pub mod htree;
-pub mod icount;
+pub(crate) mod facts;
+pub(crate) mod filemap;
+pub(crate) mod fs;
+pub(crate) mod htree;
+pub(crate) mod icount;
 pub mod journal;
-pub mod ordered;
-pub mod orphan;
+pub(crate) mod ordered;
+pub(crate) mod orphan;
 pub mod overrides;
 pub mod pass0;
 pub(crate) mod pass1;
-pub mod pass1b;
-pub mod pass2;
-pub mod pass3;
-pub mod pass4;
-pub mod pass5;
-pub mod pathname;
+pub(crate) mod pass1b;
+pub(crate) mod pass2;
+pub(crate) mod pass3;
+pub(crate) mod pass4;
+pub(crate) mod pass5;
+pub(crate) mod pathname;
 pub mod problem;
-pub mod progress;
-pub mod quota;
-pub mod relocate;
+pub(crate) mod progress;
+pub(crate) mod quota;
+pub(crate) mod relocate;
 pub mod repair;
 pub mod report;
-pub mod spill;
-pub mod superblock;
+pub(crate) mod spill;
+pub(crate) mod superblock;
 
 pub use engine::{check, CheckOptions, Outcome, Progress, Summary};
 pub use ext4::clock::Clock;

@@ -11,6 +11,8 @@ use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 
 /// Which table of a group moves.
+// The variants are the tables' on-disk names (block bitmap, inode bitmap, inode table).
+#[allow(clippy::enum_variant_names)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Table {
     BlockBitmap,

@@ -209,14 +209,6 @@ impl<T: Record> SpilledTable<T> {
         Ok(t)
     }
 
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Whether a page could not be written or read back (the check must not trust what it
     /// saw).
     pub fn failed(&self) -> bool {
@@ -397,7 +389,7 @@ mod tests {
             .map(|i| i.wrapping_mul(2_654_435_761))
             .collect();
         let t = SpilledTable::from_values(None, &values, 1).unwrap();
-        assert_eq!(t.len(), values.len());
+        assert_eq!(t.len, values.len());
         for i in (0..values.len()).rev().step_by(7).chain(0..values.len()) {
             assert_eq!(t.get(i), Some(values[i]), "value {i}");
         }

@@ -11,7 +11,7 @@ use ffsck_lab::mkfs::{self, MkfsArgs};
 #[test]
 fn every_method_ages_a_small_image() {
     let (Some(_), Some(e2fsck)) = (common::tool("mke2fs"), common::tool("e2fsck")) else {
-        eprintln!("skipping: mke2fs/e2fsck not installed");
+        common::skip("mke2fs/e2fsck not installed");
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

@@ -8,7 +8,7 @@ use ffsck_lab::bench::{self, BenchArgs};
 #[test]
 fn tiny_bench_writes_results_and_report() {
     if common::tool("mke2fs").is_none() || common::tool("e2fsck").is_none() {
-        eprintln!("skipping: mke2fs/e2fsck not installed");
+        common::skip("mke2fs/e2fsck not installed");
         return;
     }
     // The real ffsck if built; otherwise e2fsck stands in (it accepts the same `-fn IMAGE`),

@@ -14,11 +14,11 @@ fn corpus_subset_without_crash_hang_or_write() {
         return;
     };
     let Some(ffsck) = common::ffsck_binary() else {
-        eprintln!("skipping: ffsck binary not built (run `cargo build -p ffsck` or `--release`)");
+        common::skip("ffsck binary not built (run `cargo build -p ffsck` or `--release`)");
         return;
     };
     if common::tool("e2fsck").is_none() {
-        eprintln!("skipping: e2fsck not installed");
+        common::skip("e2fsck not installed");
         return;
     }
 

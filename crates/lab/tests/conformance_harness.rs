@@ -53,7 +53,7 @@ fn run(corpus: &Path, ffsck: &Path, timeout: &str) -> Report {
 #[test]
 fn harness_detects_each_kind_of_failure() {
     let (Some(mke2fs), Some(e2fsck)) = (common::tool("mke2fs"), common::tool("e2fsck")) else {
-        eprintln!("skipping: mke2fs/e2fsck not installed");
+        common::skip("mke2fs/e2fsck not installed");
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

@@ -12,7 +12,7 @@ use ffsck_lab::imagegen::FsType;
 
 fn have_tools() -> bool {
     if common::tool("mke2fs").is_none() || common::tool("e2fsck").is_none() {
-        eprintln!("skipping: mke2fs/e2fsck not installed");
+        common::skip("mke2fs/e2fsck not installed");
         return false;
     }
     true
@@ -124,7 +124,7 @@ fn gilbert_bench_writes_json_markdown_svg_and_png() {
         return;
     }
     let Some(ffsck) = common::ffsck_binary() else {
-        eprintln!("skipping: ffsck not built");
+        common::skip("ffsck not built");
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

@@ -6,25 +6,17 @@ mod common;
 use ffsck_lab::hdd::{self, HddArgs};
 use std::os::unix::fs::MetadataExt;
 
-/// Say why the test is skipped; a failure under `REQUIRE_TOOLS=1` (CI runs as root).
-fn skip(msg: &str) {
-    if std::env::var_os("REQUIRE_TOOLS").is_some_and(|v| v == "1") {
-        panic!("{msg} (REQUIRE_TOOLS=1)");
-    }
-    eprintln!("{msg}");
-}
-
 #[test]
 fn tracing_e2fsck_on_a_small_image_models_its_reads_and_replays_them_the_same() {
     if std::fs::metadata("/proc/self").map_or(true, |m| m.uid() != 0) {
-        return skip("SKIPPED: tracing needs root (loop devices, tracefs, drop_caches)");
+        return common::skip("tracing needs root (loop devices, tracefs, drop_caches)");
     }
     let (Some(mke2fs), Some(e2fsck), Some(_)) = (
         common::tool("mke2fs"),
         common::tool("e2fsck"),
         common::tool("losetup"),
     ) else {
-        return skip("SKIPPED: needs mke2fs, e2fsck and losetup");
+        return common::skip("needs mke2fs, e2fsck and losetup");
     };
     // Direct I/O needs a file system that supports it: the target directory, not tmpfs.
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -51,7 +43,7 @@ fn tracing_e2fsck_on_a_small_image_models_its_reads_and_replays_them_the_same() 
     .unwrap();
     let report = match hdd::run(&args) {
         Ok(r) => r,
-        Err(e) => return skip(&format!("SKIPPED: tracing failed here: {e:#}")),
+        Err(e) => return common::skip(&format!("tracing failed here: {e:#}")),
     };
     assert_eq!(report.rows.len(), 1);
     let row = &report.rows[0];

@@ -12,7 +12,7 @@ use ffsck_lab::mkfs::{self, MkfsArgs};
 
 fn have_tools() -> bool {
     if common::tool("mke2fs").is_none() || common::tool("e2fsck").is_none() {
-        eprintln!("skipping: mke2fs/e2fsck not installed");
+        common::skip("mke2fs/e2fsck not installed");
         return false;
     }
     true

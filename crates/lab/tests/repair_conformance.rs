@@ -14,11 +14,11 @@ fn repair_comparison_on_a_corpus_subset() {
         return;
     };
     let Some(ffsck) = common::ffsck_binary() else {
-        eprintln!("skipping: ffsck binary not built");
+        common::skip("ffsck binary not built");
         return;
     };
     if common::tool("e2fsck").is_none() {
-        eprintln!("skipping: e2fsck not installed");
+        common::skip("e2fsck not installed");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

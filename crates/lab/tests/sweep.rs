@@ -10,7 +10,7 @@ use ffsck_lab::sweep::{self, SweepArgs};
 #[test]
 fn tiny_size_sweep_writes_plots_and_summary() {
     if common::tool("mke2fs").is_none() || common::tool("e2fsck").is_none() {
-        eprintln!("skipping: mke2fs/e2fsck not installed");
+        common::skip("mke2fs/e2fsck not installed");
         return;
     }
     let ffsck = common::ffsck_binary()
@@ -60,7 +60,7 @@ fn tiny_size_sweep_writes_plots_and_summary() {
 #[test]
 fn aged_bench_ages_or_skips_clearly() {
     if common::tool("mke2fs").is_none() || common::tool("resize2fs").is_none() {
-        eprintln!("skipping: mke2fs/resize2fs not installed");
+        common::skip("mke2fs/resize2fs not installed");
         return;
     }
     let ffsck = common::ffsck_binary()

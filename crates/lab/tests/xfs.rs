@@ -14,9 +14,9 @@ use ffsck_lab::{gilbert, mkfs, xfs};
 
 fn have_xfs() -> bool {
     if !xfs::available() {
-        eprintln!(
-            "skipping: xfsprogs (mkfs.xfs, xfs_repair, xfs_db) not installed; \
-             scripts/ensure-tools.sh installs it on Debian"
+        common::skip(
+            "xfsprogs (mkfs.xfs, xfs_repair, xfs_db) not installed; \
+             scripts/ensure-tools.sh installs it on Debian",
         );
         return false;
     }
@@ -265,7 +265,7 @@ fn gilbert_vs_xfs_writes_one_comparison_report() {
         return;
     }
     let Some(ffsck) = common::ffsck_binary() else {
-        eprintln!("skipping: ffsck binary not built");
+        common::skip("ffsck binary not built");
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

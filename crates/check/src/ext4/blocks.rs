@@ -16,6 +16,14 @@
 //! ([`Step`]); the walker itself reports nothing. Pass 1 turns the values into findings, the
 //! other walkers (pass 1B, `filemap`, fast-commit replay) into block lists.
 //!
+//! Edit mode ([`Walk::edit_block_map`], [`Walk::edit_extents`]) is how repairs rewrite a
+//! mapping with the same walk: each mapping block read (and the `i_block` in the inode) is
+//! announced by `Visitor::enter`, every slot of it then yields exactly one call in slot order
+//! (`mapping` or `DataOutOfRange` for a data slot, holes included; `indirect` or
+//! `IndirectOutOfRange` for an indirect slot; `index` or `IndexOutOfRange` for an index entry),
+//! and after everything below it `Visitor::rewrite` gets its bytes to change and write back.
+//! [`Edits`] keeps the visitor's per-slot answers and applies them.
+//!
 //! The walk is generic over the visitor (no dynamic dispatch on the hot path of pass 1) and
 //! reads each mapping block into a buffer it reuses per level: nothing is allocated per data
 //! block, and one buffer per tree level per walk.
@@ -187,6 +195,116 @@ pub(crate) trait Visitor {
     fn damage(&mut self, _d: Damage) -> Step {
         Step::Go
     }
+    /// Edit mode: a mapping block (`pblk`; `None` for the `i_block` in the inode) about to
+    /// be walked, read (for an extent node, after `node` answered `Go`).
+    fn enter(&mut self, _pblk: Option<u64>) {}
+    /// Edit mode: the block `enter` announced, walked with everything below it (unless the
+    /// walk was stopped). The visitor may change `buf` (the block, or the inode's `i_block`)
+    /// and writes a changed block back itself (it knows the device and the checksum seed).
+    fn rewrite(&mut self, _pblk: Option<u64>, _buf: &mut [u8]) {}
+}
+
+/// What an edit does with one slot of a mapping block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Edit {
+    Keep,
+    /// Remove the extent entry, or zero the block pointer.
+    Drop,
+    /// Keep the extent entry with a new first logical block and/or raw length (`ee_len`).
+    Set {
+        lblk: Option<u32>,
+        len: Option<u16>,
+    },
+}
+
+/// An edit-mode visitor's answers: one list of [`Edit`]s per mapping block being walked, from
+/// the root down (`enter` opens one, `rewrite` applies and closes it).
+#[derive(Default)]
+pub(crate) struct Edits {
+    stack: Vec<Vec<Edit>>,
+}
+
+impl Edits {
+    /// Open the list of a block entered.
+    pub fn enter(&mut self) {
+        self.stack.push(Vec::new());
+    }
+    /// The answer for the next slot of the innermost block.
+    pub fn push(&mut self, e: Edit) {
+        if let Some(top) = self.stack.last_mut() {
+            top.push(e);
+        }
+    }
+    /// The answer for the slot last visited in the innermost block: while a child block is
+    /// walked (before it is entered, or once it is closed), the slot pointing at it.
+    pub fn last(&mut self) -> Option<&mut Edit> {
+        self.stack.last_mut()?.last_mut()
+    }
+    /// Close the innermost block, an extent node in `buf`: drop and change its entries as
+    /// answered (slots without an answer are kept). Whether `buf` changed.
+    pub fn apply_node(&mut self, buf: &mut [u8]) -> bool {
+        let edits = self.stack.pop().unwrap_or_default();
+        let Ok(node) = Node::parse(buf) else {
+            return false;
+        };
+        let n = node.len();
+        let mut kept: Vec<[u8; 12]> = Vec::with_capacity(n);
+        let mut changed = false;
+        for i in 0..n {
+            let mut e = [0u8; 12];
+            e.copy_from_slice(&buf[12 + 12 * i..24 + 12 * i]);
+            match edits.get(i).copied().unwrap_or(Edit::Keep) {
+                Edit::Keep => {}
+                Edit::Drop => {
+                    changed = true;
+                    continue;
+                }
+                Edit::Set { lblk, len } => {
+                    if let Some(l) = lblk {
+                        e[0..4].copy_from_slice(&l.to_le_bytes());
+                    }
+                    if let Some(l) = len {
+                        e[4..6].copy_from_slice(&l.to_le_bytes());
+                    }
+                    changed = true;
+                }
+            }
+            kept.push(e);
+        }
+        if changed {
+            set_entries(buf, &kept);
+        }
+        changed
+    }
+    /// Close the innermost block, a block map's pointers in `buf` (`i_block` or an indirect
+    /// block): zero the pointers answered `Drop`. Whether `buf` changed.
+    pub fn apply_pointers(&mut self, buf: &mut [u8]) -> bool {
+        let edits = self.stack.pop().unwrap_or_default();
+        let mut changed = false;
+        for (i, e) in edits.iter().enumerate() {
+            let Some(w) = buf.get_mut(4 * i..4 * i + 4) else {
+                break;
+            };
+            if *e == Edit::Drop && w.iter().any(|&b| b != 0) {
+                w.fill(0);
+                changed = true;
+            }
+        }
+        changed
+    }
+}
+
+/// Replace the entries of the extent node in `buf` with `kept` (taken from the node itself,
+/// so they fit), zero the unused slots up to its capacity and set `eh_entries`.
+fn set_entries(buf: &mut [u8], kept: &[[u8; 12]]) {
+    let max = usize::from(u16::from_le_bytes([buf[4], buf[5]]));
+    let end = (12 + 12 * max).min(buf.len());
+    let slots = (buf.len().saturating_sub(12) / 12).min(kept.len());
+    for (i, e) in kept[..slots].iter().enumerate() {
+        buf[12 + 12 * i..24 + 12 * i].copy_from_slice(e);
+    }
+    buf[(12 + 12 * slots).min(end)..end].fill(0);
+    buf[2..4].copy_from_slice(&(slots as u16).to_le_bytes());
 }
 
 /// Whether the walk ran to the end or a visitor's `Stop` ended it.
@@ -208,6 +326,8 @@ pub(crate) struct Walk<'r, R: BlockReader + ?Sized> {
     pub csum_seed: Option<u32>,
     /// Report zero pointers of a block map as holes (`pblk` 0), as libext2fs can.
     pub holes: bool,
+    /// Edit mode (see the module header): `enter` and `rewrite` around each block.
+    edit: bool,
     /// One buffer per level, reused.
     bufs: Vec<Vec<u8>>,
 }
@@ -223,6 +343,7 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
             reads: end,
             csum_seed: None,
             holes: false,
+            edit: false,
             bufs: Vec::new(),
         }
     }
@@ -253,6 +374,31 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
 
     /// Walk a block map whose `i_block` is `iblock`.
     pub fn block_map<V: Visitor>(&mut self, iblock: &[u8; 60], v: &mut V) -> Walked {
+        self.edit = false;
+        let mut copy = *iblock;
+        self.block_map_in(&mut copy, v)
+    }
+
+    /// Walk a block map in edit mode (holes reported): `v` may rewrite `iblock` and every
+    /// indirect block.
+    pub fn edit_block_map<V: Visitor>(&mut self, iblock: &mut [u8; 60], v: &mut V) -> Walked {
+        self.edit = true;
+        self.holes = true;
+        self.block_map_in(iblock, v)
+    }
+
+    fn block_map_in<V: Visitor>(&mut self, iblock: &mut [u8; 60], v: &mut V) -> Walked {
+        if self.edit {
+            v.enter(None);
+        }
+        let walked = self.block_map_slots(iblock, v);
+        if self.edit && walked == Walked::Done {
+            v.rewrite(None, iblock);
+        }
+        walked
+    }
+
+    fn block_map_slots<V: Visitor>(&mut self, iblock: &[u8; 60], v: &mut V) -> Walked {
         let word = |i: usize| u64::from(u32::from_le_bytes(le4(iblock, i)));
         let mut span = Span::new(0, 12, 0);
         for i in 0..12 {
@@ -320,9 +466,12 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
         }
         self.reads -= 1;
         let slot = ind.level as usize;
-        let Some(buf) = self.read(slot, ind.pblk) else {
+        let Some(mut buf) = self.read(slot, ind.pblk) else {
             return v.damage(Damage::IndirectUnreadable(ind));
         };
+        if self.edit {
+            v.enter(Some(ind.pblk));
+        }
         let per = (buf.len() / 4) as u64;
         let span_len = per.saturating_pow(ind.level - 1);
         let hi = ind.lblk.saturating_add(span_len.saturating_mul(per));
@@ -345,6 +494,9 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
                 break;
             }
         }
+        if self.edit && step != Step::Stop {
+            v.rewrite(Some(ind.pblk), &mut buf);
+        }
         self.give_back(slot, buf);
         if step == Step::Stop {
             Step::Stop
@@ -355,6 +507,18 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
 
     /// Walk an extent tree whose root (`i_block`) is `root`.
     pub fn extents<V: Visitor>(&mut self, root: &[u8; 60], v: &mut V) -> Walked {
+        self.edit = false;
+        let mut copy = *root;
+        self.extents_in(&mut copy, v)
+    }
+
+    /// Walk an extent tree in edit mode: `v` may rewrite the root and every node.
+    pub fn edit_extents<V: Visitor>(&mut self, root: &mut [u8; 60], v: &mut V) -> Walked {
+        self.edit = true;
+        self.extents_in(root, v)
+    }
+
+    fn extents_in<V: Visitor>(&mut self, root: &mut [u8; 60], v: &mut V) -> Walked {
         let node = match Node::parse(root) {
             Ok(n) => n,
             Err(e) => {
@@ -380,7 +544,16 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
                     Step::Go
                 };
                 match step {
-                    Step::Go => self.entries(&node, Span::new(0, 1 << 32, 0), v),
+                    Step::Go => {
+                        if self.edit {
+                            v.enter(None);
+                        }
+                        let step = self.entries(&node, Span::new(0, 1 << 32, 0), v);
+                        if self.edit && step != Step::Stop {
+                            v.rewrite(None, root);
+                        }
+                        step
+                    }
                     s => s,
                 }
             }
@@ -455,15 +628,21 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
         }
         self.reads -= 1;
         let slot = idx.level as usize;
-        let Some(buf) = self.read(slot, idx.child) else {
+        let Some(mut buf) = self.read(slot, idx.child) else {
             return v.damage(Damage::BadNode(idx, NodeError::Unreadable));
         };
-        let step = self.child_node(idx, depth, &buf, v);
+        let step = self.child_node(idx, depth, &mut buf, v);
         self.give_back(slot, buf);
         step
     }
 
-    fn child_node<V: Visitor>(&mut self, idx: Index, depth: u16, buf: &[u8], v: &mut V) -> Step {
+    fn child_node<V: Visitor>(
+        &mut self,
+        idx: Index,
+        depth: u16,
+        buf: &mut [u8],
+        v: &mut V,
+    ) -> Step {
         let node = match Node::parse(buf) {
             Ok(n) => n,
             Err(e) => return v.damage(Damage::BadNode(idx, NodeError::Header(e))),
@@ -511,7 +690,16 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
             level: idx.level,
         };
         match v.node(info) {
-            Step::Go => self.entries(&node, Span::new(idx.start, idx.end, idx.level), v),
+            Step::Go => {
+                if self.edit {
+                    v.enter(Some(idx.child));
+                }
+                let step = self.entries(&node, Span::new(idx.start, idx.end, idx.level), v);
+                if self.edit && step != Step::Stop {
+                    v.rewrite(Some(idx.child), buf);
+                }
+                step
+            }
             s => s,
         }
     }
@@ -851,5 +1039,106 @@ mod tests {
         let mut v = First(0);
         assert_eq!(m.walk().block_map(&iblock, &mut v), Walked::Stopped);
         assert_eq!(v.0, 1);
+    }
+
+    /// Edit mode: drops the mappings at or past `cut`, records each block rewritten.
+    struct Cut {
+        cut: u64,
+        edits: Edits,
+        extents: bool,
+        written: Vec<(Option<u64>, Vec<u8>)>,
+    }
+
+    impl Visitor for Cut {
+        fn mapping(&mut self, m: Mapping, _: &mut Span) -> Step {
+            let drop = m.pblk != 0 && m.lblk >= self.cut;
+            self.edits.push(if drop { Edit::Drop } else { Edit::Keep });
+            Step::Go
+        }
+        fn indirect(&mut self, _: Indirect) -> Step {
+            self.edits.push(Edit::Keep);
+            Step::Go
+        }
+        fn index(&mut self, _: Index, _: &mut Span) -> Step {
+            self.edits.push(Edit::Keep);
+            Step::Go
+        }
+        fn enter(&mut self, _: Option<u64>) {
+            self.edits.enter();
+        }
+        fn rewrite(&mut self, pblk: Option<u64>, buf: &mut [u8]) {
+            let changed = if self.extents {
+                self.edits.apply_node(buf)
+            } else {
+                self.edits.apply_pointers(buf)
+            };
+            if changed {
+                self.written.push((pblk, buf.to_vec()));
+            }
+        }
+    }
+
+    #[test]
+    fn edit_mode_rewrites_a_block_map_bottom_up() {
+        let mut m = Mem::new();
+        let mut iblock = [0u8; 60];
+        put32(&mut iblock, 0, 10); // lblk 0
+        put32(&mut iblock, 4 * 11, 11); // lblk 11: cut
+        put32(&mut iblock, 4 * 12, 20); // single indirect
+        put32(m.block(20), 0, 30); // lblk 12: cut
+        put32(m.block(20), 4 * 3, 31); // lblk 15: cut
+        let mut v = Cut {
+            cut: 11,
+            edits: Edits::default(),
+            extents: false,
+            written: Vec::new(),
+        };
+        assert_eq!(m.walk().edit_block_map(&mut iblock, &mut v), Walked::Done);
+        // The indirect block first (emptied), then the inode's pointers.
+        assert_eq!(v.written.len(), 2, "{:?}", v.written.iter().map(|w| w.0));
+        assert_eq!(v.written[0].0, Some(20));
+        assert!(v.written[0].1.iter().all(|&b| b == 0));
+        assert_eq!(v.written[1].0, None);
+        assert_eq!(&iblock[0..4], &10u32.to_le_bytes());
+        assert_eq!(&iblock[44..48], &[0; 4]);
+        assert_eq!(
+            &iblock[48..52],
+            &20u32.to_le_bytes(),
+            "the indirect pointer is kept"
+        );
+    }
+
+    #[test]
+    fn edit_mode_rewrites_extent_nodes() {
+        let mut m = Mem::new();
+        let mut root = [0u8; 60];
+        header(&mut root, 2, 4, 1);
+        index_entry(&mut root, 0, 0, 5);
+        index_entry(&mut root, 1, 100, 6);
+        let cap = ((BS - 12) / 12) as u16;
+        header(m.block(5), 1, cap, 0);
+        leaf_entry(m.block(5), 0, 0, 3, 40);
+        header(m.block(6), 2, cap, 0);
+        leaf_entry(m.block(6), 0, 100, 1, 50);
+        leaf_entry(m.block(6), 1, 101, 2, 51);
+        let mut v = Cut {
+            cut: 101,
+            edits: Edits::default(),
+            extents: true,
+            written: Vec::new(),
+        };
+        assert_eq!(m.walk().edit_extents(&mut root, &mut v), Walked::Done);
+        // Only node 6 changes: one entry left, the dropped slot zeroed.
+        assert_eq!(v.written.len(), 1);
+        let (at, buf) = &v.written[0];
+        assert_eq!(*at, Some(6));
+        assert_eq!(u16::from_le_bytes([buf[2], buf[3]]), 1);
+        assert_eq!(&buf[12..16], &100u32.to_le_bytes());
+        assert!(buf[24..36].iter().all(|&b| b == 0));
+        assert_eq!(
+            u16::from_le_bytes([root[2], root[3]]),
+            2,
+            "the root is untouched"
+        );
     }
 }

@@ -85,10 +85,6 @@ impl DirBlockSpill {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Whether a run could not be read back (the check must not trust what it saw).
     pub fn failed(&self) -> bool {
         self.failed.load(Ordering::Relaxed)

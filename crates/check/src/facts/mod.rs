@@ -115,9 +115,6 @@ impl DirList {
     pub fn len(&self) -> usize {
         self.index.len()
     }
-    pub fn is_empty(&self) -> bool {
-        self.index.len() == 0
-    }
     /// Where each directory is among them, by inode number.
     pub fn index(&self) -> &Arc<DirIndex> {
         &self.index
@@ -166,9 +163,6 @@ impl DirIndex {
     /// How many directories it holds.
     pub fn len(&self) -> usize {
         self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
     /// The directories' inode numbers, ascending (the `i`th is at position `i`).
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {

@@ -241,6 +241,13 @@ impl Place {
         (r.0 <= lblk).then(|| r.1 + (lblk - r.0))
     }
     /// Does physical block `b` belong to the journal (log or mapping)?
+    /// The device offset of journal block `lblk`, as an error if it is not mapped.
+    fn offset(&self, lblk: u64, bsu: u64) -> Result<u64, String> {
+        self.lookup(lblk)
+            .map(|p| p * bsu)
+            .ok_or_else(|| format!("journal block {lblk} is not mapped"))
+    }
+
     fn holds(&self, b: u64) -> bool {
         self.meta.binary_search(&b).is_ok() || self.runs.iter().any(|r| b >= r.1 && b < r.1 + r.2)
     }
@@ -324,42 +331,7 @@ pub fn prepare(
 
     // The changed blocks, their final contents.
     let bsu = bs as u64;
-    let mut blocks: Vec<u64> = Vec::new();
-    for r in changes {
-        if r.data.is_empty() {
-            continue;
-        }
-        let first = r.offset / bsu;
-        let last = (r.offset + r.data.len() as u64 - 1) / bsu;
-        if last >= fs.geo.blocks_count {
-            return Err("the repair writes past the end of the file system".into());
-        }
-        for b in first..=last {
-            if blocks.last() != Some(&b) {
-                blocks.push(b);
-            }
-        }
-    }
-    blocks.sort_unstable();
-    blocks.dedup();
-    let mut in_place = Vec::new();
-    let mut old = vec![0u8; bs];
-    for &b in &blocks {
-        let mut new = vec![0u8; bs];
-        ov.read_at(&mut new, b * bsu)
-            .and_then(|_| dev.read_at(&mut old, b * bsu))
-            .map_err(|e| format!("cannot read block {b} ({e})"))?;
-        if new == old {
-            continue;
-        }
-        if here.holds(b) {
-            return Err("the repair writes into the journal's blocks".into());
-        }
-        in_place.push(Record {
-            offset: b * bsu,
-            data: new,
-        });
-    }
+    let mut in_place = changed_blocks(fs, &*dev, &*ov, &here, changes)?;
 
     // The primary superblock: flagged on the device now and in the logged copy.
     let mut sb_now = vec![0u8; SUPERBLOCK_SIZE];
@@ -401,48 +373,8 @@ pub fn prepare(
 
     // The transaction, numbered well past any the kernel may still use (see SEQUENCE_GAP).
     let seq = jsb.s_sequence.get().wrapping_add(SEQUENCE_GAP);
-    let uuid = jsb.s_uuid;
-    let mut log = Vec::with_capacity(descriptors + n);
-    let mut pos = first;
-    let mut crc = !0u32;
-    let phys = |lblk: u64| -> Result<u64, String> {
-        here.lookup(lblk)
-            .map(|p| p * bsu)
-            .ok_or_else(|| format!("journal block {lblk} is not mapped"))
-    };
-    for group in in_place.chunks(per) {
-        let mut tags = Vec::with_capacity(group.len());
-        let mut datas = Vec::with_capacity(group.len());
-        for r in group {
-            let mut logged = r.data.clone();
-            let escaped = escape(&mut logged);
-            tags.push(BlockTag {
-                blocknr: r.offset / bsu,
-                flags: if escaped {
-                    ffsck_format::journal::tag_flag::ESCAPE
-                } else {
-                    0
-                },
-                checksum: fmt.data_checksum(seq, &logged),
-            });
-            datas.push(logged);
-        }
-        let desc = fmt
-            .descriptor(seq, &uuid, &tags)
-            .ok_or("a block number does not fit the journal's tags")?;
-        if fmt.compat_checksum {
-            crc = crc32_be(crc, &desc);
-        }
-        log.push((phys(pos)?, desc));
-        pos += 1;
-        for d in datas {
-            if fmt.compat_checksum {
-                crc = crc32_be(crc, &d);
-            }
-            log.push((phys(pos)?, d));
-            pos += 1;
-        }
-    }
+    let (log, pos, crc) = log_blocks(&fmt, &here, &in_place, (seq, &jsb.s_uuid), first, bsu)?;
+    let phys = |lblk: u64| here.offset(lblk, bsu);
     let commit = (phys(pos)?, fmt.commit(seq, now.0, now.1, crc));
 
     let jsb_offset = phys(0)?;
@@ -465,6 +397,113 @@ pub fn prepare(
         sb_final: with_recover(&sb_final, false).ok_or("the superblock cannot be parsed")?,
         sequence: seq,
     })
+}
+
+/// The blocks `changes` touch whose contents in `ov` (the repaired state) differ from `dev`,
+/// with their final contents, ascending; none may lie in the journal's blocks (`here`).
+fn changed_blocks(
+    fs: &Fs,
+    dev: &dyn Device,
+    ov: &dyn Device,
+    here: &Place,
+    changes: &[Record],
+) -> Result<Vec<Record>, String> {
+    let bs = fs.block_size();
+    let bsu = bs as u64;
+    let mut blocks: Vec<u64> = Vec::new();
+    for r in changes {
+        if r.data.is_empty() {
+            continue;
+        }
+        let first = r.offset / bsu;
+        let last = (r.offset + r.data.len() as u64 - 1) / bsu;
+        if last >= fs.geo.blocks_count {
+            return Err("the repair writes past the end of the file system".into());
+        }
+        for b in first..=last {
+            if blocks.last() != Some(&b) {
+                blocks.push(b);
+            }
+        }
+    }
+    blocks.sort_unstable();
+    blocks.dedup();
+    let mut in_place = Vec::new();
+    let mut old = vec![0u8; bs];
+    for &b in &blocks {
+        let mut new = vec![0u8; bs];
+        ov.read_at(&mut new, b * bsu)
+            .and_then(|_| dev.read_at(&mut old, b * bsu))
+            .map_err(|e| format!("cannot read block {b} ({e})"))?;
+        if new == old {
+            continue;
+        }
+        if here.holds(b) {
+            return Err("the repair writes into the journal's blocks".into());
+        }
+        in_place.push(Record {
+            offset: b * bsu,
+            data: new,
+        });
+    }
+
+    Ok(in_place)
+}
+
+/// Log blocks at their device offsets, the log block after them and the log's running CRC32.
+type LogBlocks = (Vec<(u64, Vec<u8>)>, u64, u32);
+
+/// The log blocks of transaction `seq` holding `in_place` (descriptor blocks, each followed
+/// by the escaped data blocks it tags), from log block `first`, at their device offsets; with
+/// the log block after them (the commit's) and the running CRC32 of the log for a
+/// `COMPAT_CHECKSUM` commit.
+fn log_blocks(
+    fmt: &LogFormat,
+    here: &Place,
+    in_place: &[Record],
+    (seq, uuid): (u32, &[u8; 16]),
+    first: u64,
+    bsu: u64,
+) -> Result<LogBlocks, String> {
+    let per = fmt.tags_per_descriptor();
+    let mut log = Vec::with_capacity(in_place.len().div_ceil(per) + in_place.len());
+    let mut pos = first;
+    let mut crc = !0u32;
+    let phys = |lblk: u64| here.offset(lblk, bsu);
+    for group in in_place.chunks(per) {
+        let mut tags = Vec::with_capacity(group.len());
+        let mut datas = Vec::with_capacity(group.len());
+        for r in group {
+            let mut logged = r.data.clone();
+            let escaped = escape(&mut logged);
+            tags.push(BlockTag {
+                blocknr: r.offset / bsu,
+                flags: if escaped {
+                    ffsck_format::journal::tag_flag::ESCAPE
+                } else {
+                    0
+                },
+                checksum: fmt.data_checksum(seq, &logged),
+            });
+            datas.push(logged);
+        }
+        let desc = fmt
+            .descriptor(seq, uuid, &tags)
+            .ok_or("a block number does not fit the journal's tags")?;
+        if fmt.compat_checksum {
+            crc = crc32_be(crc, &desc);
+        }
+        log.push((phys(pos)?, desc));
+        pos += 1;
+        for d in datas {
+            if fmt.compat_checksum {
+                crc = crc32_be(crc, &d);
+            }
+            log.push((phys(pos)?, d));
+            pos += 1;
+        }
+    }
+    Ok((log, pos, crc))
 }
 
 /// A journal replay to make on the device before the generation is committed.

@@ -66,9 +66,6 @@ impl DirTable {
     pub fn len(&self) -> usize {
         self.index.len()
     }
-    pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
-    }
     /// Directories in ascending inode order.
     pub fn iter(&self) -> impl Iterator<Item = (u32, DirLinks)> + '_ {
         self.index

@@ -22,7 +22,7 @@ mod out;
 
 pub use bad_inode::process_bad_inode;
 pub use early::Early;
-pub use links::{DirLinks, DirTable};
+pub use links::DirTable;
 
 use crate::facts::{kind, Pass1Facts};
 use crate::fs::Fs;

@@ -12,11 +12,12 @@
 
 use super::clone::write_node;
 use super::inode::edit;
+use crate::ext4::blocks::{Damage, Edit, Edits, Index, Indirect, Mapping, NodeInfo, Span, Step};
+use crate::ext4::blocks::{Visitor, Walk};
 use crate::fs::Fs;
 use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
 use crate::report::Finding;
-use ffsck_format::extent::{Node, INIT_MAX_LEN};
 use ffsck_format::inode::{flags as iflags, FileType, RawInode};
 use ffsck_format::{ino, Incompat};
 use ffsck_io::Device;
@@ -117,15 +118,16 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
                 is_dir,
                 seed,
                 resum: &resum,
-                reads: fs.geo.blocks_count,
                 collapse: collapse.contains(&ino),
                 last_block: None,
+                edits: Edits::default(),
+                frames: Vec::new(),
+                pending: None,
+                first: None,
+                changed: false,
             };
-            let Ok(root) = Node::parse(&iblock) else {
-                continue;
-            };
-            let depth = root.depth();
-            let changed = t.node(&mut iblock, depth, 0, u64::from(u32::MAX) + 1, 0);
+            Walk::over(fs).edit_extents(&mut iblock, &mut t);
+            let changed = t.changed;
             // An emptied root becomes an empty leaf.
             if changed && iblock[2] == 0 && iblock[3] == 0 {
                 iblock[6] = 0;
@@ -170,7 +172,8 @@ fn dir_limit(fs: &Fs) -> u64 {
 }
 
 /// Zero the out-of-range pointers of a block map (and directory blocks past the limit, and
-/// data pointers to the blocks of `unlisted`).
+/// data pointers to the blocks of `unlisted`), writing back the indirect blocks changed.
+/// Whether `iblock` changed.
 fn zero_illegal(
     fs: &Fs,
     dev: &dyn Device,
@@ -178,240 +181,251 @@ fn zero_illegal(
     is_dir: bool,
     unlisted: &HashSet<u64>,
 ) -> bool {
-    let geo = &fs.geo;
-    let toobig =
-        |lblk: u64| is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk > dir_limit(fs);
-    let mut changed = false;
-    let mut reads = geo.blocks_count;
-    for i in 0..12 {
-        let b = word(iblock, i);
-        if b != 0 && (!geo.is_valid_block(b) || toobig(i as u64) || unlisted.contains(&b)) {
-            iblock[4 * i..4 * i + 4].fill(0);
-            changed = true;
-        }
-    }
-    let per = u64::from(geo.block_size / 4);
-    let mut base = 12u64;
-    for level in 1..=3u32 {
-        let i = 11 + level as usize;
-        let b = word(iblock, i);
-        if b != 0 {
-            if !geo.is_valid_block(b) {
-                iblock[4 * i..4 * i + 4].fill(0);
-                changed = true;
-            } else {
-                let bad = |lblk: u64, p: u64, level: u32| {
-                    !geo.is_valid_block(p)
-                        || (level == 1 && (toobig(lblk) || unlisted.contains(&p)))
-                };
-                prune_indirect(fs, dev, b, level, base, &bad, &mut reads);
-            }
-        }
-        base = base.saturating_add(per.saturating_pow(level));
-    }
-    changed
-}
-
-/// Zero the pointers inside indirect block `blk` at `level` (1: single) that `drop` names
-/// (given the first logical block the pointer maps, the pointer and the level of the block
-/// holding it), and walk into the valid ones kept. Shared by the pointer fixes and the
-/// orphan truncation.
-pub(super) fn prune_indirect(
-    fs: &Fs,
-    dev: &dyn Device,
-    blk: u64,
-    level: u32,
-    base: u64,
-    drop: &dyn Fn(u64, u64, u32) -> bool,
-    reads: &mut u64,
-) {
-    let geo = &fs.geo;
-    // A hostile map may point many entries at the same block: read no more blocks than the
-    // file system has.
-    if *reads == 0 {
-        return;
-    }
-    *reads -= 1;
-    let Some(mut buf) = fs.read_block(blk) else {
-        return;
+    let mut z = Zero {
+        fs,
+        dev,
+        limit: (is_dir && !fs.geo.incompat.has(Incompat::LARGEDIR)).then(|| dir_limit(fs)),
+        unlisted,
+        edits: Edits::default(),
+        changed: false,
     };
-    let per = buf.len() / 4;
-    let span = (per as u64).saturating_pow(level - 1);
-    let mut dirty = false;
-    for i in 0..per {
-        let p = word(&buf, i);
-        if p == 0 {
-            continue;
-        }
-        let lblk = base.saturating_add(i as u64 * span);
-        if drop(lblk, p, level) {
-            buf[4 * i..4 * i + 4].fill(0);
-            dirty = true;
-        } else if level > 1 && geo.is_valid_block(p) {
-            prune_indirect(fs, dev, p, level - 1, lblk, drop, reads);
-        }
+    Walk::over(fs).edit_block_map(iblock, &mut z);
+    z.changed
+}
+
+/// The block-map edit of `zero_illegal`: a data pointer out of range, past a directory's
+/// limit or to an unlisted block, or an indirect pointer out of range, is zeroed.
+struct Zero<'a> {
+    fs: &'a Fs,
+    dev: &'a dyn Device,
+    /// A directory's largest logical block (without `large_dir`).
+    limit: Option<u64>,
+    unlisted: &'a HashSet<u64>,
+    edits: Edits,
+    changed: bool,
+}
+
+impl Visitor for Zero<'_> {
+    fn mapping(&mut self, m: Mapping, _: &mut Span) -> Step {
+        let bad = m.pblk != 0
+            && (self.limit.is_some_and(|l| m.lblk > l) || self.unlisted.contains(&m.pblk));
+        self.edits.push(if bad { Edit::Drop } else { Edit::Keep });
+        Step::Go
     }
-    if dirty {
-        let _ = dev.write_at(&buf, blk * u64::from(geo.block_size));
+    fn indirect(&mut self, _: Indirect) -> Step {
+        self.edits.push(Edit::Keep);
+        Step::Go
+    }
+    fn damage(&mut self, d: Damage) -> Step {
+        match d {
+            Damage::DataOutOfRange(_) | Damage::IndirectOutOfRange(_) => {
+                self.edits.push(Edit::Drop);
+            }
+            _ => {}
+        }
+        Step::Skip
+    }
+    fn enter(&mut self, _: Option<u64>) {
+        self.edits.enter();
+    }
+    fn rewrite(&mut self, pblk: Option<u64>, buf: &mut [u8]) {
+        let changed = self.edits.apply_pointers(buf);
+        match pblk {
+            None => self.changed = changed,
+            Some(b) if changed => {
+                let _ = self
+                    .dev
+                    .write_at(buf, b * u64::from(self.fs.geo.block_size));
+            }
+            Some(_) => {}
+        }
     }
 }
 
-/// Replace the entries of the extent node in `buf` with `kept` (taken from the node itself,
-/// so they fit), zero the unused slots up to its capacity and set `eh_entries`.
-pub(super) fn set_entries(buf: &mut [u8], kept: &[[u8; 12]]) {
-    let max = usize::from(u16::from_le_bytes([buf[4], buf[5]]));
-    let end = (12 + 12 * max).min(buf.len());
-    let slots = (buf.len().saturating_sub(12) / 12).min(kept.len());
-    for (i, e) in kept[..slots].iter().enumerate() {
-        buf[12 + 12 * i..24 + 12 * i].copy_from_slice(e);
-    }
-    buf[(12 + 12 * slots).min(end)..end].fill(0);
-    buf[2..4].copy_from_slice(&(slots as u16).to_le_bytes());
-}
-
+/// The extent-tree edit: leaf entries the check rejects are removed, index entries whose
+/// child is not a node of the right depth (or starts before the entries before it) are
+/// removed, children left empty are removed, index starts follow their child's first entry,
+/// directory extents are collapsed and marked written as asked; changed nodes (and those whose
+/// checksum alone is wrong) are written back.
 struct Tree<'a> {
     fs: &'a Fs,
     dev: &'a dyn Device,
     is_dir: bool,
     seed: u32,
     resum: &'a HashSet<u64>,
-    /// Node blocks the walk may still read (bounds hostile trees that share nodes).
-    reads: u64,
     /// Move each directory extent down to close the gap before it (`P1_COLLAPSE_DBLOCK`).
     collapse: bool,
     /// Last logical block mapped so far, in tree order.
     last_block: Option<u64>,
+    edits: Edits,
+    /// The nodes being walked, from the root down.
+    frames: Vec<Frame>,
+    /// The index entry whose child is about to be entered.
+    pending: Option<Index>,
+    /// The first logical block of that child, when it differs from the entry's start.
+    first: Option<u64>,
+    /// Whether the root changed.
+    changed: bool,
+}
+
+/// One node being walked.
+struct Frame {
+    /// Entries must start at or after this (the previous entry's end).
+    next_start: u64,
+    /// The end of the logical range its parent gives it.
+    hi: u64,
+    /// Its distance from the root.
+    level: u32,
+    /// Its index entry's start (unused for the root).
+    start: u64,
 }
 
 impl Tree<'_> {
-    /// Rewrite the node in `buf` (expected at `depth`, covering logical `lo..hi`), keeping only
-    /// the entries the check accepts. Returns whether `buf` changed.
-    fn node(&mut self, buf: &mut [u8], depth: u16, lo: u64, hi: u64, level: u32) -> bool {
+    /// Whether the leaf entry `m` of the node `f` is one the check rejects.
+    fn bad(&self, m: &Mapping, f: &Frame) -> bool {
         let geo = &self.fs.geo;
-        let (leaf, n) = match Node::parse(buf) {
-            Ok(node) => (node.is_leaf(), node.len()),
-            Err(_) => return false,
+        m.lblk < f.next_start
+            || (m.lblk + m.len > f.hi && f.level > 0)
+            || m.len == 0
+            || m.pblk + m.len > geo.blocks_count
+            || (self.is_dir
+                && !geo.incompat.has(Incompat::LARGEDIR)
+                && m.lblk + m.len > dir_limit(self.fs))
+    }
+}
+
+impl Visitor for Tree<'_> {
+    fn mapping(&mut self, m: Mapping, _: &mut Span) -> Step {
+        let Some(f) = self.frames.last() else {
+            return Step::Go;
         };
-        let entries: Vec<[u8; 12]> = (0..n)
-            .map(|i| {
-                let mut e = [0u8; 12];
-                e.copy_from_slice(&buf[12 + 12 * i..24 + 12 * i]);
-                e
-            })
-            .collect();
-        let mut kept: Vec<[u8; 12]> = Vec::with_capacity(n);
-        let mut changed = false;
-        let mut next_start = lo;
-        for (i, e) in entries.iter().enumerate() {
-            let lblk = u64::from(u32::from_le_bytes([e[0], e[1], e[2], e[3]]));
-            if leaf {
-                let raw_len = u16::from_le_bytes([e[4], e[5]]);
-                let len = u64::from(if raw_len > INIT_MAX_LEN {
-                    raw_len - INIT_MAX_LEN
-                } else {
-                    raw_len
-                });
-                let pblk = u64::from(u32::from_le_bytes([e[8], e[9], e[10], e[11]]))
-                    | (u64::from(u16::from_le_bytes([e[6], e[7]])) << 32);
-                let bad = pblk == 0
-                    || !geo.is_valid_block(pblk)
-                    || lblk < next_start
-                    || (lblk + len > hi && level > 0)
-                    || len == 0
-                    || pblk + len > geo.blocks_count
-                    || (self.is_dir
-                        && !geo.incompat.has(Incompat::LARGEDIR)
-                        && lblk + len > dir_limit(self.fs));
-                if bad {
-                    changed = true;
-                    continue;
-                }
-                let mut e = *e;
-                let mut lblk = lblk;
-                let next = self.last_block.map_or(0, |l| l + 1);
-                // As the check computes it: the next free logical block, kept in step with the
-                // physical block inside a cluster.
-                let ratio = u64::from(geo.cluster_ratio.max(1));
-                let new = if ratio > 1 {
-                    (next.div_ceil(ratio) * ratio) | (pblk % ratio)
-                } else {
-                    next
+        if self.bad(&m, f) {
+            self.edits.push(Edit::Drop);
+            return Step::Go;
+        }
+        let geo = &self.fs.geo;
+        let (mut lblk, len) = (m.lblk, m.len);
+        let mut set_lblk = None;
+        let next = self.last_block.map_or(0, |l| l + 1);
+        // As the check computes it: the next free logical block, kept in step with the
+        // physical block inside a cluster.
+        let ratio = u64::from(geo.cluster_ratio.max(1));
+        let new = if ratio > 1 {
+            (next.div_ceil(ratio) * ratio) | (m.pblk % ratio)
+        } else {
+            next
+        };
+        if self.collapse && self.is_dir && next < lblk && new != lblk {
+            lblk = new;
+            set_lblk = Some(lblk as u32);
+        }
+        if let Some(f) = self.frames.last_mut() {
+            f.next_start = lblk + len;
+        }
+        self.last_block = Some(
+            self.last_block
+                .map_or(lblk + len - 1, |l| l.max(lblk + len - 1)),
+        );
+        // A directory's blocks are always written: drop the unwritten mark.
+        let set_len = (self.is_dir && m.uninit).then_some(len as u16);
+        self.edits.push(if set_lblk.is_none() && set_len.is_none() {
+            Edit::Keep
+        } else {
+            Edit::Set {
+                lblk: set_lblk,
+                len: set_len,
+            }
+        });
+        Step::Go
+    }
+    fn index(&mut self, idx: Index, _: &mut Span) -> Step {
+        self.edits.push(Edit::Keep);
+        self.pending = Some(idx);
+        self.first = None;
+        Step::Go
+    }
+    fn node(&mut self, n: NodeInfo) -> Step {
+        let (Some(_), Some(idx)) = (n.pblk, self.pending.take()) else {
+            self.frames.push(Frame {
+                next_start: 0,
+                hi: u64::from(u32::MAX) + 1,
+                level: 0,
+                start: 0,
+            });
+            return Step::Go;
+        };
+        // The index start follows the child's first entry, as e2fsck fixes it.
+        let start = self.first.take().unwrap_or(idx.start);
+        if self.frames.last().is_some_and(|p| start < p.next_start) {
+            self.drop_last();
+            return Step::Skip;
+        }
+        self.frames.push(Frame {
+            next_start: start,
+            hi: idx.end,
+            level: idx.level,
+            start: idx.start,
+        });
+        Step::Go
+    }
+    fn damage(&mut self, d: Damage) -> Step {
+        match d {
+            Damage::DataOutOfRange(_) | Damage::IndexOutOfRange(_) => {
+                self.edits.push(Edit::Drop);
+                Step::Go
+            }
+            Damage::BadNode(..) => {
+                self.drop_last();
+                Step::Skip
+            }
+            Damage::IndexStart { first, .. } => {
+                self.first = Some(first);
+                Step::Go
+            }
+            // Past the read cap or the depth cap the entry is kept as it is.
+            Damage::ReadCap | Damage::TooDeep(_) => Step::Skip,
+            _ => Step::Go,
+        }
+    }
+    fn enter(&mut self, _: Option<u64>) {
+        self.edits.enter();
+    }
+    fn rewrite(&mut self, pblk: Option<u64>, buf: &mut [u8]) {
+        let f = self.frames.pop();
+        let changed = self.edits.apply_node(buf);
+        let (Some(child), Some(f)) = (pblk, f) else {
+            self.changed = changed;
+            return;
+        };
+        if u16::from_le_bytes([buf[2], buf[3]]) == 0 {
+            // Nothing left below this entry.
+            self.drop_last();
+            return;
+        }
+        let start = first_lblk(buf);
+        if changed || self.resum.contains(&child) {
+            write_node(self.fs, self.dev, self.seed, child, buf);
+        }
+        if start != f.start {
+            if let Some(e) = self.edits.last() {
+                *e = Edit::Set {
+                    lblk: Some(start as u32),
+                    len: None,
                 };
-                if self.collapse && self.is_dir && next < lblk && new != lblk {
-                    lblk = new;
-                    e[0..4].copy_from_slice(&(lblk as u32).to_le_bytes());
-                    changed = true;
-                }
-                next_start = lblk + len;
-                self.last_block = Some(
-                    self.last_block
-                        .map_or(lblk + len - 1, |l| l.max(lblk + len - 1)),
-                );
-                if self.is_dir && raw_len > INIT_MAX_LEN {
-                    // A directory's blocks are always written: drop the unwritten mark.
-                    e[4..6].copy_from_slice(&(len as u16).to_le_bytes());
-                    changed = true;
-                }
-                kept.push(e);
-            } else {
-                let child = u64::from(u32::from_le_bytes([e[4], e[5], e[6], e[7]]))
-                    | (u64::from(u16::from_le_bytes([e[8], e[9]])) << 32);
-                let end = entries.get(i + 1).map_or(hi, |x| {
-                    u64::from(u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-                });
-                if self.reads == 0 {
-                    kept.push(*e);
-                    continue;
-                }
-                self.reads -= 1;
-                let Some(mut cbuf) = self
-                    .fs
-                    .geo
-                    .is_valid_block(child)
-                    .then(|| self.fs.read_block(child))
-                    .flatten()
-                else {
-                    changed = true;
-                    continue;
-                };
-                let first = match Node::parse(&cbuf) {
-                    Ok(c) if depth > 0 && c.depth() == depth - 1 => {
-                        (!c.is_empty()).then(|| first_lblk(&cbuf))
-                    }
-                    _ => {
-                        changed = true;
-                        continue;
-                    }
-                };
-                // The index start follows the child's first entry, as e2fsck fixes it.
-                let mut start = first.unwrap_or(lblk);
-                if start < next_start {
-                    changed = true;
-                    continue;
-                }
-                let child_changed = self.node(&mut cbuf, depth - 1, start, end, level + 1);
-                if u16::from_le_bytes([cbuf[2], cbuf[3]]) == 0 {
-                    // Nothing left below this entry.
-                    changed = true;
-                    continue;
-                }
-                start = first_lblk(&cbuf);
-                if child_changed || self.resum.contains(&child) {
-                    write_node(self.fs, self.dev, self.seed, child, &mut cbuf);
-                }
-                let mut e = *e;
-                if start != lblk {
-                    e[0..4].copy_from_slice(&(start as u32).to_le_bytes());
-                    changed = true;
-                }
-                next_start = start.max(next_start);
-                kept.push(e);
             }
         }
-        if changed {
-            set_entries(buf, &kept);
+        if let Some(p) = self.frames.last_mut() {
+            p.next_start = start.max(p.next_start);
         }
-        changed
+    }
+}
+
+impl Tree<'_> {
+    /// Remove the index entry whose child is being walked.
+    fn drop_last(&mut self) {
+        if let Some(e) = self.edits.last() {
+            *e = Edit::Drop;
+        }
     }
 }
 

@@ -8,9 +8,11 @@
 //! Every walk is bounded: the mapping blocks read are capped by the file-system size, and
 //! depths by the format (3 indirect levels, 5 extent levels).
 
-use super::blockmap::{prune_indirect, set_entries, word};
+use super::blockmap::word;
 use super::clone::write_node;
 use super::inode::edit;
+use crate::ext4::blocks::{Damage, Edit, Edits, Index, Indirect, Mapping, Span, Step};
+use crate::ext4::blocks::{Visitor, Walk};
 use crate::filemap::{self, Visit};
 use crate::fs::Fs;
 use crate::pass0::Pass0Facts;
@@ -30,58 +32,31 @@ pub fn to_size(p0: &Pass0Facts, dev: &dyn Device, ino: u32) {
     let keep = inode.size().div_ceil(bs);
     let extents = inode.flags() & iflags::EXTENTS != 0;
     let mut iblock = inode.block_bytes();
-    let mut reads = fs.geo.blocks_count;
+    let mut cut = Cut {
+        fs,
+        dev,
+        seed: 0,
+        keep,
+        extents,
+        edits: Edits::default(),
+    };
     if extents {
-        let seed = if fs.has_metadata_csum() {
-            ffsck_format::csum::inode_seed(fs.csum_seed, ino, inode.i_generation.get())
-        } else {
-            0
-        };
+        if fs.has_metadata_csum() {
+            cut.seed = ffsck_format::csum::inode_seed(fs.csum_seed, ino, inode.i_generation.get());
+        }
         let Ok(root) = Node::parse(&iblock) else {
             return;
         };
-        let depth = root.depth();
-        if depth > MAX_DEPTH {
+        if root.depth() > MAX_DEPTH {
             return;
         }
-        let mut t = Ext {
-            fs,
-            dev,
-            seed,
-            keep,
-            reads: &mut reads,
-        };
-        t.node(&mut iblock, depth);
+        Walk::over(fs).edit_extents(&mut iblock, &mut cut);
         if iblock[2] == 0 && iblock[3] == 0 {
             iblock[6] = 0;
             iblock[7] = 0;
         }
     } else {
-        let per = bs / 4;
-        for i in 0..12 {
-            if i as u64 >= keep {
-                iblock[4 * i..4 * i + 4].fill(0);
-            }
-        }
-        let mut base = 12u64;
-        for level in 1..=3u32 {
-            let i = 11 + level as usize;
-            let b = word(&iblock, i);
-            if base >= keep {
-                iblock[4 * i..4 * i + 4].fill(0);
-            } else if b != 0 && fs.geo.is_valid_block(b) {
-                prune_indirect(
-                    fs,
-                    dev,
-                    b,
-                    level,
-                    base,
-                    &|lblk, _, _| lblk >= keep,
-                    &mut reads,
-                );
-            }
-            base = base.saturating_add(per.saturating_pow(level));
-        }
+        Walk::over(fs).edit_block_map(&mut iblock, &mut cut);
     }
     // What is still mapped, mapping blocks included.
     let mut count = 0u64;
@@ -107,78 +82,99 @@ pub fn to_size(p0: &Pass0Facts, dev: &dyn Device, ino: u32) {
     });
 }
 
-struct Ext<'a> {
+/// The truncation as an edit of the mapping: entries and pointers mapping logical blocks at
+/// or past `keep` are dropped (with what is below them), an extent straddling `keep` is
+/// shortened, and an index entry whose child is left empty by the cut is dropped.
+struct Cut<'a> {
     fs: &'a Fs,
     dev: &'a dyn Device,
     seed: u32,
     keep: u64,
-    reads: &'a mut u64,
+    /// An extent tree (else a block map).
+    extents: bool,
+    edits: Edits,
 }
 
-impl Ext<'_> {
-    /// Drop or shorten the entries of the node in `buf` (at `depth`) past `keep`. Returns
-    /// whether `buf` changed.
-    fn node(&mut self, buf: &mut [u8], depth: u16) -> bool {
-        let (leaf, n) = match Node::parse(buf) {
-            Ok(node) => (node.is_leaf(), node.len()),
-            Err(_) => return false,
+impl Cut<'_> {
+    /// A data run (an extent, or one pointer of a block map): dropped, shortened or kept.
+    fn run(&mut self, m: Mapping) -> Step {
+        let e = if m.lblk >= self.keep {
+            Edit::Drop
+        } else if m.lblk + m.len > self.keep {
+            let uninit = if m.uninit { INIT_MAX_LEN } else { 0 };
+            Edit::Set {
+                lblk: None,
+                len: Some((self.keep - m.lblk) as u16 + uninit),
+            }
+        } else {
+            Edit::Keep
         };
-        let mut kept: Vec<[u8; 12]> = Vec::with_capacity(n);
-        let mut changed = false;
-        for i in 0..n {
-            let mut e = [0u8; 12];
-            e.copy_from_slice(&buf[12 + 12 * i..24 + 12 * i]);
-            let lblk = u64::from(u32::from_le_bytes([e[0], e[1], e[2], e[3]]));
-            if lblk >= self.keep {
-                changed = true;
-                continue;
-            }
-            if leaf {
-                let raw_len = u16::from_le_bytes([e[4], e[5]]);
-                let (len, uninit) = if raw_len > INIT_MAX_LEN {
-                    (raw_len - INIT_MAX_LEN, INIT_MAX_LEN)
-                } else {
-                    (raw_len, 0)
-                };
-                if lblk + u64::from(len) > self.keep {
-                    let new = (self.keep - lblk) as u16 + uninit;
-                    e[4..6].copy_from_slice(&new.to_le_bytes());
-                    changed = true;
-                }
-                kept.push(e);
-            } else {
-                let child = u64::from(u32::from_le_bytes([e[4], e[5], e[6], e[7]]))
-                    | (u64::from(u16::from_le_bytes([e[8], e[9]])) << 32);
-                if depth == 0 || *self.reads == 0 || !self.fs.geo.is_valid_block(child) {
-                    kept.push(e);
-                    continue;
-                }
-                *self.reads -= 1;
-                let Some(mut cbuf) = self.fs.read_block(child) else {
-                    kept.push(e);
-                    continue;
-                };
-                match Node::parse(&cbuf) {
-                    Ok(c) if c.depth() == depth - 1 => {}
-                    _ => {
-                        kept.push(e);
-                        continue;
-                    }
-                }
-                if self.node(&mut cbuf, depth - 1) {
-                    if u16::from_le_bytes([cbuf[2], cbuf[3]]) == 0 {
-                        changed = true;
-                        continue;
-                    }
-                    write_node(self.fs, self.dev, self.seed, child, &mut cbuf);
-                }
-                kept.push(e);
-            }
+        self.edits.push(e);
+        Step::Go
+    }
+    /// A mapping block starting at logical block `lblk`: dropped (and not walked) past the
+    /// cut.
+    fn below(&mut self, lblk: u64) -> Step {
+        if lblk >= self.keep {
+            self.edits.push(Edit::Drop);
+            Step::Skip
+        } else {
+            self.edits.push(Edit::Keep);
+            Step::Go
         }
-        if changed {
-            set_entries(buf, &kept);
+    }
+}
+
+impl Visitor for Cut<'_> {
+    fn mapping(&mut self, m: Mapping, _: &mut Span) -> Step {
+        self.run(m)
+    }
+    fn indirect(&mut self, ind: Indirect) -> Step {
+        self.below(ind.lblk)
+    }
+    fn index(&mut self, idx: Index, _: &mut Span) -> Step {
+        self.below(idx.start)
+    }
+    fn damage(&mut self, d: Damage) -> Step {
+        match d {
+            Damage::DataOutOfRange(m) => self.run(m),
+            Damage::IndirectOutOfRange(Indirect { lblk, .. })
+            | Damage::IndexOutOfRange(Index { start: lblk, .. }) => {
+                self.below(lblk);
+                Step::Skip
+            }
+            // A mapping block that cannot be walked is kept as it is.
+            Damage::IndexStart { .. } | Damage::DeeperThanUseful { .. } => Step::Go,
+            _ => Step::Skip,
         }
-        changed
+    }
+    fn enter(&mut self, _: Option<u64>) {
+        self.edits.enter();
+    }
+    fn rewrite(&mut self, pblk: Option<u64>, buf: &mut [u8]) {
+        if !self.extents {
+            if self.edits.apply_pointers(buf) {
+                if let Some(b) = pblk {
+                    let _ = self
+                        .dev
+                        .write_at(buf, b * u64::from(self.fs.geo.block_size));
+                }
+            }
+            return;
+        }
+        if !self.edits.apply_node(buf) {
+            return;
+        }
+        let Some(child) = pblk else {
+            return;
+        };
+        if u16::from_le_bytes([buf[2], buf[3]]) == 0 {
+            if let Some(e) = self.edits.last() {
+                *e = Edit::Drop;
+            }
+        } else {
+            write_node(self.fs, self.dev, self.seed, child, buf);
+        }
     }
 }
 
