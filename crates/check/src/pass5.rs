@@ -47,6 +47,13 @@ fn disk_bits64(bits: &[u8], start: u64) -> u64 {
     (u128::from_le_bytes(w) >> shift) as u64
 }
 
+/// Are the bytes of a bitmap block past its `nbits` bits (whole bytes, to the block's end) all
+/// set? libext2fs checks this when it loads a bitmap and e2fsck asks to fix the padding.
+fn tail_ok(bits: &[u8], nbits: u32) -> bool {
+    bits.get((nbits / 8) as usize..)
+        .is_none_or(|t| t.iter().all(|&b| b == 0xff))
+}
+
 fn test(bits: &[u8], i: u64) -> bool {
     bits.get((i / 8) as usize)
         .is_some_and(|b| b & (1 << (i % 8)) != 0)
@@ -108,11 +115,48 @@ fn report_diffs(
 }
 
 pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> Pass5Facts {
-    let fs = &p0.fs;
-    let geo = &fs.geo;
-    let used = &p1.block_used;
+    let blocks = check_blocks(p0, p1, policy, out);
+    let inodes = check_inodes(p0, p1, policy, out);
+    // e2fsck checks the inode bitmap's padding first, then the block bitmap's.
+    if inodes.padding_bad {
+        out.report(policy, P::P5_INODE_BMAP_PADDING, ProblemCtx::default());
+    }
+    if blocks.padding_bad {
+        out.report(policy, P::P5_BLOCK_BMAP_PADDING, ProblemCtx::default());
+    }
+    for g in inodes.csum_bad {
+        out.report(
+            policy,
+            P::P5_INODE_BITMAP_CSUM_INVALID,
+            ProblemCtx::group(g),
+        );
+    }
+    for g in blocks.csum_bad {
+        out.report(
+            policy,
+            P::P5_BLOCK_BITMAP_CSUM_INVALID,
+            ProblemCtx::group(g),
+        );
+    }
+    Pass5Facts {
+        free_blocks: blocks.free,
+        free_inodes: inodes.free,
+    }
+}
 
-    // Synthesised bits for BLOCK_UNINIT groups: their own fixed metadata and tables.
+/// What one half of pass 5 (blocks or inodes) leaves to report after the counts.
+struct Half {
+    /// Free clusters or inodes, as counted.
+    free: u64,
+    /// Some bitmap's padding is not all set.
+    padding_bad: bool,
+    /// Groups whose bitmap matches but whose checksum does not.
+    csum_bad: Vec<u32>,
+}
+
+/// Synthesised bits for BLOCK_UNINIT groups: their own fixed metadata and tables.
+fn uninit_block_marks(fs: &Fs) -> Bitmap {
+    let geo = &fs.geo;
     let mut uninit_marks = Bitmap::new(geo.blocks_count);
     if fs.has_group_csum() {
         for g in 0..geo.group_count {
@@ -134,6 +178,15 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
             }
         }
     }
+    uninit_marks
+}
+
+/// Block bitmap differences and free block counts.
+fn check_blocks(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> Half {
+    let fs = &p0.fs;
+    let geo = &fs.geo;
+    let used = &p1.block_used;
+    let uninit_marks = uninit_block_marks(fs);
 
     // Blocks. Groups are compared in parallel and taken in group order. Free counts come from
     // what was found and from the bitmap as it is on disk: e2fsck compares the descriptors
@@ -146,12 +199,14 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
     let mut group_free = Vec::with_capacity(block_groups.len());
     let mut group_free_disk = Vec::with_capacity(block_groups.len());
     let mut padding_bad = false;
+    let mut tail_bad = false;
     let mut csum_bad = Vec::new();
     for (g, c) in block_groups.into_iter().enumerate() {
         diffs.extend(c.diffs);
         group_free.push(c.free);
         group_free_disk.push(c.free_disk);
         padding_bad |= c.padding_bad;
+        tail_bad |= c.tail_bad;
         if c.csum_bad {
             csum_bad.push(g as u32);
         }
@@ -200,6 +255,19 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
         );
     }
 
+    // The last group's bits past the end are checked first; a bad tail in any group's bitmap
+    // block is asked about only when those were right.
+    Half {
+        free: free_blocks,
+        padding_bad: padding_bad || tail_bad,
+        csum_bad,
+    }
+}
+
+/// Inode bitmap differences, free inode and directory counts.
+fn check_inodes(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> Half {
+    let fs = &p0.fs;
+    let geo = &fs.geo;
     // Inodes, the same way.
     let inode_groups: Vec<InodeGroup> = (0..geo.group_count)
         .into_par_iter()
@@ -209,8 +277,10 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
     let mut free_inodes = 0u64;
     let mut icsum_bad = Vec::new();
     let mut group_counts = Vec::with_capacity(inode_groups.len());
+    let mut padding_bad = false;
     for (g, c) in inode_groups.into_iter().enumerate() {
         idiffs.extend(c.diffs);
+        padding_bad |= c.tail_bad;
         if c.csum_bad {
             icsum_bad.push(g as u32);
         }
@@ -267,26 +337,10 @@ pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings)
             },
         );
     }
-    if padding_bad {
-        out.report(policy, P::P5_BLOCK_BMAP_PADDING, ProblemCtx::default());
-    }
-    for g in icsum_bad {
-        out.report(
-            policy,
-            P::P5_INODE_BITMAP_CSUM_INVALID,
-            ProblemCtx::group(g),
-        );
-    }
-    for g in csum_bad {
-        out.report(
-            policy,
-            P::P5_BLOCK_BITMAP_CSUM_INVALID,
-            ProblemCtx::group(g),
-        );
-    }
-    Pass5Facts {
-        free_blocks,
-        free_inodes,
+    Half {
+        free: free_inodes,
+        padding_bad,
+        csum_bad: icsum_bad,
     }
 }
 
@@ -299,6 +353,8 @@ struct BlockGroup {
     diffs: Vec<(u64, bool)>,
     /// The last group's bits past the end of the file system are not all set.
     padding_bad: bool,
+    /// The bitmap block's bytes past `clusters_per_group` bits are not all set.
+    tail_bad: bool,
     /// The bitmap matches but its checksum does not.
     csum_bad: bool,
 }
@@ -315,6 +371,7 @@ fn compare_blocks(p0: &Pass0Facts, used: &Bitmap, uninit_marks: &Bitmap, g: u32)
         free_disk: 0,
         diffs: Vec::new(),
         padding_bad: false,
+        tail_bad: false,
         csum_bad: false,
     };
     // Bitmaps have one bit per cluster; a cluster is in use if any of its blocks is.
@@ -354,6 +411,10 @@ fn compare_blocks(p0: &Pass0Facts, used: &Bitmap, uninit_marks: &Bitmap, g: u32)
         }
         b += ratio;
     }
+    let synthesised = uninit && p0.groups[g as usize].csum_ok;
+    if let (Some(bits), false) = (&disk, synthesised) {
+        c.tail_bad = !tail_ok(bits, geo.clusters_per_group);
+    }
     if let (Some(bits), false) = (&disk, uninit) {
         // Bits past the end of the file system in the last group must be set.
         if g == geo.group_count - 1 {
@@ -385,6 +446,8 @@ struct InodeGroup {
     dirs_disk: u64,
     /// `(inode, in use)` where the two differ.
     diffs: Vec<(u64, bool)>,
+    /// The bitmap block's bytes past `inodes_per_group` bits are not all set.
+    tail_bad: bool,
     /// The bitmap matches but its checksum does not.
     csum_bad: bool,
 }
@@ -407,6 +470,7 @@ fn compare_inodes(p0: &Pass0Facts, p1: &Pass1Facts, g: u32) -> InodeGroup {
         free_disk: 0,
         dirs_disk: 0,
         diffs: Vec::new(),
+        tail_bad: false,
         csum_bad: false,
     };
     // 64 inodes at a time; kinds are looked up only for inodes in use by either count.
@@ -436,6 +500,7 @@ fn compare_inodes(p0: &Pass0Facts, p1: &Pass1Facts, g: u32) -> InodeGroup {
         i += n;
     }
     if let Some(bits) = &disk {
+        c.tail_bad = !tail_ok(bits, geo.inodes_per_group);
         if fs.has_metadata_csum() && c.diffs.is_empty() {
             let stored = gd.inode_bitmap_csum();
             c.csum_bad =

@@ -51,6 +51,15 @@ impl BlockWalk {
             }
         }
     }
+    /// Count one block of a block-mapped inode. e2fsck charges every block of the resize
+    /// inode a cluster of its own (on bigalloc its blocks are backups spread over groups).
+    pub(super) fn count_mapped(&mut self, pblk: u64, ino: u32, ratio: u64) {
+        if ino == ffsck_format::ino::RESIZE {
+            self.num_blocks += 1;
+        } else {
+            self.count(pblk, 1, ratio);
+        }
+    }
     pub(super) fn note_data(&mut self, lblk: u64, pblk: u64, is_dir: bool, ino: u32) {
         // e2fsck leaves the resize inode out: its blocks are backups spread over groups.
         if ino != ffsck_format::ino::RESIZE {
@@ -297,7 +306,7 @@ impl Mapper<'_, '_, '_> {
                 }
             }
         }
-        w.count(b, 1, u64::from(geo.cluster_ratio));
+        w.count_mapped(b, ic.ino, u64::from(geo.cluster_ratio));
         if w.num_blocks > geo.blocks_count {
             w.exhausted = true;
             return Step::Stop;
@@ -333,7 +342,7 @@ impl Visitor for Mapper<'_, '_, '_> {
         // checks the copy pass 1D makes.
         let in_metadata = critical_collision(scan, out, ic, blk);
         let w = &mut *self.w;
-        w.count(blk, 1, u64::from(scan.fs.geo.cluster_ratio));
+        w.count_mapped(blk, ic.ino, u64::from(scan.fs.geo.cluster_ratio));
         // The resize inode's map points at reserved GDT blocks and their backups, which are
         // already claimed as metadata: only its double-indirect block itself is claimed
         // here, but every block still counts toward its i_blocks.
@@ -380,8 +389,9 @@ impl Visitor for Mapper<'_, '_, '_> {
         match n.pblk {
             None => self.out.counts.extent_depth_hist[usize::from(n.depth.min(5))] += 1,
             Some(blk) => {
-                let ratio = u64::from(self.scan.fs.geo.cluster_ratio);
-                self.w.count(blk, 1, ratio);
+                // Each tree block counts a whole cluster of its own, as in e2fsck: it does not
+                // share the data's cluster run (bigalloc).
+                self.w.num_blocks += 1;
                 self.scan.claim(self.out, blk, 1);
             }
         }

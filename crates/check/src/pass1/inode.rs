@@ -663,6 +663,7 @@ pub(super) fn charge_quota(scan: &Scan, ic: &InodeCheck, out: &mut GroupOut, blo
     if scan.quota
         && (ino == ino::ROOT || ino >= geo.first_ino)
         && ino != fs.sb.s_prj_quota_inum.get()
+        && ino != fs.sb.s_orphan_file_inum.get()
         && ic.inode.flags() & iflags::EA_INODE == 0
     {
         let cluster = u64::from(geo.block_size) * u64::from(geo.cluster_ratio);

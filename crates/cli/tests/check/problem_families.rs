@@ -615,3 +615,22 @@ fn p2_directory_hole() {
         .unwrap();
     assert_eq!(f["ctx"]["num"].as_u64(), Some(1), "{f}");
 }
+
+#[test]
+fn p5_inode_bitmap_padding() {
+    let Some(t) = common::tools() else { return };
+    let img = ext4(&t);
+    // `stats` lists "Group  0: block bitmap at B, inode bitmap at I, ...".
+    let stats = common::debugfs_r(&t, &img.path, "stats");
+    let blk: u64 = stats
+        .split("inode bitmap at ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("test setup: no inode bitmap in stats:\n{stats}"));
+    let ipg = common::debugfs_number(&t, &img.path, "stats", "Inodes per group:");
+    // The bytes of the bitmap block past its inodes_per_group bits must all be set.
+    common::patch(&img.path, blk * 1024 + ipg / 8 + 3, &[0x7f]);
+    expect(&t, &img, &["P5_INODE_BMAP_PADDING"]);
+    common::assert_repaired(&t, &img, "inode bitmap padding");
+}

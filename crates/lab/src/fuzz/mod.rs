@@ -408,6 +408,9 @@ pub fn replay_dir(args: &FuzzArgs, dir: &Path) -> Result<Vec<Replayed>> {
         let (checks, _) = regress::replay(&tools, &reg, tmp.path())
             .with_context(|| format!("replaying {name}"))?;
         let verdict = regress::judge(&reg, &checks);
+        if args.keep {
+            eprintln!("kept {} (built image of {name})", tmp.keep().display());
+        }
         out.push((name, checks, verdict));
     }
     Ok(out)
