@@ -521,13 +521,7 @@ fn is_error(f: &Finding) -> bool {
 fn files_lost(was: &crate::facts::Counts, now: &crate::facts::Counts) -> bool {
     let kinds = |c: &crate::facts::Counts| {
         [
-            c.dirs,
-            c.regular,
-            c.symlinks,
-            c.chardev,
-            c.blockdev,
-            c.fifo,
-            c.socket,
+            c.dirs, c.regular, c.symlinks, c.chardev, c.blockdev, c.fifo, c.socket,
         ]
     };
     kinds(now).iter().zip(kinds(was)).any(|(n, w)| *n < w)
