@@ -167,8 +167,8 @@ pub fn run(
     if !new_problems.is_empty() {
         let names: Vec<&str> = new_problems.iter().map(|p| p.info().name).collect();
         println!(
-            "\nffsck: the repair would leave problems the file system did not have ({}); \
-             nothing was written.",
+            "\nffsck: the repair would leave the file system neither clean nor better than \
+             it was ({} left); nothing was written.",
             names.join(", ")
         );
         if interactive {

@@ -83,8 +83,10 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding])
                         return false;
                     }
                     if clears(p) {
-                        // '.' and '..' keep their place; pass 3 and the next round see to them.
-                        if first_block && is_dot_or_dotdot(buf, off) {
+                        // '.' keeps its place. A '..' naming a bad inode is emptied (inode
+                        // 0) in place, as e2fsck does: pass 3 then reconnects the directory
+                        // and points its '..' at the new parent.
+                        if first_block && off == 0 {
                             return false;
                         }
                         put_u32(buf, off, 0);
@@ -137,14 +139,6 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding])
             }
         }
     }
-}
-
-/// Is the entry at `off` the first or second of the block?
-fn is_dot_or_dotdot(buf: &[u8], off: usize) -> bool {
-    if off == 0 {
-        return true;
-    }
-    header_at(buf, 0, buf.len() as u32).is_some_and(|h| h.rec_len as usize == off)
 }
 
 fn put_u32(buf: &mut [u8], off: usize, v: u32) {

@@ -90,8 +90,9 @@ pub struct RepairOutcome {
     pub rounds: usize,
     /// Preen met a problem it may not fix: stop and ask for a manual run.
     pub preen_halt: bool,
-    /// Problems the repaired state has that the original did not: the staged changes must
-    /// not be committed (ffsck never leaves a file system worse than it found it).
+    /// The problems a repaired state that is neither clean nor strictly better than the
+    /// original would leave: the staged changes must not be committed (ffsck never leaves a
+    /// file system worse than it found it).
     pub new_problems: Vec<P>,
     pub exit_code: i32,
 }
@@ -103,8 +104,10 @@ struct Repair<'r> {
     rep: &'r mut dyn Reporter,
     /// Every finding reported, across rounds.
     findings: Vec<Finding>,
-    /// What was wrong to begin with: fixed or not, these were the file system's own.
-    first_errors: Vec<P>,
+    /// How many errors the first round found (fixed or not: the file system's own).
+    first_errors: usize,
+    /// The files of each kind the first round found in use.
+    first_files: Option<crate::facts::Counts>,
     rounds: usize,
     preen_halt: bool,
     /// `-D`'s rebuild of every directory was made.
@@ -126,7 +129,8 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         opts: opts.clone(),
         rep,
         findings: Vec::new(),
-        first_errors: Vec::new(),
+        first_errors: 0,
+        first_files: None,
         rounds: 0,
         preen_halt: false,
         optimized: false,
@@ -169,7 +173,8 @@ impl Repair<'_> {
     /// Count a round that ran (the first one's problems are the file system's own).
     fn count(&mut self, out: &Outcome) {
         if self.rounds == 0 {
-            self.first_errors = out.findings.iter().map(|f| f.problem).collect();
+            self.first_errors = out.findings.iter().filter(|f| is_error(f)).count();
+            self.first_files = out.summary.as_ref().map(|s| s.counts);
         }
         self.rounds += 1;
     }
@@ -393,6 +398,43 @@ impl Repair<'_> {
         }
     }
 
+    /// Why the repaired state must not be committed: the problems it leaves, or nothing when
+    /// it may be. A repair is committed when the repaired file system checks clean, or is
+    /// strictly better than the original: fewer errors left than the original had, and no
+    /// file of any kind fewer than the original held. Never when the repaired state would not
+    /// open from its primary superblock and descriptors (a check that has to fall back to a
+    /// backup is not an error by itself, so it is said here).
+    fn refusal(&self, verified: &Outcome) -> Vec<P> {
+        let left: Vec<&Finding> = verified
+            .findings
+            .iter()
+            .filter(|f| f.leaves_error())
+            .collect();
+        let primary_broken: Vec<P> = verified
+            .findings
+            .iter()
+            .filter(|f| crate::superblock::rejects_primary(f.problem) && verified.fatal.is_none())
+            .map(|f| f.problem)
+            .collect();
+        if !primary_broken.is_empty() {
+            return primary_broken;
+        }
+        let clean = verified.fatal.is_none() && left.is_empty();
+        let lost = match (&self.first_files, &verified.summary) {
+            (Some(was), Some(now)) => files_lost(was, &now.counts),
+            _ => false,
+        };
+        let better = verified.fatal.is_none() && left.len() < self.first_errors && !lost;
+        // Nothing staged (beyond the marks to come) is nothing to refuse.
+        let staged = self.ov.extents().is_ok_and(|e| !e.is_empty());
+        if clean || better || !staged {
+            return Vec::new();
+        }
+        let mut kinds: Vec<P> = left.iter().map(|f| f.problem).collect();
+        kinds.dedup();
+        kinds
+    }
+
     /// After the rounds: a new journal if one was dropped, a last check when the rounds ran
     /// out while still fixing, the problems the repair would add, the exit code and the
     /// superblock's marks.
@@ -432,19 +474,7 @@ impl Repair<'_> {
                 out
             }
         };
-        // The repaired file system must open from its primary superblock and descriptors (a
-        // check that has to fall back to a backup is not an error by itself, so say it here).
-        let primary_broken = crate::superblock::rejects_primary;
-        let mut new_problems: Vec<P> = verified
-            .findings
-            .iter()
-            .filter(|f| {
-                (f.leaves_error() && !self.first_errors.contains(&f.problem))
-                    || (primary_broken(f.problem) && verified.fatal.is_none())
-            })
-            .map(|f| f.problem)
-            .collect();
-        new_problems.dedup();
+        let new_problems = self.refusal(&verified);
         // Whether the check changed anything, before the superblock's marks below.
         let changed = ov.extents().is_ok_and(|e| !e.is_empty());
         let mut code = verified.exit_code & !exit::NONDESTRUCT;
@@ -476,6 +506,25 @@ impl Repair<'_> {
             exit_code: code,
         }
     }
+}
+
+/// Is `f` an error of the file system (whether or not it was fixed)?
+fn is_error(f: &Finding) -> bool {
+    Finding {
+        fixed: false,
+        ..f.clone()
+    }
+    .leaves_error()
+}
+
+/// Does `now` hold fewer files of some kind than `was`?
+fn files_lost(was: &crate::facts::Counts, now: &crate::facts::Counts) -> bool {
+    let kinds = |c: &crate::facts::Counts| {
+        [
+            c.dirs, c.regular, c.symlinks, c.chardev, c.blockdev, c.fifo, c.socket,
+        ]
+    };
+    kinds(now).iter().zip(kinds(was)).any(|(n, w)| *n < w)
 }
 
 /// Debugging aid: `FFSCK_TRACE_ROUNDS=1` prints each round's decisions on stderr.

@@ -11,6 +11,7 @@ mod repair;
 mod repair_badblocks;
 mod repair_blocks;
 mod repair_commit;
+mod repair_converge;
 mod repair_dirs;
 mod repair_journal;
 mod repair_lpf;
