@@ -121,7 +121,13 @@ fn run(args: &Args) -> Result<i32> {
     };
     ffsck_check::overrides::install(cfg.overrides(ext.fixes_only));
     let settings = Settings::new(args, &ext, &cfg);
-    let dev_name = device.display().to_string();
+    let dev_name = match &args.device_name {
+        Some(name) => {
+            let _ = skip::NAME_OVERRIDE.set(name.clone());
+            name.clone()
+        }
+        None => device.display().to_string(),
+    };
     let progress_out = match progress::configure(args.progress_fd) {
         Ok(o) => o,
         Err(code) => return Ok(code),
