@@ -338,6 +338,7 @@ fn run(args: &Args) -> Result<i32> {
     ));
     let mut term = output::Terminal::new(policy, &dev_name);
     term.configure(&cfg);
+    term.name_from(&*dev);
     if access.root {
         term.root_file_system();
     }

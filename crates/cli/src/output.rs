@@ -38,6 +38,60 @@ pub struct Terminal {
     shown: std::collections::HashMap<u32, u32>,
     /// `[problems] no_default`: the interactive default answer is no.
     no_default: std::collections::HashSet<u32>,
+    /// Preen stopped at a problem it may not fix: nothing more is shown, exit 4.
+    halted: bool,
+}
+
+/// What preen prints after a message it fixed, by the question's kind (e2fsck's short
+/// descriptions of its answers).
+pub fn preen_word(p: Prompt) -> &'static str {
+    match p {
+        Prompt::None => "(NONE)",
+        Prompt::Null => "",
+        Prompt::Fix => "FIXED",
+        Prompt::Clear => "CLEARED",
+        Prompt::Relocate => "RELOCATED",
+        Prompt::Allocate => "ALLOCATED",
+        Prompt::Expand => "EXPANDED",
+        Prompt::Connect => "RECONNECTED",
+        Prompt::Create => "CREATED",
+        Prompt::Salvage => "SALVAGED",
+        Prompt::Truncate => "TRUNCATED",
+        Prompt::ClearInode => "INODE CLEARED",
+        Prompt::Abort => "ABORTED",
+        Prompt::Split => "SPLIT",
+        Prompt::Continue => "CONTINUING",
+        Prompt::CloneDup => "MULTIPLY-CLAIMED BLOCKS CLONED",
+        Prompt::Delete => "FILE DELETED",
+        Prompt::Suppress => "SUPPRESSED",
+        Prompt::Unlink => "UNLINKED",
+        Prompt::ClearHtree => "HTREE INDEX CLEARED",
+        Prompt::Recreate => "WILL RECREATE",
+        Prompt::Optimize => "WILL OPTIMIZE",
+        Prompt::ClearFlag => "FLAG CLEARED",
+    }
+}
+
+/// The volume label in the primary superblock ("" when it has none or is not ext2/3/4).
+pub fn fs_label(dev: &dyn ffsck_io::Device) -> String {
+    use ffsck_format::SUPERBLOCK_OFFSET;
+    let mut magic = [0u8; 2];
+    let mut label = [0u8; 16];
+    if dev.read_at(&mut magic, SUPERBLOCK_OFFSET + 0x38).is_err()
+        || u16::from_le_bytes(magic) != ffsck_format::EXT2_MAGIC
+        || dev.read_at(&mut label, SUPERBLOCK_OFFSET + 0x78).is_err()
+    {
+        return String::new();
+    }
+    let end = label.iter().position(|&b| b == 0).unwrap_or(label.len());
+    String::from_utf8_lossy(&label[..end]).into_owned()
+}
+
+/// The stop of a preen run at a problem it may not fix (e2fsck's words, on stderr).
+pub fn preen_halt_text(dev: &str) -> String {
+    format!(
+        "\n\n{dev}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)"
+    )
 }
 
 /// Findings e2fsck writes on one line: a bitmap-differences header and its ranges.
@@ -72,7 +126,14 @@ impl Terminal {
             max_count: Default::default(),
             shown: Default::default(),
             no_default: Default::default(),
+            halted: false,
         }
+    }
+
+    /// Name the file system as e2fsck does once it is open: by its label when it has one
+    /// (the device otherwise, or always what `-N` gave).
+    pub fn name_from(&mut self, dev: &dyn ffsck_io::Device) {
+        self.dev = crate::skip::display_name(&fs_label(dev), &self.dev);
     }
 
     /// Take e2fsck.conf's message limits and default answers.
@@ -172,9 +233,58 @@ impl Terminal {
         }
     }
 
+    /// A finding under `-p`, as e2fsck's preen shows it: "DEV: message" and the fix's short
+    /// word ("FIXED."); PREEN_NOMSG problems fixed silently; the first problem preen may not
+    /// fix is shown, then the run stops (the fixes before it are kept).
+    fn preen_finding(&mut self, f: &Finding, msg: &str, flags: u16) {
+        if self.halted {
+            return;
+        }
+        let prompt = f.problem.info().prompt;
+        let halt = f.leaves_error() && prompt != Prompt::None;
+        if flags & ffsck_check::problem::flag::PREEN_NOMSG != 0 && !halt {
+            return;
+        }
+        let mut line = format!("{}: {msg}", self.dev);
+        if !halt && prompt != Prompt::None {
+            let word = if f.fixed {
+                preen_word(prompt)
+            } else {
+                "IGNORED"
+            };
+            if !(line.ends_with('\n') || line.ends_with(' ') || line.is_empty()) {
+                line.push_str("  ");
+            }
+            line.push_str(word);
+            line.push('.');
+        }
+        if line.trim().is_empty() {
+            return;
+        }
+        let _ = writeln!(self.out, "{}", line.trim_end_matches('\n'));
+        if halt {
+            self.halted = true;
+            let _ = self.out.flush();
+            eprintln!("{}", preen_halt_text(&self.dev));
+        }
+    }
+
+    /// The name the closing preen lines use.
+    fn preen_name(&self, o: &Outcome) -> String {
+        o.summary.as_ref().map_or_else(
+            || self.dev.clone(),
+            |s| crate::skip::display_name(&s.label, &self.dev),
+        )
+    }
+
     pub fn finish(&mut self, o: &Outcome, verbose: bool) -> i32 {
         self.end_pass();
         self.pass_timer = None;
+        if self.halted {
+            // e2fsck exits at the stop: no summary, exit 4 whatever was fixed before it.
+            let _ = self.out.flush();
+            return exit::UNCORRECTED;
+        }
         let mut code = o.exit_code;
         if let Some(msg) = &o.fatal {
             let _ = writeln!(self.out, "\n{msg}");
@@ -229,8 +339,9 @@ impl Terminal {
             }
         }
         if self.policy == Policy::Preen && code & exit::UNCORRECTED != 0 {
-            let _ = writeln!(self.out, "\n{}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)", self.dev);
-            code |= exit::UNCORRECTED;
+            let _ = self.out.flush();
+            eprintln!("{}", preen_halt_text(&self.preen_name(o)));
+            code = exit::UNCORRECTED;
         }
         let _ = self.out.flush();
         code
@@ -260,9 +371,7 @@ impl Reporter for Terminal {
         let msg = f.message();
         self.warn(f);
         if self.policy == Policy::Preen {
-            if flags & ffsck_check::problem::flag::PREEN_NOMSG == 0 && !msg.trim().is_empty() {
-                let _ = writeln!(self.out, "{}: {}", self.dev, msg.trim());
-            }
+            self.preen_finding(f, &msg, flags);
             return;
         }
         if continues_line(f.problem) {

@@ -116,7 +116,14 @@ pub fn filter_line(line: &str) -> Option<String> {
             .and_then(|r| r.strip_prefix(' '))
             .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()) && r.contains(" ("))
     };
-    let tools = ["debugfs", "dumpe2fs", "e2fsck", "mke2fs", "resize2fs", "tune2fs"];
+    let tools = [
+        "debugfs",
+        "dumpe2fs",
+        "e2fsck",
+        "mke2fs",
+        "resize2fs",
+        "tune2fs",
+    ];
     if tools.iter().any(|t| banner(t)) || banner("e2image") || banner("ffsck") {
         return None;
     }
@@ -156,7 +163,9 @@ pub fn filter_line(line: &str) -> Option<String> {
     line = replace_word_after(&line, "while trying to open ", "test.img");
     line = replace_word_after(&line, "he filesystem on ", "test.img");
     if let Some((first, rest)) = line.split_once(' ') {
-        let kind = rest.strip_prefix("contains a ").and_then(|r| r.split_once(' '));
+        let kind = rest
+            .strip_prefix("contains a ")
+            .and_then(|r| r.split_once(' '));
         if let Some((kind, tail)) = kind {
             if !first.is_empty()
                 && kind.bytes().all(|b| b.is_ascii_lowercase())
@@ -214,7 +223,12 @@ pub fn line_jaccard(a: &[String], b: &[String]) -> f64 {
 
 /// Runs `prog -fy -N test_filesys image` with stdout and stderr in one stream, as the test
 /// scripts capture it, and returns the text with "Exit status is N" appended.
-fn run_fy(prog: &Path, image: &Path, out: &Path, timeout: Duration) -> Result<(String, Option<i32>)> {
+fn run_fy(
+    prog: &Path,
+    image: &Path,
+    out: &Path,
+    timeout: Duration,
+) -> Result<(String, Option<i32>)> {
     let file = File::create(out)?;
     let mut cmd = Command::new(prog);
     cmd.arg("-fy")
@@ -288,13 +302,15 @@ fn compare_image(
     let mut notes = BTreeSet::new();
     let first: Vec<String> = filter_text(&first)
         .into_iter()
-        .filter(|l| match DELIBERATE_LINES.iter().find(|(p, _)| l.starts_with(p)) {
-            Some((_, why)) => {
-                notes.insert(why.to_string());
-                false
-            }
-            None => true,
-        })
+        .filter(
+            |l| match DELIBERATE_LINES.iter().find(|(p, _)| l.starts_with(p)) {
+                Some((_, why)) => {
+                    notes.insert(why.to_string());
+                    false
+                }
+                None => true,
+            },
+        )
         .collect();
     let identical_second = match &expect2 {
         Some(e2) => {
@@ -355,7 +371,11 @@ pub fn run(args: &ConformanceArgs) -> Result<MessageReport> {
                         Ok(row) => eprintln!(
                             "{}: {} J={:.2}",
                             row.name,
-                            if row.identical { "identical" } else { "differs" },
+                            if row.identical {
+                                "identical"
+                            } else {
+                                "differs"
+                            },
                             row.jaccard
                         ),
                         Err(e) => eprintln!("{}: harness error: {e:#}", test_name(dir)),
