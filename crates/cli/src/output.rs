@@ -245,8 +245,23 @@ impl Terminal {
         if flags & ffsck_check::problem::flag::PREEN_NOMSG != 0 && !halt {
             return;
         }
+        if msg.trim().is_empty() && (prompt == Prompt::None || halt) {
+            return;
+        }
         let mut line = format!("{}: {msg}", self.dev);
-        if !halt && prompt != Prompt::None {
+        if halt {
+            // The message as e2fsck leaves it before stopping: its own end, or the two spaces
+            // a question would follow.
+            if !(line.ends_with('\n') || line.ends_with(' ')) {
+                line.push_str("  ");
+            }
+            let _ = write!(self.out, "{line}");
+            let _ = self.out.flush();
+            self.halted = true;
+            eprintln!("{}", preen_halt_text(&self.dev));
+            return;
+        }
+        if prompt != Prompt::None {
             let word = if f.fixed {
                 preen_word(prompt)
             } else {
@@ -258,15 +273,7 @@ impl Terminal {
             line.push_str(word);
             line.push('.');
         }
-        if line.trim().is_empty() {
-            return;
-        }
         let _ = writeln!(self.out, "{}", line.trim_end_matches('\n'));
-        if halt {
-            self.halted = true;
-            let _ = self.out.flush();
-            eprintln!("{}", preen_halt_text(&self.dev));
-        }
     }
 
     /// The name the closing preen lines use.
