@@ -10,6 +10,7 @@ mod discard;
 mod extended;
 mod interrupt;
 mod output;
+mod probe;
 mod progress;
 mod repair;
 mod report;
@@ -97,6 +98,13 @@ fn run(args: &Args) -> Result<i32> {
         eprintln!("ffsck: no device given");
         report::error("no device given");
         return Ok(exit::USAGE);
+    };
+    // UUID= and LABEL= name the device by its file system, as e2fsck accepts them.
+    let Some(device) = probe::resolve(&device) else {
+        let msg = format!("Unable to resolve '{}'", device.display());
+        eprintln!("ffsck: {msg}");
+        report::error(msg);
+        return Ok(exit::ERROR);
     };
     let modes = [args.no, args.yes, args.preen]
         .iter()

@@ -40,6 +40,8 @@ pub struct Terminal {
     no_default: std::collections::HashSet<u32>,
     /// Preen stopped at a problem it may not fix: nothing more is shown, exit 4.
     halted: bool,
+    /// What the device holds instead of ext2/3/4 ("DEV contains a xfs file system").
+    foreign: Option<String>,
 }
 
 /// What preen prints after a message it fixed, by the question's kind (e2fsck's short
@@ -71,6 +73,21 @@ pub fn preen_word(p: Prompt) -> &'static str {
         Prompt::ClearFlag => "FLAG CLEARED",
     }
 }
+
+/// How the check's fatal message starts when no superblock could be used.
+const SB_INVALID: &str =
+    "The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ";
+
+/// e2fsck's advice when no superblock can be used (its words, with ffsck's name).
+const SB_ADVICE: &str = "
+The superblock could not be read or does not describe a valid ext2/ext3/ext4
+filesystem.  If the device is valid and it really contains an ext2/ext3/ext4
+filesystem (and not swap or ufs or something else), then the superblock
+is corrupt, and you might try running ffsck with an alternate superblock:
+    ffsck -b 8193 <device>
+ or
+    ffsck -b 32768 <device>
+";
 
 /// The volume label in the primary superblock ("" when it has none or is not ext2/3/4).
 pub fn fs_label(dev: &dyn ffsck_io::Device) -> String {
@@ -127,12 +144,21 @@ impl Terminal {
             shown: Default::default(),
             no_default: Default::default(),
             halted: false,
+            foreign: None,
         }
     }
 
     /// Name the file system as e2fsck does once it is open: by its label when it has one
     /// (the device otherwise, or always what `-N` gave).
     pub fn name_from(&mut self, dev: &dyn ffsck_io::Device) {
+        let mut magic = [0u8; 2];
+        let ext = dev
+            .read_at(&mut magic, ffsck_format::SUPERBLOCK_OFFSET + 0x38)
+            .is_ok()
+            && u16::from_le_bytes(magic) == ffsck_format::EXT2_MAGIC;
+        if !ext {
+            self.foreign = crate::probe::contains_line(&self.dev, dev);
+        }
         self.dev = crate::skip::display_name(&fs_label(dev), &self.dev);
     }
 
@@ -284,6 +310,44 @@ impl Terminal {
         )
     }
 
+    /// The primary superblock would not open, or none would: e2fsck says so as libext2fs's
+    /// error and "trying backup blocks"; its advice follows at the end when none opened.
+    fn open_failure(&mut self, f: &Finding) -> bool {
+        match f.problem {
+            Problem::P0_OPEN_FAILED => {
+                let why = f.ctx.str.as_deref().unwrap_or_default();
+                let err = if why.starts_with("bad magic number") {
+                    "Bad magic number in super-block"
+                } else {
+                    "The ext2 superblock is corrupt"
+                };
+                let _ = writeln!(
+                    self.out,
+                    "ext2fs_open2: {err}\nffsck: Superblock invalid, trying backup blocks..."
+                );
+                true
+            }
+            Problem::P0_SB_CORRUPT => true,
+            _ => false,
+        }
+    }
+
+    /// No superblock could be used: e2fsck's error on stderr, its advice, and what the device
+    /// holds instead when it holds something else.
+    fn superblock_invalid(&mut self, why: &str) {
+        let err = if why.starts_with("(bad magic number)") {
+            "Bad magic number in super-block"
+        } else {
+            "The ext2 superblock is corrupt"
+        };
+        let _ = self.out.flush();
+        eprintln!("ffsck: {err} while trying to open {}", self.dev);
+        let _ = writeln!(self.out, "{SB_ADVICE}");
+        if let Some(line) = &self.foreign {
+            let _ = writeln!(self.out, "{line}");
+        }
+    }
+
     pub fn finish(&mut self, o: &Outcome, verbose: bool) -> i32 {
         self.end_pass();
         self.pass_timer = None;
@@ -294,7 +358,12 @@ impl Terminal {
         }
         let mut code = o.exit_code;
         if let Some(msg) = &o.fatal {
-            let _ = writeln!(self.out, "\n{msg}");
+            match msg.strip_prefix(SB_INVALID) {
+                Some(why) => self.superblock_invalid(why),
+                None => {
+                    let _ = writeln!(self.out, "\n{msg}");
+                }
+            }
         }
         if let Some(s) = &o.summary {
             let name = crate::skip::display_name(&s.label, &self.dev);
@@ -373,6 +442,9 @@ impl Reporter for Terminal {
             return;
         }
         if self.suppressed(f.problem, flags) {
+            return;
+        }
+        if self.open_failure(f) {
             return;
         }
         let msg = f.message();

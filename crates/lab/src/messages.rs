@@ -160,6 +160,10 @@ pub fn filter_line(line: &str) -> Option<String> {
             line = format!("PROG: {rest}");
         }
     }
+    // The advice names the checker to run again with -b.
+    if line.contains("<device>") || line.contains(" with an alternate superblock") {
+        line = line.replace("e2fsck", "PROG").replace("ffsck", "PROG");
+    }
     line = replace_word_after(&line, "while trying to open ", "test.img");
     line = replace_word_after(&line, "he filesystem on ", "test.img");
     if let Some((first, rest)) = line.split_once(' ') {
