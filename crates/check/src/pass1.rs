@@ -240,6 +240,11 @@ pub struct Counts {
     pub socket: u64,
     pub large_files: u64,
     pub extent_depth_hist: [u64; 6],
+    /// For `-v`: directories among `fragmented`, block-mapped inodes with an indirect,
+    /// double and triple indirect block, blocks of the bad-block inode (its walk's count).
+    pub fragmented_dirs: u64,
+    pub ind_dind_tind: [u64; 3],
+    pub bad_blocks: u64,
 }
 
 impl Counts {
@@ -258,6 +263,11 @@ impl Counts {
         for i in 0..6 {
             self.extent_depth_hist[i] += o.extent_depth_hist[i];
         }
+        self.fragmented_dirs += o.fragmented_dirs;
+        for i in 0..3 {
+            self.ind_dind_tind[i] += o.ind_dind_tind[i];
+        }
+        self.bad_blocks += o.bad_blocks;
     }
 }
 
@@ -2119,6 +2129,18 @@ fn check_blocks(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, ft: FileTy
     }
     if w.fragmented {
         out.counts.fragmented += 1;
+        out.counts.fragmented_dirs += u64::from(is_dir);
+    }
+    if fl & (iflags::EXTENTS | iflags::INLINE_DATA) == 0
+        && (ino == ino::ROOT || ino >= geo.first_ino)
+    {
+        let b = inode.block_bytes();
+        for (i, n) in out.counts.ind_dind_tind.iter_mut().enumerate() {
+            *n += u64::from(b[48 + 4 * i..52 + 4 * i] != [0; 4]);
+        }
+    }
+    if ino == ino::BAD {
+        out.counts.bad_blocks += w.num_blocks;
     }
     if w.exhausted {
         return w;

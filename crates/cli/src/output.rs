@@ -74,6 +74,104 @@ pub fn preen_word(p: Prompt) -> &'static str {
     }
 }
 
+/// `n` and the word, singular or plural as English (ngettext) chooses them.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n:>12} {}", if n == 1 { one } else { many })
+}
+
+/// Per mille of `part` in `whole`, rounded, as e2fsck shows it ("12.3").
+fn permille(part: u64, whole: u64) -> String {
+    let p = (10000 * part / whole.max(1) + 5) / 10;
+    format!("{}.{}", p / 10, p % 10)
+}
+
+/// e2fsck's `-v` statistics block.
+fn verbose_stats(s: &ffsck_check::engine::Summary) -> String {
+    let c = &s.counts;
+    let frag_files = c.fragmented.saturating_sub(c.fragmented_dirs);
+    // Names beyond the one each inode needs: e2fsck's "links" (the files' entries less the
+    // inodes they name, the directories' own "." and ".." aside).
+    // e2fsck's "files" are directory entries, the directories' "." and ".." aside (the
+    // root's ".." names the root itself): hard links count once per name.
+    let files = s.entries.saturating_sub((2 * c.dirs).saturating_sub(1));
+    let named = c.regular + c.dirs + c.chardev + c.blockdev + c.fifo + c.symlinks + c.socket;
+    let links = files.saturating_sub(named);
+    let pct = |a: u64, b: u64| a as f64 * 100.0 / b.max(1) as f64;
+    let mut out = String::new();
+    let mut line = |l: String| {
+        out.push_str(&l);
+        out.push('\n');
+    };
+    line(format!(
+        "\n{} ({:.2}%, out of {})",
+        count(s.inodes_used, "inode used", "inodes used"),
+        pct(s.inodes_used, s.inodes_count),
+        s.inodes_count
+    ));
+    line(format!(
+        "{} ({}%)",
+        count(frag_files, "non-contiguous file", "non-contiguous files"),
+        permille(frag_files, s.inodes_used)
+    ));
+    line(format!(
+        "{} ({}%)",
+        count(
+            c.fragmented_dirs,
+            "non-contiguous directory",
+            "non-contiguous directories"
+        ),
+        permille(c.fragmented_dirs, s.inodes_used)
+    ));
+    let [ind, dind, tind] = c.ind_dind_tind;
+    line(format!(
+        "             # of inodes with ind/dind/tind blocks: {ind}/{dind}/{tind}"
+    ));
+    // e2fsck counts depths 0-4; deeper trees are rejected before they are counted.
+    let hist = &c.extent_depth_hist[..5];
+    if let Some(last) = hist.iter().rposition(|&n| n != 0) {
+        let h: Vec<String> = hist[..=last].iter().map(u64::to_string).collect();
+        line(format!(
+            "             Extent depth histogram: {}",
+            h.join("/")
+        ));
+    }
+    line(format!(
+        "{} ({:.2}%, out of {})",
+        count(s.blocks_used, "block used", "blocks used"),
+        pct(s.blocks_used, s.blocks_count),
+        s.blocks_count
+    ));
+    line(count(c.bad_blocks, "bad block", "bad blocks"));
+    line(count(c.large_files, "large file", "large files"));
+    line(format!(
+        "\n{}",
+        count(c.regular, "regular file", "regular files")
+    ));
+    line(count(c.dirs, "directory", "directories"));
+    line(count(
+        c.chardev,
+        "character device file",
+        "character device files",
+    ));
+    line(count(c.blockdev, "block device file", "block device files"));
+    line(count(c.fifo, "fifo", "fifos"));
+    line(count(links, "link", "links"));
+    line(format!(
+        "{} ({} {})",
+        count(c.symlinks, "symbolic link", "symbolic links"),
+        c.fast_symlinks,
+        if c.fast_symlinks == 1 {
+            "fast symbolic link"
+        } else {
+            "fast symbolic links"
+        }
+    ));
+    line(count(c.socket, "socket", "sockets"));
+    line("------------".into());
+    line(count(files, "file", "files"));
+    out
+}
+
 /// How the check's fatal message starts when no superblock could be used.
 const SB_INVALID: &str =
     "The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ";
@@ -380,32 +478,9 @@ impl Terminal {
                     "\n{name}: ********** WARNING: Filesystem still has errors **********\n"
                 );
             }
-            let c = &s.counts;
-            // Per mille of the inodes in use, rounded, as e2fsck shows it ("12.3%").
-            let permille = (10000 * s.non_contiguous / s.inodes_used.max(1) + 5) / 10;
-            let pct = format!("{}.{}", permille / 10, permille % 10);
+            let pct = permille(s.non_contiguous, s.inodes_used);
             if verbose {
-                let _ = writeln!(
-                    self.out,
-                    "\n{:>12} inodes used ({:.2}%, out of {})",
-                    s.inodes_used,
-                    s.inodes_used as f64 * 100.0 / s.inodes_count.max(1) as f64,
-                    s.inodes_count
-                );
-                let _ = writeln!(
-                    self.out,
-                    "{:>12} non-contiguous files ({pct}%)",
-                    s.non_contiguous
-                );
-                let _ = writeln!(
-                    self.out,
-                    "{:>12} blocks used ({:.2}%, out of {})",
-                    s.blocks_used,
-                    s.blocks_used as f64 * 100.0 / s.blocks_count.max(1) as f64,
-                    s.blocks_count
-                );
-                let _ = writeln!(self.out, "{:>12} large files\n", c.large_files);
-                let _ = writeln!(self.out, "{:>12} regular files\n{:>12} directories\n{:>12} character device files\n{:>12} block device files\n{:>12} fifos\n{:>12} symbolic links ({} fast symbolic links)\n{:>12} sockets\n------------\n{:>12} files", c.regular, c.dirs, c.chardev, c.blockdev, c.fifo, c.symlinks, c.fast_symlinks, c.socket, c.files);
+                let _ = write!(self.out, "{}", verbose_stats(s));
             } else {
                 let _ = writeln!(
                     self.out,
