@@ -241,3 +241,54 @@ fn uuid_and_label_names_resolve_or_are_refused_as_e2fsck_refuses_them() {
         ours.stderr
     );
 }
+
+/// `-v`: e2fsck's statistics block, line for line, on ext2 (indirect blocks) and ext4
+/// (extent trees), with hard links, fast and slow symbolic links and a fifo.
+#[test]
+fn verbose_statistics_match_e2fsck() {
+    let Some(t) = common::tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    let mut rng = common::Rng::new(4);
+    for i in 1..=20u64 {
+        std::fs::write(tree.join(format!("f{i}")), rng.bytes((i * 7000) as usize)).unwrap();
+    }
+    std::fs::hard_link(tree.join("f1"), tree.join("hard1")).unwrap();
+    std::fs::hard_link(tree.join("f2"), tree.join("sub/hard2")).unwrap();
+    std::os::unix::fs::symlink("f1", tree.join("fast")).unwrap();
+    std::os::unix::fs::symlink("x".repeat(100), tree.join("slow")).unwrap();
+    let fifo = std::ffi::CString::new(tree.join("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path it is given.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    for fs_type in ["ext2", "ext4"] {
+        let img = dir.path().join(format!("{fs_type}.img"));
+        let ok = Command::new(&t.mke2fs)
+            .args(["-q", "-F", "-t", fs_type, "-d"])
+            .arg(&tree)
+            .arg(&img)
+            .arg("16M")
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "test setup: mke2fs");
+        let block = |out: &str| -> Vec<String> {
+            let lines: Vec<String> = out.lines().map(str::to_string).collect();
+            let at = lines
+                .iter()
+                .position(|l| l.contains("inodes used"))
+                .unwrap_or_else(|| panic!("no statistics in {out}"));
+            lines[at..].to_vec()
+        };
+        let theirs = run(&t.e2fsck, &["-fnv"], &img);
+        let ours = run(&common::ffsck_bin(), &["-fnv"], &img);
+        assert_eq!(ours.code(), theirs.code());
+        assert_eq!(block(&ours.stdout), block(&theirs.stdout), "{fs_type}");
+        assert!(
+            ours.stdout.contains("           2 links"),
+            "{}",
+            ours.stdout
+        );
+    }
+}
