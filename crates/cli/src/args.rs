@@ -128,6 +128,10 @@ pub struct Args {
     /// check_encoding, problem_log=FILE. See EXTENDED OPTIONS in ffsck(8).
     #[arg(short = 'E', value_name = "OPTIONS")]
     pub extended: Vec<String>,
+    /// The device name to print (e2fsck's undocumented -N, which its test suite uses): in
+    /// place of the path and of the file system's label.
+    #[arg(short = 'N', value_name = "NAME", hide = true)]
+    pub device_name: Option<String>,
     /// Worker threads (default: one per core).
     #[arg(long = "threads", short = 'm')]
     pub threads: Option<usize>,

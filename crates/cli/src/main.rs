@@ -10,6 +10,7 @@ mod discard;
 mod extended;
 mod interrupt;
 mod output;
+mod probe;
 mod progress;
 mod repair;
 mod report;
@@ -109,6 +110,13 @@ fn run(args: &Args) -> Result<i32> {
         report::error("no device given");
         return Ok(exit::USAGE);
     };
+    // UUID= and LABEL= name the device by its file system, as e2fsck accepts them.
+    let Some(device) = probe::resolve(&device) else {
+        let msg = format!("Unable to resolve '{}'", device.display());
+        eprintln!("ffsck: {msg}");
+        report::error(msg);
+        return Ok(exit::ERROR);
+    };
     let modes = [args.no, args.yes, args.preen]
         .iter()
         .filter(|&&m| m)
@@ -132,7 +140,13 @@ fn run(args: &Args) -> Result<i32> {
     };
     ffsck_check::overrides::install(cfg.overrides(ext.fixes_only));
     let settings = Settings::new(args, &ext, &cfg);
-    let dev_name = device.display().to_string();
+    let dev_name = match &args.device_name {
+        Some(name) => {
+            let _ = skip::NAME_OVERRIDE.set(name.clone());
+            name.clone()
+        }
+        None => device.display().to_string(),
+    };
     let progress_out = match progress::configure(args.progress_fd) {
         Ok(o) => o,
         Err(code) => return Ok(code),
@@ -344,6 +358,7 @@ fn run(args: &Args) -> Result<i32> {
     ));
     let mut term = output::Terminal::new(policy, &dev_name);
     term.configure(&cfg);
+    term.name_from(&*dev);
     if access.root {
         term.root_file_system();
     }

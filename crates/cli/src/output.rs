@@ -38,6 +38,175 @@ pub struct Terminal {
     shown: std::collections::HashMap<u32, u32>,
     /// `[problems] no_default`: the interactive default answer is no.
     no_default: std::collections::HashSet<u32>,
+    /// Preen stopped at a problem it may not fix: nothing more is shown, exit 4.
+    halted: bool,
+    /// What the device holds instead of ext2/3/4 ("DEV contains a xfs file system").
+    foreign: Option<String>,
+}
+
+/// What preen prints after a message it fixed, by the question's kind (e2fsck's short
+/// descriptions of its answers).
+pub fn preen_word(p: Prompt) -> &'static str {
+    match p {
+        Prompt::None => "(NONE)",
+        Prompt::Null => "",
+        Prompt::Fix => "FIXED",
+        Prompt::Clear => "CLEARED",
+        Prompt::Relocate => "RELOCATED",
+        Prompt::Allocate => "ALLOCATED",
+        Prompt::Expand => "EXPANDED",
+        Prompt::Connect => "RECONNECTED",
+        Prompt::Create => "CREATED",
+        Prompt::Salvage => "SALVAGED",
+        Prompt::Truncate => "TRUNCATED",
+        Prompt::ClearInode => "INODE CLEARED",
+        Prompt::Abort => "ABORTED",
+        Prompt::Split => "SPLIT",
+        Prompt::Continue => "CONTINUING",
+        Prompt::CloneDup => "MULTIPLY-CLAIMED BLOCKS CLONED",
+        Prompt::Delete => "FILE DELETED",
+        Prompt::Suppress => "SUPPRESSED",
+        Prompt::Unlink => "UNLINKED",
+        Prompt::ClearHtree => "HTREE INDEX CLEARED",
+        Prompt::Recreate => "WILL RECREATE",
+        Prompt::Optimize => "WILL OPTIMIZE",
+        Prompt::ClearFlag => "FLAG CLEARED",
+    }
+}
+
+/// `n` and the word, singular or plural as English (ngettext) chooses them.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n:>12} {}", if n == 1 { one } else { many })
+}
+
+/// Per mille of `part` in `whole`, rounded, as e2fsck shows it ("12.3").
+fn permille(part: u64, whole: u64) -> String {
+    let p = (10000 * part / whole.max(1) + 5) / 10;
+    format!("{}.{}", p / 10, p % 10)
+}
+
+/// e2fsck's `-v` statistics block.
+fn verbose_stats(s: &ffsck_check::engine::Summary) -> String {
+    let c = &s.counts;
+    let frag_files = c.fragmented.saturating_sub(c.fragmented_dirs);
+    // Names beyond the one each inode needs: e2fsck's "links" (the files' entries less the
+    // inodes they name, the directories' own "." and ".." aside).
+    // e2fsck's "files" are directory entries, the directories' "." and ".." aside (the
+    // root's ".." names the root itself): hard links count once per name.
+    let files = s.entries.saturating_sub((2 * c.dirs).saturating_sub(1));
+    let named = c.regular + c.dirs + c.chardev + c.blockdev + c.fifo + c.symlinks + c.socket;
+    let links = files.saturating_sub(named);
+    let pct = |a: u64, b: u64| a as f64 * 100.0 / b.max(1) as f64;
+    let mut out = String::new();
+    let mut line = |l: String| {
+        out.push_str(&l);
+        out.push('\n');
+    };
+    line(format!(
+        "\n{} ({:.2}%, out of {})",
+        count(s.inodes_used, "inode used", "inodes used"),
+        pct(s.inodes_used, s.inodes_count),
+        s.inodes_count
+    ));
+    line(format!(
+        "{} ({}%)",
+        count(frag_files, "non-contiguous file", "non-contiguous files"),
+        permille(frag_files, s.inodes_used)
+    ));
+    line(format!(
+        "{} ({}%)",
+        count(
+            c.fragmented_dirs,
+            "non-contiguous directory",
+            "non-contiguous directories"
+        ),
+        permille(c.fragmented_dirs, s.inodes_used)
+    ));
+    let [ind, dind, tind] = c.ind_dind_tind;
+    line(format!(
+        "             # of inodes with ind/dind/tind blocks: {ind}/{dind}/{tind}"
+    ));
+    // e2fsck counts depths 0-4; deeper trees are rejected before they are counted.
+    let hist = &c.extent_depth_hist[..5];
+    if let Some(last) = hist.iter().rposition(|&n| n != 0) {
+        let h: Vec<String> = hist[..=last].iter().map(u64::to_string).collect();
+        line(format!(
+            "             Extent depth histogram: {}",
+            h.join("/")
+        ));
+    }
+    line(format!(
+        "{} ({:.2}%, out of {})",
+        count(s.blocks_used, "block used", "blocks used"),
+        pct(s.blocks_used, s.blocks_count),
+        s.blocks_count
+    ));
+    line(count(c.bad_blocks, "bad block", "bad blocks"));
+    line(count(c.large_files, "large file", "large files"));
+    line(format!(
+        "\n{}",
+        count(c.regular, "regular file", "regular files")
+    ));
+    line(count(c.dirs, "directory", "directories"));
+    line(count(
+        c.chardev,
+        "character device file",
+        "character device files",
+    ));
+    line(count(c.blockdev, "block device file", "block device files"));
+    line(count(c.fifo, "fifo", "fifos"));
+    line(count(links, "link", "links"));
+    line(format!(
+        "{} ({} {})",
+        count(c.symlinks, "symbolic link", "symbolic links"),
+        c.fast_symlinks,
+        if c.fast_symlinks == 1 {
+            "fast symbolic link"
+        } else {
+            "fast symbolic links"
+        }
+    ));
+    line(count(c.socket, "socket", "sockets"));
+    line("------------".into());
+    line(count(files, "file", "files"));
+    out
+}
+
+/// How the check's fatal message starts when no superblock could be used.
+const SB_INVALID: &str =
+    "The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ";
+
+/// e2fsck's advice when no superblock can be used (its words, with ffsck's name).
+const SB_ADVICE: &str = "
+The superblock could not be read or does not describe a valid ext2/ext3/ext4
+filesystem.  If the device is valid and it really contains an ext2/ext3/ext4
+filesystem (and not swap or ufs or something else), then the superblock
+is corrupt, and you might try running ffsck with an alternate superblock:
+    ffsck -b 8193 <device>
+ or
+    ffsck -b 32768 <device>
+";
+
+/// The volume label in the primary superblock ("" when it has none or is not ext2/3/4).
+pub fn fs_label(dev: &dyn ffsck_io::Device) -> String {
+    use ffsck_format::SUPERBLOCK_OFFSET;
+    let mut magic = [0u8; 2];
+    let mut label = [0u8; 16];
+    if dev.read_at(&mut magic, SUPERBLOCK_OFFSET + 0x38).is_err()
+        || u16::from_le_bytes(magic) != ffsck_format::EXT2_MAGIC
+        || dev.read_at(&mut label, SUPERBLOCK_OFFSET + 0x78).is_err()
+    {
+        return String::new();
+    }
+    let end = label.iter().position(|&b| b == 0).unwrap_or(label.len());
+    String::from_utf8_lossy(&label[..end]).into_owned()
+}
+
+/// The stop of a preen run at a problem it may not fix (e2fsck's words, on stderr).
+pub fn preen_halt_text(dev: &str) -> String {
+    format!(
+        "\n\n{dev}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)"
+    )
 }
 
 /// Findings e2fsck writes on one line: a bitmap-differences header and its ranges.
@@ -72,7 +241,23 @@ impl Terminal {
             max_count: Default::default(),
             shown: Default::default(),
             no_default: Default::default(),
+            halted: false,
+            foreign: None,
         }
+    }
+
+    /// Name the file system as e2fsck does once it is open: by its label when it has one
+    /// (the device otherwise, or always what `-N` gave).
+    pub fn name_from(&mut self, dev: &dyn ffsck_io::Device) {
+        let mut magic = [0u8; 2];
+        let ext = dev
+            .read_at(&mut magic, ffsck_format::SUPERBLOCK_OFFSET + 0x38)
+            .is_ok()
+            && u16::from_le_bytes(magic) == ffsck_format::EXT2_MAGIC;
+        if !ext {
+            self.foreign = crate::probe::contains_line(&self.dev, dev);
+        }
+        self.dev = crate::skip::display_name(&fs_label(dev), &self.dev);
     }
 
     /// Take e2fsck.conf's message limits and default answers.
@@ -175,12 +360,111 @@ impl Terminal {
         }
     }
 
+    /// A finding under `-p`, as e2fsck's preen shows it: "DEV: message" and the fix's short
+    /// word ("FIXED."); PREEN_NOMSG problems fixed silently; the first problem preen may not
+    /// fix is shown, then the run stops (the fixes before it are kept).
+    fn preen_finding(&mut self, f: &Finding, msg: &str, flags: u16) {
+        if self.halted {
+            return;
+        }
+        let prompt = f.problem.info().prompt;
+        let halt = f.leaves_error() && prompt != Prompt::None;
+        if flags & ffsck_check::problem::flag::PREEN_NOMSG != 0 && !halt {
+            return;
+        }
+        if msg.trim().is_empty() && (prompt == Prompt::None || halt) {
+            return;
+        }
+        let mut line = format!("{}: {msg}", self.dev);
+        if halt {
+            // The message as e2fsck leaves it before stopping: its own end, or the two spaces
+            // a question would follow.
+            if !(line.ends_with('\n') || line.ends_with(' ')) {
+                line.push_str("  ");
+            }
+            let _ = write!(self.out, "{line}");
+            let _ = self.out.flush();
+            self.halted = true;
+            eprintln!("{}", preen_halt_text(&self.dev));
+            return;
+        }
+        if prompt != Prompt::None {
+            let word = if f.fixed {
+                preen_word(prompt)
+            } else {
+                "IGNORED"
+            };
+            if !(line.ends_with('\n') || line.ends_with(' ') || line.is_empty()) {
+                line.push_str("  ");
+            }
+            line.push_str(word);
+            line.push('.');
+        }
+        let _ = writeln!(self.out, "{}", line.trim_end_matches('\n'));
+    }
+
+    /// The name the closing preen lines use.
+    fn preen_name(&self, o: &Outcome) -> String {
+        o.summary.as_ref().map_or_else(
+            || self.dev.clone(),
+            |s| crate::skip::display_name(&s.label, &self.dev),
+        )
+    }
+
+    /// The primary superblock would not open, or none would: e2fsck says so as libext2fs's
+    /// error and "trying backup blocks"; its advice follows at the end when none opened.
+    fn open_failure(&mut self, f: &Finding) -> bool {
+        match f.problem {
+            Problem::P0_OPEN_FAILED => {
+                let why = f.ctx.str.as_deref().unwrap_or_default();
+                let err = if why.starts_with("bad magic number") {
+                    "Bad magic number in super-block"
+                } else {
+                    "The ext2 superblock is corrupt"
+                };
+                let _ = writeln!(
+                    self.out,
+                    "ext2fs_open2: {err}\nffsck: Superblock invalid, trying backup blocks..."
+                );
+                true
+            }
+            Problem::P0_SB_CORRUPT => true,
+            _ => false,
+        }
+    }
+
+    /// No superblock could be used: e2fsck's error on stderr, its advice, and what the device
+    /// holds instead when it holds something else.
+    fn superblock_invalid(&mut self, why: &str) {
+        let err = if why.starts_with("(bad magic number)") {
+            "Bad magic number in super-block"
+        } else {
+            "The ext2 superblock is corrupt"
+        };
+        let _ = self.out.flush();
+        eprintln!("ffsck: {err} while trying to open {}", self.dev);
+        let _ = writeln!(self.out, "{SB_ADVICE}");
+        if let Some(line) = &self.foreign {
+            let _ = writeln!(self.out, "{line}");
+        }
+    }
+
     pub fn finish(&mut self, o: &Outcome, verbose: bool) -> i32 {
         self.end_pass();
         self.pass_timer = None;
+        if self.halted {
+            // e2fsck exits at the stop: no summary, exit 4 whatever was fixed before it.
+            let _ = self.out.flush();
+            return exit::UNCORRECTED;
+        }
         let mut code = o.exit_code;
         if let Some(msg) = &o.fatal {
-            let _ = writeln!(self.out, "\n{msg}");
+            match msg.strip_prefix(SB_INVALID) {
+                Some(why) => self.superblock_invalid(why),
+                None => {
+                    let _ = writeln!(self.out, "\n{msg}");
+                }
+            }
         }
         if let Some(s) = &o.summary {
             let name = crate::skip::display_name(&s.label, &self.dev);
@@ -197,32 +481,9 @@ impl Terminal {
                     "\n{name}: ********** WARNING: Filesystem still has errors **********\n"
                 );
             }
-            let c = &s.counts;
-            // Per mille of the inodes in use, rounded, as e2fsck shows it ("12.3%").
-            let permille = (10000 * s.non_contiguous / s.inodes_used.max(1) + 5) / 10;
-            let pct = format!("{}.{}", permille / 10, permille % 10);
+            let pct = permille(s.non_contiguous, s.inodes_used);
             if verbose {
-                let _ = writeln!(
-                    self.out,
-                    "\n{:>12} inodes used ({:.2}%, out of {})",
-                    s.inodes_used,
-                    s.inodes_used as f64 * 100.0 / s.inodes_count.max(1) as f64,
-                    s.inodes_count
-                );
-                let _ = writeln!(
-                    self.out,
-                    "{:>12} non-contiguous files ({pct}%)",
-                    s.non_contiguous
-                );
-                let _ = writeln!(
-                    self.out,
-                    "{:>12} blocks used ({:.2}%, out of {})",
-                    s.blocks_used,
-                    s.blocks_used as f64 * 100.0 / s.blocks_count.max(1) as f64,
-                    s.blocks_count
-                );
-                let _ = writeln!(self.out, "{:>12} large files\n", c.large_files);
-                let _ = writeln!(self.out, "{:>12} regular files\n{:>12} directories\n{:>12} character device files\n{:>12} block device files\n{:>12} fifos\n{:>12} symbolic links ({} fast symbolic links)\n{:>12} sockets\n------------\n{:>12} files", c.regular, c.dirs, c.chardev, c.blockdev, c.fifo, c.symlinks, c.fast_symlinks, c.socket, c.files);
+                let _ = write!(self.out, "{}", verbose_stats(s));
             } else {
                 let _ = writeln!(
                     self.out,
@@ -232,8 +493,9 @@ impl Terminal {
             }
         }
         if self.policy == Policy::Preen && code & exit::UNCORRECTED != 0 {
-            let _ = writeln!(self.out, "\n{}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)", self.dev);
-            code |= exit::UNCORRECTED;
+            let _ = self.out.flush();
+            eprintln!("{}", preen_halt_text(&self.preen_name(o)));
+            code = exit::UNCORRECTED;
         }
         let _ = self.out.flush();
         code
@@ -260,12 +522,13 @@ impl Reporter for Terminal {
         if self.suppressed(f.problem, flags) {
             return;
         }
+        if self.open_failure(f) {
+            return;
+        }
         let msg = f.message();
         self.warn(f);
         if self.policy == Policy::Preen {
-            if flags & ffsck_check::problem::flag::PREEN_NOMSG == 0 && !msg.trim().is_empty() {
-                let _ = writeln!(self.out, "{}: {}", self.dev, msg.trim());
-            }
+            self.preen_finding(f, &msg, flags);
             return;
         }
         if continues_line(f.problem) {

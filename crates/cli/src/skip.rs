@@ -32,9 +32,15 @@ pub enum Decision {
     Check(Option<String>),
 }
 
+/// The name `-N` gave: printed in place of the path and the label.
+pub static NAME_OVERRIDE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// The name e2fsck gives the file system in its messages: its label when it has one (spaces
 /// and colons made underscores), else the device as given.
 pub fn display_name(label: &str, dev_name: &str) -> String {
+    if let Some(name) = NAME_OVERRIDE.get() {
+        return name.clone();
+    }
     if label.is_empty() {
         return dev_name.to_string();
     }

@@ -64,6 +64,9 @@ pub struct ConformanceArgs {
     /// No per-image progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// Compare output text instead: ffsck -fy's against each test's expect.1 (see messages.rs).
+    #[arg(long)]
+    pub messages: bool,
 }
 
 /// One checker's run on one image.
@@ -212,6 +215,9 @@ struct Shared {
 
 /// CLI entry: run, print the Markdown report, optionally write JSON.
 pub fn main(args: &ConformanceArgs) -> Result<()> {
+    if args.messages {
+        return crate::messages::main(args);
+    }
     let report = run(args)?;
     print!("{}", render_markdown(&report));
     if let Some(path) = &args.json {

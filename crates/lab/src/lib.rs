@@ -14,6 +14,7 @@ pub mod gilbert;
 pub mod hdd;
 pub mod imagegen;
 pub(crate) mod markdown;
+pub mod messages;
 pub mod metrics;
 pub mod mkfs;
 pub(crate) mod perf;

@@ -206,6 +206,12 @@ pub struct Counts {
     pub socket: u64,
     pub large_files: u64,
     pub extent_depth_hist: [u64; 6],
+    /// Directories among `fragmented` (e2fsck's "non-contiguous directories").
+    pub fragmented_dirs: u64,
+    /// Block-mapped inodes with an indirect, double and triple indirect block (`-v`).
+    pub ind_dind_tind: [u64; 3],
+    /// Blocks of the bad-blocks inode (its indirect blocks included).
+    pub bad_blocks: u64,
 }
 
 impl Counts {
@@ -224,6 +230,11 @@ impl Counts {
         for i in 0..6 {
             self.extent_depth_hist[i] += o.extent_depth_hist[i];
         }
+        self.fragmented_dirs += o.fragmented_dirs;
+        for i in 0..3 {
+            self.ind_dind_tind[i] += o.ind_dind_tind[i];
+        }
+        self.bad_blocks += o.bad_blocks;
     }
 }
 

@@ -163,6 +163,19 @@ pub(super) fn check_blocks(
     }
     if w.fragmented {
         out.counts.fragmented += 1;
+        out.counts.fragmented_dirs += u64::from(is_dir);
+    }
+    // `-v`'s indirect-block counts: block-mapped inodes of the root and of files.
+    if fl & (iflags::EXTENTS | iflags::INLINE_DATA) == 0
+        && (ino == ino::ROOT || ino >= geo.first_ino)
+    {
+        let b = inode.block_bytes();
+        for (i, n) in out.counts.ind_dind_tind.iter_mut().enumerate() {
+            *n += u64::from(b[48 + 4 * i..52 + 4 * i] != [0; 4]);
+        }
+    }
+    if ino == ino::BAD {
+        out.counts.bad_blocks += w.num_blocks;
     }
     if w.exhausted {
         return w;

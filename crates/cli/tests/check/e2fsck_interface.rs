@@ -197,9 +197,9 @@ fn problems_overrides_change_the_verdict() {
     );
     assert_eq!(ours.code() & 4, 4, "{}", ours.stdout);
     assert!(
-        ours.stdout.contains("UNEXPECTED INCONSISTENCY"),
+        ours.stderr.contains("UNEXPECTED INCONSISTENCY"),
         "{}",
-        ours.stdout
+        ours.stderr
     );
     // force_no: the fix is ignored under -y, as e2fsck ignores it.
     std::fs::write(&conf, "[problems]\n0x000031 = {\nforce_no = true\n}\n").unwrap();

@@ -8,6 +8,7 @@ mod common;
 mod clean_profiles;
 mod cli;
 mod e2fsck_interface;
+mod e2fsck_messages;
 mod external_journal;
 mod hostile;
 mod journal_orphan_quota;

@@ -203,11 +203,12 @@ fn preen_fixes_what_is_safe_and_stops_at_the_rest() {
     common::debugfs_w(&t, &img.path, "unlink /a/f6");
     let run = ffsck(&["-fp"], &img.path);
     assert_eq!(run.code() & 4, 4, "{}\n{}", run.stdout, run.stderr);
+    // On stderr, as e2fsck prints it.
     assert!(
-        run.stdout
+        run.stderr
             .contains("UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY"),
         "{}",
-        run.stdout
+        run.stderr
     );
 }
 

@@ -1,0 +1,294 @@
+//! e2fsck's messages (issue 21, items 3 and 4): preen as e2fsck preens (marks, silence, the
+//! stop at the first problem preen may not fix), wrong input worded as e2fsck words it, and
+//! `UUID=`/`LABEL=` device names; each compared with e2fsck on the same image.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Command;
+
+fn run(bin: &Path, args: &[&str], img: &Path) -> common::Run {
+    let mut cmd = Command::new(bin);
+    cmd.args(args).arg(img).env("E2FSCK_CONFIG", "/dev/null");
+    common::run_with_timeout(cmd, std::time::Duration::from_secs(120)).expect("timed out")
+}
+
+/// The lines of a run without e2fsck's version banner, its name made neutral.
+fn neutral(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.starts_with("e2fsck 1."))
+        .map(|l| {
+            let l = l.replace("e2fsck", "PROG").replace("ffsck", "PROG");
+            // e2fsck names itself by its argv[0], a path here.
+            match l.find("PROG: ") {
+                Some(at) if l.starts_with('/') => l[at..].to_string(),
+                _ => l,
+            }
+        })
+        .collect()
+}
+
+/// An ext4 image with a preen-safe problem (a wrong link count) before one preen may not fix
+/// (an unattached inode), and another preen-safe one after it.
+fn preen_image(t: &common::Tools, label: &str) -> common::Image {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("d")).unwrap();
+    for f in ["a", "b", "d/c"] {
+        std::fs::write(tree.join(f), f).unwrap();
+    }
+    let path = dir.path().join("fs.img");
+    let ok = Command::new(&t.mke2fs)
+        .args(["-q", "-F", "-t", "ext4", "-L", label, "-d"])
+        .arg(&tree)
+        .arg(&path)
+        .arg("8M")
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(ok, "test setup: mke2fs");
+    common::debugfs_w(t, &path, "set_inode_field /a links_count 3");
+    common::debugfs_w(t, &path, "unlink /b");
+    common::debugfs_w(t, &path, "set_inode_field /d/c links_count 2");
+    common::Image { dir, path }
+}
+
+#[test]
+fn preen_marks_fixes_and_stops_where_e2fsck_stops() {
+    let Some(t) = common::tools() else { return };
+    for label in ["", "preenlabel"] {
+        let ours_img = preen_image(&t, label);
+        let theirs_img = ours_img.aux("e2fsck.img");
+        std::fs::copy(&ours_img.path, &theirs_img).unwrap();
+        let theirs = run(&t.e2fsck, &["-fp"], &theirs_img);
+        let ours = run(&common::ffsck_bin(), &["-fp"], &ours_img.path);
+        assert_eq!(theirs.code(), 4, "test setup: {}", theirs.stdout);
+        assert_eq!(
+            ours.code(),
+            theirs.code(),
+            "{}\n{}",
+            ours.stdout,
+            ours.stderr
+        );
+        // Same lines, named alike (the label when there is one: e2fsck's device name).
+        let name = |img: &Path| {
+            if label.is_empty() {
+                img.display().to_string()
+            } else {
+                label.to_string()
+            }
+        };
+        let theirs_out = theirs.stdout.replace(&name(&theirs_img), "DEV");
+        let ours_out = ours.stdout.replace(&name(&ours_img.path), "DEV");
+        assert_eq!(
+            neutral(&ours_out),
+            neutral(&theirs_out),
+            "stdout, label {label:?}"
+        );
+        assert!(ours_out.contains("FIXED."), "{ours_out}");
+        let theirs_err = theirs.stderr.replace(&name(&theirs_img), "DEV");
+        let ours_err = ours.stderr.replace(&name(&ours_img.path), "DEV");
+        assert_eq!(neutral(&ours_err), neutral(&theirs_err), "stderr");
+        assert!(ours_err.contains("UNEXPECTED INCONSISTENCY"), "{ours_err}");
+        // The fixes before the stop are kept, as e2fsck keeps them: both images now say the
+        // same to e2fsck -fn.
+        let (a, a_out) = common::e2fsck_n(&t, &ours_img.path);
+        let (b, b_out) = common::e2fsck_n(&t, &theirs_img);
+        assert_eq!(a, b);
+        let strip = |s: &str, p: &Path| s.replace(&p.display().to_string(), "DEV");
+        assert_eq!(
+            strip(&a_out, &ours_img.path).replace(label, "DEV"),
+            strip(&b_out, &theirs_img).replace(label, "DEV")
+        );
+    }
+}
+
+/// A foreign file system or random bytes: e2fsck's error, advice and "contains a" line.
+#[test]
+fn wrong_input_is_worded_as_e2fsck_words_it() {
+    let Some(t) = common::tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = Vec::new();
+    let rnd = dir.path().join("random.img");
+    std::fs::write(&rnd, common::Rng::new(21).bytes(4 << 20)).unwrap();
+    cases.push(rnd);
+    // mkswap is util-linux's, as common as blkid: skip the swap case without it.
+    if let Some(mkswap) = common::find_tool("mkswap") {
+        let swap = dir.path().join("swap.img");
+        std::fs::write(&swap, vec![0u8; 8 << 20]).unwrap();
+        let ok = Command::new(mkswap)
+            .arg("-L")
+            .arg("swaplabel")
+            .arg(&swap)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "test setup: mkswap");
+        cases.push(swap);
+    } else {
+        common::skip("SKIPPED (swap case): mkswap not found");
+    }
+    if let Some(mkfs_xfs) = common::find_tool("mkfs.xfs") {
+        let xfs = dir.path().join("xfs.img");
+        std::fs::write(&xfs, vec![0u8; 300 << 20]).unwrap();
+        let ok = Command::new(mkfs_xfs)
+            .args(["-q", "-f"])
+            .arg(&xfs)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "test setup: mkfs.xfs");
+        cases.push(xfs);
+    } else {
+        common::skip("SKIPPED (xfs case): mkfs.xfs not found");
+    }
+    for img in &cases {
+        let theirs = run(&t.e2fsck, &["-fn"], img);
+        let ours = run(&common::ffsck_bin(), &["-fn"], img);
+        assert_eq!(ours.code(), theirs.code(), "{}", img.display());
+        assert_eq!(
+            neutral(&ours.stdout),
+            neutral(&theirs.stdout),
+            "{}",
+            img.display()
+        );
+        assert_eq!(
+            neutral(&ours.stderr),
+            neutral(&theirs.stderr),
+            "{}",
+            img.display()
+        );
+    }
+    assert!(
+        cases.len() < 2
+            || run(&common::ffsck_bin(), &["-fn"], &cases[1])
+                .stdout
+                .contains("contains a swap file system labelled 'swaplabel'")
+    );
+}
+
+#[test]
+fn not_found_is_worded_as_e2fsck_words_it() {
+    let Some(t) = common::tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such.img");
+    let theirs = run(&t.e2fsck, &["-fn"], &missing);
+    let ours = run(&common::ffsck_bin(), &["-fn"], &missing);
+    assert_eq!(ours.code(), theirs.code());
+    assert_eq!(ours.code(), 8);
+    // e2fsck prints its hint on stdout; ffsck keeps every fatal error on stderr.
+    let all = |r: &common::Run| {
+        let mut v = neutral(&r.stderr);
+        v.extend(neutral(&r.stdout));
+        v.sort();
+        v
+    };
+    assert_eq!(all(&ours), all(&theirs));
+    assert!(ours.stdout.is_empty(), "{}", ours.stdout);
+}
+
+#[test]
+fn uuid_and_label_names_resolve_or_are_refused_as_e2fsck_refuses_them() {
+    let Some(t) = common::tools() else { return };
+    // An unknown UUID: e2fsck's "Unable to resolve" and exit 8.
+    let spec = "UUID=0badc0de-0000-4000-8000-000000000000";
+    let theirs = run(&t.e2fsck, &["-fn"], Path::new(spec));
+    let ours = run(&common::ffsck_bin(), &["-fn"], Path::new(spec));
+    assert_eq!(ours.code(), theirs.code());
+    assert!(
+        ours.stderr.contains(&format!("Unable to resolve '{spec}'")),
+        "{}",
+        ours.stderr
+    );
+    // A known one resolves to a device with an ext2/3/4 file system: the root's, when it is.
+    let Some(root) = std::fs::read_to_string("/proc/self/mounts")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.split(' ').nth(1) == Some("/") && l.contains(" ext"))
+                .and_then(|l| l.split(' ').next().map(str::to_string))
+        })
+    else {
+        common::skip("SKIPPED (resolve case): the root is not ext2/3/4");
+        return;
+    };
+    let Some(uuid) = Command::new(t.e2fsck.with_file_name("tune2fs"))
+        .args(["-l", &root])
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout).lines().find_map(|l| {
+                l.strip_prefix("Filesystem UUID:")
+                    .map(|u| u.trim().to_string())
+            })
+        })
+    else {
+        common::skip("SKIPPED (resolve case): cannot read the root's UUID");
+        return;
+    };
+    // -n on a mounted file system: both check it read-only; the name is what matters.
+    let ours = run(
+        &common::ffsck_bin(),
+        &["-n"],
+        Path::new(&format!("UUID={uuid}")),
+    );
+    assert!(
+        !ours.stderr.contains("Unable to resolve"),
+        "{}",
+        ours.stderr
+    );
+}
+
+/// `-v`: e2fsck's statistics block, line for line, on ext2 (indirect blocks) and ext4
+/// (extent trees), with hard links, fast and slow symbolic links and a fifo.
+#[test]
+fn verbose_statistics_match_e2fsck() {
+    let Some(t) = common::tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    let mut rng = common::Rng::new(4);
+    for i in 1..=20u64 {
+        std::fs::write(tree.join(format!("f{i}")), rng.bytes((i * 7000) as usize)).unwrap();
+    }
+    std::fs::hard_link(tree.join("f1"), tree.join("hard1")).unwrap();
+    std::fs::hard_link(tree.join("f2"), tree.join("sub/hard2")).unwrap();
+    std::os::unix::fs::symlink("f1", tree.join("fast")).unwrap();
+    std::os::unix::fs::symlink("x".repeat(100), tree.join("slow")).unwrap();
+    let fifo = std::ffi::CString::new(tree.join("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path it is given.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    for fs_type in ["ext2", "ext4"] {
+        let img = dir.path().join(format!("{fs_type}.img"));
+        let ok = Command::new(&t.mke2fs)
+            .args(["-q", "-F", "-t", fs_type, "-d"])
+            .arg(&tree)
+            .arg(&img)
+            .arg("16M")
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "test setup: mke2fs");
+        let block = |out: &str| -> Vec<String> {
+            let lines: Vec<String> = out.lines().map(str::to_string).collect();
+            let at = lines
+                .iter()
+                .position(|l| l.contains("inodes used"))
+                .unwrap_or_else(|| panic!("no statistics in {out}"));
+            lines[at..].to_vec()
+        };
+        let theirs = run(&t.e2fsck, &["-fnv"], &img);
+        let ours = run(&common::ffsck_bin(), &["-fnv"], &img);
+        assert_eq!(ours.code(), theirs.code());
+        assert_eq!(block(&ours.stdout), block(&theirs.stdout), "{fs_type}");
+        assert!(
+            ours.stdout.contains("           2 links"),
+            "{}",
+            ours.stdout
+        );
+    }
+}
