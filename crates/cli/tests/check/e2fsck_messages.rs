@@ -203,43 +203,51 @@ fn uuid_and_label_names_resolve_or_are_refused_as_e2fsck_refuses_them() {
         "{}",
         ours.stderr
     );
-    // A known one resolves to a device with an ext2/3/4 file system: the root's, when it is.
-    let Some(root) = std::fs::read_to_string("/proc/self/mounts")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.split(' ').nth(1) == Some("/") && l.contains(" ext"))
-                .and_then(|l| l.split(' ').next().map(str::to_string))
-        })
-    else {
-        common::skip("SKIPPED (resolve case): the root is not ext2/3/4");
+    // A known one resolves to the block device holding that file system: an image of our own
+    // with a UUID and label of its own, on a loop device (so it is in /proc/partitions).
+    if !common::is_root() {
+        common::skip("SKIPPED (resolve case): needs root for a loop device");
         return;
-    };
-    let Some(uuid) = Command::new(t.e2fsck.with_file_name("tune2fs"))
-        .args(["-l", &root])
+    }
+    let uuid = format!(
+        "5eed{:04x}-0000-4000-8000-{:012x}",
+        std::process::id() & 0xffff,
+        0xC0FFEE
+    );
+    let label = format!("rs{}", std::process::id() % 100_000);
+    let img = common::mkfs(&t, "ext4", &["-U", &uuid, "-L", &label], "8M");
+    let out = Command::new("losetup")
+        .args(["--find", "--show", "--read-only"])
+        .arg(&img.path)
         .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout).lines().find_map(|l| {
-                l.strip_prefix("Filesystem UUID:")
-                    .map(|u| u.trim().to_string())
-            })
-        })
-    else {
-        common::skip("SKIPPED (resolve case): cannot read the root's UUID");
-        return;
-    };
-    // -n on a mounted file system: both check it read-only; the name is what matters.
-    let ours = run(
+        .expect("losetup");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let loopdev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let by_uuid = run(
         &common::ffsck_bin(),
-        &["-n"],
+        &["-fn"],
         Path::new(&format!("UUID={uuid}")),
     );
-    assert!(
-        !ours.stderr.contains("Unable to resolve"),
-        "{}",
-        ours.stderr
+    let by_label = run(
+        &common::ffsck_bin(),
+        &["-fn"],
+        Path::new(&format!("LABEL={label}")),
     );
+    let e2 = run(&t.e2fsck, &["-fn"], Path::new(&loopdev));
+    let _ = Command::new("losetup").args(["-d", &loopdev]).status();
+    for (name, r) in [("UUID", &by_uuid), ("LABEL", &by_label)] {
+        assert!(
+            !r.stderr.contains("Unable to resolve"),
+            "{name}: {}",
+            r.stderr
+        );
+        assert_eq!(r.code(), e2.code(), "{name}: {}{}", r.stdout, r.stderr);
+        assert_eq!(r.code(), 0, "{name}: {}{}", r.stdout, r.stderr);
+    }
 }
 
 /// `-v`: e2fsck's statistics block, line for line, on ext2 (indirect blocks) and ext4

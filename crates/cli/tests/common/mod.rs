@@ -35,6 +35,12 @@ pub fn find_tool(name: &str) -> Option<PathBuf> {
     dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
 }
 
+/// Whether the tests run as root (loop devices, mounts).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// Say why the calling test is skipped (its "SKIPPED: ..." line). Under `REQUIRE_TOOLS=1`,
 /// which scripts/test.sh (so CI) sets, that is a failure instead, with the same message: CI
 /// has every tool (scripts/ensure-tools.sh) and runs as root.
