@@ -256,92 +256,8 @@ pub fn run_with(
     out: &mut Findings,
 ) -> Result<Pass0Facts, OpenFailure> {
     let now: Clock = now.into();
-    // An external journal device carries an ext2 superblock but no file system: refuse it
-    // before judging its geometry (which would otherwise send us to the backups).
-    // Likewise a primary superblock with incompat features we do not know is refused as it
-    // stands (as e2fsck does), not taken as a sign of damage.
-    // The primary's feature and journal fields are compared with the backups first: a bit
-    // the backups agree the primary should not have is a finding, not a refusal.
-    let mut primary_sb = None;
-    if hint.block.is_none() {
-        if let Some(mut sb) = read_super_at(&*dev, SUPERBLOCK_OFFSET) {
-            if sb.s_magic.get() == ffsck_format::EXT2_MAGIC {
-                crate::superblock::compare_with_backups(&*dev, &mut sb, policy, out);
-                if sb.incompat().has(Incompat::JOURNAL_DEV) {
-                    return Err(OpenFailure::Corrupt(
-                        "it is an external journal device (journal_dev), not a file system".into(),
-                    ));
-                }
-                let unsupported = sb.incompat().unsupported();
-                if unsupported != 0 {
-                    return Err(OpenFailure::Unsupported(
-                        ffsck_format::Incompat(unsupported).names().join(" "),
-                    ));
-                }
-            }
-            primary_sb = Some(sb);
-        }
-    }
-    let primary = match primary_sb.clone() {
-        _ if hint.block.is_some() => Err(Reject::from(GeometryError::BadMagic)),
-        Some(sb) => candidate(&*dev, sb, 0, true),
-        None => Err(Reject::from(GeometryError::BadMagic)),
-    };
-    // Index of the "primary failed" finding, to name the backup finally used.
-    let mut open_failed = None;
-    let chosen = match primary {
-        Ok(c) if c.descs_ok => c,
-        first => {
-            match &first {
-                Ok(_) => {
-                    open_failed = Some(out.0.len());
-                    out.report(policy, P::P0_CHECK_DESC_FAILED, ProblemCtx::default());
-                }
-                Err(e) if hint.block.is_none() => {
-                    open_failed = Some(out.0.len());
-                    out.report(policy, e.problem, e.ctx(0));
-                }
-                Err(_) => {}
-            }
-            let known = first.as_ref().ok().map(|c| c.geo.clone());
-            let backup = backup_offsets(hint, known.as_ref())
-                .into_iter()
-                .filter_map(|(off, blk)| try_candidate(&*dev, off, blk).ok())
-                .find(|c| {
-                    c.descs_ok
-                        && (hint.block.is_some()
-                            || c.sb.s_block_group_nr.get() == 1
-                            || c.sb_block > 0)
-                });
-            match (backup, first) {
-                (Some(b), _) => b,
-                (None, Ok(c)) => c,
-                // No backup to take: a primary wrong only in its checksum is used, the
-                // checksum a finding of its own (below).
-                (None, Err(e))
-                    if e.why == crate::superblock::CSUM_MISMATCH
-                        && primary_sb
-                            .clone()
-                            .is_some_and(|sb| candidate(&*dev, sb, 0, false).is_ok()) =>
-                {
-                    if let Some(i) = open_failed.take() {
-                        out.0.truncate(i);
-                    }
-                    match primary_sb.and_then(|sb| candidate(&*dev, sb, 0, false).ok()) {
-                        Some(c) => c,
-                        None => return Err(OpenFailure::Corrupt(e.why)),
-                    }
-                }
-                (None, Err(e)) => {
-                    let why = match e.problem {
-                        P::P0_OPEN_FAILED | P::P0_SB_CSUM_BACKUP => e.why,
-                        _ => format!("{} = {}", e.why, e.num),
-                    };
-                    return Err(OpenFailure::Corrupt(why));
-                }
-            }
-        }
-    };
+    let primary_sb = read_primary(&*dev, hint, policy, out)?;
+    let chosen = choose(&*dev, hint, policy, primary_sb, out)?;
     let Candidate {
         sb,
         geo,
@@ -349,37 +265,8 @@ pub fn run_with(
         gds,
         ..
     } = chosen;
-    if let Some(f) = open_failed.and_then(|i| out.0.get_mut(i)) {
-        f.ctx.blk = sb_block;
-    }
 
-    let unsupported = sb.incompat().unsupported();
-    if unsupported != 0 {
-        return Err(OpenFailure::Unsupported(
-            ffsck_format::Incompat(unsupported).names().join(" "),
-        ));
-    }
-    // A read-only-compatible feature this checker does not know may change what a consistent
-    // file system is: e2fsck refuses it (check and repair alike), and so does ffsck, rather
-    // than judge, mark or repair by rules that may not hold.
-    let unknown_ro = sb.ro_compat().unknown();
-    if unknown_ro != 0 {
-        return Err(OpenFailure::Unsupported(
-            ffsck_format::RoCompat(unknown_ro).names().join(" "),
-        ));
-    }
-    if sb.incompat().has(Incompat::JOURNAL_DEV) {
-        return Err(OpenFailure::Unsupported(
-            "journal_dev (this is an external journal device, not a file system)".into(),
-        ));
-    }
-    let dev_blocks = dev.size() / u64::from(geo.block_size);
-    if dev_blocks < geo.blocks_count {
-        return Err(OpenFailure::TooSmall {
-            fs_blocks: geo.blocks_count,
-            dev_blocks,
-        });
-    }
+    refuse(&*dev, &sb, &geo)?;
 
     // Descriptors read from a backup are as old as the backup: their uninit flags and unused
     // inode counts may no longer hold, so they are dropped (as libext2fs does) and every
@@ -426,6 +313,150 @@ pub fn run_with(
         resize_cleared,
         now,
     })
+}
+
+/// The primary superblock, unless `-b` names another. Its feature and journal fields are
+/// compared with the backups first: a bit the backups agree the primary should not have is a
+/// finding, not a refusal. An external journal device (an ext2 superblock but no file system)
+/// is refused before its geometry is judged, which would otherwise send us to the backups;
+/// likewise unknown incompatible features are refused as they stand (as e2fsck does), not
+/// taken as a sign of damage.
+fn read_primary(
+    dev: &dyn Device,
+    hint: SuperHint,
+    policy: Policy,
+    out: &mut Findings,
+) -> Result<Option<RawSuperblock>, OpenFailure> {
+    let mut primary_sb = None;
+    if hint.block.is_none() {
+        if let Some(mut sb) = read_super_at(dev, SUPERBLOCK_OFFSET) {
+            if sb.s_magic.get() == ffsck_format::EXT2_MAGIC {
+                crate::superblock::compare_with_backups(dev, &mut sb, policy, out);
+                if sb.incompat().has(Incompat::JOURNAL_DEV) {
+                    return Err(OpenFailure::Corrupt(
+                        "it is an external journal device (journal_dev), not a file system".into(),
+                    ));
+                }
+                let unsupported = sb.incompat().unsupported();
+                if unsupported != 0 {
+                    return Err(OpenFailure::Unsupported(
+                        ffsck_format::Incompat(unsupported).names().join(" "),
+                    ));
+                }
+            }
+            primary_sb = Some(sb);
+        }
+    }
+    Ok(primary_sb)
+}
+
+/// The superblock and descriptors to trust: the primary when it passes the opening rules and
+/// its descriptors check, else the first backup that does (the finding that sent us there
+/// names the block used), else a primary wrong only in its checksum.
+fn choose(
+    dev: &dyn Device,
+    hint: SuperHint,
+    policy: Policy,
+    primary_sb: Option<RawSuperblock>,
+    out: &mut Findings,
+) -> Result<Candidate, OpenFailure> {
+    let primary = match primary_sb.clone() {
+        _ if hint.block.is_some() => Err(Reject::from(GeometryError::BadMagic)),
+        Some(sb) => candidate(dev, sb, 0, true),
+        None => Err(Reject::from(GeometryError::BadMagic)),
+    };
+    // Index of the "primary failed" finding, to name the backup finally used.
+    let mut open_failed = None;
+    let chosen = match primary {
+        Ok(c) if c.descs_ok => c,
+        first => {
+            match &first {
+                Ok(_) => {
+                    open_failed = Some(out.0.len());
+                    out.report(policy, P::P0_CHECK_DESC_FAILED, ProblemCtx::default());
+                }
+                Err(e) if hint.block.is_none() => {
+                    open_failed = Some(out.0.len());
+                    out.report(policy, e.problem, e.ctx(0));
+                }
+                Err(_) => {}
+            }
+            let known = first.as_ref().ok().map(|c| c.geo.clone());
+            let backup = backup_offsets(hint, known.as_ref())
+                .into_iter()
+                .filter_map(|(off, blk)| try_candidate(dev, off, blk).ok())
+                .find(|c| {
+                    c.descs_ok
+                        && (hint.block.is_some()
+                            || c.sb.s_block_group_nr.get() == 1
+                            || c.sb_block > 0)
+                });
+            match (backup, first) {
+                (Some(b), _) => b,
+                (None, Ok(c)) => c,
+                // No backup to take: a primary wrong only in its checksum is used, the
+                // checksum a finding of its own (below).
+                (None, Err(e))
+                    if e.why == crate::superblock::CSUM_MISMATCH
+                        && primary_sb
+                            .clone()
+                            .is_some_and(|sb| candidate(dev, sb, 0, false).is_ok()) =>
+                {
+                    if let Some(i) = open_failed.take() {
+                        out.0.truncate(i);
+                    }
+                    match primary_sb.and_then(|sb| candidate(dev, sb, 0, false).ok()) {
+                        Some(c) => c,
+                        None => return Err(OpenFailure::Corrupt(e.why)),
+                    }
+                }
+                (None, Err(e)) => {
+                    let why = match e.problem {
+                        P::P0_OPEN_FAILED | P::P0_SB_CSUM_BACKUP => e.why,
+                        _ => format!("{} = {}", e.why, e.num),
+                    };
+                    return Err(OpenFailure::Corrupt(why));
+                }
+            }
+        }
+    };
+    if let Some(f) = open_failed.and_then(|i| out.0.get_mut(i)) {
+        f.ctx.blk = chosen.sb_block;
+    }
+    Ok(chosen)
+}
+
+/// Refuse what ffsck does not check (unknown incompatible or read-only-compatible features,
+/// an external journal device) and a device smaller than the file system.
+fn refuse(dev: &dyn Device, sb: &RawSuperblock, geo: &Geometry) -> Result<(), OpenFailure> {
+    let unsupported = sb.incompat().unsupported();
+    if unsupported != 0 {
+        return Err(OpenFailure::Unsupported(
+            ffsck_format::Incompat(unsupported).names().join(" "),
+        ));
+    }
+    // A read-only-compatible feature this checker does not know may change what a consistent
+    // file system is: e2fsck refuses it (check and repair alike), and so does ffsck, rather
+    // than judge, mark or repair by rules that may not hold.
+    let unknown_ro = sb.ro_compat().unknown();
+    if unknown_ro != 0 {
+        return Err(OpenFailure::Unsupported(
+            ffsck_format::RoCompat(unknown_ro).names().join(" "),
+        ));
+    }
+    if sb.incompat().has(Incompat::JOURNAL_DEV) {
+        return Err(OpenFailure::Unsupported(
+            "journal_dev (this is an external journal device, not a file system)".into(),
+        ));
+    }
+    let dev_blocks = dev.size() / u64::from(geo.block_size);
+    if dev_blocks < geo.blocks_count {
+        return Err(OpenFailure::TooSmall {
+            fs_blocks: geo.blocks_count,
+            dev_blocks,
+        });
+    }
+    Ok(())
 }
 
 fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> {

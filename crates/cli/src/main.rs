@@ -103,41 +103,92 @@ fn real_main() -> Result<i32> {
     Ok(code)
 }
 
-/// The run after the arguments parsed; its exit code.
+/// A stage of the run either goes on with its result or ends the run with an exit code (its
+/// message already printed and put in the JSON report).
+type Stage<T> = std::result::Result<T, i32>;
+
+/// Print a fatal error as ffsck does and put it in the JSON report; the run's exit code.
+fn fatal(msg: impl std::fmt::Display, code: i32) -> i32 {
+    eprintln!("ffsck: {msg}");
+    report::error(msg.to_string());
+    code
+}
+
+/// The run after the arguments parsed; its exit code. Each stage returns early with the
+/// exit code e2fsck gives for what stopped it.
 fn run(args: &Args) -> Result<i32> {
+    let s = match setup(args) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let o = match open(args, &s)? {
+        Ok(o) => o,
+        Err(code) => return Ok(code),
+    };
+    let plan = match schedule(args, &s, &o) {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
+    };
+    let start = std::time::Instant::now();
+    // The clock a repair stamps into the superblock, and the skip decision is made by.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let how = repair::Commit {
+        device: &s.dev_name,
+        log: args.repair_log.as_deref(),
+        undo: args.undo_file.as_deref(),
+    };
+    if let Err(code) = before_check(args, &s, &o, &how, now) {
+        return Ok(code);
+    }
+    let (outcome, code) = match check(args, s.progress_out.take(), &s, &o, &plan, &how, now) {
+        Ok(r) => r,
+        Err(code) => return Ok(code),
+    };
+    after_check(&s, &o, &outcome, code, start)
+}
+
+/// What the command line, `-E` and e2fsck.conf decide before the device is touched.
+struct Setup {
+    device: std::path::PathBuf,
+    dev_name: String,
+    ext: extended::Extended,
+    cfg: config::Config,
+    settings: Settings,
+    progress_out: std::cell::Cell<Option<progress::Output>>,
+    interactive: bool,
+    policy: Policy,
+}
+
+/// Resolve the device's name, refuse e2fsck's refused flag combinations, read e2fsck.conf,
+/// and choose the policy.
+fn setup(args: &Args) -> Stage<Setup> {
     let Some(device) = args.device.clone() else {
-        eprintln!("ffsck: no device given");
-        report::error("no device given");
-        return Ok(exit::USAGE);
+        return Err(fatal("no device given", exit::USAGE));
     };
     // UUID= and LABEL= name the device by its file system, as e2fsck accepts them.
     let Some(device) = probe::resolve(&device) else {
-        let msg = format!("Unable to resolve '{}'", device.display());
-        eprintln!("ffsck: {msg}");
-        report::error(msg);
-        return Ok(exit::ERROR);
+        return Err(fatal(
+            format!("Unable to resolve '{}'", device.display()),
+            exit::ERROR,
+        ));
     };
     let modes = [args.no, args.yes, args.preen]
         .iter()
         .filter(|&&m| m)
         .count();
     // e2fsck's refusals of its flags' combinations, then e2fsck.conf.
-    let ext = match extended::check(args) {
-        Ok(e) => e,
-        Err(r) => {
-            eprintln!("{}", r.message);
-            report::error(r.message.lines().next().unwrap_or_default());
-            return Ok(r.code);
-        }
-    };
-    let cfg = match config::Config::load() {
-        Ok(c) => c,
-        Err(config::LoadError(msg)) => {
-            eprintln!("{msg}");
-            report::error(msg.lines().next().unwrap_or_default());
-            return Ok(exit::ERROR);
-        }
-    };
+    let ext = extended::check(args).map_err(|r| {
+        eprintln!("{}", r.message);
+        report::error(r.message.lines().next().unwrap_or_default());
+        r.code
+    })?;
+    let cfg = config::Config::load().map_err(|config::LoadError(msg)| {
+        eprintln!("{msg}");
+        report::error(msg.lines().next().unwrap_or_default());
+        exit::ERROR
+    })?;
     ffsck_check::overrides::install(cfg.overrides(ext.fixes_only));
     let settings = Settings::new(args, &ext, &cfg);
     let dev_name = match &args.device_name {
@@ -147,10 +198,7 @@ fn run(args: &Args) -> Result<i32> {
         }
         None => device.display().to_string(),
     };
-    let progress_out = match progress::configure(args.progress_fd) {
-        Ok(o) => o,
-        Err(code) => return Ok(code),
-    };
+    let progress_out = progress::configure(args.progress_fd)?;
     // Without -n, -p or -y the questions go to the person at the terminal (and the engine
     // proposes every fix it has, as under -y). Undo and estimates ask nothing.
     let interactive = modes == 0 && !args.estimate && args.apply_undo.is_none();
@@ -162,8 +210,33 @@ fn run(args: &Args) -> Result<i32> {
         Policy::No
     };
     report::policy(policy);
-    // e2fsck's mount rules, the file system found through any alias (loop devices, bind
-    // mounts, devices built on it), before anything is asked or opened.
+    Ok(Setup {
+        device,
+        dev_name,
+        ext,
+        cfg,
+        settings,
+        progress_out: std::cell::Cell::new(Some(progress_out)),
+        interactive,
+        policy,
+    })
+}
+
+/// The device as the check uses it.
+struct Open {
+    access: device::Access,
+    dev: Arc<dyn Device>,
+    /// Locks and descriptors held for the whole run.
+    _holds: device::Holds,
+    journal_overlay: Option<Arc<ffsck_io::overlay::Overlay>>,
+}
+
+/// e2fsck's mount rules, then the device locked and opened as they say (and refused at once
+/// if it cannot be written), the external journal opened; `--apply-undo` ends here.
+fn open(args: &Args, s: &Setup) -> Result<Stage<Open>> {
+    let (policy, dev_name) = (s.policy, s.dev_name.as_str());
+    // The file system found through any alias (loop devices, bind mounts, devices built on
+    // it), before anything is asked or opened.
     let mode = if args.apply_undo.is_some() {
         device::Mode::Undo
     } else if policy == Policy::No {
@@ -171,20 +244,22 @@ fn run(args: &Args) -> Result<i32> {
     } else {
         device::Mode::Repair
     };
-    let access = match device::check_mount(&device, &dev_name, mode, settings.force) {
+    let access = match device::check_mount(&s.device, dev_name, mode, s.settings.force) {
         Ok(a) => a,
-        Err(code) => return Ok(code),
+        Err(code) => return Ok(Err(code)),
     };
-    if interactive && !tty::is_terminal() {
-        eprintln!("ffsck: need terminal for interactive repairs");
-        report::error("need terminal for interactive repairs");
-        return Ok(exit::ERROR);
+    if s.interactive && !tty::is_terminal() {
+        return Ok(Err(fatal(
+            "need terminal for interactive repairs",
+            exit::ERROR,
+        )));
     }
     if args.flush {
-        if let Err(e) = discard::flush_buffers(&device) {
-            eprintln!("ffsck: {e} while trying to flush {dev_name}");
-            report::error(format!("{e} while trying to flush {dev_name}"));
-            return Ok(exit::ERROR);
+        if let Err(e) = discard::flush_buffers(&s.device) {
+            return Ok(Err(fatal(
+                format!("{e} while trying to flush {dev_name}"),
+                exit::ERROR,
+            )));
         }
     }
     if args.undo_file.is_some() && policy != Policy::No {
@@ -197,26 +272,24 @@ fn run(args: &Args) -> Result<i32> {
                 .display()
         );
     }
-    // Locked, opened as the rules say, and refused at once if it cannot be written.
-    let opened = match device::open(&device, &dev_name, &access) {
+    let opened = match device::open(&s.device, dev_name, &access) {
         Ok(o) => o,
-        Err(code) => return Ok(code),
+        Err(code) => return Ok(Err(code)),
     };
     report::filesystem(&opened.dev);
     if let Some(undo) = &args.apply_undo {
         let _holds = opened.into_holds();
-        let code = repair::apply_undo(undo, &device)?;
+        let code = repair::apply_undo(undo, &s.device)?;
         report::result("undo-applied");
-        return Ok(code);
+        return Ok(Err(code));
     }
-    let device::Opened { dev, holds: _holds } = opened;
+    let device::Opened { dev, holds } = opened;
     let dev: Arc<dyn Device> = Arc::new(dev);
     if dev.size() == 0 {
-        eprintln!("ffsck: {dev_name} is empty (0 bytes): no file system to check.");
-        report::error(format!(
-            "{dev_name} is empty (0 bytes): no file system to check."
-        ));
-        return Ok(exit::ERROR);
+        return Ok(Err(fatal(
+            format!("{dev_name} is empty (0 bytes): no file system to check."),
+            exit::ERROR,
+        )));
     }
     // The external journal: read-only under -n; in a repair, an overlay stages its reset,
     // written only after the file system's changes are committed.
@@ -239,20 +312,29 @@ fn run(args: &Args) -> Result<i32> {
                         "{e}: cannot open the external journal {}",
                         path.display()
                     ));
-                    return Ok(exit::ERROR);
+                    return Ok(Err(exit::ERROR));
                 }
             }
         }
     };
-
-    if ext.unshare_blocks && policy != Policy::No && discard::has_shared_blocks(&*dev) {
-        let msg = "ffsck does not support -E unshare_blocks on a file system with the \
-                   shared_blocks feature yet.";
-        eprintln!("ffsck: {msg}");
-        report::error(msg);
-        return Ok(exit::USAGE);
+    if s.ext.unshare_blocks && policy != Policy::No && discard::has_shared_blocks(&*dev) {
+        return Ok(Err(fatal(
+            "ffsck does not support -E unshare_blocks on a file system with the \
+             shared_blocks feature yet.",
+            exit::USAGE,
+        )));
     }
-    let mut plan = resources::plan(settings.threads, settings.nice);
+    Ok(Ok(Open {
+        access,
+        dev,
+        _holds: holds,
+        journal_overlay,
+    }))
+}
+
+/// Threads and scheduling (`--threads`, `--nice`); `--estimate` ends here.
+fn schedule(args: &Args, s: &Setup, o: &Open) -> Stage<resources::Plan> {
+    let mut plan = resources::plan(s.settings.threads, s.settings.nice);
     if plan.nice {
         plan.sched_idle = resources::enter_idle();
     }
@@ -261,59 +343,53 @@ fn run(args: &Args) -> Result<i32> {
         0 => resources::cpus(),
         n => n,
     });
+    let dev_name = &s.dev_name;
     if args.estimate {
         // Under the same scheduling as the check, so the calibration sees what it would get.
-        return match ffsck_check::estimate::estimate(&*dev, plan.threads) {
-            Ok(e) => {
-                print!("{}", resources::render_estimate(&dev_name, &e));
-                report::result("estimated");
-                Ok(exit::OK)
-            }
-            Err(why) => {
-                eprintln!("ffsck: cannot estimate {dev_name}: {why}");
-                report::error(format!("cannot estimate {dev_name}: {why}"));
-                Ok(exit::ERROR)
-            }
-        };
+        return Err(
+            match ffsck_check::estimate::estimate(&*o.dev, plan.threads) {
+                Ok(e) => {
+                    print!("{}", resources::render_estimate(dev_name, &e));
+                    report::result("estimated");
+                    exit::OK
+                }
+                Err(why) => fatal(format!("cannot estimate {dev_name}: {why}"), exit::ERROR),
+            },
+        );
     }
-    if plan.nice && settings.verbose {
+    if plan.nice && s.settings.verbose {
         eprintln!("{}", resources::describe(&plan));
     }
+    Ok(plan)
+}
 
-    let start = std::time::Instant::now();
-    // The clock a repair stamps into the superblock, and the skip decision is made by.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    let how = repair::Commit {
-        device: &dev_name,
-        log: args.repair_log.as_deref(),
-        undo: args.undo_file.as_deref(),
-    };
-    // A repair first finishes an interrupted one and recovers the journal, as e2fsck does
-    // before deciding anything (not on a mounted file system, whose kernel holds the journal,
-    // nor with an external journal: the check replays those with the repair).
-    if policy != Policy::No && !access.mounted() && args.journal.is_none() {
-        if let Err(e) = repair::prepare(&dev, &how) {
-            eprintln!("ffsck: {dev_name}: {e:#}");
-            report::error(format!("{dev_name}: {e:#}"));
-            return Ok(exit::ERROR);
+/// What comes before the check: an interrupted repair finished and the journal recovered (in
+/// a repair), `-E journal_only`, and e2fsck's decision to skip a clean file system.
+fn before_check(args: &Args, s: &Setup, o: &Open, how: &repair::Commit, now: i64) -> Stage<()> {
+    let (policy, dev_name) = (s.policy, s.dev_name.as_str());
+    // As e2fsck does before deciding anything (not on a mounted file system, whose kernel
+    // holds the journal, nor with an external journal: the check replays those with the
+    // repair).
+    if policy != Policy::No && !o.access.mounted() && args.journal.is_none() {
+        if let Err(e) = repair::prepare(&o.dev, how) {
+            return Err(fatal(format!("{dev_name}: {e:#}"), exit::ERROR));
         }
     }
-    if ext.journal_only {
+    if s.ext.journal_only {
         // e2fsck's journal_only: the journal is recovered (above, in a repair), nothing checked.
         report::result("journal-only");
-        return Ok(exit::OK);
+        return Err(exit::OK);
     }
-    if !settings.force {
-        let journal = journal_overlay
+    if !s.settings.force {
+        let journal = o
+            .journal_overlay
             .as_ref()
-            .map(|o| o.clone() as Arc<dyn Device>);
-        match skip::decide(dev.clone(), &dev_name, policy, journal.as_ref(), now) {
+            .map(|j| j.clone() as Arc<dyn Device>);
+        match skip::decide(o.dev.clone(), dev_name, policy, journal.as_ref(), now) {
             skip::Decision::Skip(line) => {
                 println!("{line}");
                 report::skipped(&line);
-                return Ok(exit::OK);
+                return Err(exit::OK);
             }
             skip::Decision::Check(Some(why)) => {
                 println!("{why}");
@@ -322,6 +398,21 @@ fn run(args: &Args) -> Result<i32> {
             skip::Decision::Check(None) => {}
         }
     }
+    Ok(())
+}
+
+/// The check (`-n`) or the repair, with its progress and its terminal; the outcome and the
+/// exit code the terminal gives it.
+fn check(
+    args: &Args,
+    progress_out: Option<progress::Output>,
+    s: &Setup,
+    o: &Open,
+    plan: &resources::Plan,
+    how: &repair::Commit,
+    now: i64,
+) -> Stage<(ffsck_check::Outcome, i32)> {
+    let (policy, dev_name, dev) = (s.policy, &s.dev_name, &o.dev);
     let prog = Arc::new(Progress::default());
     let opts = CheckOptions {
         policy,
@@ -334,94 +425,98 @@ fn run(args: &Args) -> Result<i32> {
         optimize_dirs: args.optimize,
         tuning: ffsck_check::engine::Tuning {
             pipeline: args.pipeline,
-            max_memory: settings.max_memory,
-            scratch_dir: settings.scratch_dir.clone(),
+            max_memory: s.settings.max_memory,
+            scratch_dir: s.settings.scratch_dir.clone(),
             io: io_mode(args.io, args.device.as_deref()),
             ..Default::default()
         },
-        journal_dev: journal_overlay
+        journal_dev: o
+            .journal_overlay
             .as_ref()
-            .map(|o| o.clone() as Arc<dyn Device>),
+            .map(|j| j.clone() as Arc<dyn Device>),
         now,
     };
     // The bar's ETA follows the run-time model (its sample costs a few reads); a bar turned
     // on later by SIGUSR1 does without.
     let model = (args.progress_fd == Some(0))
-        .then(|| ffsck_check::estimate::estimate(&*dev, plan.threads).ok())
+        .then(|| ffsck_check::estimate::estimate(&**dev, plan.threads).ok())
         .flatten()
         .map(|e| e.pass_secs);
-    let ticker = Some(progress::Ticker::start(
-        progress_out,
-        prog.clone(),
-        dev_name.clone(),
-        model,
-    ));
-    let mut term = output::Terminal::new(policy, &dev_name);
-    term.configure(&cfg);
-    term.name_from(&*dev);
-    if access.root {
+    let ticker =
+        progress_out.map(|out| progress::Ticker::start(out, prog.clone(), dev_name.clone(), model));
+    let mut term = output::Terminal::new(policy, dev_name);
+    term.configure(&s.cfg);
+    term.name_from(&**dev);
+    if o.access.root {
         term.root_file_system();
     }
-    if interactive {
+    if s.interactive {
         term.ask_on_terminal();
     }
-    if settings.timing > 1 {
+    if s.settings.timing > 1 {
         term.time_passes();
     }
     let outcome = if policy == Policy::No {
-        ffsck_check::check(dev.clone(), &opts, &mut term)
+        Ok(ffsck_check::check(dev.clone(), &opts, &mut term))
     } else {
-        match repair::run(
+        repair::run(
             dev.clone(),
             &opts,
-            journal_overlay.as_deref(),
+            o.journal_overlay.as_deref(),
             &mut term,
-            &how,
-        ) {
-            Ok(o) => o,
-            Err(e) => {
-                if let Some(t) = ticker {
-                    t.stop();
-                }
-                eprintln!("ffsck: {dev_name}: {e:#}");
-                report::error(format!("{dev_name}: {e:#}"));
-                return Ok(exit::ERROR);
-            }
-        }
+            how,
+        )
     };
     if let Some(t) = ticker {
         t.stop();
     }
-    let mut code = term.finish(&outcome, settings.verbose);
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => return Err(fatal(format!("{dev_name}: {e:#}"), exit::ERROR)),
+    };
+    let mut code = term.finish(&outcome, s.settings.verbose);
     // A state marked valid again counts as a change, though nothing else was (as in e2fsck).
     if outcome.marked_valid && code & (exit::UNCORRECTED | exit::ERROR | exit::CANCELED) == 0 {
         code |= exit::NONDESTRUCT;
     }
-    if ext.discard
-        && policy != Policy::No
-        && !access.mounted()
+    Ok((outcome, code))
+}
+
+/// After the check: `-E discard`, the problem log, the JSON outcome, the memory note of
+/// `--max-memory` and `-t`'s line.
+fn after_check(
+    s: &Setup,
+    o: &Open,
+    outcome: &ffsck_check::Outcome,
+    code: i32,
+    start: std::time::Instant,
+) -> Result<i32> {
+    let dev_name = &s.dev_name;
+    if s.ext.discard
+        && s.policy != Policy::No
+        && !o.access.mounted()
         && code & (exit::UNCORRECTED | exit::ERROR | exit::CANCELED) == 0
     {
-        match discard::discard_free(&device, &*dev) {
-            Ok(bytes) if settings.verbose => {
+        match discard::discard_free(&s.device, &*o.dev) {
+            Ok(bytes) if s.settings.verbose => {
                 println!("{dev_name}: discarded {} KiB of free blocks", bytes / 1024)
             }
             Ok(_) => {}
             Err(e) => eprintln!("ffsck: {dev_name}: discard: {e}"),
         }
     }
-    if let Some(path) = &settings.problem_log {
-        output::write_problem_log(path, &outcome, &dev_name, std::env::args().collect())?;
+    if let Some(path) = &s.settings.problem_log {
+        output::write_problem_log(path, outcome, dev_name, std::env::args().collect())?;
     }
-    report::outcome(&outcome);
-    if let Some(limit) = settings.max_memory {
+    report::outcome(outcome);
+    if let Some(limit) = s.settings.max_memory {
         let peak = output::peak_rss_kib() * 1024;
         if peak > limit {
             let dirs = outcome.summary.as_ref().map(|s| s.counts.dirs);
             eprintln!("ffsck: {}", output::over_limit_note(peak, limit, dirs));
         }
     }
-    if settings.timing > 0 {
+    if s.settings.timing > 0 {
         let el = start.elapsed();
         let (user, sys) = output::cpu_times();
         println!(
@@ -431,7 +526,7 @@ fn run(args: &Args) -> Result<i32> {
             user,
             sys
         );
-        println!("I/O read: {}MB", dev.bytes_read() / (1 << 20));
+        println!("I/O read: {}MB", o.dev.bytes_read() / (1 << 20));
     }
     Ok(code)
 }
