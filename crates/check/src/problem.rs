@@ -514,7 +514,7 @@ catalogue! {
     P4_DIR_NLINK_FEATURE = 0x040006, Fix, 0, Features, 0, "Directory exceeds max links, but no DIR_NLINK feature in superblock.\n";
 
     // ---- Pass 5: group summary information ----
-    P5_INODE_BMAP_PADDING = 0x050001, Fix, PREEN_OK | KEPT, Alloc, SUMMARY, "Padding at end of inode bitmap is not set.";
+    P5_INODE_BMAP_PADDING = 0x050001, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of inode bitmap is not set.";
     P5_BLOCK_BMAP_PADDING = 0x050002, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of block bitmap is not set.";
     P5_BLOCK_BITMAP_HEADER = 0x050003, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "Block bitmap differences: ";
     P5_BLOCK_UNUSED = 0x050004, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, " -{blk}";
