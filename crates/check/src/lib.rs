@@ -16,6 +16,7 @@ pub(crate) mod fs;
 pub(crate) mod htree;
 pub(crate) mod icount;
 pub mod journal;
+pub(crate) mod latch;
 pub(crate) mod ordered;
 pub(crate) mod orphan;
 pub mod overrides;

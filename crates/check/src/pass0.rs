@@ -10,6 +10,7 @@
 use crate::ext4::clock::Clock;
 use crate::fs::Fs;
 use crate::journal::JournalFacts;
+use crate::latch::Latches;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
 use crate::superblock::{read_super_at, Reject};
@@ -462,15 +463,8 @@ fn refuse(dev: &dyn Device, sb: &RawSuperblock, geo: &Geometry) -> Result<(), Op
 fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> {
     let geo = &fs.geo;
     let mut states = Vec::with_capacity(fs.groups.len());
-    let mut csum_latched = false;
-    // The warning about relocating before repairing comes once, before the first misplaced
-    // bitmap or table.
-    let mut hinted = false;
-    let mut hint = |out: &mut Findings| {
-        if !std::mem::replace(&mut hinted, true) {
-            out.report(policy, P::P0_RELOCATE_HINT, ProblemCtx::default());
-        }
-    };
+    // The relocation warning and the checksum question come once, before the first of theirs.
+    let mut latches = Latches::default();
     for (g, gd) in fs.groups.iter().enumerate() {
         let g32 = g as u32;
         let (lo, hi) = allowed_range(geo, g32);
@@ -487,8 +481,8 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
         st.block_bitmap_ok = gd.block_bitmap() != 0;
         st.inode_bitmap_ok = gd.inode_bitmap() != 0;
         if !inr(gd.block_bitmap()) {
-            hint(out);
-            st.relocate_block_bitmap |= out.report(
+            st.relocate_block_bitmap |= latches.report(
+                out,
                 policy,
                 P::P0_BB_NOT_GROUP,
                 ProblemCtx {
@@ -500,8 +494,8 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
             st.block_bitmap_ok = false;
         }
         if !inr(gd.inode_bitmap()) {
-            hint(out);
-            st.relocate_inode_bitmap |= out.report(
+            st.relocate_inode_bitmap |= latches.report(
+                out,
                 policy,
                 P::P0_IB_NOT_GROUP,
                 ProblemCtx {
@@ -518,8 +512,8 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
                 .checked_add(u64::from(geo.inode_blocks_per_group) - 1)
                 .is_none_or(|e| e > hi)
         {
-            hint(out);
-            st.relocate_inode_table = out.report(
+            st.relocate_inode_table = latches.report(
+                out,
                 policy,
                 P::P0_ITABLE_NOT_GROUP,
                 ProblemCtx {
@@ -532,11 +526,8 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
         }
         if let Some(want) = gd.compute_checksum(&fs.sb, g32, geo.desc_size as usize) {
             if want != gd.bg_checksum.get() {
-                if !csum_latched {
-                    out.report(policy, P::P0_GDT_CSUM_LATCH, ProblemCtx::default());
-                    csum_latched = true;
-                }
-                out.report(
+                latches.report(
+                    out,
                     policy,
                     P::P0_GDT_CSUM,
                     ProblemCtx {

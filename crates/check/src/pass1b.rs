@@ -9,7 +9,8 @@
 use crate::ext4::blocks::{Damage, Index, Indirect, Mapping, NodeError, Span, Step, Visitor, Walk};
 use crate::facts::Pass1Facts;
 use crate::fs::Fs;
-use crate::problem::Problem as P;
+use crate::latch::Latches;
+use crate::problem::{Latch, Problem as P};
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::inode::{flags as iflags, FileType, RawInode};
 use std::collections::{BTreeMap, BTreeSet};
@@ -184,8 +185,8 @@ fn report(fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut 
     }
     // Pass 1B: the blocks of each inode, as single blocks and ranges. The bad-blocks inode is
     // an owner but not listed (as e2fsck).
+    let mut latches = Latches::default();
     for (&ino, blocks) in facts.by_inode.iter().filter(|(&i, _)| i != BAD) {
-        out.report(policy, P::P1B_DUP_BLOCK_HEADER, ProblemCtx::ino(ino));
         let mut i = 0;
         while i < blocks.len() {
             let mut j = i;
@@ -193,7 +194,8 @@ fn report(fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut 
                 j += 1;
             }
             if j > i {
-                out.report(
+                latches.report(
+                    out,
                     policy,
                     P::P1B_DUP_RANGE,
                     ProblemCtx {
@@ -204,7 +206,8 @@ fn report(fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut 
                     },
                 );
             } else {
-                out.report(
+                latches.report(
+                    out,
                     policy,
                     P::P1B_DUP_BLOCK,
                     ProblemCtx {
@@ -216,7 +219,7 @@ fn report(fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut 
             }
             i = j + 1;
         }
-        out.report(policy, P::P1B_DUP_BLOCK_END, ProblemCtx::ino(ino));
+        latches.end(out, policy, Latch::DupBlocks, ProblemCtx::ino(ino));
     }
     // Pass 1D: who shares with whom, and the clone/delete question per inode.
     out.report(

@@ -9,8 +9,9 @@
 use crate::bitmap::Bitmap;
 use crate::facts::{kind, Pass1Facts};
 use crate::fs::Fs;
+use crate::latch::Latches;
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
+use crate::problem::{Latch, Problem as P};
 use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::dir::ft;
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
@@ -59,13 +60,15 @@ fn test(bits: &[u8], i: u64) -> bool {
         .is_some_and(|b| b & (1 << (i % 8)) != 0)
 }
 
-/// Emit e2fsck's difference lines: runs of equal sign become ranges.
+/// Emit e2fsck's difference lines: runs of equal sign become ranges. The first raises the
+/// latch's header; the caller ends the latch.
 fn report_diffs(
     diffs: &[(u64, bool)],
     step: u64,
     policy: Policy,
     out: &mut Findings,
     blocks: bool,
+    latches: &mut Latches,
 ) {
     let (single_free, single_used, range_free, range_used) = if blocks {
         (
@@ -109,7 +112,7 @@ fn report_diffs(
                 ..Default::default()
             }
         };
-        out.report(policy, p, ctx);
+        latches.report(out, policy, p, ctx);
         i = j + 1;
     }
 }
@@ -211,12 +214,12 @@ fn check_blocks(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Find
             csum_bad.push(g as u32);
         }
     }
-    let mut blocks_fixed = true;
-    if !diffs.is_empty() {
-        out.report(policy, P::P5_BLOCK_BITMAP_HEADER, ProblemCtx::default());
-        report_diffs(&diffs, u64::from(geo.cluster_ratio), policy, out, true);
-        blocks_fixed = out.report(policy, P::P5_BLOCK_BITMAP_END, ProblemCtx::default());
-    }
+    let mut latches = Latches::default();
+    let step = u64::from(geo.cluster_ratio);
+    report_diffs(&diffs, step, policy, out, true, &mut latches);
+    let blocks_fixed = latches
+        .end(out, policy, Latch::BlockBitmap, ProblemCtx::default())
+        .unwrap_or(true);
     let counts = if blocks_fixed {
         &group_free
     } else {
@@ -286,12 +289,11 @@ fn check_inodes(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Find
         }
         group_counts.push((c.free, c.dirs, c.free_disk, c.dirs_disk));
     }
-    let mut inodes_fixed = true;
-    if !idiffs.is_empty() {
-        out.report(policy, P::P5_INODE_BITMAP_HEADER, ProblemCtx::default());
-        report_diffs(&idiffs, 1, policy, out, false);
-        inodes_fixed = out.report(policy, P::P5_INODE_BITMAP_END, ProblemCtx::default());
-    }
+    let mut latches = Latches::default();
+    report_diffs(&idiffs, 1, policy, out, false, &mut latches);
+    let inodes_fixed = latches
+        .end(out, policy, Latch::InodeBitmap, ProblemCtx::default())
+        .unwrap_or(true);
     for (g, &(free_a, dirs_a, free_d, dirs_d)) in group_counts.iter().enumerate() {
         let (free, dirs) = if inodes_fixed {
             (&free_a, &dirs_a)

@@ -4,7 +4,8 @@
 //! differential tests against e2fsck's problem log; `-` for problems e2fsck has no code for),
 //! the prompt a repair would ask, flags that drive the policy's answer, the fixer of `repair`
 //! that makes its fix (`-`: none, so the policy answers no), the order the fix keeps within a
-//! repair round (`after`), and a message template over the typed `ProblemCtx`. The pass is the
+//! repair round (`after`), optionally the latch group it belongs to (`Latch`, written before the
+//! message; most rows belong to none), and a message template over the typed `ProblemCtx`. The pass is the
 //! name's prefix (`P1B_` and the like count as pass 1). Placeholders: {ino} {ino2} {dir} {blk}
 //! {blk2} {group} {num} {num2} {name} {str}, {num:o} ({num} in octal), {dirpath} ({dir} as
 //! "/path (ino)"), {dirname} ({dir} as "/path"; both fall back to the number when the path was
@@ -170,6 +171,72 @@ pub mod after {
     pub const LAST: u16 = 128;
 }
 
+/// e2fsck's latch groups. The first problem of a group raises the group's question ahead of
+/// it, once until the latch is ended; a group with an end message closes its run with that
+/// message, whose answer is the group's (`latch::Latches` applies this column). The question
+/// gets the context of the problem that raised it, as far as its message uses it.
+///
+/// Members are answered as their question is (a catalogue test keeps their flags and fixers
+/// alike), so the latch's answer is the group's, as in e2fsck, without being carried over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Latch {
+    /// A misplaced bitmap or inode table: one warning before the first.
+    Reloc,
+    /// Group descriptor checksums: one question before the first bad one.
+    BgChecksum,
+    /// An inode's illegal blocks: one question per inode (the latch is the walk's).
+    Block,
+    /// Inodes of a corrupted orphan list: one question before the first.
+    LowDtime,
+    /// An inode's multiply-claimed blocks: a header line, the blocks, an end.
+    DupBlocks,
+    /// Block bitmap differences: a header, the differences, and the end asking to fix them.
+    BlockBitmap,
+    /// Inode bitmap differences, the same way.
+    InodeBitmap,
+}
+
+impl Latch {
+    pub const ALL: &'static [Latch] = &[
+        Latch::Reloc,
+        Latch::BgChecksum,
+        Latch::Block,
+        Latch::LowDtime,
+        Latch::DupBlocks,
+        Latch::BlockBitmap,
+        Latch::InodeBitmap,
+    ];
+
+    /// The question the group's first problem raises.
+    pub fn question(self) -> Problem {
+        match self {
+            Latch::Reloc => Problem::P0_RELOCATE_HINT,
+            Latch::BgChecksum => Problem::P0_GDT_CSUM_LATCH,
+            Latch::Block => Problem::P1_INODE_BLOCK_LATCH,
+            Latch::LowDtime => Problem::P1_ORPHAN_LIST_REFUGEES,
+            Latch::DupBlocks => Problem::P1B_DUP_BLOCK_HEADER,
+            Latch::BlockBitmap => Problem::P5_BLOCK_BITMAP_HEADER,
+            Latch::InodeBitmap => Problem::P5_INODE_BITMAP_HEADER,
+        }
+    }
+
+    /// The message that ends a latched run of the group, if it has one.
+    pub fn end(self) -> Option<Problem> {
+        match self {
+            Latch::DupBlocks => Some(Problem::P1B_DUP_BLOCK_END),
+            Latch::BlockBitmap => Some(Problem::P5_BLOCK_BITMAP_END),
+            Latch::InodeBitmap => Some(Problem::P5_INODE_BITMAP_END),
+            _ => None,
+        }
+    }
+
+    /// Whether the question's answer is the group's (e2fsck's relocation hint is a warning,
+    /// answered by nobody).
+    pub fn collates(self) -> bool {
+        self != Latch::Reloc
+    }
+}
+
 /// Static description of one problem.
 #[derive(Debug)]
 pub struct ProblemInfo {
@@ -182,6 +249,8 @@ pub struct ProblemInfo {
     pub fixer: Option<Fixer>,
     /// Its order within a round (`after` bits).
     pub after: u16,
+    /// The latch group it belongs to, if any.
+    pub latch: Option<Latch>,
     pub message: &'static str,
 }
 
@@ -196,7 +265,7 @@ macro_rules! cell {
 }
 
 macro_rules! catalogue {
-    ($($name:ident = $code:tt, $prompt:ident, $flags:expr, $fixer:tt, $after:expr, $msg:literal;)*) => {
+    ($($name:ident = $code:tt, $prompt:ident, $flags:expr, $fixer:tt, $after:expr, $($latch:ident,)? $msg:literal;)*) => {
         /// Every problem ffsck reports. Variant names are the stable codes.
         #[allow(non_camel_case_types)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -213,6 +282,7 @@ macro_rules! catalogue {
                             flags: $flags,
                             fixer: fixer!($fixer),
                             after: $after,
+                            latch: latch!($($latch)?),
                             message: $msg,
                         };
                         &I
@@ -220,6 +290,16 @@ macro_rules! catalogue {
                 }
             }
         }
+    };
+}
+
+/// A latch cell: absent or a `Latch` variant.
+macro_rules! latch {
+    () => {
+        None
+    };
+    ($l:ident) => {
+        Some(Latch::$l)
     };
 }
 
@@ -240,11 +320,11 @@ catalogue! {
     // ---- Pass 0: superblock and group descriptors ----
     P0_SB_CORRUPT = 0x000004, None, FATAL, -, 0, "The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({str})";
     P0_FS_SIZE_WRONG = 0x000005, Abort, FATAL, -, 0, "The file system size (according to the superblock) is {blk} blocks, but the device holds only {blk2} blocks\n";
-    P0_BB_NOT_GROUP = 0x000001, Relocate, 0, Alloc, SUMMARY, "Block bitmap for group {group} is not in the group (block {blk})\n";
-    P0_IB_NOT_GROUP = 0x000002, Relocate, 0, Alloc, SUMMARY, "Inode bitmap for group {group} is not in the group (block {blk})\n";
-    P0_ITABLE_NOT_GROUP = 0x000003, Relocate, 0, ITable, ALONE, "Inode table for group {group} is not in the group (block {blk}).\n";
+    P0_BB_NOT_GROUP = 0x000001, Relocate, 0, Alloc, SUMMARY, Reloc, "Block bitmap for group {group} is not in the group (block {blk})\n";
+    P0_IB_NOT_GROUP = 0x000002, Relocate, 0, Alloc, SUMMARY, Reloc, "Inode bitmap for group {group} is not in the group (block {blk})\n";
+    P0_ITABLE_NOT_GROUP = 0x000003, Relocate, 0, ITable, ALONE, Reloc, "Inode table for group {group} is not in the group (block {blk}).\n";
     P0_RELOCATE_HINT = 0x00000A, None, INFO, -, 0, "WARNING: severe data loss is possible if the file system is repaired before the blocks are relocated";
-    P0_GDT_CSUM = 0x000035, Fix, PREEN_OK, Alloc, SUMMARY, "One or more block group descriptor checksums are invalid (group {group}: {num} != {num2}).";
+    P0_GDT_CSUM = 0x000035, Fix, PREEN_OK, Alloc, SUMMARY, BgChecksum, "One or more block group descriptor checksums are invalid (group {group}: {num} != {num2}).";
     P0_GDT_UNINIT = 0x000036, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor {group} marked uninitialized without the feature set.\n";
     P0_GDT_ITABLE_UNUSED = 0x000038, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor {group} has invalid unused inodes count {num}.";
     P0_BB_UNINIT_LAST = 0x000039, Fix, PREEN_OK, Alloc, SUMMARY, "Last group block bitmap uninitialized.";
@@ -322,8 +402,8 @@ catalogue! {
     P1_ITABLE_CONFLICT = 0x010009, Relocate, 0, -, 0, "Group {group}'s inode table at {blk} conflicts with some other fs block.\n";
     P1_BAD_I_SIZE = 0x01000C, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino}, i_size is {num}, should be {num2}.";
     P1_BAD_I_BLOCKS = 0x01000D, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino}, i_blocks is {num}, should be {num2}.";
-    P1_ILLEGAL_BLOCK_NUM = 0x01000E, Clear, 0, BlockMap, REMAPS | MAP, "Illegal {block} ({blk}) in inode {ino}.";
-    P1_BLOCK_OVERLAPS_METADATA = 0x01000F, Clear, 0, -, 0, "{Block} ({blk}) overlaps filesystem metadata in inode {ino}.";
+    P1_ILLEGAL_BLOCK_NUM = 0x01000E, Clear, 0, BlockMap, REMAPS | MAP, Block, "Illegal {block} ({blk}) in inode {ino}.";
+    P1_BLOCK_OVERLAPS_METADATA = 0x01000F, Clear, 0, -, 0, Block, "{Block} ({blk}) overlaps filesystem metadata in inode {ino}.";
     P1_INODE_BLOCK_LATCH = 0x010010, Clear, 0, BlockMap, REMAPS | MAP, "Inode {ino} has illegal block(s).";
     P1_TOO_MANY_BAD_BLOCKS = 0x010011, ClearInode, 0, BlockMap, REMAPS, "Too many illegal blocks in inode {ino}.\n";
     P1_SUPPRESS_MESSAGES = 0x01002D, Suppress, NO_OK, -, 0, "Further illegal blocks of inode {ino} are not listed.";
@@ -337,7 +417,7 @@ catalogue! {
     P1_FS_REV_LEVEL = 0x010033, Fix, PREEN_OK | NO_OK, Features, 0, "File system has feature flag(s) set, but is a revision 0 file system.";
     P1_JOURNAL_INODE_NOT_CLEAR = 0x010034, Clear, PREEN_OK, Journal, 0, "Journal inode is not in use, but contains data.";
     P1_JOURNAL_BAD_MODE = 0x010035, Fix, PREEN_OK, Inode, INODE | MAP, "Journal is not regular file.";
-    P1_LOW_DTIME = 0x010036, Fix, PREEN_OK | NO_OK, Inode, INODE | MAP, "Inode {ino} was part of the orphaned inode list.";
+    P1_LOW_DTIME = 0x010036, Fix, PREEN_OK | NO_OK, Inode, INODE | MAP, LowDtime, "Inode {ino} was part of the orphaned inode list.";
     P1_ORPHAN_LIST_REFUGEES = 0x010037, Fix, PREEN_OK | NO_OK, Inode, INODE | MAP, "Inodes that were part of a corrupted orphan linked list found.";
     P1_BAD_EA_BLOCK = 0x01003A, Clear, 0, Xattr, 0, "Inode {ino} has a bad extended attribute block {blk}.";
     P1_EXTATTR_REFCOUNT = 0x01003C, Fix, 0, Xattr, 0, "Extended attribute block {blk} has reference count {num}, should be {num2}.";
@@ -346,6 +426,8 @@ catalogue! {
     P1_EA_ALLOC_COLLISION = 0x010040, Clear, 0, Xattr, 0, "Extended attribute block {blk} is corrupt (allocation collision).";
     P1_EA_BAD_NAME = 0x010041, Clear, 0, Xattr, 0, "Extended attribute block {blk} is corrupt (invalid name).";
     P1_EA_BAD_VALUE = 0x010042, Clear, 0, Xattr, 0, "Extended attribute block {blk} is corrupt (invalid value).";
+    // e2fsck latches the three below under this question; ffsck does not ask it yet, so they
+    // stand alone.
     P1_INODE_TOOBIG = 0x010043, Clear, 0, -, 0, "Inode {ino} is too big.";
     P1_TOOBIG_DIR = 0x010044, Clear, 0, BlockMap, REMAPS | MAP, "{Block} ({blk}) causes directory to be too big.";
     P1_TOOBIG_REG = 0x010045, Clear, 0, -, 0, "{Block} ({blk}) causes file to be too big.";
@@ -410,8 +492,8 @@ catalogue! {
 
     // ---- Pass 1B-1D: multiply-claimed blocks ----
     P1B_DUP_BLOCK_HEADER = 0x011001, None, INFO | PREEN_NOMSG, -, 0, "Multiply-claimed block(s) in inode {ino}:";
-    P1B_DUP_BLOCK = 0x011002, None, INFO | PREEN_NOMSG, -, 0, " {blk}";
-    P1B_DUP_RANGE = 0x011008, None, INFO | PREEN_NOMSG, -, 0, " {blk}--{blk2}";
+    P1B_DUP_BLOCK = 0x011002, None, INFO | PREEN_NOMSG, -, 0, DupBlocks, " {blk}";
+    P1B_DUP_RANGE = 0x011008, None, INFO | PREEN_NOMSG, -, 0, DupBlocks, " {blk}--{blk2}";
     P1B_DUP_BLOCK_END = 0x011003, None, INFO | PREEN_NOMSG, -, 0, "";
     P1D_NUM_DUP_INODES = 0x013004, None, INFO, -, 0, "(There are {num} inodes containing multiply-claimed blocks.)";
     P1D_DUP_FILE = 0x013001, None, INFO, -, 0, "File {str} (inode #{ino}) has {num} multiply-claimed block(s), shared with {num2} file(s):";
@@ -517,16 +599,16 @@ catalogue! {
     P5_INODE_BMAP_PADDING = 0x050001, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of inode bitmap is not set.";
     P5_BLOCK_BMAP_PADDING = 0x050002, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of block bitmap is not set.";
     P5_BLOCK_BITMAP_HEADER = 0x050003, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "Block bitmap differences: ";
-    P5_BLOCK_UNUSED = 0x050004, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, " -{blk}";
-    P5_BLOCK_USED = 0x050005, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, " +{blk}";
-    P5_BLOCK_RANGE_UNUSED = 0x050014, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, " -({blk}--{blk2})";
-    P5_BLOCK_RANGE_USED = 0x050015, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, " +({blk}--{blk2})";
+    P5_BLOCK_UNUSED = 0x050004, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, BlockBitmap, " -{blk}";
+    P5_BLOCK_USED = 0x050005, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, BlockBitmap, " +{blk}";
+    P5_BLOCK_RANGE_UNUSED = 0x050014, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, BlockBitmap, " -({blk}--{blk2})";
+    P5_BLOCK_RANGE_USED = 0x050015, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, BlockBitmap, " +({blk}--{blk2})";
     P5_BLOCK_BITMAP_END = 0x050006, Fix, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "";
     P5_INODE_BITMAP_HEADER = 0x050007, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "Inode bitmap differences: ";
-    P5_INODE_UNUSED = 0x050008, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, " -{ino}";
-    P5_INODE_USED = 0x050009, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, " +{ino}";
-    P5_INODE_RANGE_UNUSED = 0x050016, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, " -({ino}--{ino2})";
-    P5_INODE_RANGE_USED = 0x050017, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, " +({ino}--{ino2})";
+    P5_INODE_UNUSED = 0x050008, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, InodeBitmap, " -{ino}";
+    P5_INODE_USED = 0x050009, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, InodeBitmap, " +{ino}";
+    P5_INODE_RANGE_UNUSED = 0x050016, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, InodeBitmap, " -({ino}--{ino2})";
+    P5_INODE_RANGE_USED = 0x050017, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, InodeBitmap, " +({ino}--{ino2})";
     P5_INODE_BITMAP_END = 0x05000A, Fix, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "";
     P5_FREE_INODE_COUNT_GROUP = 0x05000B, Fix, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "Free inodes count wrong for group #{group} ({num}, counted={num2}).\n";
     P5_FREE_DIR_COUNT_GROUP = 0x05000C, Fix, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "Directories count wrong for group #{group} ({num}, counted={num2}).\n";
@@ -534,6 +616,8 @@ catalogue! {
     P5_FREE_BLOCK_COUNT_GROUP = 0x05000E, Fix, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "Free blocks count wrong for group #{group} ({num}, counted={num2}).\n";
     P5_FREE_BLOCK_COUNT = 0x05000F, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, Alloc, SUMMARY, "Free blocks count wrong ({num}, counted={num2}).\n";
     P5_BLOCK_UNINIT = 0x050018, Fix, PREEN_OK | KEPT, Alloc, SUMMARY, "Block bitmap of group {group} is uninitialized but the group has blocks in use";
+    // e2fsck's table puts these two in the bitmap-differences latches (their header comes
+    // first); ffsck reports them alone.
     P5_INODE_BITMAP_CSUM_INVALID = 0x05001A, Fix, PREEN_OK, Alloc, SUMMARY, "Group {group} inode bitmap does not match checksum.";
     P5_BLOCK_BITMAP_CSUM_INVALID = 0x05001B, Fix, PREEN_OK, Alloc, SUMMARY, "Group {group} block bitmap does not match checksum.";
 
@@ -567,6 +651,10 @@ impl Problem {
     /// Whether the row's `after` column has all of `bits`.
     pub fn after(self, bits: u16) -> bool {
         self.info().after & bits == bits
+    }
+    /// The latch group of the row, if any.
+    pub fn latch(self) -> Option<Latch> {
+        self.info().latch
     }
 }
 
@@ -668,6 +756,40 @@ mod tests {
         }
     }
 
+    /// Each latch has members, its question and end belong to no group, all three are of one
+    /// pass, and where the question's answer is the group's, every member with a fix is
+    /// answered as its question is in every mode.
+    #[test]
+    fn latch_groups_are_whole() {
+        use super::Latch;
+        use crate::report::Policy;
+        for &l in Latch::ALL {
+            let q = l.question();
+            let members: Vec<Problem> = Problem::ALL
+                .iter()
+                .copied()
+                .filter(|p| p.latch() == Some(l))
+                .collect();
+            assert!(!members.is_empty(), "{l:?} has no member");
+            assert_eq!(q.latch(), None, "{l:?}: its question is a member");
+            assert!(l.end().is_none_or(|e| e.latch().is_none()), "{l:?}: end");
+            for &m in &members {
+                assert_eq!(m.pass(), q.pass(), "{m:?} and its question {q:?}");
+                assert!(l.end().is_none_or(|e| e.pass() == m.pass()), "{m:?}");
+                if !l.collates() || !m.fixable() {
+                    continue;
+                }
+                for policy in [Policy::No, Policy::Yes, Policy::Preen] {
+                    assert_eq!(
+                        policy.answer(m),
+                        policy.answer(q),
+                        "{m:?} answers unlike its question {q:?} under {policy:?}"
+                    );
+                }
+            }
+        }
+    }
+
     /// Every row is reported somewhere in the checker (its name appears outside the
     /// catalogue), or is marked `KEPT` for e2fsck's numbering, and a `KEPT` row is not
     /// reported.
@@ -691,15 +813,28 @@ mod tests {
                 }
             }
         }
-        for p in Problem::ALL {
-            let i = p.info();
-            let named = [format!("P::{}", i.name), format!("Problem::{}", i.name)]
+        let named = |p: &Problem| {
+            let name = p.info().name;
+            [format!("P::{name}"), format!("Problem::{name}")]
                 .iter()
                 .any(|s| {
                     text.match_indices(s.as_str()).any(|(at, _)| {
                         !text[at + s.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
                     })
-                });
+                })
+        };
+        for p in Problem::ALL {
+            let i = p.info();
+            // A latch's question and end are reported by `latch::Latches` for its members.
+            let latch = super::Latch::ALL
+                .iter()
+                .find(|l| l.question() == *p || l.end() == Some(*p));
+            let named = match latch {
+                Some(&l) => Problem::ALL
+                    .iter()
+                    .any(|m| m.latch() == Some(l) && named(m)),
+                None => named(p),
+            };
             let kept = i.flags & super::flag::KEPT != 0;
             assert!(
                 named != kept,

@@ -9,6 +9,7 @@ use super::special::symlink_uses_i_block;
 use super::{flag, report, xattr, GroupOut, InodeCheck, Scan};
 use crate::ext4::blocks::{Damage, Index, Indirect, Mapping, NodeInfo, Span, Step, Visitor, Walk};
 use crate::facts::DirBlock;
+use crate::latch::Latches;
 use crate::problem::Problem as P;
 use crate::report::ProblemCtx;
 use ffsck_format::inode::{flags as iflags, FileType};
@@ -25,6 +26,8 @@ pub(super) struct BlockWalk {
     pub(super) last_init_block: Option<u64>,
     pub(super) dir_blocks: Vec<DirBlock>,
     pub(super) illegal: u32,
+    /// The illegal-blocks latch, one per inode as e2fsck's.
+    pub(super) latches: Latches,
     pub(super) fragmented: bool,
     pub(super) prev_pblk: Option<u64>,
     /// Stop walking: more blocks than the file system has, i.e. a cyclic or garbage map.
@@ -197,15 +200,6 @@ pub(super) fn illegal_block(
     if w.quiet {
         return;
     }
-    if w.illegal == 0 {
-        report(
-            scan,
-            out,
-            ic,
-            P::P1_INODE_BLOCK_LATCH,
-            ProblemCtx::ino(ic.ino),
-        );
-    }
     w.illegal += 1;
     if w.illegal.is_multiple_of(12) {
         // Agreed to, the inode is cleared: its map is not walked any further (as e2fsck).
@@ -227,10 +221,11 @@ pub(super) fn illegal_block(
             ProblemCtx::ino(ic.ino),
         );
     }
-    report(
-        scan,
-        out,
-        ic,
+    // The inode's first raises the latch question (the walk's latch is the inode's).
+    ic.other_problem = true;
+    w.latches.report(
+        &mut out.findings,
+        scan.policy,
         P::P1_ILLEGAL_BLOCK_NUM,
         ProblemCtx {
             ino: ic.ino,

@@ -5,9 +5,9 @@ use super::itable::{scan_group_from, table_range};
 use super::{GroupOut, Scan};
 use crate::facts::{ClaimSummary, Counts, DirBlock};
 use crate::facts::{DirBlockSpill, Partial, Stage};
+use crate::latch::Latches;
 use crate::pass0::Pass0Facts;
-use crate::problem::Problem as P;
-use crate::report::{Findings, Policy, ProblemCtx};
+use crate::report::{Findings, Policy};
 use ffsck_format::Compat;
 use ffsck_io::device_kind::IoMode;
 use ffsck_io::stream::{self, ReadPlan, StreamConfig};
@@ -92,9 +92,9 @@ pub(super) struct Acc {
     pub(super) kinds_other: Vec<(u32, u8)>,
     pub(super) quota: crate::quota::Usage,
     pub(super) policies: Vec<(u32, u32)>,
-    /// The first orphan-list refugee raises the latch question once, ahead of it, as
-    /// e2fsck's latch does; with the findings merged in inode order this is deterministic.
-    pub(super) refugee_latched: bool,
+    /// The latches of the whole pass (the orphan-list refugees' question comes once, ahead of
+    /// the first); with the findings merged in inode order this is deterministic.
+    pub(super) latches: Latches,
 }
 
 impl Acc {
@@ -113,10 +113,7 @@ impl Acc {
 
     pub(super) fn absorb(&mut self, o: GroupOut, policy: Policy, out: &mut Findings) {
         for f in o.findings.0 {
-            if f.problem == P::P1_LOW_DTIME && !self.refugee_latched {
-                self.refugee_latched = true;
-                out.report(policy, P::P1_ORPHAN_LIST_REFUGEES, ProblemCtx::default());
-            }
+            self.latches.raise(out, policy, f.problem, &f.ctx);
             out.0.push(f);
         }
         self.dir_blocks.extend(o.dir_blocks);
