@@ -1,7 +1,7 @@
 //! Runs the passes in order and turns their findings into an outcome with an exit code.
 
 use crate::pass0::{self, OpenFailure, SuperHint};
-use crate::report::{exit, Finding, Findings, Policy, Reporter};
+use crate::report::{exit, Finding, Findings, Mode, Policy, Reporter};
 use crate::{pass1, pass1b, pass2, pass3, pass4, pass5};
 use ffsck_io::overlay::Overlay;
 use ffsck_io::Device;
@@ -235,11 +235,12 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         || p1.dirs.spill_failed()
         || p2.dirs.spill_failed()
     {
-        return aborted(all, SCRATCH_FAILED);
+        return aborted(all, policy, SCRATCH_FAILED);
     }
     if p2.aborted {
         return aborted(
             all,
+            policy,
             "A corrupted directory block was left unsalvaged: check aborted.",
         );
     }
@@ -249,7 +250,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     crate::pathname::name_dirs(&p0.fs, &p2.dirs, &mut f.0);
     flush(rep, &mut f, &mut all);
     if p2.dirs.spill_failed() {
-        return aborted(all, SCRATCH_FAILED);
+        return aborted(all, policy, SCRATCH_FAILED);
     }
     if !p3.root_ok {
         // A repair that recreates the root (`repair::root`) goes on from the next round's
@@ -258,9 +259,9 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
             .iter()
             .any(|x| x.fixed && x.problem == crate::problem::Problem::P3_NO_ROOT_INODE);
         if !allocate {
-            return aborted(all, "Cannot proceed without a root inode.");
+            return aborted(all, policy, "Cannot proceed without a root inode.");
         }
-        let code = exit_code(&all);
+        let code = exit_code(&all, policy);
         let alloc = alloc_facts(&p0, &mut p1, policy, relocated);
         return Outcome {
             findings: all,
@@ -296,7 +297,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         entries: p2.entries,
         counts: c,
     };
-    let code = exit_code(&all);
+    let code = exit_code(&all, policy);
     let alloc = alloc_facts(&p0, &mut p1, policy, relocated);
     Outcome {
         findings: all,
@@ -379,7 +380,7 @@ fn alloc_facts(
     // A repair edits directories by this list; a read-only check that spilled it does not
     // need it back in memory.
     let dir_blocks = match p1.dir_spill.take() {
-        Some(s) if policy != Policy::No => s.iter().collect(),
+        Some(s) if policy.mode != Mode::No => s.iter().collect(),
         _ => std::mem::take(&mut p1.dir_blocks),
     };
     let mut dirs_per_group = vec![0u32; geo.group_count as usize];
@@ -399,8 +400,8 @@ fn alloc_facts(
 }
 
 /// The outcome of a check that cannot go on past a pass.
-fn aborted(findings: Vec<Finding>, why: &str) -> Outcome {
-    let code = exit_code(&findings) | exit::ERROR;
+fn aborted(findings: Vec<Finding>, policy: Policy, why: &str) -> Outcome {
+    let code = exit_code(&findings, policy) | exit::ERROR;
     Outcome {
         findings,
         exit_code: code,
@@ -418,10 +419,10 @@ fn aborted(findings: Vec<Finding>, why: &str) -> Outcome {
 /// only later passes (and fatal aborts, handled by the caller) do. Superblock findings are the
 /// exception: a superblock left wrong, or a check that had to read a backup superblock (the
 /// note names its block), leaves the bit.
-pub fn exit_code(findings: &[Finding]) -> i32 {
+pub fn exit_code(findings: &[Finding], policy: Policy) -> i32 {
     let mut code = exit::OK;
     for f in findings {
-        if f.leaves_error() && f.problem.pass() != 0 {
+        if policy.leaves_error(f) && f.problem.pass() != 0 {
             code |= exit::UNCORRECTED;
         }
         let flags = f.problem.info().flags;
@@ -455,7 +456,7 @@ fn recover_first(
     // A read-only check replays into its own overlay and drops it. A repair runs the check on
     // the repair's overlay (`repair::repair`), so the replay lands there and is committed with
     // the rest of the repair generation.
-    let overlay: Arc<dyn Device> = if opts.policy == Policy::No {
+    let overlay: Arc<dyn Device> = if opts.policy.mode == Mode::No {
         Arc::new(Overlay::new(dev.clone()))
     } else {
         dev.clone()
@@ -470,7 +471,7 @@ fn recover_first(
     // The external journal's reset goes to its own overlay: a private one for a read-only
     // check, the caller's (`CheckOptions::journal_dev`, an overlay in a repair) otherwise.
     let jdev: Option<Arc<dyn Device>> = match (&opts.journal_dev, &journal.ext) {
-        (Some(d), Some(_)) if opts.policy == Policy::No => {
+        (Some(d), Some(_)) if opts.policy.mode == Mode::No => {
             Some(Arc::new(Overlay::new(d.clone())) as Arc<dyn Device>)
         }
         (d, _) => d.clone(),
@@ -491,7 +492,7 @@ fn recover_first(
                 | crate::problem::Problem::P0_JOURNAL_RUN_DEFAULT
         )
     });
-    plan.report(opts.policy, opts.policy == Policy::No, f);
+    plan.report(opts.policy, opts.policy.mode == Mode::No, f);
     drop(p0);
     pass0::run_with(
         overlay,

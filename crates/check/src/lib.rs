@@ -41,7 +41,7 @@ pub use engine::{check, CheckOptions, Outcome, Progress, Summary};
 pub use ext4::clock::Clock;
 pub use pass0::SuperHint;
 pub use problem::Problem;
-pub use report::{exit, Finding, Policy, ProblemCtx, Reporter};
+pub use report::{exit, Finding, Mode, Policy, ProblemCtx, Reporter};
 
 /// A thread pool of `threads` workers, for tests that run parallel code at several counts.
 #[cfg(test)]

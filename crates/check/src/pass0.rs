@@ -12,7 +12,7 @@ use crate::fs::Fs;
 use crate::journal::JournalFacts;
 use crate::latch::Latches;
 use crate::problem::Problem as P;
-use crate::report::{Findings, Policy, ProblemCtx};
+use crate::report::{Findings, Mode, Policy, ProblemCtx};
 use crate::superblock::{read_super_at, Reject};
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ffsck_format::{
@@ -300,7 +300,7 @@ pub fn run_with(
     // A journal that recorded an error (s_errno) makes e2fsck clear it in the journal
     // superblock; under -n that write fails, and the failure surfaces on the next metadata
     // read, the resize inode's, which e2fsck then reports invalid. Reproduce that verdict.
-    let failed_write = policy == Policy::No
+    let failed_write = policy.mode == Mode::No
         && !fs.sb.incompat().has(Incompat::RECOVER)
         && journal
             .journal
@@ -596,7 +596,9 @@ fn check_super_fields(fs: &Fs, policy: Policy, now: u64, out: &mut Findings) {
     ];
     for (lo, hi, p) in stamps {
         let t = u64::from(lo) | u64::from(hi) << 32;
-        if now != 0 && crate::overrides::clock_trusted() && t > now + crate::overrides::time_fudge()
+        if now != 0
+            && policy.overrides().clock_trusted()
+            && t > now + policy.overrides().time_fudge()
         {
             let ctx = ProblemCtx {
                 num: t,

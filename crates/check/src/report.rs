@@ -1,6 +1,7 @@
 //! Findings, the policy that answers them, and the reporter trait through which they leave
 //! the engine (the CLI implements terminal, JSON and problem-log reporters).
 
+use crate::overrides::Overrides;
 use crate::problem::{flag, Problem};
 use serde::Serialize;
 
@@ -162,16 +163,11 @@ impl Finding {
             _ => None,
         }
     }
-    /// Does leaving this finding unfixed leave the file system inconsistent?
-    pub fn leaves_error(&self) -> bool {
-        let f = crate::overrides::flags(self.problem);
-        !self.fixed && f & (flag::NO_OK | flag::INFO | flag::NOT_A_FIX) == 0
-    }
 }
 
-/// How questions are answered. Deterministic, so worker threads can decide without a lock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
+/// How questions are answered: the command line's mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Mode {
     /// `-n`: never fix, never write.
     No,
     /// `-y`: fix everything.
@@ -180,17 +176,74 @@ pub enum Policy {
     Preen,
 }
 
+/// How questions are answered: the mode, and the run's changes to the catalogue's flags
+/// (e2fsck.conf's `[problems]`, `Overrides`). Deterministic, so worker threads can decide
+/// without a lock; `Copy`, so the overrides are borrowed for the whole program (the command
+/// line leaks its one configuration; a test may leak its own).
+#[derive(Clone, Copy, Debug)]
+pub struct Policy {
+    pub mode: Mode,
+    overrides: &'static Overrides,
+}
+
+/// What a policy without overrides borrows.
+static NO_OVERRIDES: Overrides = Overrides::NONE;
+
+#[allow(non_upper_case_globals)]
 impl Policy {
+    /// `-n` with the catalogue as it is.
+    pub const No: Policy = Policy::new(Mode::No);
+    /// `-y` with the catalogue as it is.
+    pub const Yes: Policy = Policy::new(Mode::Yes);
+    /// `-p` with the catalogue as it is.
+    pub const Preen: Policy = Policy::new(Mode::Preen);
+
+    pub const fn new(mode: Mode) -> Policy {
+        Policy {
+            mode,
+            overrides: &NO_OVERRIDES,
+        }
+    }
+
+    /// This policy, answering with `overrides`.
+    pub fn with_overrides(self, overrides: &'static Overrides) -> Policy {
+        Policy { overrides, ..self }
+    }
+
+    /// The same overrides in another mode (a read-only check within a repair).
+    pub fn with_mode(self, mode: Mode) -> Policy {
+        Policy { mode, ..self }
+    }
+
+    pub fn overrides(self) -> &'static Overrides {
+        self.overrides
+    }
+
+    /// The flags of `p` with the run's overrides applied.
+    pub fn flags(self, p: Problem) -> u16 {
+        self.overrides.flags(p)
+    }
+
+    /// Is `p`'s fix refused by the run's `force_no`?
+    pub fn forced_no(self, p: Problem) -> bool {
+        self.overrides.forced_no(p)
+    }
+
     pub fn answer(self, p: Problem) -> bool {
-        let f = crate::overrides::flags(p);
-        if f & flag::INFO != 0 || crate::overrides::forced_no(p) {
+        let f = self.flags(p);
+        if f & flag::INFO != 0 || self.forced_no(p) {
             return false;
         }
-        match self {
-            Policy::No => false,
-            Policy::Yes => p.fixable(),
-            Policy::Preen => f & flag::PREEN_OK != 0 && p.fixable(),
+        match self.mode {
+            Mode::No => false,
+            Mode::Yes => p.fixable(),
+            Mode::Preen => f & flag::PREEN_OK != 0 && p.fixable(),
         }
+    }
+
+    /// Does leaving `f` unfixed leave the file system inconsistent?
+    pub fn leaves_error(self, f: &Finding) -> bool {
+        !f.fixed && self.flags(f.problem) & (flag::NO_OK | flag::INFO | flag::NOT_A_FIX) == 0
     }
 }
 

@@ -359,7 +359,7 @@ impl Config {
     /// The check's overrides: problem flags and the superblock time checks.
     pub fn overrides(&self, fixes_only: bool) -> ffsck_check::overrides::Overrides {
         use ffsck_check::problem::{flag, Prompt};
-        let mut problems = HashMap::new();
+        let mut problems = std::collections::BTreeMap::new();
         for (&code, p) in &self.problems {
             let mut o = ffsck_check::overrides::ProblemOverride::default();
             let bits = [

@@ -21,7 +21,7 @@ mod tty;
 use anyhow::Result;
 use args::Args;
 use clap::Parser;
-use ffsck_check::{exit, CheckOptions, Policy, Progress, SuperHint};
+use ffsck_check::{exit, CheckOptions, Mode, Policy, Progress, SuperHint};
 use ffsck_io::{Device, FileDevice};
 use std::sync::Arc;
 
@@ -189,7 +189,6 @@ fn setup(args: &Args) -> Stage<Setup> {
         report::error(msg.lines().next().unwrap_or_default());
         exit::ERROR
     })?;
-    ffsck_check::overrides::install(cfg.overrides(ext.fixes_only));
     let settings = Settings::new(args, &ext, &cfg);
     let dev_name = match &args.device_name {
         Some(name) => {
@@ -202,13 +201,16 @@ fn setup(args: &Args) -> Stage<Setup> {
     // Without -n, -p or -y the questions go to the person at the terminal (and the engine
     // proposes every fix it has, as under -y). Undo and estimates ask nothing.
     let interactive = modes == 0 && !args.estimate && args.apply_undo.is_none();
-    let policy = if args.yes || interactive {
-        Policy::Yes
+    let mode = if args.yes || interactive {
+        Mode::Yes
     } else if args.preen {
-        Policy::Preen
+        Mode::Preen
     } else {
-        Policy::No
+        Mode::No
     };
+    // e2fsck.conf's changes to the problem table hold for the whole run.
+    let overrides = Box::leak(Box::new(cfg.overrides(ext.fixes_only)));
+    let policy = Policy::new(mode).with_overrides(overrides);
     report::policy(policy);
     Ok(Setup {
         device,
@@ -239,7 +241,7 @@ fn open(args: &Args, s: &Setup) -> Result<Stage<Open>> {
     // it), before anything is asked or opened.
     let mode = if args.apply_undo.is_some() {
         device::Mode::Undo
-    } else if policy == Policy::No {
+    } else if policy.mode == Mode::No {
         device::Mode::Check
     } else {
         device::Mode::Repair
@@ -262,7 +264,7 @@ fn open(args: &Args, s: &Setup) -> Result<Stage<Open>> {
             )));
         }
     }
-    if args.undo_file.is_some() && policy != Policy::No {
+    if args.undo_file.is_some() && policy.mode != Mode::No {
         println!(
             "Overwriting existing filesystem; this can be undone using the command:\n    \
              e2undo {} {dev_name}\n",
@@ -296,7 +298,7 @@ fn open(args: &Args, s: &Setup) -> Result<Stage<Open>> {
     let journal_overlay = match &args.journal {
         None => None,
         Some(path) => {
-            let opened = if policy == Policy::No {
+            let opened = if policy.mode == Mode::No {
                 FileDevice::open_read_only(path)
             } else {
                 FileDevice::open_read_write(path)
@@ -317,7 +319,7 @@ fn open(args: &Args, s: &Setup) -> Result<Stage<Open>> {
             }
         }
     };
-    if s.ext.unshare_blocks && policy != Policy::No && discard::has_shared_blocks(&*dev) {
+    if s.ext.unshare_blocks && policy.mode != Mode::No && discard::has_shared_blocks(&*dev) {
         return Ok(Err(fatal(
             "ffsck does not support -E unshare_blocks on a file system with the \
              shared_blocks feature yet.",
@@ -370,7 +372,7 @@ fn before_check(args: &Args, s: &Setup, o: &Open, how: &repair::Commit, now: i64
     // As e2fsck does before deciding anything (not on a mounted file system, whose kernel
     // holds the journal, nor with an external journal: the check replays those with the
     // repair).
-    if policy != Policy::No && !o.access.mounted() && args.journal.is_none() {
+    if policy.mode != Mode::No && !o.access.mounted() && args.journal.is_none() {
         if let Err(e) = repair::prepare(&o.dev, how) {
             return Err(fatal(format!("{dev_name}: {e:#}"), exit::ERROR));
         }
@@ -456,7 +458,7 @@ fn check(
     if s.settings.timing > 1 {
         term.time_passes();
     }
-    let outcome = if policy == Policy::No {
+    let outcome = if policy.mode == Mode::No {
         Ok(ffsck_check::check(dev.clone(), &opts, &mut term))
     } else {
         repair::run(
@@ -493,7 +495,7 @@ fn after_check(
 ) -> Result<i32> {
     let dev_name = &s.dev_name;
     if s.ext.discard
-        && s.policy != Policy::No
+        && s.policy.mode != Mode::No
         && !o.access.mounted()
         && code & (exit::UNCORRECTED | exit::ERROR | exit::CANCELED) == 0
     {

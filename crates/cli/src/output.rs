@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use ffsck_check::problem::{Problem, Prompt};
-use ffsck_check::{exit, Finding, Outcome, Policy, Reporter};
+use ffsck_check::{exit, Finding, Mode, Outcome, Policy, Reporter};
 use std::io::Write;
 use std::path::Path;
 
@@ -291,8 +291,8 @@ impl Terminal {
             return false;
         }
         // e2fsck hides the extra messages under -n and -y, and under -p those it may fix.
-        let hide = match self.policy {
-            Policy::Preen => flags & ffsck_check::problem::flag::PREEN_OK != 0,
+        let hide = match self.policy.mode {
+            Mode::Preen => flags & ffsck_check::problem::flag::PREEN_OK != 0,
             _ => !self.interactive,
         };
         if *n == max + 1 {
@@ -368,7 +368,7 @@ impl Terminal {
             return;
         }
         let prompt = f.problem.info().prompt;
-        let halt = f.leaves_error() && prompt != Prompt::None;
+        let halt = self.policy.leaves_error(f) && prompt != Prompt::None;
         if flags & ffsck_check::problem::flag::PREEN_NOMSG != 0 && !halt {
             return;
         }
@@ -468,7 +468,7 @@ impl Terminal {
         }
         if let Some(s) = &o.summary {
             let name = crate::skip::display_name(&s.label, &self.dev);
-            if code & exit::NONDESTRUCT != 0 && self.policy != Policy::Preen {
+            if code & exit::NONDESTRUCT != 0 && self.policy.mode != Mode::Preen {
                 let _ = writeln!(self.out, "\n{name}: ***** FILE SYSTEM WAS MODIFIED *****");
             }
             if code & exit::NONDESTRUCT != 0 && self.root {
@@ -492,7 +492,7 @@ impl Terminal {
                 );
             }
         }
-        if self.policy == Policy::Preen && code & exit::UNCORRECTED != 0 {
+        if self.policy.mode == Mode::Preen && code & exit::UNCORRECTED != 0 {
             let _ = self.out.flush();
             eprintln!("{}", preen_halt_text(&self.preen_name(o)));
             code = exit::UNCORRECTED;
@@ -509,13 +509,13 @@ impl Reporter for Terminal {
             self.end_pass();
             self.pass_timer = Some((pass, std::time::Instant::now()));
         }
-        if self.policy != Policy::Preen && (1..=5).contains(&pass) {
+        if self.policy.mode != Mode::Preen && (1..=5).contains(&pass) {
             let _ = writeln!(self.out, "{}", PASS_NAMES[pass as usize]);
         }
     }
     fn finding(&mut self, f: &Finding) {
         crate::report::finding(f);
-        let flags = ffsck_check::overrides::flags(f.problem);
+        let flags = self.policy.flags(f.problem);
         if !f.fixed && flags & ffsck_check::problem::flag::NO_NOMSG != 0 {
             return;
         }
@@ -527,7 +527,7 @@ impl Reporter for Terminal {
         }
         let msg = f.message();
         self.warn(f);
-        if self.policy == Policy::Preen {
+        if self.policy.mode == Mode::Preen {
             self.preen_finding(f, &msg, flags);
             return;
         }
@@ -541,7 +541,7 @@ impl Reporter for Terminal {
         }
         match Self::question(f, &msg) {
             // `[problems] force_no`: e2fsck says the fix was ignored, without asking.
-            Some(_) if ffsck_check::overrides::forced_no(f.problem) => {
+            Some(_) if self.policy.forced_no(f.problem) => {
                 let gap = if msg.ends_with('\n') { "" } else { "  " };
                 let _ = writeln!(self.out, "{msg}{gap}IGNORED.");
             }

@@ -8,7 +8,7 @@
 
 use anyhow::{Context, Result};
 use ffsck_check::problem::Prompt;
-use ffsck_check::{exit, Finding, Outcome, Policy};
+use ffsck_check::{exit, Finding, Mode, Outcome, Policy};
 use ffsck_io::Device;
 use serde_json::{json, Value};
 use std::io::Write;
@@ -242,7 +242,7 @@ fn finding_json(f: &Finding, policy: Policy) -> Value {
     let answer = match (info.prompt, f.fixed) {
         (Prompt::None, _) => "none",
         (_, false) => "no",
-        (_, true) if policy == Policy::Preen => "preen",
+        (_, true) if policy.mode == Mode::Preen => "preen",
         (_, true) => "yes",
     };
     json!({

@@ -11,7 +11,7 @@
 //! replays the journal) first, then decides.
 
 use ffsck_check::report::Findings;
-use ffsck_check::{pass0, Policy, SuperHint};
+use ffsck_check::{pass0, Mode, Policy, SuperHint};
 use ffsck_format::superblock::{STATE_ERROR, STATE_VALID};
 use ffsck_format::{Incompat, RoCompat};
 use ffsck_io::Device;
@@ -70,7 +70,7 @@ pub fn decide(
     let Ok(p0) = pass0::run_with(
         dev.clone(),
         SuperHint::default(),
-        Policy::No,
+        policy.with_mode(Mode::No),
         journal_dev,
         u64::try_from(now).unwrap_or(0),
         &mut found,
@@ -89,7 +89,7 @@ pub fn decide(
     let orphans = sb.s_last_orphan.get() != 0
         || (sb.compat().has(ffsck_format::Compat::ORPHAN_FILE)
             && sb.ro_compat().has(RoCompat::ORPHAN_PRESENT));
-    if policy != Policy::No && (recover || orphans) {
+    if policy.mode != Mode::No && (recover || orphans) {
         return Decision::Check(None);
     }
 
@@ -103,7 +103,7 @@ pub fn decide(
     if fixable {
         return Decision::Check(None);
     }
-    let errors = found.0.iter().any(|f| f.leaves_error());
+    let errors = found.0.iter().any(|f| policy.leaves_error(f));
     let state = sb.s_state.get();
     let broken_clock = now < SANE_CLOCK;
     let stored_lastcheck = i64::from(sb.s_lastcheck.get()) | (i64::from(sb.s_lastcheck_hi) << 32);
@@ -121,7 +121,7 @@ pub fn decide(
         return forced(" was not cleanly unmounted".into());
     }
     // (e2fsck compares with the backups only when it may write.)
-    if policy != Policy::No && ffsck_check::repair::mark::backup_differs(&*dev, sb) {
+    if policy.mode != Mode::No && ffsck_check::repair::mark::backup_differs(&*dev, sb) {
         return forced(" primary superblock features different from backup".into());
     }
     if max_mnt > 0 && mnt_count >= max_mnt as u32 {
@@ -146,7 +146,7 @@ pub fn decide(
     // The counts as the descriptors have them (the kernel does not keep the superblock's up
     // to date); e2fsck writes them back unless under -n, which keeps the superblock's.
     let geo = &p0.fs.geo;
-    let (free_inodes, free_blocks) = if policy == Policy::No {
+    let (free_inodes, free_blocks) = if policy.mode == Mode::No {
         (
             u64::from(sb.s_free_inodes_count.get()),
             sb.free_blocks_count(),

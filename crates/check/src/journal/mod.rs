@@ -17,7 +17,7 @@ pub mod recovery;
 use crate::filemap::{self, Runs, Visit};
 use crate::fs::Fs;
 use crate::problem::Problem as P;
-use crate::report::{Findings, Policy, ProblemCtx};
+use crate::report::{Findings, Mode, Policy, ProblemCtx};
 use ffsck_format::inode::{flags, mode, RawInode};
 use ffsck_format::journal::{blocktype, JournalSuperblock, JsbError, MIN_JOURNAL_BLOCKS};
 use ffsck_format::{Compat, Incompat};
@@ -231,7 +231,7 @@ pub fn check(
                 };
                 if escalate {
                     let r = c.fix_corrupt_super();
-                    if r.is_ok() && c.reset_super && policy != Policy::No {
+                    if r.is_ok() && c.reset_super && policy.mode != Mode::No {
                         reset_super(fs, &runs, total_len);
                     }
                     r
@@ -358,7 +358,7 @@ fn load(c: &mut Ctx, runs: &Runs, total_len: u64) -> Result<(JournalSuperblock, 
     {
         clear_v2_fields(&mut jsb);
         // A repair writes the cleared superblock back (`fs.dev` is then its overlay).
-        if c.policy != Policy::No {
+        if c.policy.mode != Mode::No {
             use zerocopy::IntoBytes;
             let mut out = buf.clone();
             let n = jsb.as_bytes().len().min(out.len());
@@ -455,7 +455,7 @@ fn check_flags(c: &mut Ctx, jsb: &JournalSuperblock, backup_sb: bool) {
         }
         // Refusing keeps the journal, but a read-only check cannot set the flag again, so the
         // "journal has data" questions below do not apply (as in e2fsck -n).
-        if c.policy == Policy::No {
+        if c.policy.mode == Mode::No {
             return;
         }
         c.has_journal = true;

@@ -11,7 +11,7 @@ use crate::facts::{kind, Facts};
 use crate::fs::Fs;
 use crate::htree;
 use crate::problem::Problem as P;
-use crate::report::{Policy, ProblemCtx};
+use crate::report::{Mode, ProblemCtx};
 use ffsck_format::dir::ft;
 use ffsck_format::group::BG_INODE_UNINIT;
 use ffsck_format::inode::RawInode;
@@ -213,7 +213,7 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
     let t = k & kind::TYPE_MASK;
     // A bad inode is dealt with before its entry's type is checked: answered yes throughout,
     // it is either cleared (and the entry with it) or fixed and no longer bad.
-    let stays_bad = k & kind::BAD != 0 && policy != Policy::Yes;
+    let stays_bad = k & kind::BAD != 0 && policy.mode != Mode::Yes;
     let should = if ctx.p1.used(ino - 1) && (!stays_bad || t == ft::DIR || t == ft::REG) {
         t
     } else {

@@ -39,7 +39,7 @@ mod xattr;
 use crate::engine::{self, CheckOptions, Outcome};
 use crate::pass0::{self, Pass0Facts};
 use crate::problem::{after, Fixer, Problem as P};
-use crate::report::{exit, Finding, Findings, Policy, ProblemCtx, Reporter};
+use crate::report::{exit, Finding, Findings, Mode, Policy, ProblemCtx, Reporter};
 use ffsck_io::overlay::{Extent, Overlay};
 use ffsck_io::Device;
 use fixers::{Round, When};
@@ -156,7 +156,7 @@ impl Repair<'_> {
     /// descriptors are rewritten from it (e2fsck writes them when it finishes) and the rounds
     /// check the primary; then the orphan list is released, as e2fsck does when it may write.
     fn prepare(&mut self) {
-        if self.opts.policy == Policy::No {
+        if self.opts.policy.mode == Mode::No {
             return;
         }
         for f in restore_primary(&self.ov, &mut self.opts) {
@@ -173,7 +173,11 @@ impl Repair<'_> {
     /// Count a round that ran (the first one's problems are the file system's own).
     fn count(&mut self, out: &Outcome) {
         if self.rounds == 0 {
-            self.first_errors = out.findings.iter().filter(|f| is_error(f)).count();
+            self.first_errors = out
+                .findings
+                .iter()
+                .filter(|f| is_error(self.opts.policy, f))
+                .count();
             self.first_files = out.summary.as_ref().map(|s| s.counts);
         }
         self.rounds += 1;
@@ -221,12 +225,17 @@ impl Repair<'_> {
             );
         }
         let plan = self.decide(p0.as_ref(), &dirs, &mut out);
-        out.exit_code = engine::exit_code(&out.findings) | (out.exit_code & exit::ERROR);
+        out.exit_code =
+            engine::exit_code(&out.findings, self.opts.policy) | (out.exit_code & exit::ERROR);
         self.count(&out);
         trace(self.rounds, &out);
         // Preen stops at the first problem it may not fix, keeping the fixes before it.
-        let halt_at = (self.opts.policy == Policy::Preen)
-            .then(|| out.findings.iter().position(Finding::leaves_error))
+        let halt_at = (self.opts.policy.mode == Mode::Preen)
+            .then(|| {
+                out.findings
+                    .iter()
+                    .position(|f| self.opts.policy.leaves_error(f))
+            })
             .flatten();
         let upto = halt_at.unwrap_or(out.findings.len());
         let no_fixes = !out.findings[..upto].iter().any(|f| f.fixed);
@@ -325,7 +334,13 @@ impl Repair<'_> {
         let refused = |f: &Finding| {
             !self.opts.policy.answer(f.problem) || (self.asks && self.answers.get(f) == Some(false))
         };
-        order::decide(&mut out.findings, &linked, &refused, self.asks);
+        order::decide(
+            &mut out.findings,
+            &linked,
+            &refused,
+            self.asks,
+            self.opts.policy,
+        );
         if out
             .findings
             .iter()
@@ -360,8 +375,9 @@ impl Repair<'_> {
             let p = earliest_fix.entry(f.ctx.ino).or_insert(u8::MAX);
             *p = (*p).min(f.problem.pass());
         }
+        let policy = self.opts.policy;
         let stale = |f: &Finding| {
-            f.leaves_error()
+            policy.leaves_error(f)
                 && earliest_fix
                     .get(&f.ctx.ino)
                     .is_some_and(|&p| p < f.problem.pass())
@@ -408,7 +424,7 @@ impl Repair<'_> {
         let left: Vec<&Finding> = verified
             .findings
             .iter()
-            .filter(|f| f.leaves_error())
+            .filter(|f| self.opts.policy.leaves_error(f))
             .collect();
         let primary_broken: Vec<P> = verified
             .findings
@@ -462,12 +478,12 @@ impl Repair<'_> {
             }
             _ => {
                 let quiet = CheckOptions {
-                    policy: Policy::No,
+                    policy: opts.policy.with_mode(Mode::No),
                     ..opts.clone()
                 };
                 let mut sink = crate::report::Collect::default();
                 let out = engine::check(ov.clone(), &quiet, &mut sink);
-                for f in out.findings.iter().filter(|f| f.leaves_error()) {
+                for f in out.findings.iter().filter(|f| opts.policy.leaves_error(f)) {
                     self.rep.finding(f);
                     self.findings.push(f.clone());
                 }
@@ -486,7 +502,7 @@ impl Repair<'_> {
         }
         // Last, as e2fsck ends a check that may write: mark the superblock (not after an
         // aborted check, nor when the repair is not to be committed).
-        if opts.policy != Policy::No && verified.fatal.is_none() && new_problems.is_empty() {
+        if opts.policy.mode != Mode::No && verified.fatal.is_none() && new_problems.is_empty() {
             let end = if self.preen_halt {
                 mark::End::PreenHalt
             } else {
@@ -509,12 +525,11 @@ impl Repair<'_> {
 }
 
 /// Is `f` an error of the file system (whether or not it was fixed)?
-fn is_error(f: &Finding) -> bool {
-    Finding {
+fn is_error(policy: Policy, f: &Finding) -> bool {
+    policy.leaves_error(&Finding {
         fixed: false,
         ..f.clone()
-    }
-    .leaves_error()
+    })
 }
 
 /// Does `now` hold fewer files of some kind than `was`?
@@ -554,7 +569,7 @@ fn recreate_journal(
         .iter()
         .any(|f| f.fixed && f.problem == P::P0_JOURNAL_BAD_INODE);
     let out = last?;
-    let clean = out.fatal.is_none() && !out.findings.iter().any(Finding::leaves_error);
+    let clean = out.fatal.is_none() && !out.findings.iter().any(|f| opts.policy.leaves_error(f));
     if !dropped || !clean || preen_halt || !opts.policy.answer(P::P6_RECREATE_JOURNAL) {
         return None;
     }

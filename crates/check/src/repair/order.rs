@@ -5,7 +5,7 @@
 use super::itable;
 use crate::engine::AllocFacts;
 use crate::problem::{after, Fixer, Problem as P};
-use crate::report::Finding;
+use crate::report::{Finding, Policy};
 use std::collections::{HashMap, HashSet};
 
 /// The fixers whose `ALONE` fixes are made alone in their round, first first: a moved inode
@@ -99,13 +99,14 @@ pub(super) fn decide(
     linked: &HashSet<u32>,
     refused: &dyn Fn(&Finding) -> bool,
     strict: bool,
+    policy: Policy,
 ) {
     for f in findings.iter_mut().filter(|f| f.fixed) {
         if f.problem.fixed_by(Fixer::Connect) && !linked.contains(&f.ctx.ino) {
             f.fixed = false;
         }
     }
-    let unfixed: Vec<&Finding> = findings.iter().filter(|f| f.leaves_error()).collect();
+    let unfixed: Vec<&Finding> = findings.iter().filter(|f| policy.leaves_error(f)).collect();
     // Inodes with a problem answered no (not one merely held back for a later round), with
     // the earliest pass that found one.
     let mut blocked: HashMap<u32, u8> = HashMap::new();
