@@ -6,6 +6,7 @@ use super::{GroupOut, Scan};
 use crate::facts::{ClaimSummary, Counts, DirBlock};
 use crate::facts::{DirBlockSpill, Partial, Stage};
 use crate::latch::Latches;
+use crate::problem::Latch;
 use crate::pass0::Pass0Facts;
 use crate::report::{Findings, Policy};
 use ffsck_format::Compat;
@@ -92,8 +93,8 @@ pub(super) struct Acc {
     pub(super) kinds_other: Vec<(u32, u8)>,
     pub(super) quota: crate::quota::Usage,
     pub(super) policies: Vec<(u32, u32)>,
-    /// The latches of the whole pass (the orphan-list refugees' question comes once, ahead of
-    /// the first); with the findings merged in inode order this is deterministic.
+    /// The latch of the whole pass: the orphan-list refugees' question comes once, ahead of
+    /// the first; with the findings merged in inode order this is deterministic.
     pub(super) latches: Latches,
 }
 
@@ -113,7 +114,10 @@ impl Acc {
 
     pub(super) fn absorb(&mut self, o: GroupOut, policy: Policy, out: &mut Findings) {
         for f in o.findings.0 {
-            self.latches.raise(out, policy, f.problem, &f.ctx);
+            // The refugees' latch spans the pass; an inode's latches are its worker's.
+            if f.problem.latch() == Some(Latch::LowDtime) {
+                self.latches.raise(out, policy, f.problem, &f.ctx);
+            }
             out.0.push(f);
         }
         self.dir_blocks.extend(o.dir_blocks);
