@@ -7,8 +7,8 @@
 #![forbid(unsafe_code)]
 
 pub(crate) mod bitmap;
-pub mod engine;
-pub mod estimate;
+pub(crate) mod engine;
+pub(crate) mod estimate;
 pub(crate) mod ext4;
 pub(crate) mod facts;
 pub(crate) mod filemap;
@@ -19,7 +19,7 @@ pub mod journal;
 pub(crate) mod latch;
 pub(crate) mod ordered;
 pub(crate) mod orphan;
-pub mod overrides;
+pub(crate) mod overrides;
 pub mod pass0;
 pub(crate) mod pass1;
 pub(crate) mod pass1b;
@@ -32,16 +32,19 @@ pub mod problem;
 pub(crate) mod progress;
 pub(crate) mod quota;
 pub(crate) mod relocate;
-pub mod repair;
-pub mod report;
+pub(crate) mod repair;
+pub(crate) mod report;
 pub(crate) mod spill;
 pub(crate) mod superblock;
 
-pub use engine::{check, CheckOptions, Outcome, Progress, Summary};
+pub use engine::{check, CheckOptions, Outcome, Progress, Summary, Tuning};
+pub use estimate::{estimate, Estimate};
 pub use ext4::clock::Clock;
+pub use overrides::{Overrides, ProblemOverride, DEFAULT_TIME_FUDGE};
 pub use pass0::SuperHint;
 pub use problem::Problem;
-pub use report::{exit, Finding, Mode, Policy, ProblemCtx, Reporter};
+pub use repair::{mark::backup_differs, repair, RepairOutcome};
+pub use report::{exit, Collect, Finding, Findings, Mode, Policy, ProblemCtx, Reporter};
 
 /// A thread pool of `threads` workers, for tests that run parallel code at several counts.
 #[cfg(test)]

@@ -98,7 +98,7 @@ pub mod flag {
 /// Which fixer of `repair` makes a problem's fix: its fix class. The repair's fixer table
 /// (`repair::FIXERS`) says how each one applies and in which order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub enum Fixer {
+pub(crate) enum Fixer {
     /// The check makes the fix itself when the answer is yes (journal superblock, replay).
     Check,
     /// Inode fields (times, sizes, flags, counts).
@@ -149,7 +149,7 @@ pub enum Fixer {
 
 /// The order a fix keeps within a repair round (a small bit set): what it makes others wait
 /// for, and what it waits for. A fix held back is made in a later round, on a fresh check.
-pub mod after {
+pub(crate) mod after {
     /// Made alone in its round: every other fix waits (the check restarts after it).
     pub const ALONE: u16 = 1;
     /// Changes block mappings: the fixes of pass 2 on and the allocation rebuild wait.
@@ -179,7 +179,7 @@ pub mod after {
 /// Members are answered as their question is (a catalogue test keeps their flags and fixers
 /// alike), so the latch's answer is the group's, as in e2fsck, without being carried over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub enum Latch {
+pub(crate) enum Latch {
     /// A misplaced bitmap or inode table: one warning before the first.
     Reloc,
     /// Group descriptor checksums: one question before the first bad one.
@@ -197,7 +197,8 @@ pub enum Latch {
 }
 
 impl Latch {
-    pub const ALL: &'static [Latch] = &[
+    #[cfg(test)]
+    pub(crate) const ALL: &'static [Latch] = &[
         Latch::Reloc,
         Latch::BgChecksum,
         Latch::Block,
@@ -208,7 +209,7 @@ impl Latch {
     ];
 
     /// The question the group's first problem raises.
-    pub fn question(self) -> Problem {
+    pub(crate) fn question(self) -> Problem {
         match self {
             Latch::Reloc => Problem::P0_RELOCATE_HINT,
             Latch::BgChecksum => Problem::P0_GDT_CSUM_LATCH,
@@ -221,7 +222,7 @@ impl Latch {
     }
 
     /// The message that ends a latched run of the group, if it has one.
-    pub fn end(self) -> Option<Problem> {
+    pub(crate) fn end(self) -> Option<Problem> {
         match self {
             Latch::DupBlocks => Some(Problem::P1B_DUP_BLOCK_END),
             Latch::BlockBitmap => Some(Problem::P5_BLOCK_BITMAP_END),
@@ -232,7 +233,8 @@ impl Latch {
 
     /// Whether the question's answer is the group's (e2fsck's relocation hint is a warning,
     /// answered by nobody).
-    pub fn collates(self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn collates(self) -> bool {
         self != Latch::Reloc
     }
 }
@@ -246,11 +248,11 @@ pub struct ProblemInfo {
     pub prompt: Prompt,
     pub flags: u16,
     /// The fixer that makes the fix (None: no fix, so no policy answers yes).
-    pub fixer: Option<Fixer>,
+    pub(crate) fixer: Option<Fixer>,
     /// Its order within a round (`after` bits).
-    pub after: u16,
+    pub(crate) after: u16,
     /// The latch group it belongs to, if any.
-    pub latch: Option<Latch>,
+    pub(crate) latch: Option<Latch>,
     pub message: &'static str,
 }
 
@@ -641,19 +643,19 @@ impl Problem {
         self.info().name.as_bytes()[1].wrapping_sub(b'0')
     }
     /// Whether a fix exists for this problem (the policy answers no to anything else).
-    pub fn fixable(self) -> bool {
+    pub(crate) fn fixable(self) -> bool {
         self.info().fixer.is_some()
     }
     /// Whether the fix is made by `fixer`.
-    pub fn fixed_by(self, fixer: Fixer) -> bool {
+    pub(crate) fn fixed_by(self, fixer: Fixer) -> bool {
         self.info().fixer == Some(fixer)
     }
     /// Whether the row's `after` column has all of `bits`.
-    pub fn after(self, bits: u16) -> bool {
+    pub(crate) fn after(self, bits: u16) -> bool {
         self.info().after & bits == bits
     }
     /// The latch group of the row, if any.
-    pub fn latch(self) -> Option<Latch> {
+    pub(crate) fn latch(self) -> Option<Latch> {
         self.info().latch
     }
 }

@@ -24,7 +24,7 @@ mod common;
 
 use ffsck_check::journal::commit::{self as journal_commit, Transaction};
 use ffsck_check::journal::recovery;
-use ffsck_check::report::Collect;
+use ffsck_check::Collect;
 use ffsck_check::{CheckOptions, Policy};
 use ffsck_format::journal::{feature, JournalSuperblock, JBD2_MAGIC_NUMBER};
 use ffsck_io::logfile::Record;
@@ -113,7 +113,7 @@ fn set_journal_features(img: &[u8], compat: u32, incompat: u32, clear: u32) -> V
 /// Byte ranges of the internal journal (superblock and log), per block.
 fn journal_blocks(img: &[u8]) -> Vec<(u64, u64)> {
     let dev: Arc<dyn Device> = Arc::new(MemDevice::new(img.to_vec()));
-    let mut f = ffsck_check::report::Findings::default();
+    let mut f = ffsck_check::Findings::default();
     let p0 = ffsck_check::pass0::run(dev, Default::default(), Policy::No, &mut f).unwrap();
     let j = p0.journal.journal.as_ref().unwrap();
     let bs = u64::from(p0.fs.geo.block_size);
@@ -124,7 +124,7 @@ fn journal_blocks(img: &[u8]) -> Vec<(u64, u64)> {
 }
 
 fn jsb_offset(dev: Arc<dyn Device>) -> u64 {
-    let mut f = ffsck_check::report::Findings::default();
+    let mut f = ffsck_check::Findings::default();
     let p0 = ffsck_check::pass0::run(dev, Default::default(), Policy::No, &mut f).unwrap();
     let j = p0.journal.journal.as_ref().unwrap();
     j.sb_offset(&p0.fs).unwrap()
@@ -150,7 +150,7 @@ fn repair(original: &[u8]) -> (Vec<Record>, Vec<u8>) {
         threads: 2,
         ..Default::default()
     };
-    let out = ffsck_check::repair::repair(dev.clone(), &opts, &mut Collect::default());
+    let out = ffsck_check::repair(dev.clone(), &opts, &mut Collect::default());
     assert!(out.new_problems.is_empty());
     let changes: Vec<Record> = out
         .changes
@@ -545,7 +545,7 @@ fn a_journal_needing_recovery_is_replayed_on_the_device_first() {
             threads: 2,
             ..Default::default()
         };
-        let out = ffsck_check::repair::repair(dev, &opts, &mut Collect::default());
+        let out = ffsck_check::repair(dev, &opts, &mut Collect::default());
         let ch: Vec<Record> = out
             .changes
             .into_iter()

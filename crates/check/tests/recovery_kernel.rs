@@ -10,7 +10,7 @@
 //!
 //! Needs root and loop mounts; skips with a message when they are not available.
 
-use ffsck_check::report::Collect;
+use ffsck_check::Collect;
 use ffsck_check::{CheckOptions, Policy, Problem};
 use ffsck_io::redo::{DeviceId, RedoLog};
 use ffsck_io::{Device, FileDevice};

@@ -357,11 +357,11 @@ impl Config {
     }
 
     /// The check's overrides: problem flags and the superblock time checks.
-    pub fn overrides(&self, fixes_only: bool) -> ffsck_check::overrides::Overrides {
+    pub fn overrides(&self, fixes_only: bool) -> ffsck_check::Overrides {
         use ffsck_check::problem::{flag, Prompt};
         let mut problems = std::collections::BTreeMap::new();
         for (&code, p) in &self.problems {
-            let mut o = ffsck_check::overrides::ProblemOverride::default();
+            let mut o = ffsck_check::ProblemOverride::default();
             let bits = [
                 (p.preen_ok, flag::PREEN_OK),
                 (p.no_ok, flag::NO_OK),
@@ -387,11 +387,11 @@ impl Config {
                 }
             }
         }
-        ffsck_check::overrides::Overrides {
+        ffsck_check::Overrides {
             problems,
             broken_clock: self.broken_system_clock,
             time_fudge: Some(if self.accept_time_fudge {
-                ffsck_check::overrides::DEFAULT_TIME_FUDGE
+                ffsck_check::DEFAULT_TIME_FUDGE
             } else {
                 0
             }),

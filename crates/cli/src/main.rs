@@ -348,16 +348,14 @@ fn schedule(args: &Args, s: &Setup, o: &Open) -> Stage<resources::Plan> {
     let dev_name = &s.dev_name;
     if args.estimate {
         // Under the same scheduling as the check, so the calibration sees what it would get.
-        return Err(
-            match ffsck_check::estimate::estimate(&*o.dev, plan.threads) {
-                Ok(e) => {
-                    print!("{}", resources::render_estimate(dev_name, &e));
-                    report::result("estimated");
-                    exit::OK
-                }
-                Err(why) => fatal(format!("cannot estimate {dev_name}: {why}"), exit::ERROR),
-            },
-        );
+        return Err(match ffsck_check::estimate(&*o.dev, plan.threads) {
+            Ok(e) => {
+                print!("{}", resources::render_estimate(dev_name, &e));
+                report::result("estimated");
+                exit::OK
+            }
+            Err(why) => fatal(format!("cannot estimate {dev_name}: {why}"), exit::ERROR),
+        });
     }
     if plan.nice && s.settings.verbose {
         eprintln!("{}", resources::describe(&plan));
@@ -425,7 +423,7 @@ fn check(
         threads: plan.threads,
         progress: prog.clone(),
         optimize_dirs: args.optimize,
-        tuning: ffsck_check::engine::Tuning {
+        tuning: ffsck_check::Tuning {
             pipeline: args.pipeline,
             max_memory: s.settings.max_memory,
             scratch_dir: s.settings.scratch_dir.clone(),
@@ -441,7 +439,7 @@ fn check(
     // The bar's ETA follows the run-time model (its sample costs a few reads); a bar turned
     // on later by SIGUSR1 does without.
     let model = (args.progress_fd == Some(0))
-        .then(|| ffsck_check::estimate::estimate(&**dev, plan.threads).ok())
+        .then(|| ffsck_check::estimate(&**dev, plan.threads).ok())
         .flatten()
         .map(|e| e.pass_secs);
     let ticker =

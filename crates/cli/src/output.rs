@@ -86,7 +86,7 @@ fn permille(part: u64, whole: u64) -> String {
 }
 
 /// e2fsck's `-v` statistics block.
-fn verbose_stats(s: &ffsck_check::engine::Summary) -> String {
+fn verbose_stats(s: &ffsck_check::Summary) -> String {
     let c = &s.counts;
     let frag_files = c.fragmented.saturating_sub(c.fragmented_dirs);
     // Names beyond the one each inode needs: e2fsck's "links" (the files' entries less the

@@ -8,7 +8,7 @@
 
 use anyhow::{anyhow, Context, Result};
 use ffsck_check::journal::commit as journal_commit;
-use ffsck_check::repair::RepairOutcome;
+use ffsck_check::RepairOutcome;
 use ffsck_check::{exit, CheckOptions, Outcome, Reporter};
 use ffsck_format::{EXT2_MAGIC, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use ffsck_io::e2undo::{self, E2Undo};
@@ -160,7 +160,7 @@ pub fn run(
         mut exit_code,
         new_problems,
         ..
-    } = ffsck_check::repair::repair(dev.clone(), opts, rep);
+    } = ffsck_check::repair(dev.clone(), opts, rep);
     crate::interrupt::begin_commit();
 
     let interactive = rep.asks();

@@ -7,7 +7,7 @@
 //! `--threads` sets the thread count (`--nice` still lowers the priority). The mode is not
 //! switched on by the load average alone (see `plan`).
 
-use ffsck_check::estimate::Estimate;
+use ffsck_check::Estimate;
 
 /// How the check will use the machine.
 #[derive(Clone, Copy, Debug)]

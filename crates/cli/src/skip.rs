@@ -10,7 +10,7 @@
 //! by itself) forces the check in a repair here, where e2fsck releases the orphans (or
 //! replays the journal) first, then decides.
 
-use ffsck_check::report::Findings;
+use ffsck_check::Findings;
 use ffsck_check::{pass0, Mode, Policy, SuperHint};
 use ffsck_format::superblock::{STATE_ERROR, STATE_VALID};
 use ffsck_format::{Incompat, RoCompat};
@@ -121,7 +121,7 @@ pub fn decide(
         return forced(" was not cleanly unmounted".into());
     }
     // (e2fsck compares with the backups only when it may write.)
-    if policy.mode != Mode::No && ffsck_check::repair::mark::backup_differs(&*dev, sb) {
+    if policy.mode != Mode::No && ffsck_check::backup_differs(&*dev, sb) {
         return forced(" primary superblock features different from backup".into());
     }
     if max_mnt > 0 && mnt_count >= max_mnt as u32 {

@@ -40,7 +40,7 @@ pub struct Journal {
 impl Journal {
     /// Read journal block `b` (journal-relative): through the inode's runs, or straight from
     /// the external journal device. `None` when unmapped, outside the file system or unreadable.
-    pub fn read_block(&self, fs: &Fs, b: u64) -> Option<Vec<u8>> {
+    pub(crate) fn read_block(&self, fs: &Fs, b: u64) -> Option<Vec<u8>> {
         if b >= self.total_len {
             return None;
         }
