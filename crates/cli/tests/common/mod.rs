@@ -570,13 +570,56 @@ pub fn assert_repaired(t: &Tools, img: &Image, what: &str) {
         "{what}: second ffsck -fn\n{}",
         again.stdout
     );
-    let dumped = img.aux("f1");
-    debugfs_r(t, &img.path, &format!("dump /a/f1 {}", dumped.display()));
-    let want = std::fs::read(img.dir.path().join("tree/a/f1")).unwrap();
     assert!(
-        std::fs::read(&dumped).unwrap() == want,
+        dump(t, img, "/a/f1") == tree_file(img, "a/f1"),
         "{what}: /a/f1 changed"
     );
+}
+
+/// The contents of `path` in the image as debugfs reads them (empty when it cannot).
+pub fn dump(t: &Tools, img: &Image, path: &str) -> Vec<u8> {
+    let out = img.aux("dumped");
+    let _ = std::fs::remove_file(&out);
+    debugfs_r(t, &img.path, &format!("dump {path} {}", out.display()));
+    std::fs::read(&out).unwrap_or_default()
+}
+
+/// The contents `rel` has in the tree the image was made from.
+pub fn tree_file(img: &Image, rel: &str) -> Vec<u8> {
+    std::fs::read(img.dir.path().join("tree").join(rel)).unwrap()
+}
+
+/// `e2fsck -fn` sees the damage (exit bit 4); one `ffsck -fy` repairs it, exiting with one of
+/// `exits`; then `e2fsck -fn` and a second `ffsck -fn` find the file system clean. Returns the
+/// repair's run.
+pub fn assert_one_run_repairs(t: &Tools, img: &Image, what: &str, exits: &[i32]) -> Run {
+    let (before, out) = e2fsck_n(t, &img.path);
+    assert!(
+        before & 4 != 0,
+        "test setup ({what}): e2fsck must see the damage\n{out}"
+    );
+    let run = ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_no_panic(&run);
+    assert!(
+        exits.contains(&run.code()),
+        "{what}: ffsck -fy should fix everything (exit {exits:?})\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let (after, out) = e2fsck_n(t, &img.path);
+    assert_eq!(
+        after, 0,
+        "{what}: e2fsck -fn after the repair\n{out}\n{}",
+        run.stdout
+    );
+    let again = check_n(&img.path, 1);
+    assert_eq!(
+        again.code(),
+        0,
+        "{what}: second ffsck -fn: {}",
+        again.describe()
+    );
+    run
 }
 
 /// The number `debugfs -R CMD` prints right after `key` (e.g. "Free blocks:" in `stats`).

@@ -29,12 +29,8 @@ fn ffsck(args: &[&str], img: &Path) -> common::Run {
 /// (`debugfs dump` to a scratch file, compared byte for byte).
 fn assert_contents_kept(t: &Tools, img: &Image) {
     for p in ["a/f1", "a/f2", "a/f3", "a/f4", "b/x", "sparse"] {
-        let out = img.aux("dumped");
-        let _ = std::fs::remove_file(&out);
-        common::debugfs_r(t, &img.path, &format!("dump /{p} {}", out.display()));
-        let got = std::fs::read(&out).unwrap_or_default();
-        let want = std::fs::read(img.dir.path().join("tree").join(p)).unwrap();
-        assert!(got == want, "/{p}: contents differ after the repair");
+        let same = common::dump(t, img, &format!("/{p}")) == common::tree_file(img, p);
+        assert!(same, "/{p}: contents differ after the repair");
     }
 }
 
@@ -212,27 +208,6 @@ fn preen_fixes_what_is_safe_and_stops_at_the_rest() {
     );
 }
 
-/// `ffsck -fy` exits 1, and `e2fsck -fn` then finds nothing; the sampled files kept their
-/// contents. The damage must be visible to e2fsck first.
-fn assert_one_run_repairs(t: &Tools, img: &Image, what: &str) {
-    let (before, _) = common::e2fsck_n(t, &img.path);
-    assert_eq!(
-        before, 4,
-        "test setup ({what}): the damage must be visible to e2fsck"
-    );
-    let run = ffsck(&["-fy"], &img.path);
-    assert_eq!(
-        run.code(),
-        1,
-        "{what}: ffsck -fy should fix everything (exit 1)\n{}\n{}",
-        run.stdout,
-        run.stderr
-    );
-    let (code, out) = common::e2fsck_n(t, &img.path);
-    assert_eq!(code, 0, "{what}: e2fsck -fn after ffsck -fy:\n{out}");
-    assert_eq!(common::check_n(&img.path, 1).code(), 0);
-}
-
 /// Entries naming an inode that was zeroed are cleared (pass 2), then the allocation
 /// metadata is rebuilt without it.
 #[test]
@@ -242,7 +217,7 @@ fn entries_to_unused_inodes_are_cleared() {
         let img = common::mkfs(&t, fs_type, &[], "16M");
         common::debugfs_w(&t, &img.path, "link /a/f6 /c/other");
         common::debugfs_w(&t, &img.path, "clri /a/f6");
-        assert_one_run_repairs(&t, &img, fs_type);
+        common::assert_one_run_repairs(&t, &img, fs_type, &[1]);
         assert_contents_kept(&t, &img);
         let ls = common::debugfs_r(&t, &img.path, "ls -l /a");
         // A cleared entry keeps its name with inode 0.
@@ -264,7 +239,7 @@ fn unattached_inodes_are_reconnected_to_lost_and_found() {
         common::debugfs_w(&t, &img.path, "unlink /c/d");
         common::debugfs_w(&t, &img.path, "write /dev/null /a/empty");
         common::debugfs_w(&t, &img.path, "unlink /a/empty");
-        assert_one_run_repairs(&t, &img, fs_type);
+        common::assert_one_run_repairs(&t, &img, fs_type, &[1]);
         assert_contents_kept(&t, &img);
         let ls = common::debugfs_r(&t, &img.path, "ls /lost+found");
         assert_eq!(

@@ -14,14 +14,6 @@ fn ffsck(args: &[&str], img: &Image) -> common::Run {
     common::ffsck(&a)
 }
 
-/// The contents of `path` as debugfs reads them.
-fn dump(t: &Tools, img: &Image, path: &str) -> Vec<u8> {
-    let out = img.aux("dumped");
-    let _ = std::fs::remove_file(&out);
-    common::debugfs_r(t, &img.path, &format!("dump {path} {}", out.display()));
-    std::fs::read(&out).unwrap_or_default()
-}
-
 /// Every file of the tree (from its source) except `skip`, compared with the image.
 fn assert_tree_kept(t: &Tools, img: &Image, skip: &[&str]) {
     for p in ["a/f1", "a/f2", "a/f3", "a/f4", "a/f5", "b/x", "sparse"] {
@@ -30,7 +22,7 @@ fn assert_tree_kept(t: &Tools, img: &Image, skip: &[&str]) {
         }
         let want = std::fs::read(img.dir.path().join("tree").join(p)).unwrap();
         assert!(
-            dump(t, img, &format!("/{p}")) == want,
+            common::dump(t, img, &format!("/{p}")) == want,
             "/{p}: contents changed"
         );
     }
@@ -52,41 +44,6 @@ fn group0(t: &Tools, img: &Image, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("test setup: no \"{key}\" for group 0 in\n{s}"))
 }
 
-/// e2fsck finds the damage, one `ffsck -fy` repairs it, and both checkers then find the
-/// file system clean.
-fn repair_once(t: &Tools, img: &Image, what: &str) -> common::Run {
-    let (before, out) = common::e2fsck_n(t, &img.path);
-    // (e2fsck -n aborts on an illegal indirect block: 12)
-    assert!(
-        before & 4 != 0,
-        "test setup ({what}): e2fsck must see the damage\n{out}"
-    );
-    let run = ffsck(&["-fy"], img);
-    common::assert_no_panic(&run);
-    assert_eq!(
-        run.code(),
-        1,
-        "{what}: ffsck -fy should fix everything\n{}\n{}",
-        run.stdout,
-        run.stderr
-    );
-    let (after, out) = common::e2fsck_n(t, &img.path);
-    assert_eq!(
-        after, 0,
-        "{what}: e2fsck -fn after the repair\n{out}\n{}",
-        run.stdout
-    );
-    let again = ffsck(&["-fn"], img);
-    assert_eq!(
-        again.code(),
-        0,
-        "{what}: second ffsck -fn\n{}\n{}",
-        again.stdout,
-        run.stdout
-    );
-    run
-}
-
 #[test]
 fn shared_blocks_are_cloned_in_block_mapped_files() {
     let Some(t) = common::tools() else { return };
@@ -94,16 +51,22 @@ fn shared_blocks_are_cloned_in_block_mapped_files() {
     let b = common::bmap(&t, &img.path, "/a/f1", 0);
     // /a/f2's second block becomes /a/f1's first: both files claim it.
     common::debugfs_w(&t, &img.path, &format!("sif /a/f2 block[1] {b}"));
-    let f1 = dump(&t, &img, "/a/f1");
-    let f2 = dump(&t, &img, "/a/f2");
-    let run = repair_once(&t, &img, "ext2 shared data block");
+    let f1 = common::dump(&t, &img, "/a/f1");
+    let f2 = common::dump(&t, &img, "/a/f2");
+    let run = common::assert_one_run_repairs(&t, &img, "ext2 shared data block", &[1]);
     assert!(
         run.stdout.contains("Clone multiply-claimed blocks? yes"),
         "{}",
         run.stdout
     );
-    assert!(dump(&t, &img, "/a/f1") == f1, "/a/f1 lost its contents");
-    assert!(dump(&t, &img, "/a/f2") == f2, "/a/f2 lost its contents");
+    assert!(
+        common::dump(&t, &img, "/a/f1") == f1,
+        "/a/f1 lost its contents"
+    );
+    assert!(
+        common::dump(&t, &img, "/a/f2") == f2,
+        "/a/f2 lost its contents"
+    );
     let (n1, n2) = (
         common::bmap(&t, &img.path, "/a/f1", 0),
         common::bmap(&t, &img.path, "/a/f2", 1),
@@ -119,7 +82,7 @@ fn blocks_shared_with_metadata_are_copied_to_the_file() {
     // The block bitmap of group 0: pointed at by a file, it stays metadata.
     let bitmap = group0(&t, &img, "block bitmap at ");
     common::debugfs_w(&t, &img.path, &format!("sif /a/f3 block[0] {bitmap}"));
-    repair_once(&t, &img, "ext2 block shared with a bitmap");
+    common::assert_one_run_repairs(&t, &img, "ext2 block shared with a bitmap", &[1]);
     assert_ne!(common::bmap(&t, &img.path, "/a/f3", 0), bitmap);
     assert_tree_kept(&t, &img, &["a/f3"]);
 }
@@ -142,21 +105,30 @@ fn shared_extents_and_extent_nodes_are_cloned() {
         .and_then(|n| n.parse().ok())
         .expect("test setup: /sparse has an extent tree block");
     common::debugfs_w(&t, &img.path, &format!("sif /a/f5 block[5] {leaf}"));
-    let f1 = dump(&t, &img, "/a/f1");
-    let f4 = dump(&t, &img, "/a/f4");
-    let f5 = dump(&t, &img, "/a/f5");
-    let sparse = dump(&t, &img, "/sparse");
-    let run = repair_once(&t, &img, "ext4 shared extents");
+    let f1 = common::dump(&t, &img, "/a/f1");
+    let f4 = common::dump(&t, &img, "/a/f4");
+    let f5 = common::dump(&t, &img, "/a/f5");
+    let sparse = common::dump(&t, &img, "/sparse");
+    let run = common::assert_one_run_repairs(&t, &img, "ext4 shared extents", &[1]);
     assert!(
         run.stdout.contains("Clone multiply-claimed blocks? yes"),
         "{}",
         run.stdout
     );
-    assert!(dump(&t, &img, "/a/f1") == f1, "/a/f1 lost its contents");
-    assert!(dump(&t, &img, "/a/f4") == f4, "/a/f4 lost its contents");
-    assert!(dump(&t, &img, "/a/f5") == f5, "/a/f5 lost its contents");
     assert!(
-        dump(&t, &img, "/sparse") == sparse,
+        common::dump(&t, &img, "/a/f1") == f1,
+        "/a/f1 lost its contents"
+    );
+    assert!(
+        common::dump(&t, &img, "/a/f4") == f4,
+        "/a/f4 lost its contents"
+    );
+    assert!(
+        common::dump(&t, &img, "/a/f5") == f5,
+        "/a/f5 lost its contents"
+    );
+    assert!(
+        common::dump(&t, &img, "/sparse") == sparse,
         "/sparse lost its contents"
     );
 }
@@ -167,7 +139,7 @@ fn illegal_block_pointers_are_cleared() {
     let img = common::mkfs(&t, "ext2", &[], "16M");
     common::debugfs_w(&t, &img.path, "sif /a/f4 block[1] 99999999");
     common::debugfs_w(&t, &img.path, "sif /b/x block[IND] 88888888");
-    let run = repair_once(&t, &img, "ext2 illegal block pointers");
+    let run = common::assert_one_run_repairs(&t, &img, "ext2 illegal block pointers", &[1]);
     assert!(run.stdout.contains("Illegal block"), "{}", run.stdout);
     let s = common::debugfs_r(&t, &img.path, "stat /a/f4");
     assert!(
@@ -183,20 +155,20 @@ fn invalid_extents_and_index_entries_are_removed_or_fixed() {
     // A leaf extent starting past the end of the file system.
     let img = common::mkfs(&t, "ext4", &[], "16M");
     common::debugfs_w(&t, &img.path, "sif /a/f4 block[5] 99999999");
-    let run = repair_once(&t, &img, "ext4 extent past the end");
+    let run = common::assert_one_run_repairs(&t, &img, "ext4 extent past the end", &[1]);
     assert!(run.stdout.contains("invalid extent"), "{}", run.stdout);
     assert_tree_kept(&t, &img, &["a/f4"]);
 
     // An index entry whose logical start does not match its child's first extent.
     let img = common::mkfs(&t, "ext4", &[], "16M");
     common::debugfs_w(&t, &img.path, "sif /sparse block[3] 7");
-    repair_once(&t, &img, "ext4 index start mismatch");
+    common::assert_one_run_repairs(&t, &img, "ext4 index start mismatch", &[1]);
     assert_tree_kept(&t, &img, &[]);
 
     // An index entry pointing outside the file system: the subtree goes.
     let img = common::mkfs(&t, "ext4", &[], "16M");
     common::debugfs_w(&t, &img.path, "sif /sparse block[4] 99999999");
-    repair_once(&t, &img, "ext4 index to a bad block");
+    common::assert_one_run_repairs(&t, &img, "ext4 index to a bad block", &[1]);
     assert_tree_kept(&t, &img, &["sparse"]);
 }
 
@@ -211,7 +183,7 @@ fn an_inode_with_too_many_illegal_blocks_is_cleared() {
             &format!("sif /a/f6 block[{i}] {}", 88_888_800 + i),
         );
     }
-    let run = repair_once(&t, &img, "ext2 inode with 12 illegal blocks");
+    let run = common::assert_one_run_repairs(&t, &img, "ext2 inode with 12 illegal blocks", &[1]);
     assert!(
         run.stdout.contains("Too many illegal blocks"),
         "{}",
@@ -403,10 +375,11 @@ fn cloning_in_a_4k_block_file_system_leaves_block_0_alone() {
     );
     common::debugfs_w(&t, &img.path, "sif /a/f2 block[0] 11");
     common::debugfs_w(&t, &img.path, "sif /a/f3 block[0] 11");
-    repair_once(
+    common::assert_one_run_repairs(
         &t,
         &img,
         "ext2 (4 KiB blocks) files sharing an inode-table block",
+        &[1],
     );
     assert_tree_kept(&t, &img, &["a/f2", "a/f3"]);
 }
@@ -420,7 +393,8 @@ fn an_indirect_block_in_the_inode_table_is_copied_before_any_fix() {
     // destroy the root and its neighbours; it must wait until pass 1D has made /b/x a copy.
     let itable = group0(&t, &img, "inode table at ");
     common::debugfs_w(&t, &img.path, &format!("sif /b/x block[IND] {itable}"));
-    let run = repair_once(&t, &img, "ext2 indirect block in the inode table");
+    let run =
+        common::assert_one_run_repairs(&t, &img, "ext2 indirect block in the inode table", &[1]);
     assert!(
         run.stdout
             .contains(&format!("block {itable} conflicts with critical metadata")),

@@ -5,39 +5,14 @@
 use crate::common;
 
 use common::{Image, Tools};
-use std::ffi::OsStr;
-
-/// `ffsck -fy` exits 1; then `e2fsck -fn` and a second `ffsck -fn` find nothing.
-fn assert_one_run_repairs(t: &Tools, img: &Image, what: &str) -> String {
-    let (before, _) = common::e2fsck_n(t, &img.path);
-    assert_eq!(before, 4, "test setup ({what}): e2fsck must see the damage");
-    let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
-    assert_eq!(
-        run.code(),
-        1,
-        "{what}: ffsck -fy should fix everything (exit 1)\n{}\n{}",
-        run.stdout,
-        run.stderr
-    );
-    let (code, out) = common::e2fsck_n(t, &img.path);
-    assert_eq!(code, 0, "{what}: e2fsck -fn after ffsck -fy:\n{out}");
-    let again = common::check_n(&img.path, 1);
-    assert_eq!(again.code(), 0, "{what}: {}", again.describe());
-    run.stdout
-}
 
 /// The file `/lost+found/#INO` has the contents `tree/want` had.
 fn assert_reconnected(t: &Tools, img: &Image, ino: u64, want: &str) {
-    let out = img.aux("dumped");
-    let _ = std::fs::remove_file(&out);
-    common::debugfs_r(
-        t,
-        &img.path,
-        &format!("dump /lost+found/#{ino} {}", out.display()),
+    let got = common::dump(t, img, &format!("/lost+found/#{ino}"));
+    assert!(
+        got == common::tree_file(img, want),
+        "#{ino}: contents of /{want} not kept"
     );
-    let got = std::fs::read(&out).unwrap_or_default();
-    let exp = std::fs::read(img.dir.path().join("tree").join(want)).unwrap();
-    assert!(got == exp, "#{ino}: contents of /{want} not kept");
 }
 
 #[test]
@@ -48,7 +23,7 @@ fn a_missing_lost_and_found_is_created_and_used() {
         let ino = common::inode_of(&t, &img.path, "/a/f6");
         common::debugfs_w(&t, &img.path, "rmdir /lost+found");
         common::debugfs_w(&t, &img.path, "unlink /a/f6");
-        let out = assert_one_run_repairs(&t, &img, fs_type);
+        let out = common::assert_one_run_repairs(&t, &img, fs_type, &[1]).stdout;
         assert!(out.contains("/lost+found not found"), "{out}");
         let st = common::debugfs_r(&t, &img.path, "stat /lost+found");
         assert!(
@@ -70,7 +45,7 @@ fn a_lost_and_found_that_is_a_file_is_replaced() {
         common::debugfs_w(&t, &img.path, "link /a/f1 /lost+found");
         common::debugfs_w(&t, &img.path, "sif /a/f1 links_count 2");
         common::debugfs_w(&t, &img.path, "unlink /a/f6");
-        let out = assert_one_run_repairs(&t, &img, fs_type);
+        let out = common::assert_one_run_repairs(&t, &img, fs_type, &[1]).stdout;
         assert!(out.contains("is not a directory"), "{out}");
         assert_reconnected(&t, &img, f6, "a/f6");
         // The file that had the name keeps its other link and its contents.
@@ -96,7 +71,7 @@ fn a_full_lost_and_found_is_expanded() {
             common::debugfs_w(&t, &img.path, &format!("symlink /lost+found/{name} x"));
         }
         common::debugfs_w(&t, &img.path, "unlink /a/f6");
-        let out = assert_one_run_repairs(&t, &img, fs_type);
+        let out = common::assert_one_run_repairs(&t, &img, fs_type, &[1]).stdout;
         assert!(out.contains("No room in lost+found"), "{out}");
         let st = common::debugfs_r(&t, &img.path, "stat /lost+found");
         assert!(st.contains("Size: 2048"), "{st}");
@@ -124,7 +99,7 @@ fn the_orphan_list_is_released() {
         }
         common::debugfs_w(&t, &img.path, "sif /a/f8 size 0");
         common::debugfs_w(&t, &img.path, &format!("ssv last_orphan {f6}"));
-        let out = assert_one_run_repairs(&t, &img, fs_type);
+        let out = common::assert_one_run_repairs(&t, &img, fs_type, &[1]).stdout;
         assert!(
             out.contains(&format!("Clearing orphaned inode {f6}")),
             "{out}"
@@ -173,7 +148,7 @@ fn flags_and_sizes_a_file_may_not_have_are_dropped() {
             "0x2000"
         };
         common::debugfs_w(&t, &img.path, &format!("sif /a/f2 flags {fl}"));
-        let out = assert_one_run_repairs(&t, &img, fs_type);
+        let out = common::assert_one_run_repairs(&t, &img, fs_type, &[1]).stdout;
         assert!(out.contains("has non-zero size"), "{out}");
         assert!(out.contains("imagic"), "{out}");
         let st = common::debugfs_r(&t, &img.path, "stat /pipe");
@@ -208,7 +183,7 @@ fn an_orphan_with_a_size_is_truncated_to_it() {
         let size = 100_000u64;
         common::debugfs_w(&t, &img.path, &format!("sif /big size {size}"));
         common::debugfs_w(&t, &img.path, &format!("ssv last_orphan {big}"));
-        let out = assert_one_run_repairs(&t, &img, fs_type);
+        let out = common::assert_one_run_repairs(&t, &img, fs_type, &[1]).stdout;
         assert!(
             out.contains(&format!("Truncating orphaned inode {big}")),
             "{out}"
@@ -259,7 +234,7 @@ fn the_orphan_file_is_processed() {
     let blk = common::bmap(&t, &img.path, &format!("<{oino}>"), 0);
     common::patch(&img.path, blk * 1024, &(f6 as u32).to_le_bytes());
     common::patch(&img.path, blk * 1024 + 4, &(big as u32).to_le_bytes());
-    let out = assert_one_run_repairs(&t, &img, "orphan_file");
+    let out = common::assert_one_run_repairs(&t, &img, "orphan_file", &[1]).stdout;
     assert!(
         out.contains(&format!("Clearing orphaned inode {f6}")),
         "{out}"
@@ -298,7 +273,7 @@ fn a_directory_loop_is_broken_through_lost_and_found() {
     let sub = common::inode_of(&t, &img.path, "/a/sub");
     common::debugfs_w(&t, &img.path, "link /a/sub /a/sub/inner/back");
     common::debugfs_w(&t, &img.path, "unlink /a/sub");
-    let out = assert_one_run_repairs(&t, &img, "directory loop");
+    let out = common::assert_one_run_repairs(&t, &img, "directory loop", &[1]).stdout;
     assert!(
         out.contains(&format!("Recursively looped directory inode {sub}")),
         "{out}"
