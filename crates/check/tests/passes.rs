@@ -190,3 +190,34 @@ fn pass5_bitmap_differences() {
         expect(img, &["P5_BLOCK_UNUSED", "P5_INODE_USED"]);
     }
 }
+
+/// e2fsck's latches: an inode's illegal blocks come after one question for that inode, and
+/// pass 5's block differences stand between one header and one end.
+#[test]
+fn latch_questions_come_once_ahead_of_their_group() {
+    let mut img = Image::build(Options::ext2());
+    let far = img.blocks() + 100;
+    for i in [ino::FILE, ino::INNER] {
+        img.set_inode_u32(i, 0x28, far); // i_block[0]
+        img.set_inode_u32(i, 0x2C, far + 1); // i_block[1]
+    }
+    let b = img.free_block() + 5;
+    img.set_block_used(b, true);
+    img.set_block_used(b + 2, true);
+    let (codes, _) = run(img.finish());
+    let at = |c: &str| -> Vec<usize> { (0..codes.len()).filter(|&i| codes[i] == c).collect() };
+    let (latch, illegal) = (at("P1_INODE_BLOCK_LATCH"), at("P1_ILLEGAL_BLOCK_NUM"));
+    assert_eq!((latch.len(), illegal.len()), (2, 4), "{codes:?}");
+    assert_eq!(latch[0] + 1, illegal[0], "{codes:?}");
+    assert_eq!(latch[1] + 1, illegal[2], "{codes:?}");
+    assert!(illegal[1] < latch[1], "{codes:?}");
+    let (header, end) = (at("P5_BLOCK_BITMAP_HEADER"), at("P5_BLOCK_BITMAP_END"));
+    assert_eq!((header.len(), end.len()), (1, 1), "{codes:?}");
+    let between = &codes[header[0] + 1..end[0]];
+    assert!(between.len() >= 2, "{codes:?}");
+    assert!(
+        between.iter().all(|c| c.starts_with("P5_BLOCK_")
+            && (c.ends_with("_USED") || c.ends_with("_UNUSED"))),
+        "{codes:?}"
+    );
+}

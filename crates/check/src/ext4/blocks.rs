@@ -794,6 +794,19 @@ mod tests {
         put16(b, at + 8, 0);
     }
 
+    /// Entries an extent node of one block holds.
+    const CAP: u16 = ((BS - 12) / 12) as u16;
+
+    /// An inode's extent root of `depth` indexing `(lblk, child)` in order.
+    fn index_root(depth: u16, children: &[(u32, u32)]) -> [u8; 60] {
+        let mut root = [0u8; 60];
+        header(&mut root, children.len() as u16, 4, depth);
+        for (i, &(lblk, child)) in children.iter().enumerate() {
+            index_entry(&mut root, i, lblk, child);
+        }
+        root
+    }
+
     /// Records everything, answering `Go` (or `on_depth` for a node at the wrong depth).
     #[derive(Default)]
     struct Log {
@@ -858,14 +871,10 @@ mod tests {
     #[test]
     fn two_level_extent_tree() {
         let mut m = Mem::new();
-        let mut root = [0u8; 60];
-        header(&mut root, 2, 4, 1);
-        index_entry(&mut root, 0, 0, 5);
-        index_entry(&mut root, 1, 100, 6);
-        let cap = ((BS - 12) / 12) as u16;
-        header(m.block(5), 1, cap, 0);
+        let root = index_root(1, &[(0, 5), (100, 6)]);
+        header(m.block(5), 1, CAP, 0);
         leaf_entry(m.block(5), 0, 0, 3, 40);
-        header(m.block(6), 2, cap, 0);
+        header(m.block(6), 2, CAP, 0);
         leaf_entry(m.block(6), 0, 100, 1, 50);
         leaf_entry(m.block(6), 1, 101, 32768 + 2, 51); // unwritten, 2 blocks
         let mut log = Log::default();
@@ -886,11 +895,8 @@ mod tests {
     #[test]
     fn a_node_pointing_at_itself_ends() {
         let mut m = Mem::new();
-        let mut root = [0u8; 60];
-        header(&mut root, 1, 4, 2);
-        index_entry(&mut root, 0, 0, 7);
-        let cap = ((BS - 12) / 12) as u16;
-        header(m.block(7), 1, cap, 1);
+        let root = index_root(2, &[(0, 7)]);
+        header(m.block(7), 1, CAP, 1);
         index_entry(m.block(7), 0, 0, 7);
         // Strict: the loop is a node at the wrong depth, not walked.
         let mut log = Log::default();
@@ -923,18 +929,13 @@ mod tests {
     #[test]
     fn shared_nodes_are_capped_by_reads() {
         let mut m = Mem::new();
-        let mut root = [0u8; 60];
-        header(&mut root, 4, 4, 3);
-        for i in 0..4 {
-            index_entry(&mut root, i, 0, 8);
-        }
-        let cap = ((BS - 12) / 12) as u16;
+        let root = index_root(3, &[(0, 8); 4]);
         // Every entry of node 8 (depth 2) and node 9 (depth 1) points at the next node:
         // 4 * 84 * 84 leaves without a cap.
-        header(m.block(8), cap, cap, 2);
-        header(m.block(9), cap, cap, 1);
-        header(m.block(10), 0, cap, 0);
-        for i in 0..usize::from(cap) {
+        header(m.block(8), CAP, CAP, 2);
+        header(m.block(9), CAP, CAP, 1);
+        header(m.block(10), 0, CAP, 0);
+        for i in 0..usize::from(CAP) {
             index_entry(m.block(8), i, 0, 9);
             index_entry(m.block(9), i, 0, 10);
         }
@@ -953,8 +954,7 @@ mod tests {
 
     #[test]
     fn a_tree_deeper_than_useful_is_damage() {
-        let mut root = [0u8; 60];
-        header(&mut root, 0, 4, 6);
+        let root = index_root(6, &[]);
         let m = Mem::new();
         let mut log = Log::default();
         m.walk().extents(&root, &mut log);
@@ -978,12 +978,8 @@ mod tests {
         assert!(log.seen[0].contains("DataOutOfRange"), "{:?}", log.seen);
         assert!(log.seen[1].contains("IndirectOutOfRange"), "{:?}", log.seen);
 
-        let mut root = [0u8; 60];
-        header(&mut root, 2, 4, 1);
-        index_entry(&mut root, 0, 0, 1000);
-        index_entry(&mut root, 1, 10, 12);
-        let cap = ((BS - 12) / 12) as u16;
-        header(m.block(12), 2, cap, 0);
+        let root = index_root(1, &[(0, 1000), (10, 12)]);
+        header(m.block(12), 2, CAP, 0);
         leaf_entry(m.block(12), 0, 10, 1, 0); // start 0: below s_first_data_block
         leaf_entry(m.block(12), 1, 11, 1, 13);
         let mut log = Log::default();
@@ -996,11 +992,8 @@ mod tests {
     #[test]
     fn checksum_and_index_start_damage() {
         let mut m = Mem::new();
-        let mut root = [0u8; 60];
-        header(&mut root, 1, 4, 1);
-        index_entry(&mut root, 0, 5, 14);
-        let cap = ((BS - 12) / 12) as u16;
-        header(m.block(14), 1, cap, 0);
+        let root = index_root(1, &[(5, 14)]);
+        header(m.block(14), 1, CAP, 0);
         leaf_entry(m.block(14), 0, 7, 1, 20);
         let mut log = Log::default();
         let mut w = m.walk();
@@ -1009,7 +1002,7 @@ mod tests {
         assert!(log.seen[1].contains("BadChecksum"), "{:?}", log.seen);
         assert!(log.seen[2].contains("first: 7"), "{:?}", log.seen);
         // With the right tail, only the start disagrees.
-        let off = extent::tail_offset(cap);
+        let off = extent::tail_offset(CAP);
         let c = ffsck_format::csum::ext4_crc32c(1, &m.block(14)[..off]);
         put32(m.block(14), off, c);
         let mut log = Log::default();
@@ -1111,14 +1104,10 @@ mod tests {
     #[test]
     fn edit_mode_rewrites_extent_nodes() {
         let mut m = Mem::new();
-        let mut root = [0u8; 60];
-        header(&mut root, 2, 4, 1);
-        index_entry(&mut root, 0, 0, 5);
-        index_entry(&mut root, 1, 100, 6);
-        let cap = ((BS - 12) / 12) as u16;
-        header(m.block(5), 1, cap, 0);
+        let mut root = index_root(1, &[(0, 5), (100, 6)]);
+        header(m.block(5), 1, CAP, 0);
         leaf_entry(m.block(5), 0, 0, 3, 40);
-        header(m.block(6), 2, cap, 0);
+        header(m.block(6), 2, CAP, 0);
         leaf_entry(m.block(6), 0, 100, 1, 50);
         leaf_entry(m.block(6), 1, 101, 2, 51);
         let mut v = Cut {
