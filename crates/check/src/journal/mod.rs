@@ -165,7 +165,7 @@ impl Ctx<'_> {
 }
 
 /// Check the journal; see the module header.
-pub fn check(
+pub(crate) fn check(
     fs: &Fs,
     policy: Policy,
     backup_sb: bool,

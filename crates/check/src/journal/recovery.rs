@@ -76,7 +76,7 @@ pub struct Replay {
 impl Replay {
     /// Report the recovery and its issues as findings. `in_memory` is true when the writes
     /// go to an overlay only (a read-only check).
-    pub fn report(&self, policy: Policy, in_memory: bool, out: &mut Findings) {
+    pub(crate) fn report(&self, policy: Policy, in_memory: bool, out: &mut Findings) {
         let where_ = if in_memory {
             "journal replayed in memory; nothing written"
         } else {
