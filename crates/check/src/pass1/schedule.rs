@@ -224,7 +224,11 @@ pub(super) fn scan_groups(
         IoMode::Parallel => false,
         IoMode::SequentialWhenCold => !tables_cached(fs, p0),
     };
-    if !streamed {
+    if streamed {
+        // The tables, bitmaps, tree blocks and directory blocks, each in ascending sweeps,
+        // before any check reads them (see `prefetch`).
+        super::prefetch::prefetch(fs, p0);
+    } else {
         (0..ahead.min(group_count)).for_each(hint_table);
     }
     // Without a stage or a limit, each group's directory blocks go straight into one list as
