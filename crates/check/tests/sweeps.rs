@@ -12,12 +12,13 @@ use std::sync::{Arc, Mutex};
 
 use ffsck_check::{check, CheckOptions, Finding, Reporter};
 use ffsck_io::device_kind::IoMode;
+use ffsck_io::stream;
 use ffsck_io::{Device, MemDevice};
 
-/// A device that logs every read `(offset, len)`, in order.
+/// A device that logs every read `(offset, len, by the stream's reader)`, in order.
 struct Logged {
     inner: MemDevice,
-    reads: Mutex<Vec<(u64, u64)>>,
+    reads: Mutex<Vec<(u64, u64, bool)>>,
 }
 
 impl Device for Logged {
@@ -25,7 +26,11 @@ impl Device for Logged {
         self.inner.size()
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> ffsck_io::Result<()> {
-        self.reads.lock().unwrap().push((offset, buf.len() as u64));
+        let swept = std::thread::current().name() == Some(stream::READER_THREAD);
+        self.reads
+            .lock()
+            .unwrap()
+            .push((offset, buf.len() as u64, swept));
         self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> ffsck_io::Result<()> {
@@ -97,11 +102,7 @@ fn sweeps_cover_checks(fs_type: &str, extra: &[&str]) {
         .unwrap();
     assert!(st.success(), "mke2fs failed");
     let bytes = std::fs::read(&img).unwrap();
-    // Group 0's inode table: read whole twice, once by the first sweep, once by pass 1's
-    // scan, which starts the checks.
     let bs = 1024u64 << u32_at(&bytes, 1024 + 24);
-    let gd = ((u32_at(&bytes, 1024 + 20) + 1) * bs) as usize;
-    let itable0 = u32_at(&bytes, gd + 8) * bs;
     let dev = Arc::new(Logged {
         inner: MemDevice::new(bytes),
         reads: Mutex::default(),
@@ -114,34 +115,27 @@ fn sweeps_cover_checks(fs_type: &str, extra: &[&str]) {
     let out = check(dev.clone(), &opts, &mut Quiet);
     assert_eq!(out.exit_code, 0, "the built image is clean");
     let reads = dev.reads.lock().unwrap().clone();
-    // Pass 0 reads single inodes (the journal's, the root's) from that table: not whole
-    // blocks.
-    let covers = |&(off, len): &(u64, u64)| len >= bs && off <= itable0 && itable0 < off + len;
-    let mut hits = reads.iter().enumerate().filter(|(_, r)| covers(r));
-    let first = hits
-        .next()
-        .map(|(i, _)| i)
-        .expect("the inode table is read");
-    let scan = hits
-        .next()
-        .map(|(i, _)| i)
-        .expect("the scan reads it again");
-    let blocks = |r: &[(u64, u64)]| -> std::collections::BTreeSet<u64> {
-        r.iter()
-            .flat_map(|&(off, len)| off / bs..(off + len).div_ceil(bs))
-            .collect()
-    };
-    let swept = blocks(&reads[first..scan]);
-    let before = blocks(&reads[..scan]);
-    let missed: Vec<u64> = blocks(&reads[scan..])
-        .into_iter()
-        .filter(|b| !before.contains(b))
-        .collect();
+    let blocks = |(off, len, _): (u64, u64, bool)| off / bs..(off + len).div_ceil(bs);
+    // Pass 0 reads on its own, before the first sweep; from then on, every block a check
+    // reads was read by a sweep (the stream's reader thread) first.
+    let first = reads
+        .iter()
+        .position(|r| r.2)
+        .expect("the sweeps read through the stream");
+    let mut swept = std::collections::BTreeSet::new();
+    let mut missed = std::collections::BTreeSet::new();
+    for &r in &reads[first..] {
+        if r.2 {
+            swept.extend(blocks(r));
+        } else {
+            missed.extend(blocks(r).filter(|b| !swept.contains(b)));
+        }
+    }
     assert!(
         missed.is_empty(),
         "{fs_type}: the checks read blocks no sweep read first: {missed:?}"
     );
-    // The sweeps read the tree blocks: more than the inode tables and bitmaps.
+    // The sweeps read the tree and directory blocks: more than the inode tables and bitmaps.
     assert!(
         swept.len() > 40,
         "{fs_type}: only {} blocks swept",

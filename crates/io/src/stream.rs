@@ -85,6 +85,9 @@ impl Default for StreamConfig {
 /// and a buffer must never be sized by an unchecked one.
 pub const MAX_RANGE: u64 = 64 << 20;
 
+/// The name of the reader thread.
+pub const READER_THREAD: &str = "ffsck-stream";
+
 /// One device read of the plan: `len` bytes at `offset`, holding the ranges at positions
 /// `first..first + count` of the plan's disk order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -374,10 +377,42 @@ pub fn run<R>(
             reqs: &reqs,
             shared: &shared,
         };
-        s.spawn(move || reader.run());
+        // Named, so a test (or a profile) can tell the stream's reads from the consumers'.
+        let spawned = std::thread::Builder::new()
+            .name(READER_THREAD.into())
+            .spawn_scoped(s, move || reader.run());
+        if let Err(e) = spawned {
+            // No thread for the reader: nothing is read, every range is handed out failed
+            // (the consumers read what they need themselves).
+            fail_all(&shared, &stream.order, plan, &e.to_string());
+        }
         let _stop = StopOnExit(&stream);
         f(&stream)
     })
+}
+
+/// Hand out every range as failed, without reading (the reader could not start).
+fn fail_all(shared: &Arc<Shared>, order: &[usize], plan: &ReadPlan, why: &str) {
+    let buf = Arc::new(Buffer {
+        data: Vec::new(),
+        shared: shared.clone(),
+    });
+    let mut st = shared.lock();
+    for &id in order {
+        let (off, _) = plan.ranges[id];
+        st.slots[id] = Slot::Ready(Piece {
+            id,
+            offset: off,
+            status: ReadStatus::Failed(IoError::Refused(why.to_string())),
+            buf: buf.clone(),
+            at: 0,
+            len: 0,
+        });
+    }
+    st.read_upto = order.len();
+    st.done = true;
+    drop(st);
+    shared.cv.notify_all();
 }
 
 struct Reader<'a> {

@@ -8,7 +8,11 @@
 //! - **Sweeps 2..**: those blocks, sorted; reading a level finds the next (extent trees to
 //!   their leaves, indirect trees level by level: at most [`MAX_LEVELS`] sweeps), and the
 //!   directory blocks the leaves map.
-//! - **Last sweep**: the directory blocks (pass 2's reads, and pass 1's first blocks).
+//!   The first block of an indexed directory (its htree root, which pass 1 reads) joins
+//!   the second sweep.
+//! - **Last sweep**: the directory blocks (pass 2's reads), in a thread of its own while
+//!   pass 1 checks: the checks read from the cache what the earlier sweeps read, so the
+//!   disk sees this sweep alone, and the check's CPU time overlaps its reads.
 //!
 //! The sweeps only read: the bytes stay in the kernel's page cache, where the checks that
 //! follow (unchanged) find them, so they see the same bytes as without the sweeps and the
@@ -62,14 +66,47 @@ struct Found {
 }
 
 impl Found {
-    fn append(&mut self, mut o: Found) {
-        self.next.append(&mut o.next);
-        self.data.append(&mut o.data);
+    /// What `limit` allows of `o` joins `self`.
+    fn append(&mut self, o: Found, limit: usize) {
+        o.next.into_iter().for_each(|r| self.push_next(r, limit));
+        o.data.into_iter().for_each(|b| self.push_data(b, limit));
+    }
+    /// Note a block for the next sweep, unless `limit` are noted already (a block left out
+    /// is read by the check that needs it).
+    fn push_next(&mut self, r: Ref, limit: usize) {
+        if self.next.len() < limit {
+            self.next.push(r);
+        }
+    }
+    fn push_data(&mut self, blk: u64, limit: usize) {
+        if self.data.len() < limit {
+            self.data.push(blk);
+        }
     }
 }
 
-/// Run the sweeps (see the module's documentation) over the whole file system.
-pub(super) fn prefetch(fs: &Fs, p0: &Pass0Facts) {
+/// The most blocks one sweep reads (and one list of found blocks holds: the lists are sized
+/// by on-disk pointers, so they are bounded whatever the image says).
+fn sweep_blocks(fs: &Fs) -> usize {
+    (MAX_SWEEP_BYTES / u64::from(fs.geo.block_size).max(1)) as usize
+}
+
+/// The last sweep, the directory blocks, reading in a thread of its own while pass 1 checks
+/// (the checks need none of them: they find the blocks of the earlier sweeps in the cache).
+/// Dropping it waits for the sweep to end, so pass 2 starts with its blocks read.
+pub(super) struct DirSweep(Option<std::thread::JoinHandle<()>>);
+
+impl Drop for DirSweep {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Run the sweeps (see the module's documentation): the first ones here, the directory
+/// blocks' in the background (see [`DirSweep`]).
+pub(super) fn prefetch(fs: &Fs, p0: &Pass0Facts) -> DirSweep {
     let bs = u64::from(fs.geo.block_size);
     let mut plan = ReadPlan::new();
     // Ids below `tables` are groups' inode tables, the rest bitmaps.
@@ -87,6 +124,7 @@ pub(super) fn prefetch(fs: &Fs, p0: &Pass0Facts) {
         }
     }
     let found = Mutex::new(Found::default());
+    let limit = sweep_blocks(fs);
     let workers = rayon::current_num_threads().max(1);
     stream::run(&*fs.dev, &plan, &StreamConfig::default(), |s| {
         (0..workers).into_par_iter().for_each(|_| {
@@ -96,7 +134,7 @@ pub(super) fn prefetch(fs: &Fs, p0: &Pass0Facts) {
                     note_table(fs, &piece, &mut mine);
                 }
             }
-            lock(&found).append(mine);
+            lock(&found).append(mine, limit);
         });
     });
     let mut found = found.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -105,16 +143,23 @@ pub(super) fn prefetch(fs: &Fs, p0: &Pass0Facts) {
             break;
         }
         let level = std::mem::take(&mut found.next);
-        found.append(sweep_refs(fs, level));
+        found.append(sweep_refs(fs, level), limit);
     }
     let mut data = std::mem::take(&mut found.data);
     data.sort_unstable();
     data.dedup();
-    let refs = data.into_iter().map(|blk| Ref {
-        blk,
-        kind: Kind::Leaf,
-    });
-    sweep_refs(fs, refs.collect());
+    data.truncate(limit);
+    let dev = fs.dev.clone();
+    let spawned = std::thread::Builder::new()
+        .name("ffsck-dir-sweep".into())
+        .spawn(move || {
+            let mut plan = ReadPlan::new();
+            for blk in data {
+                plan.add(blk * bs, bs);
+            }
+            stream::run(&*dev, &plan, &scattered(), |s| while s.recv().is_some() {});
+        });
+    DirSweep(spawned.ok())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -125,20 +170,36 @@ fn in_fs(fs: &Fs, blk: u64) -> bool {
     blk >= fs.geo.first_data_block && blk < fs.geo.blocks_count
 }
 
+/// How the sweeps of scattered blocks are read: requests no larger than a device's usual
+/// read-ahead window (128 KiB), so a hint reads a whole request, and the next requests hinted
+/// ahead in disk order. The device then has several reads under way, still in ascending
+/// order: a virtual or flash disk serves them in parallel, a hard disk in one sweep. Gaps up
+/// to 64 KiB are read through (a hard disk passes a short forward gap at the media rate
+/// anyway; a larger one read through would only cost other devices bandwidth).
+fn scattered() -> StreamConfig {
+    StreamConfig {
+        max_request: 128 << 10,
+        max_gap: 64 << 10,
+        ahead: 64,
+        ..StreamConfig::default()
+    }
+}
+
 /// Read `refs` (sorted here, duplicates dropped, capped) in one ordered sweep and return
 /// what the blocks point at.
 fn sweep_refs(fs: &Fs, mut refs: Vec<Ref>) -> Found {
     refs.sort_unstable();
     refs.dedup_by_key(|r| r.blk);
     let bs = u64::from(fs.geo.block_size);
-    refs.truncate((MAX_SWEEP_BYTES / bs) as usize);
+    refs.truncate(sweep_blocks(fs));
     let mut plan = ReadPlan::new();
     for r in &refs {
         plan.add(r.blk * bs, bs);
     }
     let found = Mutex::new(Found::default());
+    let limit = sweep_blocks(fs);
     let workers = rayon::current_num_threads().max(1);
-    stream::run(&*fs.dev, &plan, &StreamConfig::default(), |s| {
+    stream::run(&*fs.dev, &plan, &scattered(), |s| {
         (0..workers).into_par_iter().for_each(|_| {
             let mut mine = Found::default();
             while let Some(piece) = s.recv() {
@@ -149,7 +210,7 @@ fn sweep_refs(fs: &Fs, mut refs: Vec<Ref>) -> Found {
                     note_block(fs, r.kind, &piece, &mut mine);
                 }
             }
-            lock(&found).append(mine);
+            lock(&found).append(mine, limit);
         });
     });
     found.into_inner().unwrap_or_else(|e| e.into_inner())
@@ -168,28 +229,70 @@ fn note_table(fs: &Fs, table: &[u8], out: &mut Found) {
         }
         let acl = inode.file_acl();
         if acl != 0 && in_fs(fs, acl) {
-            out.next.push(Ref {
-                blk: acl,
-                kind: Kind::Leaf,
-            });
+            out.push_next(
+                Ref {
+                    blk: acl,
+                    kind: Kind::Leaf,
+                },
+                sweep_blocks(fs),
+            );
         }
         let fl = inode.flags();
         if fl & iflags::INLINE_DATA != 0 {
             continue;
         }
+        let root = inode.block_bytes();
+        let extents = fl & iflags::EXTENTS != 0;
+        let limit = sweep_blocks(fs);
         let data = match inode.file_type() {
             FileType::Directory => true,
-            FileType::Symlink if inode.size() >= 60 => true,
-            FileType::Regular | FileType::Symlink => false,
+            FileType::Regular => false,
+            FileType::Symlink if inode.size() >= 60 => {
+                // Pass 1 reads a slow symlink's target block: it joins the second sweep.
+                if let Some(b) = first_block(&root, extents).filter(|&b| in_fs(fs, b)) {
+                    out.push_next(
+                        Ref {
+                            blk: b,
+                            kind: Kind::Leaf,
+                        },
+                        limit,
+                    );
+                }
+                false
+            }
+            FileType::Symlink => continue,
             _ => continue,
         };
-        let root = inode.block_bytes();
+        if data && fl & iflags::INDEX != 0 {
+            // Pass 1 reads an indexed directory's first block (its htree root).
+            if let Some(b0) = first_block(&root, extents).filter(|&b| in_fs(fs, b)) {
+                out.push_next(
+                    Ref {
+                        blk: b0,
+                        kind: Kind::Leaf,
+                    },
+                    limit,
+                );
+            }
+        }
         if fl & iflags::EXTENTS != 0 {
             note_extents(fs, &root, data, out);
         } else {
             note_map(fs, &root, data, out);
         }
     }
+}
+
+/// The block an inode's root maps its logical block 0 to, when the root itself says.
+fn first_block(root: &[u8; 60], extents: bool) -> Option<u64> {
+    if !extents {
+        return Some(u64::from(u32::from_le_bytes([
+            root[0], root[1], root[2], root[3],
+        ])));
+    }
+    let node = Node::parse(root).ok()?;
+    (node.is_leaf() && !node.is_empty() && node.extent(0).ee_block.get() == 0)
+        .then(|| node.extent(0).start())
 }
 
 /// Note the children of an extent node (the in-inode root or a tree block).
@@ -207,16 +310,19 @@ fn note_extents(fs: &Fs, node: &[u8], data: bool, out: &mut Found) {
             // A directory's extents are short; a long one is corrupt (left to the checks).
             for b in e.start()..e.start().saturating_add(u64::from(len.min(1024))) {
                 if in_fs(fs, b) {
-                    out.data.push(b);
+                    out.push_data(b, sweep_blocks(fs));
                 }
             }
         } else {
             let child = node.index(i).leaf();
             if in_fs(fs, child) {
-                out.next.push(Ref {
-                    blk: child,
-                    kind: Kind::Extent { data },
-                });
+                out.push_next(
+                    Ref {
+                        blk: child,
+                        kind: Kind::Extent { data },
+                    },
+                    sweep_blocks(fs),
+                );
             }
         }
     }
@@ -233,16 +339,20 @@ fn note_map(fs: &Fs, root: &[u8; 60], data: bool, out: &mut Found) {
         ]))
     };
     if data {
-        out.data
-            .extend((0..12).map(ptr).filter(|&b| b != 0 && in_fs(fs, b)));
+        for b in (0..12).map(ptr).filter(|&b| b != 0 && in_fs(fs, b)) {
+            out.push_data(b, sweep_blocks(fs));
+        }
     }
     for (i, level) in [(12, 1u8), (13, 2), (14, 3)] {
         let b = ptr(i);
         if b != 0 && in_fs(fs, b) {
-            out.next.push(Ref {
-                blk: b,
-                kind: Kind::Indirect { level, data },
-            });
+            out.push_next(
+                Ref {
+                    blk: b,
+                    kind: Kind::Indirect { level, data },
+                },
+                sweep_blocks(fs),
+            );
         }
     }
 }
@@ -259,16 +369,14 @@ fn note_block(fs: &Fs, kind: Kind, block: &[u8], out: &mut Found) {
                 .filter(|&b| b != 0 && in_fs(fs, b));
             if level <= 1 {
                 if data {
-                    out.data.extend(ptrs);
+                    ptrs.for_each(|b| out.push_data(b, sweep_blocks(fs)));
                 }
             } else {
-                out.next.extend(ptrs.map(|blk| Ref {
-                    blk,
-                    kind: Kind::Indirect {
-                        level: level - 1,
-                        data,
-                    },
-                }));
+                let kind = Kind::Indirect {
+                    level: level - 1,
+                    data,
+                };
+                ptrs.for_each(|blk| out.push_next(Ref { blk, kind }, sweep_blocks(fs)));
             }
         }
     }

@@ -224,11 +224,11 @@ pub(super) fn scan_groups(
         IoMode::Parallel => false,
         IoMode::SequentialWhenCold => !tables_cached(fs, p0),
     };
-    if streamed {
-        // The tables, bitmaps, tree blocks and directory blocks, each in ascending sweeps,
-        // before any check reads them (see `prefetch`).
-        super::prefetch::prefetch(fs, p0);
-    } else {
+    // The tables, bitmaps, tree blocks and directory blocks, in ascending sweeps before
+    // the checks read them (see `prefetch`); the directory blocks' sweep runs until this
+    // function returns.
+    let _dir_sweep = streamed.then(|| super::prefetch::prefetch(fs, p0));
+    if !streamed {
         (0..ahead.min(group_count)).for_each(hint_table);
     }
     // Without a stage or a limit, each group's directory blocks go straight into one list as
