@@ -145,8 +145,33 @@ pub enum IoMode {
     Parallel,
     /// Rotational storage under `auto`: sequential, unless a sample of what a pass is about to
     /// read is in the page cache already, where the order of reads costs nothing and the
-    /// parallel reads are faster (the pass decides, with `Device::is_cached`).
+    /// parallel reads are faster (the pass decides, with `Device::is_cached`), or unless the
+    /// device answers scattered reads faster than a spinning disk can ([`seeks_slowly`]): a
+    /// virtual disk may call itself rotational.
     SequentialWhenCold,
+}
+
+/// A scattered read slower than this took a seek or a rotational wait: a 7200 rpm disk waits
+/// 4.2 ms for half a rotation on average, a flash or virtual disk (served from a host's cache)
+/// answers in well under a millisecond.
+pub const SLOW_READ: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Whether `dev` answers scattered reads as a spinning disk does: one 4 KiB read at each of
+/// `offsets` (spread over the device, not in the page cache; the bytes are what the caller
+/// will read anyway), timed; at least half slower than [`SLOW_READ`]. `None` without at least
+/// two reads that succeeded.
+pub fn seeks_slowly(dev: &dyn crate::Device, offsets: &[u64]) -> Option<bool> {
+    let mut buf = [0u8; 4096];
+    let mut slow = 0usize;
+    let mut timed = 0usize;
+    for &off in offsets {
+        let t = std::time::Instant::now();
+        if dev.read_at(&mut buf, off).is_ok() {
+            timed += 1;
+            slow += usize::from(t.elapsed() > SLOW_READ);
+        }
+    }
+    (timed >= 2).then_some(2 * slow >= timed)
 }
 
 impl IoPlan {
