@@ -218,6 +218,56 @@ mod tests {
     use super::*;
     use std::os::unix::fs::{symlink, MetadataExt};
 
+    /// A device whose reads wait `delay` (a disk that seeks), or fail with `delay` zero.
+    struct Waits {
+        inner: crate::MemDevice,
+        delay: std::time::Duration,
+    }
+
+    impl crate::Device for Waits {
+        fn size(&self) -> u64 {
+            self.inner.size()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> crate::Result<()> {
+            if self.delay.is_zero() {
+                return Err(crate::IoError::Refused("unreadable".into()));
+            }
+            std::thread::sleep(self.delay);
+            self.inner.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> crate::Result<()> {
+            self.inner.write_at(buf, offset)
+        }
+        fn flush(&self) -> crate::Result<()> {
+            Ok(())
+        }
+        fn bytes_read(&self) -> u64 {
+            0
+        }
+    }
+
+    fn waits(ms: u64) -> Waits {
+        Waits {
+            inner: crate::MemDevice::new(vec![0; 1 << 20]),
+            delay: std::time::Duration::from_millis(ms),
+        }
+    }
+
+    #[test]
+    fn reads_slower_than_a_rotation_seek_slowly() {
+        // Every read takes at least 3 ms, whatever the machine's load.
+        let dev = waits(3);
+        assert_eq!(seeks_slowly(&dev, &[0, 1 << 19, 4096, 8192]), Some(true));
+    }
+
+    #[test]
+    fn too_few_reads_cannot_tell() {
+        assert_eq!(seeks_slowly(&waits(3), &[0]), None);
+        assert_eq!(seeks_slowly(&waits(3), &[]), None);
+        // Reads that fail are not timed.
+        assert_eq!(seeks_slowly(&waits(0), &[0, 4096, 8192]), None);
+    }
+
     /// A sysfs tree: `devices/NAME` directories and `dev/block/MAJ:MIN` links to them.
     struct Fake {
         dir: tempfile::TempDir,
