@@ -181,8 +181,8 @@ pub struct Args {
     /// How metadata is read: `sequential` (one ordered read stream, whatever the number of
     /// threads: a hard disk), `parallel` (every worker reads its own: SSD, NVMe, page cache)
     /// or `auto` (sequential when the kernel reports the device, or the disk under an image
-    /// file, as rotational and the inode tables are not in the page cache already). The
-    /// findings are the same either way.
+    /// file, as rotational, the inode tables are not in the page cache already and a few
+    /// scattered reads take as long as a disk's seeks). The findings are the same either way.
     #[arg(long = "io", value_name = "PLAN", value_enum, default_value_t = IoPlan::Auto)]
     pub io: IoPlan,
     /// Write the man page or a shell's completions to standard output, then exit.

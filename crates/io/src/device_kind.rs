@@ -145,8 +145,33 @@ pub enum IoMode {
     Parallel,
     /// Rotational storage under `auto`: sequential, unless a sample of what a pass is about to
     /// read is in the page cache already, where the order of reads costs nothing and the
-    /// parallel reads are faster (the pass decides, with `Device::is_cached`).
+    /// parallel reads are faster (the pass decides, with `Device::is_cached`), or unless the
+    /// device answers scattered reads faster than a spinning disk can ([`seeks_slowly`]): a
+    /// virtual disk may call itself rotational.
     SequentialWhenCold,
+}
+
+/// A scattered read slower than this took a seek or a rotational wait: a 7200 rpm disk waits
+/// 4.2 ms for half a rotation on average, a flash or virtual disk (served from a host's cache)
+/// answers in well under a millisecond.
+pub const SLOW_READ: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Whether `dev` answers scattered reads as a spinning disk does: one 4 KiB read at each of
+/// `offsets` (spread over the device, not in the page cache; the bytes are what the caller
+/// will read anyway), timed; at least half slower than [`SLOW_READ`]. `None` without at least
+/// two reads that succeeded.
+pub fn seeks_slowly(dev: &dyn crate::Device, offsets: &[u64]) -> Option<bool> {
+    let mut buf = [0u8; 4096];
+    let mut slow = 0usize;
+    let mut timed = 0usize;
+    for &off in offsets {
+        let t = std::time::Instant::now();
+        if dev.read_at(&mut buf, off).is_ok() {
+            timed += 1;
+            slow += usize::from(t.elapsed() > SLOW_READ);
+        }
+    }
+    (timed >= 2).then_some(2 * slow >= timed)
 }
 
 impl IoPlan {
@@ -192,6 +217,56 @@ impl std::str::FromStr for IoPlan {
 mod tests {
     use super::*;
     use std::os::unix::fs::{symlink, MetadataExt};
+
+    /// A device whose reads wait `delay` (a disk that seeks), or fail with `delay` zero.
+    struct Waits {
+        inner: crate::MemDevice,
+        delay: std::time::Duration,
+    }
+
+    impl crate::Device for Waits {
+        fn size(&self) -> u64 {
+            self.inner.size()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> crate::Result<()> {
+            if self.delay.is_zero() {
+                return Err(crate::IoError::Refused("unreadable".into()));
+            }
+            std::thread::sleep(self.delay);
+            self.inner.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> crate::Result<()> {
+            self.inner.write_at(buf, offset)
+        }
+        fn flush(&self) -> crate::Result<()> {
+            Ok(())
+        }
+        fn bytes_read(&self) -> u64 {
+            0
+        }
+    }
+
+    fn waits(ms: u64) -> Waits {
+        Waits {
+            inner: crate::MemDevice::new(vec![0; 1 << 20]),
+            delay: std::time::Duration::from_millis(ms),
+        }
+    }
+
+    #[test]
+    fn reads_slower_than_a_rotation_seek_slowly() {
+        // Every read takes at least 3 ms, whatever the machine's load.
+        let dev = waits(3);
+        assert_eq!(seeks_slowly(&dev, &[0, 1 << 19, 4096, 8192]), Some(true));
+    }
+
+    #[test]
+    fn too_few_reads_cannot_tell() {
+        assert_eq!(seeks_slowly(&waits(3), &[0]), None);
+        assert_eq!(seeks_slowly(&waits(3), &[]), None);
+        // Reads that fail are not timed.
+        assert_eq!(seeks_slowly(&waits(0), &[0, 4096, 8192]), None);
+    }
 
     /// A sysfs tree: `devices/NAME` directories and `dev/block/MAJ:MIN` links to them.
     struct Fake {

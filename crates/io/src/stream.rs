@@ -27,21 +27,13 @@
 //! [`StreamConfig::ahead`] requests to the device ([`Device::will_need`]; off by default, see
 //! there).
 //!
-//! # Intended use by the passes (issue 24)
-//! - **Pass 1, sweep 1**: one range per group for its inode table (the used part, by
-//!   `bg_itable_unused`) and one per block and inode bitmap, in one plan. The range ids map
-//!   to `(group, what)`. Workers call `recv()`: a worker that gets an inode table checks that
-//!   group's inodes (bitmaps are kept aside by id for pass 5 or looked up by `take`). The disk
-//!   sees one ascending sweep over the metadata whatever the thread count.
-//! - **Pass 1, sweep 2**: the blocks pass 1 discovered and must read, in one sorted plan:
-//!   extent index and leaf blocks, indirect blocks, xattr blocks, directory blocks. Ids map
-//!   to `(inode, kind, logical)` in a side table. Dependencies force levels: an extent tree or
-//!   indirect tree is read level by level (one plan per level, the next level's blocks found
-//!   while consuming the previous), so the number of sweeps is the trees' depth (at most 5
-//!   for extents, 3 for indirect maps), not the number of files. Directory blocks can be
-//!   carried to pass 2 as pieces, or read in a last plan of their own.
-//! - One plan per sweep; a plan is small (24 bytes a range) and the stream allocates by
-//!   request, not by plan.
+//! # Use by the passes (issue 24)
+//! `check/src/pass1/prefetch.rs` reads in sweeps ahead of the checks: the inode tables and
+//! bitmaps in one plan; then one plan per level of the trees the live inodes point at (extent
+//! index and leaf blocks, indirect blocks level by level, xattr blocks), each level's blocks
+//! found while consuming the one before; then the directory blocks. Pass 1's scan takes the
+//! inode tables from a plan of its own (`recv`, one group per piece). A plan is small (16
+//! bytes a range) and the stream allocates by request, not by plan.
 //!
 //! The reader is one thread doing one positioned read at a time; on an SSD or NVMe device,
 //! where parallel reads help and order does not, a caller may still prefer workers reading on
@@ -84,6 +76,9 @@ impl Default for StreamConfig {
 /// A range longer than this is not read (it is `Failed`): ranges come from on-disk fields,
 /// and a buffer must never be sized by an unchecked one.
 pub const MAX_RANGE: u64 = 64 << 20;
+
+/// The name of the reader thread.
+pub const READER_THREAD: &str = "ffsck-stream";
 
 /// One device read of the plan: `len` bytes at `offset`, holding the ranges at positions
 /// `first..first + count` of the plan's disk order.
@@ -374,10 +369,42 @@ pub fn run<R>(
             reqs: &reqs,
             shared: &shared,
         };
-        s.spawn(move || reader.run());
+        // Named, so a test (or a profile) can tell the stream's reads from the consumers'.
+        let spawned = std::thread::Builder::new()
+            .name(READER_THREAD.into())
+            .spawn_scoped(s, move || reader.run());
+        if let Err(e) = spawned {
+            // No thread for the reader: nothing is read, every range is handed out failed
+            // (the consumers read what they need themselves).
+            fail_all(&shared, &stream.order, plan, &e.to_string());
+        }
         let _stop = StopOnExit(&stream);
         f(&stream)
     })
+}
+
+/// Hand out every range as failed, without reading (the reader could not start).
+fn fail_all(shared: &Arc<Shared>, order: &[usize], plan: &ReadPlan, why: &str) {
+    let buf = Arc::new(Buffer {
+        data: Vec::new(),
+        shared: shared.clone(),
+    });
+    let mut st = shared.lock();
+    for &id in order {
+        let (off, _) = plan.ranges[id];
+        st.slots[id] = Slot::Ready(Piece {
+            id,
+            offset: off,
+            status: ReadStatus::Failed(IoError::Refused(why.to_string())),
+            buf: buf.clone(),
+            at: 0,
+            len: 0,
+        });
+    }
+    st.read_upto = order.len();
+    st.done = true;
+    drop(st);
+    shared.cv.notify_all();
 }
 
 struct Reader<'a> {

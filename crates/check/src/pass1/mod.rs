@@ -40,6 +40,7 @@ mod encryption;
 mod extents;
 mod inode;
 mod itable;
+mod prefetch;
 mod schedule;
 mod sizes;
 mod special;

@@ -223,8 +223,12 @@ pub(super) fn scan_groups(
     let streamed = match io {
         IoMode::Sequential => true,
         IoMode::Parallel => false,
-        IoMode::SequentialWhenCold => !tables_cached(fs, p0),
+        IoMode::SequentialWhenCold => !tables_cached(fs, p0) && seeks_slowly(fs, p0),
     };
+    // The tables, bitmaps, tree blocks and directory blocks, in ascending sweeps before
+    // the checks read them (see `prefetch`); the directory blocks' sweep runs until this
+    // function returns.
+    let _dir_sweep = streamed.then(|| super::prefetch::prefetch(fs, p0));
     if !streamed {
         (0..ahead.min(group_count)).for_each(hint_table);
     }
@@ -333,6 +337,27 @@ pub(super) fn scan_groups(
         }
     }
     (acc, spill)
+}
+
+/// Groups whose inode tables' first blocks are timed by [`seeks_slowly`].
+const SEEK_PROBES: usize = 4;
+
+/// Whether the device holding the file system seeks as a spinning disk does (see
+/// `device_kind::seeks_slowly`), timed on the first block of up to [`SEEK_PROBES`] groups'
+/// inode tables that are not in the page cache, spread over the file system, in descending
+/// order (so no read continues the one before it). When it cannot tell, it answers yes, as
+/// the device said it was rotational.
+fn seeks_slowly(fs: &crate::fs::Fs, p0: &Pass0Facts) -> bool {
+    let groups = p0.groups.len();
+    let step = groups.div_ceil(SEEK_PROBES).max(1);
+    let offsets: Vec<u64> = (0..groups)
+        .step_by(step)
+        .rev()
+        .filter_map(|g| table_range(fs, g as u32, p0.groups[g]))
+        .map(|(off, _)| off)
+        .filter(|&off| fs.dev.is_cached(off) != Some(true))
+        .collect();
+    ffsck_io::device_kind::seeks_slowly(&*fs.dev, &offsets).unwrap_or(true)
 }
 
 /// Groups whose inode tables are probed for being in the page cache, spread over the file

@@ -5,7 +5,8 @@
 //! / `hdd.png` into `--out`.
 //!
 //! Example: `ffsck-lab hdd --image aged.img --out out/hdd` traces `e2fsck -fn` and
-//! `ffsck -fn --threads T` for T in 1, 2, 4 and models them at queue depths 1 and 32;
+//! `ffsck -fn --io sequential --threads T` for T in 1, 2, 4 (`--ffsck-io` for another
+//! plan) and models them at queue depths 1 and 32;
 //! `--trace out/hdd/*.trace.json` replays saved traces with other disk parameters.
 
 pub mod model;
@@ -41,6 +42,12 @@ pub struct HddArgs {
     /// ffsck thread counts to trace.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     pub threads: Vec<usize>,
+    /// ffsck's `--io` plan while traced. `sequential` by default: what `auto` picks on a
+    /// hard disk. The traced loop device reads a file with direct I/O, which answers as fast
+    /// as the disk under it; on a flash or virtual disk `auto` would time it as no hard disk
+    /// and read in parallel.
+    #[arg(long, default_value = "sequential")]
+    pub ffsck_io: String,
     /// Queue depths to model.
     #[arg(long, value_delimiter = ',', default_value = "1,32")]
     pub qd: Vec<usize>,
@@ -109,7 +116,11 @@ fn commands(args: &HddArgs) -> Result<Vec<(String, String)>> {
         for t in &args.threads {
             cmds.push((
                 format!("ffsck-t{t}"),
-                format!("{} -fn --threads {t} {{dev}}", ffsck.display()),
+                format!(
+                    "{} -fn --io {} --threads {t} {{dev}}",
+                    ffsck.display(),
+                    args.ffsck_io
+                ),
             ));
         }
     }
