@@ -8,7 +8,9 @@
 //! name's prefix (`P1B_` and the like count as pass 1). Placeholders: {ino} {ino2} {dir} {blk}
 //! {blk2} {group} {num} {num2} {name} {str}, {num:o} ({num} in octal), {dirpath} ({dir} as
 //! "/path (ino)"), {dirname} ({dir} as "/path"; both fall back to the number when the path was
-//! not looked up) and {block}/{Block} (`num` as e2fsck names a block of a file's map).
+//! not looked up), {block}/{Block} (`num` as e2fsck names a block of a file's map), {path}
+//! (the path of the inode itself, pass 1C's), {blk:time} (`blk` as a time stamp) and
+//! {num:x}/{num2:x} (as "0x" and four or more hex digits).
 
 use serde::Serialize;
 
@@ -244,7 +246,7 @@ catalogue! {
     P0_IB_NOT_GROUP = 0x000002, Relocate, 0, Alloc, SUMMARY, "Inode bitmap for group {group} is not in the group (block {blk})\n";
     P0_ITABLE_NOT_GROUP = 0x000003, Relocate, 0, ITable, ALONE, "Inode table for group {group} is not in the group (block {blk}).\n";
     P0_RELOCATE_HINT = 0x00000A, None, INFO, -, 0, "WARNING: severe data loss is possible if the file system is repaired before the blocks are relocated";
-    P0_GDT_CSUM = 0x000035, Fix, PREEN_OK, Alloc, SUMMARY, "One or more block group descriptor checksums are invalid (group {group}: {num} != {num2}).";
+    P0_GDT_CSUM = 0x000035, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor {group} checksum is {num:x}, should be {num2:x}.";
     P0_GDT_UNINIT = 0x000036, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor {group} marked uninitialized without the feature set.\n";
     P0_GDT_ITABLE_UNUSED = 0x000038, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor {group} has invalid unused inodes count {num}.";
     P0_BB_UNINIT_LAST = 0x000039, Fix, PREEN_OK, Alloc, SUMMARY, "Last group block bitmap uninitialized.";
@@ -363,8 +365,8 @@ catalogue! {
     P1_ATTR_VALUE_SIZE = 0x010053, Clear, PREEN_OK, Xattr, 0, "Extended attribute in inode {ino} has a value size ({num}) which is invalid\n";
     P1_ATTR_HASH = 0x010054, Clear, PREEN_OK, Xattr, 0, "Extended attribute in inode {ino} has a hash ({num}) which is invalid\n";
     P1_TREAT_AS_DIRECTORY = 0x010055, Fix, 0, Inode, INODE | MAP, "Inode {ino} is a {str} but it looks like it is really a directory.\n";
-    P1_EXTENT_BAD_START_BLK = 0x010058, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent (logical block {num}, invalid physical block {blk}, len {num2})\n";
-    P1_EXTENT_ENDS_BEYOND = 0x010059, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent (logical block {num}, physical block {blk}, invalid len {num2})\n";
+    P1_EXTENT_BAD_START_BLK = 0x010058, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent\n\t(logical block {num}, invalid physical block {blk}, len {num2})\n";
+    P1_EXTENT_ENDS_BEYOND = 0x010059, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent\n\t(logical block {num}, physical block {blk}, invalid len {num2})\n";
     // e2fsck clears this inode; the next round clears its entries (as for P1_MISSING_EXTENT_HEADER
     // and pass 2's P2_BAD_MODE..P2_INVALID_SYMLINK).
     P1_EXTENTS_SET = 0x01005A, Clear, PREEN_OK, Clear, RESHAPES | INODE, "Inode {ino} has EXTENTS_FL flag set on a file system without extents support.\n";
@@ -374,7 +376,7 @@ catalogue! {
     P1_OUT_OF_ORDER_EXTENTS = 0x01005E, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has out of order extents (invalid logical block {num}, physical block {blk}, len {num2})\n";
     P1_EXTENT_HEADER_INVALID = 0x01005F, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent node (blk {blk}, lblk {num})\n";
     P1_INVALID_BAD_INODE = 0x010065, Clear, PREEN_OK, Inode, INODE | MAP, "The bad block inode looks invalid.";
-    P1_EXTENT_LENGTH_ZERO = 0x010066, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has zero length extent (invalid logical block {num}, physical block {blk})\n";
+    P1_EXTENT_LENGTH_ZERO = 0x010066, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has zero length extent\n\t(invalid logical block {num}, physical block {blk})\n";
     P1_INODE_IS_GARBAGE = 0x010067, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} seems to contain garbage.";
     P1_INODE_ONLY_CSUM_INVALID = 0x010068, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino} passes checks, but checksum does not match inode.";
     P1_INODE_EA_ALLOC_COLLISION = 0x010069, Clear, 0, Xattr, 0, "Inode {ino} extended attribute is corrupt (allocation collision).";
@@ -413,11 +415,11 @@ catalogue! {
     P1B_DUP_BLOCK = 0x011002, None, INFO | PREEN_NOMSG, -, 0, " {blk}";
     P1B_DUP_RANGE = 0x011008, None, INFO | PREEN_NOMSG, -, 0, " {blk}--{blk2}";
     P1B_DUP_BLOCK_END = 0x011003, None, INFO | PREEN_NOMSG, -, 0, "";
-    P1D_NUM_DUP_INODES = 0x013004, None, INFO, -, 0, "(There are {num} inodes containing multiply-claimed blocks.)";
-    P1D_DUP_FILE = 0x013001, None, INFO, -, 0, "File {str} (inode #{ino}) has {num} multiply-claimed block(s), shared with {num2} file(s):";
-    P1D_DUP_FILE_LIST = 0x013002, None, INFO, -, 0, "\t{str} (inode #{ino})";
+    P1D_NUM_DUP_INODES = 0x013004, None, INFO, -, 0, "(There are {num} inodes containing multiply-claimed blocks.)\n";
+    P1D_DUP_FILE = 0x013001, None, INFO, -, 0, "File {path} (inode #{ino}, mod time {blk:time}) \n  has {num} multiply-claimed block(s), shared with {num2} file(s):";
+    P1D_DUP_FILE_LIST = 0x013002, None, INFO, -, 0, "\t{path} (inode #{ino}, mod time {blk:time})";
     P1D_SHARE_METADATA = 0x013003, None, INFO, -, 0, "\t<filesystem metadata>";
-    P1D_DUP_BLOCKS_DEALT = 0x013005, None, INFO, -, 0, "Multiply-claimed blocks already reassigned or cloned\n";
+    P1D_DUP_BLOCKS_DEALT = 0x013005, None, INFO, -, 0, "Multiply-claimed blocks already reassigned or cloned.\n";
     P1D_CLONE_QUESTION = 0x013006, CloneDup, 0, Clone, REMAPS, "";
     P1D_CLONE_ERROR = 0x013008, None, INFO, -, 0, "Couldn't clone file: no free blocks left for the copies.";
     // A file whose shared blocks could not be cloned is deleted (cleared).
@@ -514,8 +516,8 @@ catalogue! {
     P4_DIR_NLINK_FEATURE = 0x040006, Fix, 0, Features, 0, "Directory exceeds max links, but no DIR_NLINK feature in superblock.\n";
 
     // ---- Pass 5: group summary information ----
-    P5_INODE_BMAP_PADDING = 0x050001, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of inode bitmap is not set.";
-    P5_BLOCK_BMAP_PADDING = 0x050002, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of block bitmap is not set.";
+    P5_INODE_BMAP_PADDING = 0x050001, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of inode bitmap is not set. ";
+    P5_BLOCK_BMAP_PADDING = 0x050002, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of block bitmap is not set. ";
     P5_BLOCK_BITMAP_HEADER = 0x050003, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "Block bitmap differences: ";
     P5_BLOCK_UNUSED = 0x050004, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, " -{blk}";
     P5_BLOCK_USED = 0x050005, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, " +{blk}";
@@ -579,7 +581,7 @@ mod tests {
     /// The placeholders `Finding::message` fills.
     const PLACEHOLDERS: &[&str] = &[
         "ino", "ino2", "dir", "dirpath", "dirname", "blk", "blk2", "group", "num", "num:o", "num2",
-        "name", "str", "block", "Block",
+        "name", "str", "block", "Block", "path", "blk:time", "num:x", "num2:x",
     ];
 
     fn placeholders(i: &ProblemInfo) -> Vec<&str> {

@@ -8,6 +8,7 @@ mod config;
 mod device;
 mod discard;
 mod extended;
+mod held;
 mod interrupt;
 mod output;
 mod probe;

@@ -19,8 +19,11 @@ const PASS_NAMES: [&str; 6] = [
 pub struct Terminal {
     policy: Policy,
     dev: String,
-    /// Flushed at each line, so an interrupted run shows what it had found.
-    out: std::io::LineWriter<std::io::Stdout>,
+    /// Flushed at each line, so an interrupted run shows what it had found; in a repair,
+    /// held by pass until it ends (`held.rs`).
+    out: crate::held::Sink,
+    /// The last pass whose header was printed.
+    last_pass: u8,
     /// `-tt`: the pass under way and when it started, to print each pass's time.
     pass_timer: Option<(u8, std::time::Instant)>,
     /// A bitmap-differences line is being written: the next finding ends it first.
@@ -42,6 +45,8 @@ pub struct Terminal {
     halted: bool,
     /// What the device holds instead of ext2/3/4 ("DEV contains a xfs file system").
     foreign: Option<String>,
+    /// The pass 1B and 1C-1D headers already printed (by the finding that opens each).
+    headers_shown: std::collections::HashSet<Problem>,
 }
 
 /// What preen prints after a message it fixed, by the question's kind (e2fsck's short
@@ -209,11 +214,31 @@ pub fn preen_halt_text(dev: &str) -> String {
     )
 }
 
-/// Findings e2fsck writes on one line: a bitmap-differences header and its ranges.
+/// The headers e2fsck prints before the first finding of passes 1B and 1C-1D (they run only
+/// when a block is claimed twice).
+fn pass_1b_header(p: Problem) -> Option<&'static str> {
+    match p {
+        Problem::P1B_DUP_BLOCK_HEADER => Some(
+            "\nRunning additional passes to resolve blocks claimed by more than one inode...\n\
+             Pass 1B: Rescanning for multiply-claimed blocks",
+        ),
+        Problem::P1D_NUM_DUP_INODES => Some(
+            "Pass 1C: Scanning directories for inodes with multiply-claimed blocks\n\
+             Pass 1D: Reconciling multiply-claimed blocks",
+        ),
+        _ => None,
+    }
+}
+
+/// Findings e2fsck writes on one line: a bitmap-differences header and its ranges, and pass
+/// 1B's list of an inode's multiply-claimed blocks.
 fn continues_line(p: Problem) -> bool {
     matches!(
         p,
-        Problem::P5_BLOCK_BITMAP_HEADER
+        Problem::P1B_DUP_BLOCK_HEADER
+            | Problem::P1B_DUP_BLOCK
+            | Problem::P1B_DUP_RANGE
+            | Problem::P5_BLOCK_BITMAP_HEADER
             | Problem::P5_BLOCK_UNUSED
             | Problem::P5_BLOCK_USED
             | Problem::P5_BLOCK_RANGE_UNUSED
@@ -231,7 +256,8 @@ impl Terminal {
         Terminal {
             policy,
             dev: dev.to_string(),
-            out: std::io::LineWriter::new(std::io::stdout()),
+            out: crate::held::Sink::new(),
+            last_pass: 0,
             pass_timer: None,
             line_open: false,
             interactive: false,
@@ -243,6 +269,7 @@ impl Terminal {
             no_default: Default::default(),
             halted: false,
             foreign: None,
+            headers_shown: Default::default(),
         }
     }
 
@@ -332,11 +359,8 @@ impl Terminal {
 
     /// Warnings that go to stderr before a finding's message.
     fn warn(&mut self, f: &Finding) {
-        if !f.warnings().is_empty() {
-            let _ = self.out.flush();
-            for w in f.warnings() {
-                eprintln!("{w}");
-            }
+        for w in f.warnings() {
+            self.out.err_line(w);
         }
     }
 
@@ -451,6 +475,10 @@ impl Terminal {
 
     pub fn finish(&mut self, o: &Outcome, verbose: bool) -> i32 {
         self.end_pass();
+        if std::mem::take(&mut self.line_open) {
+            let _ = writeln!(self.out);
+        }
+        self.out.release();
         self.pass_timer = None;
         if self.halted {
             // e2fsck exits at the stop: no summary, exit 4 whatever was fixed before it.
@@ -505,10 +533,19 @@ impl Terminal {
 impl Reporter for Terminal {
     fn pass_start(&mut self, pass: u8) {
         crate::report::pass_start(pass);
+        // A repair that answers by itself holds its text by pass (see `held.rs`).
+        if pass == 0 && self.policy == Policy::Yes && !self.interactive && !self.out.holding() {
+            self.out.hold();
+        }
         if self.pass_timer.is_some() {
             self.end_pass();
             self.pass_timer = Some((pass, std::time::Instant::now()));
         }
+        if std::mem::take(&mut self.line_open) {
+            let _ = writeln!(self.out);
+        }
+        self.out.pass_start(pass);
+        self.last_pass = self.last_pass.max(pass);
         if self.policy != Policy::Preen && (1..=5).contains(&pass) {
             let _ = writeln!(self.out, "{}", PASS_NAMES[pass as usize]);
         }
@@ -525,6 +562,11 @@ impl Reporter for Terminal {
         if self.open_failure(f) {
             return;
         }
+        // Once the passes are over, what a later repair round finds goes under its own pass.
+        if self.last_pass >= 5 && self.out.select(f.problem.pass(), self.line_open) {
+            // The section changed: a bitmap-differences line left open was ended.
+            self.line_open = false;
+        }
         let msg = f.message();
         self.warn(f);
         if self.policy == Policy::Preen {
@@ -532,12 +574,22 @@ impl Reporter for Terminal {
             return;
         }
         if continues_line(f.problem) {
+            if let Some(header) = pass_1b_header(f.problem) {
+                if self.headers_shown.insert(f.problem) {
+                    let _ = writeln!(self.out, "{header}");
+                }
+            }
             let _ = write!(self.out, "{msg}");
             self.line_open = true;
             return;
         }
         if std::mem::take(&mut self.line_open) {
             let _ = writeln!(self.out);
+        }
+        if let Some(header) = pass_1b_header(f.problem) {
+            if self.headers_shown.insert(f.problem) {
+                let _ = writeln!(self.out, "{header}");
+            }
         }
         match Self::question(f, &msg) {
             // `[problems] force_no`: e2fsck says the fix was ignored, without asking.
