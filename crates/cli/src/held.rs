@@ -6,9 +6,11 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-/// One pass's section: what goes to stdout and stderr, in order.
+/// One pass's section: what goes to stdout and stderr, in order. Sections are kept in the
+/// order of their rank: twice the pass number, and odd ranks for the passes between (7 is
+/// pass 3A, between passes 3 and 4).
 struct Section {
-    pass: u8,
+    rank: u8,
     parts: Vec<(Stream, Vec<u8>)>,
 }
 
@@ -24,13 +26,32 @@ static HELD: Mutex<Option<Held>> = Mutex::new(None);
 
 struct Held {
     sections: Vec<Section>,
-    /// The section being written.
-    cur: usize,
+    /// The rank being written, and the rank of the pass under way.
+    cur: u8,
+    live: u8,
 }
 
 impl Held {
+    /// The index of the section of `rank`, made if there is none.
+    fn section(&mut self, rank: u8) -> usize {
+        match self.sections.binary_search_by_key(&rank, |s| s.rank) {
+            Ok(i) => i,
+            Err(i) => {
+                self.sections.insert(
+                    i,
+                    Section {
+                        rank,
+                        parts: Vec::new(),
+                    },
+                );
+                i
+            }
+        }
+    }
+
     fn part(&mut self, s: Stream) -> &mut Vec<u8> {
-        let parts = &mut self.sections[self.cur].parts;
+        let i = self.section(self.cur);
+        let parts = &mut self.sections[i].parts;
         if parts.last().is_none_or(|(last, _)| *last != s) {
             parts.push((s, Vec::new()));
         }
@@ -61,11 +82,9 @@ impl Sink {
     pub fn hold(&mut self) {
         let _ = self.live.flush();
         *held() = Some(Held {
-            sections: vec![Section {
-                pass: 0,
-                parts: Vec::new(),
-            }],
+            sections: Vec::new(),
             cur: 0,
+            live: 0,
         });
         self.holding = true;
     }
@@ -74,41 +93,42 @@ impl Sink {
         self.holding
     }
 
-    /// A pass starts: a new section, written from now on.
+    /// A pass starts: its section is written from now on.
     pub fn pass_start(&mut self, pass: u8) {
         if let Some(h) = held().as_mut() {
-            h.sections.push(Section {
-                pass,
-                parts: Vec::new(),
-            });
-            h.cur = h.sections.len() - 1;
+            h.live = pass.saturating_mul(2);
+            h.cur = h.live;
+            h.section(h.cur);
         }
     }
 
-    /// Write a finding of `pass` next: at the end of that pass's section (a pass past the
-    /// last section opens one of its own, without header). `end_line`: a line left open is
-    /// ended in the section left. Returns whether the section changed.
-    pub fn select(&mut self, pass: u8, end_line: bool) -> bool {
+    /// Write next at the end of the section of `rank` (None: of the pass under way).
+    /// `end_line`: a line left open is ended in the section left. Returns whether the
+    /// section changed.
+    pub fn select(&mut self, rank: Option<u8>, end_line: bool) -> bool {
         let mut g = held();
         let Some(h) = g.as_mut() else {
             return false;
         };
-        let at = match h.sections.iter().rposition(|s| s.pass <= pass) {
-            Some(i) if i + 1 < h.sections.len() || h.sections[i].pass == pass => i,
-            _ => {
-                h.sections.push(Section {
-                    pass,
-                    parts: Vec::new(),
-                });
-                h.sections.len() - 1
-            }
-        };
-        let changed = at != h.cur;
+        let to = rank.unwrap_or(h.live);
+        let changed = to != h.cur;
         if changed && end_line {
             h.part(Stream::Out).push(b'\n');
         }
-        h.cur = at;
+        h.cur = to;
         changed
+    }
+
+    /// Put `header` at the start of the section of `rank`, once.
+    pub fn header(&mut self, rank: u8, header: &str) {
+        if let Some(h) = held().as_mut() {
+            let i = h.section(rank);
+            let parts = &mut h.sections[i].parts;
+            let text = header.as_bytes();
+            if !parts.first().is_some_and(|(_, b)| b.starts_with(text)) {
+                parts.insert(0, (Stream::Out, text.to_vec()));
+            }
+        }
     }
 
     /// Text for stderr, in its place among the held text (or at once when live).
@@ -133,17 +153,23 @@ impl Sink {
     }
 }
 
+/// What is held, in order, and no longer held.
+fn take() -> Vec<(Stream, Vec<u8>)> {
+    held()
+        .take()
+        .map(|h| h.sections.into_iter().flat_map(|s| s.parts).collect())
+        .unwrap_or_default()
+}
+
 /// Print what is held (once) and stop holding.
 pub fn release() {
-    let Some(h) = held().take() else { return };
+    let parts = take();
     let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
-    for s in h.sections {
-        for (stream, bytes) in s.parts {
-            let _ = match stream {
-                Stream::Out => out.write_all(&bytes).and_then(|_| out.flush()),
-                Stream::Err => err.write_all(&bytes).and_then(|_| err.flush()),
-            };
-        }
+    for (stream, bytes) in parts {
+        let _ = match stream {
+            Stream::Out => out.write_all(&bytes).and_then(|_| out.flush()),
+            Stream::Err => err.write_all(&bytes).and_then(|_| err.flush()),
+        };
     }
 }
 
@@ -158,5 +184,50 @@ impl Write for Sink {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.live.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A later round's findings land at the end of their own pass's section, pass 3A's
+    /// between passes 3 and 4 with its header, and stderr text keeps its place.
+    #[test]
+    fn held_text_is_ordered_by_pass() {
+        let mut sink = Sink::new();
+        sink.hold();
+        for pass in 0..=5u8 {
+            sink.pass_start(pass);
+            let _ = writeln!(sink, "Pass {pass}");
+        }
+        // Round 1, pass 5: an open line that a later round's finding of pass 2 ends.
+        let _ = write!(sink, "diffs:");
+        assert!(sink.select(Some(4), true));
+        let _ = writeln!(sink, "late 2");
+        sink.err_line("warning 2");
+        assert!(sink.select(Some(7), false));
+        let _ = writeln!(sink, "in 3A");
+        sink.header(7, "Pass 3A\n");
+        sink.header(7, "Pass 3A\n");
+        assert!(!sink.select(Some(7), false));
+        assert!(sink.select(None, false));
+        let _ = writeln!(sink, "end");
+        let text: Vec<String> = take()
+            .into_iter()
+            .map(|(s, b)| {
+                let t = String::from_utf8(b).unwrap();
+                if s == Stream::Err {
+                    format!("E:{t}")
+                } else {
+                    t
+                }
+            })
+            .collect();
+        assert_eq!(
+            text.concat(),
+            "Pass 0\nPass 1\nPass 2\nlate 2\nE:warning 2\nPass 3\nPass 3A\nin 3A\nPass 4\n\
+             Pass 5\ndiffs:\nend\n"
+        );
     }
 }

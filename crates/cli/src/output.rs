@@ -214,6 +214,29 @@ pub fn preen_halt_text(dev: &str) -> String {
     )
 }
 
+/// The rank of pass 3A's held section: between passes 3 and 4 (see `held.rs`).
+const PASS_3A: u8 = 7;
+
+/// A fix after which e2fsck rebuilds the directory in pass 3A: an htree index cleared, a
+/// duplicate entry, a leaf block given its checksum.
+fn rebuilds_directory(f: &Finding) -> bool {
+    f.fixed
+        && (f.problem.info().prompt == Prompt::ClearHtree
+            || found_in_pass_3a(f.problem)
+            || matches!(
+                f.problem,
+                Problem::P2_REPORT_DUP_DIRENT | Problem::P2_LEAF_NODE_MISSING_CSUM
+            ))
+}
+
+/// Problems e2fsck finds while it rebuilds a directory, and so prints under pass 3A.
+fn found_in_pass_3a(p: Problem) -> bool {
+    matches!(
+        p,
+        Problem::P2_NON_UNIQUE_FILE | Problem::P2_NON_UNIQUE_FILE_NO_RENAME
+    )
+}
+
 /// The headers e2fsck prints before the first finding of passes 1B and 1C-1D (they run only
 /// when a block is claimed twice).
 fn pass_1b_header(p: Problem) -> Option<&'static str> {
@@ -562,8 +585,19 @@ impl Reporter for Terminal {
         if self.open_failure(f) {
             return;
         }
-        // Once the passes are over, what a later repair round finds goes under its own pass.
-        if self.last_pass >= 5 && self.out.select(f.problem.pass(), self.line_open) {
+        // Once the passes are over, what a later repair round finds goes under its own pass;
+        // what e2fsck finds while rebuilding directories goes under pass 3A.
+        let pass_3a = self.out.holding() && rebuilds_directory(f);
+        if pass_3a {
+            self.out
+                .header(PASS_3A, "Pass 3A: Optimizing directories\n");
+        }
+        let rank = match f.problem {
+            _ if pass_3a && found_in_pass_3a(f.problem) => Some(PASS_3A),
+            _ if self.last_pass >= 5 => Some(f.problem.pass().saturating_mul(2)),
+            _ => None,
+        };
+        if self.out.select(rank, self.line_open) {
             // The section changed: a bitmap-differences line left open was ended.
             self.line_open = false;
         }

@@ -300,3 +300,50 @@ fn verbose_statistics_match_e2fsck() {
         );
     }
 }
+
+/// The lines of `text` from the first that starts with `from` up to (not including) the
+/// first after it that starts with `to`.
+fn between<'a>(text: &'a str, from: &str, to: &str) -> Vec<&'a str> {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(from));
+    let mut out: Vec<&str> = lines.next().into_iter().collect();
+    out.extend(lines.take_while(|l| !l.starts_with(to)));
+    out
+}
+
+/// Two files share blocks (and one shares with the bad-blocks list's neighbour, a third):
+/// passes 1B-1D print e2fsck's headers, each inode's blocks on one line in file order, and
+/// each file by path with its modification time and the files it shares with, line for line
+/// as e2fsck -fy prints them on the same image.
+#[test]
+fn passes_1b_to_1d_print_as_e2fsck_prints_them() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    let b5 = common::bmap(&t, &img.path, "/a/f5", 0);
+    let b3 = common::bmap(&t, &img.path, "/a/f3", 1);
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f4 block[0] {b5}"));
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f4 block[1] {b3}"));
+    common::debugfs_w(&t, &img.path, &format!("sif /b/x block[0] {b5}"));
+    let theirs_img = img.aux("e2fsck.img");
+    std::fs::copy(&img.path, &theirs_img).unwrap();
+    let mut cmd = Command::new(&t.e2fsck);
+    cmd.args(["-fy", "-N", "test"])
+        .arg(&theirs_img)
+        .env("E2FSCK_CONFIG", "/dev/null")
+        .env("TZ", "GMT0");
+    let theirs = common::run_with_timeout(cmd, std::time::Duration::from_secs(120)).unwrap();
+    let ours = run(&common::ffsck_bin(), &["-fy", "-N", "test"], &img.path);
+    let want = between(&theirs.stdout, "Running additional passes", "Pass 2:");
+    assert!(
+        want.iter().any(|l| l.starts_with("File /a/f4 (inode #")),
+        "test setup: e2fsck found no shared blocks:\n{}",
+        theirs.stdout
+    );
+    assert_eq!(
+        between(&ours.stdout, "Running additional passes", "Pass 2:"),
+        want,
+        "\nffsck:\n{}\ne2fsck:\n{}",
+        ours.stdout,
+        theirs.stdout
+    );
+    assert_eq!(ours.code(), theirs.code());
+}
