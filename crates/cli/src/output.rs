@@ -47,6 +47,8 @@ pub struct Terminal {
     foreign: Option<String>,
     /// The pass 1B and 1C-1D headers already printed (by the finding that opens each).
     headers_shown: std::collections::HashSet<Problem>,
+    /// The latch questions shown: the inode each was asked about.
+    latches: std::collections::HashMap<Problem, u32>,
 }
 
 /// What preen prints after a message it fixed, by the question's kind (e2fsck's short
@@ -214,6 +216,34 @@ pub fn preen_halt_text(dev: &str) -> String {
     )
 }
 
+/// e2fsck's latch groups as its messages show them: the question that governs a member, and
+/// whether it governs per inode. Once the question has been answered, each member prints with
+/// the short word of that answer ("CLEARED.") instead of a question of its own.
+fn latch_of(p: Problem) -> Option<(Problem, bool)> {
+    match p {
+        Problem::P1_ILLEGAL_BLOCK_NUM | Problem::P1_BLOCK_OVERLAPS_METADATA => {
+            Some((Problem::P1_INODE_BLOCK_LATCH, true))
+        }
+        Problem::P1_TOOBIG_DIR | Problem::P1_TOOBIG_REG | Problem::P1_TOOBIG_SYMLINK => {
+            Some((Problem::P1_INODE_TOOBIG, true))
+        }
+        Problem::P1_LOW_DTIME => Some((Problem::P1_ORPHAN_LIST_REFUGEES, false)),
+        Problem::P0_GDT_CSUM => Some((Problem::P0_GDT_CSUM_LATCH, false)),
+        _ => None,
+    }
+}
+
+/// A question that governs a latch group.
+fn is_latch_question(p: Problem) -> bool {
+    matches!(
+        p,
+        Problem::P1_INODE_BLOCK_LATCH
+            | Problem::P1_INODE_TOOBIG
+            | Problem::P1_ORPHAN_LIST_REFUGEES
+            | Problem::P0_GDT_CSUM_LATCH
+    )
+}
+
 /// The rank of pass 3A's held section: between passes 3 and 4 (see `held.rs`).
 const PASS_3A: u8 = 7;
 
@@ -293,6 +323,7 @@ impl Terminal {
             halted: false,
             foreign: None,
             headers_shown: Default::default(),
+            latches: Default::default(),
         }
     }
 
@@ -624,6 +655,26 @@ impl Reporter for Terminal {
             if self.headers_shown.insert(f.problem) {
                 let _ = writeln!(self.out, "{header}");
             }
+        }
+        if let Some((question, per_inode)) = latch_of(f.problem) {
+            let asked = self.latches.get(&question);
+            if asked.is_some_and(|&ino| !per_inode || ino == f.ctx.ino) {
+                let word = if f.fixed {
+                    preen_word(f.problem.info().prompt)
+                } else {
+                    "IGNORED"
+                };
+                let gap = if msg.ends_with(' ') || msg.ends_with('\n') {
+                    ""
+                } else {
+                    "  "
+                };
+                let _ = writeln!(self.out, "{msg}{gap}{word}.");
+                return;
+            }
+        }
+        if latch_of(f.problem).is_none() && is_latch_question(f.problem) {
+            self.latches.insert(f.problem, f.ctx.ino);
         }
         match Self::question(f, &msg) {
             // `[problems] force_no`: e2fsck says the fix was ignored, without asking.

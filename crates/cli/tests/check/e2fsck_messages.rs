@@ -323,15 +323,7 @@ fn passes_1b_to_1d_print_as_e2fsck_prints_them() {
     common::debugfs_w(&t, &img.path, &format!("sif /a/f4 block[0] {b5}"));
     common::debugfs_w(&t, &img.path, &format!("sif /a/f4 block[1] {b3}"));
     common::debugfs_w(&t, &img.path, &format!("sif /b/x block[0] {b5}"));
-    let theirs_img = img.aux("e2fsck.img");
-    std::fs::copy(&img.path, &theirs_img).unwrap();
-    let mut cmd = Command::new(&t.e2fsck);
-    cmd.args(["-fy", "-N", "test"])
-        .arg(&theirs_img)
-        .env("E2FSCK_CONFIG", "/dev/null")
-        .env("TZ", "GMT0");
-    let theirs = common::run_with_timeout(cmd, std::time::Duration::from_secs(120)).unwrap();
-    let ours = run(&common::ffsck_bin(), &["-fy", "-N", "test"], &img.path);
+    let (ours, theirs) = both_fy(&t, &img);
     let want = between(&theirs.stdout, "Running additional passes", "Pass 2:");
     assert!(
         want.iter().any(|l| l.starts_with("File /a/f4 (inode #")),
@@ -346,4 +338,42 @@ fn passes_1b_to_1d_print_as_e2fsck_prints_them() {
         theirs.stdout
     );
     assert_eq!(ours.code(), theirs.code());
+}
+
+/// e2fsck -fy and ffsck -fy on copies of one image, both named `test`: their outputs.
+fn both_fy(t: &common::Tools, img: &common::Image) -> (common::Run, common::Run) {
+    let theirs_img = img.aux("e2fsck.img");
+    std::fs::copy(&img.path, &theirs_img).unwrap();
+    let mut cmd = Command::new(&t.e2fsck);
+    cmd.args(["-fy", "-N", "test"])
+        .arg(&theirs_img)
+        .env("E2FSCK_CONFIG", "/dev/null")
+        .env("TZ", "GMT0");
+    let theirs = common::run_with_timeout(cmd, std::time::Duration::from_secs(120)).unwrap();
+    let ours = run(&common::ffsck_bin(), &["-fy", "-N", "test"], &img.path);
+    (ours, theirs)
+}
+
+/// An inode with illegal blocks: the latch's question once, then each block with the short
+/// word of its answer ("CLEARED."), line for line as e2fsck prints pass 1.
+#[test]
+fn latched_problems_print_their_answer_word() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a/f5 block[1] 99999999");
+    common::debugfs_w(&t, &img.path, "sif /a/f5 block[2] 99999998");
+    let (ours, theirs) = both_fy(&t, &img);
+    let want = between(&theirs.stdout, "Pass 1:", "Pass 2:");
+    assert!(
+        want.iter().any(|l| l.ends_with("  CLEARED.")),
+        "test setup: e2fsck latched nothing:\n{}",
+        theirs.stdout
+    );
+    assert_eq!(
+        between(&ours.stdout, "Pass 1:", "Pass 2:"),
+        want,
+        "\nffsck:\n{}\ne2fsck:\n{}",
+        ours.stdout,
+        theirs.stdout
+    );
 }
