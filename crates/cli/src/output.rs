@@ -25,7 +25,9 @@ pub struct Terminal {
     /// The last pass whose header was printed.
     last_pass: u8,
     /// `-tt`: the pass under way and when it started, to print each pass's time.
-    pass_timer: Option<(u8, std::time::Instant)>,
+    pass_timer: Option<(u8, Usage)>,
+    /// The device whose reads `-t` counts.
+    io: Option<std::sync::Arc<dyn ffsck_io::Device>>,
     /// A bitmap-differences line is being written: the next finding ends it first.
     line_open: bool,
     /// Questions go to the person at the terminal (no -n, -p or -y).
@@ -312,6 +314,7 @@ impl Terminal {
             out: crate::held::Sink::new(),
             last_pass: 0,
             pass_timer: None,
+            io: None,
             line_open: false,
             interactive: false,
             yes_to_all: false,
@@ -421,19 +424,20 @@ impl Terminal {
     /// Print the closing lines and return the exit code.
     /// `-tt`: print the time each pass took (as e2fsck's per-pass statistics).
     pub fn time_passes(&mut self) {
-        self.pass_timer = Some((0, std::time::Instant::now()));
+        self.pass_timer = Some((0, Usage::now(self.io.as_deref())));
+    }
+
+    /// Count `-t`'s reads on `dev`.
+    pub fn count_io(&mut self, dev: std::sync::Arc<dyn ffsck_io::Device>) {
+        self.io = Some(dev);
     }
 
     /// Print the time of the pass under way, if passes are timed.
     fn end_pass(&mut self) {
-        if let Some((pass, t)) = self.pass_timer {
-            if (1..=5).contains(&pass) {
-                let _ = writeln!(
-                    self.out,
-                    "Pass {pass}: time: {:.2}s, memory used: {}k",
-                    t.elapsed().as_secs_f64(),
-                    peak_rss_kib()
-                );
+        if let Some((pass, start)) = &self.pass_timer {
+            if (1..=5).contains(pass) {
+                let text = start.report(&format!("Pass {pass}: "), self.io.as_deref(), 0);
+                let _ = write!(self.out, "{text}");
             }
         }
     }
@@ -593,7 +597,7 @@ impl Reporter for Terminal {
         }
         if self.pass_timer.is_some() {
             self.end_pass();
-            self.pass_timer = Some((pass, std::time::Instant::now()));
+            self.pass_timer = Some((pass, Usage::now(self.io.as_deref())));
         }
         if std::mem::take(&mut self.line_open) {
             let _ = writeln!(self.out);
@@ -803,7 +807,56 @@ pub fn write_problem_log(path: &Path, o: &Outcome, dev: &str, argv: Vec<String>)
     Ok(())
 }
 
-/// Peak resident set size of this process, from /proc.
+/// Where a stretch of the run started, for e2fsck's resource lines (`-t`, `-tt`).
+pub struct Usage {
+    start: std::time::Instant,
+    cpu: (f64, f64),
+    read: u64,
+}
+
+impl Usage {
+    pub fn now(io: Option<&dyn ffsck_io::Device>) -> Usage {
+        Usage {
+            start: std::time::Instant::now(),
+            cpu: cpu_times(),
+            read: io.map_or(0, |d| d.bytes_read()),
+        }
+    }
+
+    /// e2fsck's two lines for the stretch since `self`, each after `prefix`: the memory the
+    /// allocator holds and the real, user and system time; the reads and writes and their
+    /// rate.
+    pub fn report(&self, prefix: &str, io: Option<&dyn ffsck_io::Device>, written: u64) -> String {
+        let real = self.start.elapsed().as_secs_f64();
+        let (user, sys) = cpu_times();
+        let read = io.map_or(0, |d| d.bytes_read()).saturating_sub(self.read);
+        let rate = (read + written) as f64 / f64::from(1 << 20) / real.max(1e-6);
+        format!(
+            "{prefix}Memory used: {}, time: {real:5.2}/{:5.2}/{:5.2}\n\
+             {prefix}I/O read: {}MB, write: {}MB, rate: {rate:.2}MB/s\n",
+            malloc_usage(),
+            user - self.cpu.0,
+            sys - self.cpu.1,
+            read >> 20,
+            written >> 20,
+        )
+    }
+}
+
+/// The allocator's memory as e2fsck shows it: "heap/mapped (in use/free)", in KiB.
+fn malloc_usage() -> String {
+    // SAFETY: mallinfo2 only reads the allocator's statistics.
+    let m = unsafe { libc::mallinfo2() };
+    let k = |b: usize| b / 1024;
+    format!(
+        "{}k/{}k ({}k/{}k)",
+        k(m.arena),
+        k(m.hblkhd),
+        k(m.uordblks),
+        k(m.fordblks)
+    )
+}
+
 /// User and system CPU time of this process so far, in seconds.
 pub fn cpu_times() -> (f64, f64) {
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
