@@ -377,3 +377,88 @@ fn latched_problems_print_their_answer_word() {
         theirs.stdout
     );
 }
+
+/// `line` with every run of digits as `N`: the shape of a resource or progress line.
+fn shape(line: &str) -> String {
+    let mut out = String::new();
+    let mut digits = false;
+    for c in line.chars() {
+        if c.is_ascii_digit() {
+            if !digits {
+                out.push('N');
+            }
+            digits = true;
+        } else {
+            digits = false;
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `-tt` prints e2fsck's resource lines after each pass and at the end ("Pass 1: Memory
+/// used: …k/…k (…k/…k), time: …", "I/O read: …MB, write: …MB, rate: …MB/s"), shaped as
+/// e2fsck's on the same image (e2fsck's extra "Peak memory" line in pass 3 aside).
+#[test]
+fn timing_lines_are_shaped_as_e2fsck_prints_them() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    let ours = run(&common::ffsck_bin(), &["-fntt"], &img.path);
+    let theirs = run(&t.e2fsck, &["-fntt"], &img.path);
+    let resources = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains("Memory used:") || l.contains("I/O read:"))
+            .filter(|l| !l.starts_with("Peak memory"))
+            .map(shape)
+            .collect()
+    };
+    let want = resources(&theirs.stdout);
+    assert_eq!(want.len(), 12, "test setup:\n{}", theirs.stdout);
+    assert_eq!(resources(&ours.stdout), want, "\n{}", ours.stdout);
+}
+
+/// `-C fd`: one line per step, "pass done total device", every pass from 1 to 5 shown and
+/// each reaching its total, as e2fsck's lines do on the same image.
+#[test]
+fn progress_lines_cover_every_pass_to_its_maximum() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    let lines = |bin: &Path| -> Vec<(u64, u64, u64)> {
+        let out = img.aux("progress");
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(r#""$0" -fn -C 3 "$1" 3>"$2" >/dev/null 2>&1"#)
+            .arg(bin)
+            .arg(&img.path)
+            .arg(&out)
+            .env("E2FSCK_CONFIG", "/dev/null");
+        let r = common::run_with_timeout(cmd, std::time::Duration::from_secs(120)).unwrap();
+        assert_eq!(r.code(), 0, "{}", r.stderr);
+        let text = std::fs::read_to_string(&out).unwrap();
+        text.lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                assert!(f.len() == 4 && f[3] == img.path.to_str().unwrap(), "{l}");
+                (f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].parse().unwrap())
+            })
+            .collect()
+    };
+    // Each pass's last line: its pass, and whether it reached its total.
+    let ends = |v: &[(u64, u64, u64)]| -> Vec<(u64, bool)> {
+        let mut out: Vec<(u64, bool)> = Vec::new();
+        for &(p, d, n) in v {
+            match out.last_mut() {
+                Some(last) if last.0 == p => last.1 = d == n,
+                _ => out.push((p, d == n)),
+            }
+        }
+        out
+    };
+    let theirs = ends(&lines(&t.e2fsck));
+    assert_eq!(
+        theirs,
+        (1..=5).map(|p| (p, true)).collect::<Vec<_>>(),
+        "test setup"
+    );
+    assert_eq!(ends(&lines(&common::ffsck_bin())), theirs);
+}
