@@ -161,6 +161,8 @@ pub fn run(
         new_problems,
         ..
     } = ffsck_check::repair::repair(dev.clone(), opts, rep);
+    // Everything is reported: the text held by pass goes out before the commit says anything.
+    crate::held::release();
     crate::interrupt::begin_commit();
 
     let interactive = rep.asks();
