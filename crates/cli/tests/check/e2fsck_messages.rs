@@ -439,7 +439,11 @@ fn progress_lines_cover_every_pass_to_its_maximum() {
             .map(|l| {
                 let f: Vec<&str> = l.split(' ').collect();
                 assert!(f.len() == 4 && f[3] == img.path.to_str().unwrap(), "{l}");
-                (f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].parse().unwrap())
+                (
+                    f[0].parse().unwrap(),
+                    f[1].parse().unwrap(),
+                    f[2].parse().unwrap(),
+                )
             })
             .collect()
     };
