@@ -24,8 +24,15 @@ enum Stream {
 /// what it had found (`release`).
 static HELD: Mutex<Option<Held>> = Mutex::new(None);
 
+/// Text held at most: past it, what is held goes out and the rest is written live (a
+/// hostile image can make a repair report without end; its findings are then shown in the
+/// order found rather than held without bound).
+const MAX_HELD: usize = 64 << 20;
+
 struct Held {
     sections: Vec<Section>,
+    /// Bytes held so far.
+    bytes: usize,
     /// The rank being written, and the rank of the pass under way.
     cur: u8,
     live: u8,
@@ -83,6 +90,7 @@ impl Sink {
         let _ = self.live.flush();
         *held() = Some(Held {
             sections: Vec::new(),
+            bytes: 0,
             cur: 0,
             live: 0,
         });
@@ -175,9 +183,20 @@ pub fn release() {
 
 impl Write for Sink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Some(h) = held().as_mut() {
-            h.part(Stream::Out).extend_from_slice(buf);
-            return Ok(buf.len());
+        let full = {
+            let mut g = held();
+            match g.as_mut() {
+                Some(h) if h.bytes + buf.len() <= MAX_HELD => {
+                    h.bytes += buf.len();
+                    h.part(Stream::Out).extend_from_slice(buf);
+                    return Ok(buf.len());
+                }
+                Some(_) => true,
+                None => false,
+            }
+        };
+        if full {
+            release();
         }
         self.live.write(buf)
     }
