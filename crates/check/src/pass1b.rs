@@ -11,7 +11,7 @@ use crate::facts::Pass1Facts;
 use crate::fs::Fs;
 use crate::latch::Latches;
 use crate::problem::{Latch, Problem as P};
-use crate::report::{Findings, Policy, ProblemCtx};
+use crate::report::{Findings, Note, Policy, ProblemCtx};
 use ffsck_format::inode::{flags as iflags, FileType, RawInode};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,23 +26,27 @@ pub struct DupFacts {
 /// file-system size so cyclic maps terminate.
 pub fn for_each_claimed_block(fs: &Fs, ino: u32, inode: &RawInode, f: &mut dyn FnMut(u64)) {
     let geo = &fs.geo;
+    // The map first, then the extended-attribute block (the order e2fsck lists them in).
+    let fl = inode.flags();
+    let mapped = fl & iflags::INLINE_DATA == 0
+        && !(inode.file_type() == FileType::Symlink && inode.blocks_raw(false) == 0)
+        && !matches!(
+            inode.file_type(),
+            FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
+        );
+    if mapped {
+        walk_map(fs, ino, inode, f);
+    }
     let acl = inode.file_acl();
     if acl != 0 && geo.is_valid_block(acl) {
         f(acl);
     }
+}
+
+/// The blocks of an inode's block map or extent tree, in file order.
+fn walk_map(fs: &Fs, ino: u32, inode: &RawInode, f: &mut dyn FnMut(u64)) {
+    let geo = &fs.geo;
     let fl = inode.flags();
-    if fl & iflags::INLINE_DATA != 0 {
-        return;
-    }
-    if inode.file_type() == FileType::Symlink && inode.blocks_raw(false) == 0 {
-        return;
-    }
-    if matches!(
-        inode.file_type(),
-        FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
-    ) {
-        return;
-    }
     let mut v = Claimed {
         first: geo.first_data_block,
         end: geo.blocks_count,
@@ -137,6 +141,9 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> DupF
     let dups: BTreeSet<u64> = p1.dup_blocks.iter().copied().collect();
     let geo = &fs.geo;
     let isz = geo.inode_size as usize;
+    // Each owner's blocks as its map lists them, and its modification time, for the messages.
+    let mut in_file_order: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    let mut mtimes: BTreeMap<u32, u64> = BTreeMap::new();
     for (g, summary) in p1.summaries.iter().enumerate() {
         if !dups
             .iter()
@@ -167,17 +174,103 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> DupF
                 }
             });
             if !mine.is_empty() {
+                in_file_order.insert(ino, mine.clone());
+                mtimes.insert(ino, u64::from(inode.i_mtime.get()));
                 mine.sort_unstable();
                 facts.by_inode.insert(ino, mine);
             }
         }
     }
-    report(fs, p1, &facts, policy, out);
+    let names = Names::of(fs, p1, &facts);
+    let dup = Dups {
+        facts: &facts,
+        in_file_order: &in_file_order,
+        mtimes: &mtimes,
+        names: &names,
+    };
+    report(fs, p1, &dup, policy, out);
     facts
 }
 
-fn report(fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut Findings) {
+/// What pass 1B learnt, for the messages of 1B-1D.
+struct Dups<'a> {
+    facts: &'a DupFacts,
+    /// Each owner's multiply-claimed blocks in the order its map lists them.
+    in_file_order: &'a BTreeMap<u32, Vec<u64>>,
+    mtimes: &'a BTreeMap<u32, u64>,
+    names: &'a Names,
+}
+
+impl Dups<'_> {
+    /// How e2fsck names an owner: its path (pass 1C), with its modification time.
+    fn ctx(&self, ino: u32) -> ProblemCtx {
+        ProblemCtx {
+            ino,
+            blk: self.mtimes.get(&ino).copied().unwrap_or(0),
+            path: Note(Some(self.names.path(ino))),
+            ..Default::default()
+        }
+    }
+
+    /// The other owners of `ino`'s blocks, as e2fsck lists them: its blocks from the last
+    /// its map lists, and for each block the owners from the highest inode number down.
+    fn sharers(&self, ino: u32) -> Vec<u32> {
+        let mine = self.in_file_order.get(&ino).map_or(&[][..], Vec::as_slice);
+        let mut out: Vec<u32> = Vec::new();
+        let mut seen = BTreeSet::new();
+        for b in mine.iter().rev() {
+            for (&o, _) in self
+                .facts
+                .by_inode
+                .iter()
+                .rev()
+                .filter(|(&o, blocks)| o != ino && blocks.binary_search(b).is_ok())
+            {
+                if seen.insert(o) {
+                    out.push(o);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Pass 1B's list of one inode's blocks: runs of consecutive blocks in file order.
+fn report_blocks(
+    ino: u32,
+    blocks: &[u64],
+    policy: Policy,
+    out: &mut Findings,
+    latches: &mut Latches,
+) {
+    // The group's header ("Multiply-claimed block(s) in inode N:") is the latch's question,
+    // raised by the first block; the end closes the line and re-arms it for the next inode.
+    let mut i = 0;
+    while i < blocks.len() {
+        let mut j = i;
+        while j + 1 < blocks.len() && blocks[j + 1] == blocks[j].wrapping_add(1) {
+            j += 1;
+        }
+        let (problem, blk2) = if j > i {
+            (P::P1B_DUP_RANGE, blocks[j])
+        } else {
+            (P::P1B_DUP_BLOCK, 0)
+        };
+        let ctx = ProblemCtx {
+            ino,
+            blk: blocks[i],
+            blk2,
+            ..Default::default()
+        };
+        latches.report(out, policy, problem, ctx);
+        i = j + 1;
+    }
+    latches.end(out, policy, Latch::DupBlocks, ProblemCtx::ino(ino));
+}
+
+fn report(fs: &Fs, p1: &Pass1Facts, dup: &Dups, policy: Policy, out: &mut Findings) {
     use ffsck_format::ino::{BAD, RESIZE, ROOT};
+    let facts = dup.facts;
     // Only the bad-blocks inode overlaps something (its own list of bad metadata blocks):
     // nothing to reconcile.
     if facts.by_inode.keys().all(|&i| i == BAD) {
@@ -186,40 +279,8 @@ fn report(fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut 
     // Pass 1B: the blocks of each inode, as single blocks and ranges. The bad-blocks inode is
     // an owner but not listed (as e2fsck).
     let mut latches = Latches::default();
-    for (&ino, blocks) in facts.by_inode.iter().filter(|(&i, _)| i != BAD) {
-        let mut i = 0;
-        while i < blocks.len() {
-            let mut j = i;
-            while j + 1 < blocks.len() && blocks[j + 1] == blocks[j] + 1 {
-                j += 1;
-            }
-            if j > i {
-                latches.report(
-                    out,
-                    policy,
-                    P::P1B_DUP_RANGE,
-                    ProblemCtx {
-                        ino,
-                        blk: blocks[i],
-                        blk2: blocks[j],
-                        ..Default::default()
-                    },
-                );
-            } else {
-                latches.report(
-                    out,
-                    policy,
-                    P::P1B_DUP_BLOCK,
-                    ProblemCtx {
-                        ino,
-                        blk: blocks[i],
-                        ..Default::default()
-                    },
-                );
-            }
-            i = j + 1;
-        }
-        latches.end(out, policy, Latch::DupBlocks, ProblemCtx::ino(ino));
+    for (&ino, blocks) in dup.in_file_order.iter().filter(|(&i, _)| i != BAD) {
+        report_blocks(ino, blocks, policy, out, &mut latches);
     }
     // Pass 1D: who shares with whom, and the clone/delete question per inode.
     out.report(
@@ -259,36 +320,22 @@ fn report(fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut 
         .iter()
         .filter(|(&i, _)| i != BAD && i != RESIZE)
     {
-        let set: BTreeSet<u64> = blocks.iter().copied().collect();
-        let sharers: Vec<u32> = facts
-            .by_inode
-            .iter()
-            .filter(|(&o, b)| o != ino && b.iter().any(|x| set.contains(x)))
-            .map(|(&o, _)| o)
-            .collect();
+        let sharers = dup.sharers(ino);
         let shares_metadata = blocks.iter().any(|&b| p1.metadata.get(b));
         out.report(
             policy,
             P::P1D_DUP_FILE,
             ProblemCtx {
-                ino,
                 num: blocks.len() as u64,
                 num2: sharers.len() as u64 + u64::from(shares_metadata),
-                ..Default::default()
+                ..dup.ctx(ino)
             },
         );
         if shares_metadata {
             out.report(policy, P::P1D_SHARE_METADATA, ProblemCtx::ino(ino));
         }
         for o in sharers {
-            out.report(
-                policy,
-                P::P1D_DUP_FILE_LIST,
-                ProblemCtx {
-                    ino: o,
-                    ..Default::default()
-                },
-            );
+            out.report(policy, P::P1D_DUP_FILE_LIST, dup.ctx(o));
         }
         let still_shared = blocks
             .iter()
@@ -311,4 +358,141 @@ fn report(fs: &Fs, p1: &Pass1Facts, facts: &DupFacts, policy: Policy, out: &mut 
             release(&mut claims, blocks);
         }
     }
+}
+
+/// Directory blocks pass 1C reads at most looking for the owners' names, and blocks one
+/// path lookup reads at most.
+const MAX_SCAN_BLOCKS: u64 = 1 << 20;
+const MAX_LOOKUP_BLOCKS: u64 = 1 << 16;
+/// Path components e2fsck follows up from a file at most.
+const MAX_DEPTH: u32 = 32;
+
+/// Pass 1C: the directory holding each owner, found by scanning the directory blocks for
+/// entries naming it, and the owners' path names as e2fsck prints them.
+struct Names {
+    paths: BTreeMap<u32, String>,
+}
+
+impl Names {
+    fn of(fs: &Fs, p1: &Pass1Facts, facts: &DupFacts) -> Names {
+        use ffsck_format::ino::ROOT;
+        let first_ino = fs.geo.first_ino;
+        let mut dir_of: BTreeMap<u32, u32> = BTreeMap::new();
+        let mut left = facts.by_inode.keys().filter(|&&i| i >= first_ino).count();
+        for d in p1.dir_block_iter().take(MAX_SCAN_BLOCKS as usize) {
+            if left == 0 {
+                break;
+            }
+            if d.pblk == 0 {
+                continue;
+            }
+            let Some(block) = fs.read_block(d.pblk) else {
+                continue;
+            };
+            for e in crate::ext4::dir::leaf_entries(&block).good() {
+                let dot = d.lblk == 0 && (e.name == b"." || e.name == b"..");
+                if dot || e.inode < first_ino || !facts.by_inode.contains_key(&e.inode) {
+                    continue;
+                }
+                if let std::collections::btree_map::Entry::Vacant(v) = dir_of.entry(e.inode) {
+                    v.insert(d.ino);
+                    left -= 1;
+                }
+            }
+        }
+        let mut paths = BTreeMap::new();
+        for &ino in facts.by_inode.keys() {
+            let path = match dir_of.get(&ino) {
+                _ if ino == ROOT => "/".to_string(),
+                Some(&dir) => pathname(fs, dir, ino, MAX_DEPTH),
+                None if ino < first_ino => special_name(ino),
+                None => "...".to_string(),
+            };
+            paths.insert(ino, path);
+        }
+        Names { paths }
+    }
+
+    fn path(&self, ino: u32) -> String {
+        self.paths
+            .get(&ino)
+            .cloned()
+            .unwrap_or_else(|| "???".into())
+    }
+}
+
+/// e2fsck's names for the reserved inodes.
+fn special_name(ino: u32) -> String {
+    match ino {
+        0 => "<The NULL inode>".into(),
+        1 => "<The bad blocks inode>".into(),
+        2 => "/".into(),
+        3 => "<The user quota inode>".into(),
+        4 => "<The group quota inode>".into(),
+        5 => "<The boot loader inode>".into(),
+        6 => "<The undelete directory inode>".into(),
+        7 => "<The group descriptor inode>".into(),
+        8 => "<The journal inode>".into(),
+        n => format!("<Reserved inode {n}>"),
+    }
+}
+
+/// The path of `ino`, an entry of directory `dir` ("/a/b"), found by following each
+/// directory's ".." up to the root, as libext2fs names a file: a missing name reads "???",
+/// a parent past `depth` "...", a "directory" that is not one "<dir>/<ino>".
+fn pathname(fs: &Fs, dir: u32, ino: u32, depth: u32) -> String {
+    if dir == ino {
+        return if dir == ffsck_format::ino::ROOT {
+            "/"
+        } else {
+            "."
+        }
+        .into();
+    }
+    if dir == 0 || depth == 0 {
+        return "...".into();
+    }
+    let Some((parent, name)) = lookup(fs, dir, ino) else {
+        return if ino == 0 {
+            format!("<{dir}>")
+        } else {
+            format!("<{dir}>/<{ino}>")
+        };
+    };
+    let above = pathname(fs, parent, dir, depth - 1);
+    let above = if above == "/" { "" } else { above.as_str() };
+    format!("{above}/{}", name.as_deref().unwrap_or("???"))
+}
+
+/// In directory `dir`: its parent (its ".." entry, 0 when none was found before the name)
+/// and the name of the entry for `ino`. None when `dir` is not a directory.
+fn lookup(fs: &Fs, dir: u32, ino: u32) -> Option<(u32, Option<String>)> {
+    let raw = fs.read_inode(dir)?;
+    let inode = RawInode::parse(&raw);
+    if inode.file_type() != FileType::Directory || inode.flags() & iflags::INLINE_DATA != 0 {
+        return None;
+    }
+    let (mut parent, mut name) = (0, None);
+    let mut budget = MAX_LOOKUP_BLOCKS;
+    let extents = inode.flags() & iflags::EXTENTS != 0;
+    let mut visit = |v: crate::filemap::Visit| -> bool {
+        let crate::filemap::Visit::Data { pblk, .. } = v else {
+            return true;
+        };
+        budget = budget.saturating_sub(1);
+        if let Some(b) = fs.read_block(pblk) {
+            for e in crate::ext4::dir::leaf_entries(&b).good() {
+                if e.name == b".." {
+                    parent = e.inode;
+                }
+                if e.inode == ino {
+                    name = Some(String::from_utf8_lossy(e.name).into_owned());
+                    return false;
+                }
+            }
+        }
+        budget > 0
+    };
+    crate::filemap::walk(fs, &inode.block_bytes(), extents, false, &mut visit);
+    Some((parent, name))
 }

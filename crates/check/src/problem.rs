@@ -9,7 +9,9 @@
 //! name's prefix (`P1B_` and the like count as pass 1). Placeholders: {ino} {ino2} {dir} {blk}
 //! {blk2} {group} {num} {num2} {name} {str}, {num:o} ({num} in octal), {dirpath} ({dir} as
 //! "/path (ino)"), {dirname} ({dir} as "/path"; both fall back to the number when the path was
-//! not looked up) and {block}/{Block} (`num` as e2fsck names a block of a file's map).
+//! not looked up), {block}/{Block} (`num` as e2fsck names a block of a file's map), {path}
+//! (the path of the inode itself, pass 1C's), {blk:time} (`blk` as a time stamp) and
+//! {num:x}/{num2:x} (as "0x" and four or more hex digits).
 
 use serde::Serialize;
 
@@ -326,8 +328,8 @@ catalogue! {
     P0_IB_NOT_GROUP = 0x000002, Relocate, 0, Alloc, SUMMARY, Reloc, "Inode bitmap for group {group} is not in the group (block {blk})\n";
     P0_ITABLE_NOT_GROUP = 0x000003, Relocate, 0, ITable, ALONE, Reloc, "Inode table for group {group} is not in the group (block {blk}).\n";
     P0_RELOCATE_HINT = 0x00000A, None, INFO, -, 0, "WARNING: severe data loss is possible if the file system is repaired before the blocks are relocated";
-    P0_GDT_CSUM = 0x000035, Fix, PREEN_OK, Alloc, SUMMARY, BgChecksum, "One or more block group descriptor checksums are invalid (group {group}: {num} != {num2}).";
-    P0_GDT_UNINIT = 0x000036, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor {group} marked uninitialized without the feature set.\n";
+    P0_GDT_CSUM = 0x000035, Fix, PREEN_OK, Alloc, SUMMARY, BgChecksum, "Group descriptor {group} checksum is {num:x}, should be {num2:x}.";
+    P0_GDT_UNINIT = 0x000036, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor {group} marked uninitialized without feature set.\n";
     P0_GDT_ITABLE_UNUSED = 0x000038, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor {group} has invalid unused inodes count {num}.";
     P0_BB_UNINIT_LAST = 0x000039, Fix, PREEN_OK, Alloc, SUMMARY, "Last group block bitmap uninitialized.";
     P0_CHECK_DESC_FAILED = 0x000045, None, INFO, -, 0, "The group descriptors look bad (group {group}); trying backup blocks.";
@@ -447,8 +449,8 @@ catalogue! {
     P1_ATTR_VALUE_SIZE = 0x010053, Clear, PREEN_OK, Xattr, 0, "Extended attribute in inode {ino} has a value size ({num}) which is invalid\n";
     P1_ATTR_HASH = 0x010054, Clear, PREEN_OK, Xattr, 0, "Extended attribute in inode {ino} has a hash ({num}) which is invalid\n";
     P1_TREAT_AS_DIRECTORY = 0x010055, Fix, 0, Inode, INODE | MAP, "Inode {ino} is a {str} but it looks like it is really a directory.\n";
-    P1_EXTENT_BAD_START_BLK = 0x010058, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent (logical block {num}, invalid physical block {blk}, len {num2})\n";
-    P1_EXTENT_ENDS_BEYOND = 0x010059, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent (logical block {num}, physical block {blk}, invalid len {num2})\n";
+    P1_EXTENT_BAD_START_BLK = 0x010058, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent\n\t(logical block {num}, invalid physical block {blk}, len {num2})\n";
+    P1_EXTENT_ENDS_BEYOND = 0x010059, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent\n\t(logical block {num}, physical block {blk}, invalid len {num2})\n";
     // e2fsck clears this inode; the next round clears its entries (as for P1_MISSING_EXTENT_HEADER
     // and pass 2's P2_BAD_MODE..P2_INVALID_SYMLINK).
     P1_EXTENTS_SET = 0x01005A, Clear, PREEN_OK, Clear, RESHAPES | INODE, "Inode {ino} has EXTENTS_FL flag set on a file system without extents support.\n";
@@ -458,7 +460,7 @@ catalogue! {
     P1_OUT_OF_ORDER_EXTENTS = 0x01005E, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has out of order extents (invalid logical block {num}, physical block {blk}, len {num2})\n";
     P1_EXTENT_HEADER_INVALID = 0x01005F, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent node (blk {blk}, lblk {num})\n";
     P1_INVALID_BAD_INODE = 0x010065, Clear, PREEN_OK, Inode, INODE | MAP, "The bad block inode looks invalid.";
-    P1_EXTENT_LENGTH_ZERO = 0x010066, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has zero length extent (invalid logical block {num}, physical block {blk})\n";
+    P1_EXTENT_LENGTH_ZERO = 0x010066, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has zero length extent\n\t(invalid logical block {num}, physical block {blk})\n";
     P1_INODE_IS_GARBAGE = 0x010067, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} seems to contain garbage.";
     P1_INODE_ONLY_CSUM_INVALID = 0x010068, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino} passes checks, but checksum does not match inode.";
     P1_INODE_EA_ALLOC_COLLISION = 0x010069, Clear, 0, Xattr, 0, "Inode {ino} extended attribute is corrupt (allocation collision).";
@@ -466,7 +468,7 @@ catalogue! {
     P1_EA_BLOCK_ONLY_CSUM_INVALID = 0x01006C, Fix, PREEN_OK, Xattr, 0, "Inode {ino} extended attribute block {blk} passes checks, but checksum does not match block.  ";
     P1_EXTENT_INDEX_START_INVALID = 0x01006D, Fix, PREEN_OK, BlockMap, REMAPS | MAP, "Interior extent node level {num} of inode {ino}: logical start {blk} does not match the next level's {blk2}.";
     P1_EXTENT_END_OUT_OF_BOUNDS = 0x01006E, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino}, end of extent exceeds allowed value (logical block {num}, physical block {blk}, len {num2})\n";
-    P1_INLINE_DATA_FEATURE = 0x01006F, Fix, PREEN_OK, Features, 0, "Inode {ino} has inline data, but the superblock is missing the INLINE_DATA feature\n";
+    P1_INLINE_DATA_FEATURE = 0x01006F, Fix, PREEN_OK, Features, 0, "Inode {ino} has inline data, but superblock is missing INLINE_DATA feature\n";
     P1_INLINE_DATA_SET = 0x010070, Clear, PREEN_OK, Clear, RESHAPES | INODE, "Inode {ino} has INLINE_DATA_FL flag on filesystem without inline data support.\n";
     P1_CRITICAL_METADATA_COLLISION = 0x010071, None, INFO, -, 0, "Inode {ino} block {blk} conflicts with critical metadata, skipping block checks.\n";
     P1_COLLAPSE_DBLOCK = 0x010072, Fix, 0, BlockMap, REMAPS | MAP, "Directory inode {ino} block {blk} should be at block {blk2}.";
@@ -478,8 +480,8 @@ catalogue! {
     P1_CLEAR_EXTENT_FOR_INLINE_DATA = 0x010078, Clear, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, and is small enough for inline data: clear EXTENTS_FL.\n";
     P1_CLEAR_EXTENT_INLINE_DATA_FLAGS = 0x010079, Clear, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, but i_block looks like a block map: clear both flags.\n";
     P1_CLEAR_EXTENT_INLINE_DATA_INODE = 0x01007A, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} has extent and inline-data flags set but i_block contains junk.\n";
-    P1_BAD_PRIMARY_SUPERBLOCK = 0x010019, Clear, 0, BlockMap, REMAPS | MAP, "The primary superblock ({blk}) is on the bad block list.\n\nIf the block is really bad, the filesystem can not be fixed.\nYou can remove this block from the bad block list and hope\nthat the block is really OK.  But there are no guarantees.\n";
-    P1_BAD_PRIMARY_GROUP_DESCRIPTOR = 0x01001A, Clear, 0, BlockMap, REMAPS | MAP, "Block {blk} in the primary group descriptors is on the bad block list\n\nIf the block is really bad, the filesystem can not be fixed.\nYou can remove this block from the bad block list and hope\nthat the block is really OK.  But there are no guarantees\n";
+    P1_BAD_PRIMARY_SUPERBLOCK = 0x010019, Clear, 0, BlockMap, REMAPS | MAP, "The primary superblock ({blk}) is on the bad block list.\n\nIf the block is really bad, the filesystem can not be fixed.\nYou can remove this block from the bad block list and hope\nthat the block is really OK.  But there are no guarantees.\n\n";
+    P1_BAD_PRIMARY_GROUP_DESCRIPTOR = 0x01001A, Clear, 0, BlockMap, REMAPS | MAP, "Block {blk} in the primary group descriptors is on the bad block list\n\nIf the block is really bad, the filesystem can not be fixed.\nYou can remove this block from the bad block list and hope\nthat the block is really OK.  But there are no guarantees.\n\n";
     P1_BADBLOCKS_IN_BADBLOCKS = 0x01007B, ClearInode, 0, Inode, INODE | MAP, "Bad block list says the bad block list inode is bad.";
     P1_EXTENT_BAD_MAX_DEPTH = 0x01007F, Fix, NO_OK | PREEN_OK, ExtentTree, MAP, "Inode {ino} extent tree could be more shallow ({num}; could be <= {num2})\n";
     P1_MISSING_EXTENT_HEADER = 0x010081, Fix, PREEN_OK, Clear, RESHAPES | INODE, "Inode {ino} has EXTENTS_FL flag set but no extent header.";
@@ -497,11 +499,11 @@ catalogue! {
     P1B_DUP_BLOCK = 0x011002, None, INFO | PREEN_NOMSG, -, 0, DupBlocks, " {blk}";
     P1B_DUP_RANGE = 0x011008, None, INFO | PREEN_NOMSG, -, 0, DupBlocks, " {blk}--{blk2}";
     P1B_DUP_BLOCK_END = 0x011003, None, INFO | PREEN_NOMSG, -, 0, "";
-    P1D_NUM_DUP_INODES = 0x013004, None, INFO, -, 0, "(There are {num} inodes containing multiply-claimed blocks.)";
-    P1D_DUP_FILE = 0x013001, None, INFO, -, 0, "File {str} (inode #{ino}) has {num} multiply-claimed block(s), shared with {num2} file(s):";
-    P1D_DUP_FILE_LIST = 0x013002, None, INFO, -, 0, "\t{str} (inode #{ino})";
+    P1D_NUM_DUP_INODES = 0x013004, None, INFO, -, 0, "(There are {num} inodes containing multiply-claimed blocks.)\n";
+    P1D_DUP_FILE = 0x013001, None, INFO, -, 0, "File {path} (inode #{ino}, mod time {blk:time}) \n  has {num} multiply-claimed block(s), shared with {num2} file(s):";
+    P1D_DUP_FILE_LIST = 0x013002, None, INFO, -, 0, "\t{path} (inode #{ino}, mod time {blk:time})";
     P1D_SHARE_METADATA = 0x013003, None, INFO, -, 0, "\t<filesystem metadata>";
-    P1D_DUP_BLOCKS_DEALT = 0x013005, None, INFO, -, 0, "Multiply-claimed blocks already reassigned or cloned\n";
+    P1D_DUP_BLOCKS_DEALT = 0x013005, None, INFO, -, 0, "Multiply-claimed blocks already reassigned or cloned.\n";
     P1D_CLONE_QUESTION = 0x013006, CloneDup, 0, Clone, REMAPS, "";
     P1D_CLONE_ERROR = 0x013008, None, INFO, -, 0, "Couldn't clone file: no free blocks left for the copies.";
     // A file whose shared blocks could not be cloned is deleted (cleared).
@@ -561,7 +563,7 @@ catalogue! {
     P2_HTREE_BAD_DEPTH = 0x020040, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} has invalid depth ({num2})\n";
     P2_DUPLICATE_DIRENT = 0x020041, Clear, 0, Salvage, RESHAPES, "Duplicate entry '{name}' found in directory {dir}.";
     P2_NON_UNIQUE_FILE = 0x020042, Fix, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has a non-unique filename";
-    P2_REPORT_DUP_DIRENT = 0x020043, None, INFO, -, 0, "Duplicate entry '{name}' found in {dirpath}; marking the directory to be rebuilt";
+    P2_REPORT_DUP_DIRENT = 0x020043, None, INFO, -, 0, "Duplicate entry '{name}' found.\n\tMarking {dirpath} to be rebuilt.\n";
     P2_BLOCKS_HI_ZERO = 0x020044, Clear, PREEN_OK, Inode, INODE | MAP, "i_blocks_hi for inode {ino} ({str}) is {num}, should be zero.\n";
     P2_INOREF_BG_INO_UNINIT = 0x020046, Fix, PREEN_OK, Unused, ALONE, "Entry '{name}' in {dirpath} references inode {ino} in group {group} where _INODE_UNINIT is set.\n";
     P2_INOREF_IN_UNUSED = 0x020047, Fix, PREEN_OK, Unused, ALONE, "Entry '{name}' in {dirpath} references inode {ino} found in group {group}'s unused inodes area.\n";
@@ -569,7 +571,7 @@ catalogue! {
     P2_HTREE_ROOT_CSUM_INVALID = 0x020049, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: root node fails checksum.\n";
     P2_HTREE_NODE_CSUM_INVALID = 0x02004A, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: internal node {num} fails checksum.\n";
     P2_LEAF_NODE_MISSING_CSUM = 0x02004C, Fix, PREEN_OK, Salvage, RESHAPES, "Directory inode {dir}, block #{num}, offset {num2}: directory has no checksum.\n";
-    P2_LEAF_NODE_ONLY_CSUM_INVALID = 0x02004D, Fix, PREEN_OK, Dirent, 0, "Directory inode {dir}, block #{num}, offset {num2}: directory passes checks but fails checksum.\n";
+    P2_LEAF_NODE_ONLY_CSUM_INVALID = 0x02004D, Fix, PREEN_OK, Dirent, 0, "Directory inode {dir}, block #{num}: directory passes checks but fails checksum.\n";
     P2_BAD_INLINE_DIR_SIZE = 0x02004E, Fix, 0, -, 0, "Inline directory inode {dir} size ({num}) must be a multiple of 4.\n";
     P2_UNENCRYPTED_FILE = 0x020051, Clear, 0, Dirent, RESHAPES, "Encrypted entry '{name}' in {dirpath} references unencrypted inode {ino}.\n";
     P2_INCONSISTENT_ENCRYPTION_POLICY = 0x020052, Clear, 0, Dirent, RESHAPES, "Encrypted entry '{name}' in {dirpath} references inode {ino}, which has a different encryption policy.\n";
@@ -598,8 +600,8 @@ catalogue! {
     P4_DIR_NLINK_FEATURE = 0x040006, Fix, 0, Features, 0, "Directory exceeds max links, but no DIR_NLINK feature in superblock.\n";
 
     // ---- Pass 5: group summary information ----
-    P5_INODE_BMAP_PADDING = 0x050001, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of inode bitmap is not set.";
-    P5_BLOCK_BMAP_PADDING = 0x050002, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of block bitmap is not set.";
+    P5_INODE_BMAP_PADDING = 0x050001, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of inode bitmap is not set. ";
+    P5_BLOCK_BMAP_PADDING = 0x050002, Fix, PREEN_OK, Alloc, SUMMARY, "Padding at end of block bitmap is not set. ";
     P5_BLOCK_BITMAP_HEADER = 0x050003, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "Block bitmap differences: ";
     P5_BLOCK_UNUSED = 0x050004, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, BlockBitmap, " -{blk}";
     P5_BLOCK_USED = 0x050005, None, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, BlockBitmap, " +{blk}";
@@ -669,7 +671,7 @@ mod tests {
     /// The placeholders `Finding::message` fills.
     const PLACEHOLDERS: &[&str] = &[
         "ino", "ino2", "dir", "dirpath", "dirname", "blk", "blk2", "group", "num", "num:o", "num2",
-        "name", "str", "block", "Block",
+        "name", "str", "block", "Block", "path", "blk:time", "num:x", "num2:x",
     ];
 
     fn placeholders(i: &ProblemInfo) -> Vec<&str> {

@@ -97,7 +97,12 @@ impl Finding {
             None => c.dir.to_string(),
         };
         let dirname = c.path.0.clone().unwrap_or_else(|| c.dir.to_string());
-        let subs: [(&str, String); 13] = [
+        let path = c.path.0.clone().unwrap_or_else(|| "???".into());
+        let subs: [(&str, String); 17] = [
+            ("{path}", path),
+            ("{num:x}", format!("0x{:04x}", c.num)),
+            ("{num2:x}", format!("0x{:04x}", c.num2)),
+            ("{blk:time}", ctime(c.blk)),
             ("{ino}", c.ino.to_string()),
             ("{ino2}", c.ino2.to_string()),
             ("{dirpath}", dirpath),

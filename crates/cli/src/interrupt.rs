@@ -67,6 +67,7 @@ pub fn install() {
                     "nothing was written"
                 };
                 crate::tty::restore();
+                crate::held::release();
                 eprintln!("\nffsck: interrupted by {name}; {what}.");
                 crate::report::cancelled(name, what);
                 // Exit while holding the lock: the main thread cannot start a commit now.

@@ -8,6 +8,7 @@ mod config;
 mod device;
 mod discard;
 mod extended;
+mod held;
 mod interrupt;
 mod output;
 mod probe;
@@ -129,7 +130,7 @@ fn run(args: &Args) -> Result<i32> {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    let start = std::time::Instant::now();
+    let start = output::Usage::now(None);
     // The clock a repair stamps into the superblock, and the skip decision is made by.
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -456,6 +457,7 @@ fn check(
     if s.settings.timing > 1 {
         term.time_passes();
     }
+    term.count_io(dev.clone());
     let outcome = if policy.mode == Mode::No {
         Ok(ffsck_check::check(dev.clone(), &opts, &mut term))
     } else {
@@ -489,7 +491,7 @@ fn after_check(
     o: &Open,
     outcome: &ffsck_check::Outcome,
     code: i32,
-    start: std::time::Instant,
+    start: output::Usage,
 ) -> Result<i32> {
     let dev_name = &s.dev_name;
     if s.ext.discard
@@ -517,16 +519,10 @@ fn after_check(
         }
     }
     if s.settings.timing > 0 {
-        let el = start.elapsed();
-        let (user, sys) = output::cpu_times();
-        println!(
-            "Memory used: {}k, time: {:.2}/{:.2}/{:.2}",
-            output::peak_rss_kib(),
-            el.as_secs_f64(),
-            user,
-            sys
+        print!(
+            "{}",
+            start.report("", Some(&*o.dev), repair::bytes_written())
         );
-        println!("I/O read: {}MB", o.dev.bytes_read() / (1 << 20));
     }
     Ok(code)
 }

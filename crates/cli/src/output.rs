@@ -19,10 +19,15 @@ const PASS_NAMES: [&str; 6] = [
 pub struct Terminal {
     policy: Policy,
     dev: String,
-    /// Flushed at each line, so an interrupted run shows what it had found.
-    out: std::io::LineWriter<std::io::Stdout>,
+    /// Flushed at each line, so an interrupted run shows what it had found; in a repair,
+    /// held by pass until it ends (`held.rs`).
+    out: crate::held::Sink,
+    /// The last pass whose header was printed.
+    last_pass: u8,
     /// `-tt`: the pass under way and when it started, to print each pass's time.
-    pass_timer: Option<(u8, std::time::Instant)>,
+    pass_timer: Option<(u8, Usage)>,
+    /// The device whose reads `-t` counts.
+    io: Option<std::sync::Arc<dyn ffsck_io::Device>>,
     /// A bitmap-differences line is being written: the next finding ends it first.
     line_open: bool,
     /// Questions go to the person at the terminal (no -n, -p or -y).
@@ -42,6 +47,10 @@ pub struct Terminal {
     halted: bool,
     /// What the device holds instead of ext2/3/4 ("DEV contains a xfs file system").
     foreign: Option<String>,
+    /// The pass 1B and 1C-1D headers already printed (by the finding that opens each).
+    headers_shown: std::collections::HashSet<Problem>,
+    /// The latch questions shown: the inode each was asked about.
+    latches: std::collections::HashMap<Problem, u32>,
 }
 
 /// What preen prints after a message it fixed, by the question's kind (e2fsck's short
@@ -209,11 +218,82 @@ pub fn preen_halt_text(dev: &str) -> String {
     )
 }
 
-/// Findings e2fsck writes on one line: a bitmap-differences header and its ranges.
+/// e2fsck's latch groups as its messages show them: the question that governs a member, and
+/// whether it governs per inode. Once the question has been answered, each member prints with
+/// the short word of that answer ("CLEARED.") instead of a question of its own.
+fn latch_of(p: Problem) -> Option<(Problem, bool)> {
+    match p {
+        Problem::P1_ILLEGAL_BLOCK_NUM | Problem::P1_BLOCK_OVERLAPS_METADATA => {
+            Some((Problem::P1_INODE_BLOCK_LATCH, true))
+        }
+        Problem::P1_TOOBIG_DIR | Problem::P1_TOOBIG_REG | Problem::P1_TOOBIG_SYMLINK => {
+            Some((Problem::P1_INODE_TOOBIG, true))
+        }
+        Problem::P1_LOW_DTIME => Some((Problem::P1_ORPHAN_LIST_REFUGEES, false)),
+        Problem::P0_GDT_CSUM => Some((Problem::P0_GDT_CSUM_LATCH, false)),
+        _ => None,
+    }
+}
+
+/// A question that governs a latch group.
+fn is_latch_question(p: Problem) -> bool {
+    matches!(
+        p,
+        Problem::P1_INODE_BLOCK_LATCH
+            | Problem::P1_INODE_TOOBIG
+            | Problem::P1_ORPHAN_LIST_REFUGEES
+            | Problem::P0_GDT_CSUM_LATCH
+    )
+}
+
+/// The rank of pass 3A's held section: between passes 3 and 4 (see `held.rs`).
+const PASS_3A: u8 = 7;
+
+/// A fix after which e2fsck rebuilds the directory in pass 3A: an htree index cleared, a
+/// duplicate entry, a leaf block given its checksum.
+fn rebuilds_directory(f: &Finding) -> bool {
+    f.fixed
+        && (f.problem.info().prompt == Prompt::ClearHtree
+            || found_in_pass_3a(f.problem)
+            || matches!(
+                f.problem,
+                Problem::P2_REPORT_DUP_DIRENT | Problem::P2_LEAF_NODE_MISSING_CSUM
+            ))
+}
+
+/// Problems e2fsck finds while it rebuilds a directory, and so prints under pass 3A.
+fn found_in_pass_3a(p: Problem) -> bool {
+    matches!(
+        p,
+        Problem::P2_NON_UNIQUE_FILE | Problem::P2_NON_UNIQUE_FILE_NO_RENAME
+    )
+}
+
+/// The headers e2fsck prints before the first finding of passes 1B and 1C-1D (they run only
+/// when a block is claimed twice).
+fn pass_1b_header(p: Problem) -> Option<&'static str> {
+    match p {
+        Problem::P1B_DUP_BLOCK_HEADER => Some(
+            "\nRunning additional passes to resolve blocks claimed by more than one inode...\n\
+             Pass 1B: Rescanning for multiply-claimed blocks",
+        ),
+        Problem::P1D_NUM_DUP_INODES => Some(
+            "Pass 1C: Scanning directories for inodes with multiply-claimed blocks\n\
+             Pass 1D: Reconciling multiply-claimed blocks",
+        ),
+        _ => None,
+    }
+}
+
+/// Findings e2fsck writes on one line: a bitmap-differences header and its ranges, and pass
+/// 1B's list of an inode's multiply-claimed blocks.
 fn continues_line(p: Problem) -> bool {
     matches!(
         p,
-        Problem::P5_BLOCK_BITMAP_HEADER
+        Problem::P1B_DUP_BLOCK_HEADER
+            | Problem::P1B_DUP_BLOCK
+            | Problem::P1B_DUP_RANGE
+            | Problem::P5_BLOCK_BITMAP_HEADER
             | Problem::P5_BLOCK_UNUSED
             | Problem::P5_BLOCK_USED
             | Problem::P5_BLOCK_RANGE_UNUSED
@@ -231,8 +311,10 @@ impl Terminal {
         Terminal {
             policy,
             dev: dev.to_string(),
-            out: std::io::LineWriter::new(std::io::stdout()),
+            out: crate::held::Sink::new(),
+            last_pass: 0,
             pass_timer: None,
+            io: None,
             line_open: false,
             interactive: false,
             yes_to_all: false,
@@ -243,6 +325,8 @@ impl Terminal {
             no_default: Default::default(),
             halted: false,
             foreign: None,
+            headers_shown: Default::default(),
+            latches: Default::default(),
         }
     }
 
@@ -332,30 +416,28 @@ impl Terminal {
 
     /// Warnings that go to stderr before a finding's message.
     fn warn(&mut self, f: &Finding) {
-        if !f.warnings().is_empty() {
-            let _ = self.out.flush();
-            for w in f.warnings() {
-                eprintln!("{w}");
-            }
+        for w in f.warnings() {
+            self.out.err_line(w);
         }
     }
 
     /// Print the closing lines and return the exit code.
     /// `-tt`: print the time each pass took (as e2fsck's per-pass statistics).
     pub fn time_passes(&mut self) {
-        self.pass_timer = Some((0, std::time::Instant::now()));
+        self.pass_timer = Some((0, Usage::now(self.io.as_deref())));
+    }
+
+    /// Count `-t`'s reads on `dev`.
+    pub fn count_io(&mut self, dev: std::sync::Arc<dyn ffsck_io::Device>) {
+        self.io = Some(dev);
     }
 
     /// Print the time of the pass under way, if passes are timed.
     fn end_pass(&mut self) {
-        if let Some((pass, t)) = self.pass_timer {
-            if (1..=5).contains(&pass) {
-                let _ = writeln!(
-                    self.out,
-                    "Pass {pass}: time: {:.2}s, memory used: {}k",
-                    t.elapsed().as_secs_f64(),
-                    peak_rss_kib()
-                );
+        if let Some((pass, start)) = &self.pass_timer {
+            if (1..=5).contains(pass) {
+                let text = start.report(&format!("Pass {pass}: "), self.io.as_deref(), 0);
+                let _ = write!(self.out, "{text}");
             }
         }
     }
@@ -451,6 +533,10 @@ impl Terminal {
 
     pub fn finish(&mut self, o: &Outcome, verbose: bool) -> i32 {
         self.end_pass();
+        if std::mem::take(&mut self.line_open) {
+            let _ = writeln!(self.out);
+        }
+        self.out.release();
         self.pass_timer = None;
         if self.halted {
             // e2fsck exits at the stop: no summary, exit 4 whatever was fixed before it.
@@ -505,10 +591,19 @@ impl Terminal {
 impl Reporter for Terminal {
     fn pass_start(&mut self, pass: u8) {
         crate::report::pass_start(pass);
+        // A repair that answers by itself holds its text by pass (see `held.rs`).
+        if pass == 0 && self.policy.mode == Mode::Yes && !self.interactive && !self.out.holding() {
+            self.out.hold();
+        }
         if self.pass_timer.is_some() {
             self.end_pass();
-            self.pass_timer = Some((pass, std::time::Instant::now()));
+            self.pass_timer = Some((pass, Usage::now(self.io.as_deref())));
         }
+        if std::mem::take(&mut self.line_open) {
+            let _ = writeln!(self.out);
+        }
+        self.out.pass_start(pass);
+        self.last_pass = self.last_pass.max(pass);
         if self.policy.mode != Mode::Preen && (1..=5).contains(&pass) {
             let _ = writeln!(self.out, "{}", PASS_NAMES[pass as usize]);
         }
@@ -525,6 +620,22 @@ impl Reporter for Terminal {
         if self.open_failure(f) {
             return;
         }
+        // Once the passes are over, what a later repair round finds goes under its own pass;
+        // what e2fsck finds while rebuilding directories goes under pass 3A.
+        let pass_3a = self.out.holding() && rebuilds_directory(f);
+        if pass_3a {
+            self.out
+                .header(PASS_3A, "Pass 3A: Optimizing directories\n");
+        }
+        let rank = match f.problem {
+            _ if pass_3a && found_in_pass_3a(f.problem) => Some(PASS_3A),
+            _ if self.last_pass >= 5 => Some(f.problem.pass().saturating_mul(2)),
+            _ => None,
+        };
+        if self.out.select(rank, self.line_open) {
+            // The section changed: a bitmap-differences line left open was ended.
+            self.line_open = false;
+        }
         let msg = f.message();
         self.warn(f);
         if self.policy.mode == Mode::Preen {
@@ -532,12 +643,42 @@ impl Reporter for Terminal {
             return;
         }
         if continues_line(f.problem) {
+            if let Some(header) = pass_1b_header(f.problem) {
+                if self.headers_shown.insert(f.problem) {
+                    let _ = writeln!(self.out, "{header}");
+                }
+            }
             let _ = write!(self.out, "{msg}");
             self.line_open = true;
             return;
         }
         if std::mem::take(&mut self.line_open) {
             let _ = writeln!(self.out);
+        }
+        if let Some(header) = pass_1b_header(f.problem) {
+            if self.headers_shown.insert(f.problem) {
+                let _ = writeln!(self.out, "{header}");
+            }
+        }
+        if let Some((question, per_inode)) = latch_of(f.problem) {
+            let asked = self.latches.get(&question);
+            if asked.is_some_and(|&ino| !per_inode || ino == f.ctx.ino) {
+                let word = if f.fixed {
+                    preen_word(f.problem.info().prompt)
+                } else {
+                    "IGNORED"
+                };
+                let gap = if msg.ends_with(' ') || msg.ends_with('\n') {
+                    ""
+                } else {
+                    "  "
+                };
+                let _ = writeln!(self.out, "{msg}{gap}{word}.");
+                return;
+            }
+        }
+        if latch_of(f.problem).is_none() && is_latch_question(f.problem) {
+            self.latches.insert(f.problem, f.ctx.ino);
         }
         match Self::question(f, &msg) {
             // `[problems] force_no`: e2fsck says the fix was ignored, without asking.
@@ -666,7 +807,56 @@ pub fn write_problem_log(path: &Path, o: &Outcome, dev: &str, argv: Vec<String>)
     Ok(())
 }
 
-/// Peak resident set size of this process, from /proc.
+/// Where a stretch of the run started, for e2fsck's resource lines (`-t`, `-tt`).
+pub struct Usage {
+    start: std::time::Instant,
+    cpu: (f64, f64),
+    read: u64,
+}
+
+impl Usage {
+    pub fn now(io: Option<&dyn ffsck_io::Device>) -> Usage {
+        Usage {
+            start: std::time::Instant::now(),
+            cpu: cpu_times(),
+            read: io.map_or(0, |d| d.bytes_read()),
+        }
+    }
+
+    /// e2fsck's two lines for the stretch since `self`, each after `prefix`: the memory the
+    /// allocator holds and the real, user and system time; the reads and writes and their
+    /// rate.
+    pub fn report(&self, prefix: &str, io: Option<&dyn ffsck_io::Device>, written: u64) -> String {
+        let real = self.start.elapsed().as_secs_f64();
+        let (user, sys) = cpu_times();
+        let read = io.map_or(0, |d| d.bytes_read()).saturating_sub(self.read);
+        let rate = (read + written) as f64 / f64::from(1 << 20) / real.max(1e-6);
+        format!(
+            "{prefix}Memory used: {}, time: {real:5.2}/{:5.2}/{:5.2}\n\
+             {prefix}I/O read: {}MB, write: {}MB, rate: {rate:.2}MB/s\n",
+            malloc_usage(),
+            user - self.cpu.0,
+            sys - self.cpu.1,
+            read >> 20,
+            written >> 20,
+        )
+    }
+}
+
+/// The allocator's memory as e2fsck shows it: "heap/mapped (in use/free)", in KiB.
+fn malloc_usage() -> String {
+    // SAFETY: mallinfo2 only reads the allocator's statistics.
+    let m = unsafe { libc::mallinfo2() };
+    let k = |b: usize| b / 1024;
+    format!(
+        "{}k/{}k ({}k/{}k)",
+        k(m.arena),
+        k(m.hblkhd),
+        k(m.uordblks),
+        k(m.fordblks)
+    )
+}
+
 /// User and system CPU time of this process so far, in seconds.
 pub fn cpu_times() -> (f64, f64) {
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();

@@ -109,18 +109,18 @@ impl Ticker {
 }
 
 fn lines_loop(mut f: File, prog: &Progress, stop: &AtomicBool, dev: &str) {
-    let mut last = (u64::MAX, u64::MAX);
+    // From the start of the check: passes before the first sample are shown too.
+    let mut lines = Lines { last: Some((0, 0)) };
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         if ON.load(Ordering::Relaxed) {
-            let (pass, done, total) = prog.snapshot();
-            if pass > 0 && (pass, done) != last {
-                let _ = writeln!(f, "{pass} {done} {total} {dev}");
-                last = (pass, done);
+            lines.tick(&mut f, prog, dev);
+            if stopping {
+                lines.finish(&mut f, prog, dev);
             }
         } else {
             // Off: the next time it is turned on, the current position is written at once.
-            last = (u64::MAX, u64::MAX);
+            lines = Lines::default();
         }
         if stopping {
             break;
@@ -128,6 +128,54 @@ fn lines_loop(mut f: File, prog: &Progress, stop: &AtomicBool, dev: &str) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = f.flush();
+}
+
+/// e2fsck's `-C fd` lines ("pass done total device") from samples of the counters: a pass
+/// that ended between two samples is shown reaching its total, and one that started and
+/// ended between them is shown whole, so every pass appears and reaches its maximum.
+#[derive(Default)]
+struct Lines {
+    /// The pass and count last written.
+    last: Option<(u64, u64)>,
+}
+
+impl Lines {
+    fn tick(&mut self, f: &mut File, prog: &Progress, dev: &str) {
+        let (pass, done, total) = prog.snapshot();
+        if pass == 0 {
+            return;
+        }
+        if let Some((lp, ld)) = self.last {
+            if pass != lp {
+                let lt = prog.total_of(lp);
+                if ld != lt {
+                    let _ = writeln!(f, "{lp} {lt} {lt} {dev}");
+                }
+                // Forward within a check, or a repair's next round from pass 1 again.
+                let first = if pass > lp { lp + 1 } else { 1 };
+                for p in first..pass {
+                    let t = prog.total_of(p);
+                    let _ = writeln!(f, "{p} 0 {t} {dev}");
+                    let _ = writeln!(f, "{p} {t} {t} {dev}");
+                }
+            }
+        }
+        if self.last != Some((pass, done)) {
+            let _ = writeln!(f, "{pass} {done} {total} {dev}");
+            self.last = Some((pass, done));
+        }
+    }
+
+    /// The check is over: the pass under way ended.
+    fn finish(&mut self, f: &mut File, prog: &Progress, dev: &str) {
+        if let Some((lp, ld)) = self.last {
+            let lt = prog.total_of(lp);
+            if ld != lt {
+                let _ = writeln!(f, "{lp} {lt} {lt} {dev}");
+                self.last = Some((lp, lt));
+            }
+        }
+    }
 }
 
 /// Usual shares of the run per pass, when no model is available.

@@ -161,6 +161,8 @@ pub fn run(
         new_problems,
         ..
     } = ffsck_check::repair(dev.clone(), opts, rep);
+    // Everything is reported: the text held by pass goes out before the commit says anything.
+    crate::held::release();
     crate::interrupt::begin_commit();
 
     let interactive = rep.asks();
@@ -186,6 +188,8 @@ pub fn run(
                 data: e.data,
             })
             .collect();
+        let bytes: usize = records.iter().map(|r| r.data.len()).sum();
+        BYTES_WRITTEN.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
         commit(&dev, &records, how).context("committing the repair")?;
     }
     if new_problems.is_empty() {
@@ -203,6 +207,13 @@ pub fn run(
     last.findings = findings;
     last.exit_code = exit_code;
     Ok(last)
+}
+
+/// The bytes of file-system blocks the repair wrote (for `-t`).
+static BYTES_WRITTEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub fn bytes_written() -> u64 {
+    BYTES_WRITTEN.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Does the generation only rewrite the primary superblock (one 1024-byte write)?

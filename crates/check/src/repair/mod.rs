@@ -490,6 +490,10 @@ impl Repair<'_> {
                 out
             }
         };
+        // e2fsck counts the non-contiguous files as its pass 1 found them, before the repair.
+        if let (Some(first), Some(s)) = (&self.first_files, verified.summary.as_mut()) {
+            s.non_contiguous = first.fragmented;
+        }
         let new_problems = self.refusal(&verified);
         // Whether the check changed anything, before the superblock's marks below.
         let changed = ov.extents().is_ok_and(|e| !e.is_empty());

@@ -300,3 +300,169 @@ fn verbose_statistics_match_e2fsck() {
         );
     }
 }
+
+/// The lines of `text` from the first that starts with `from` up to (not including) the
+/// first after it that starts with `to`.
+fn between<'a>(text: &'a str, from: &str, to: &str) -> Vec<&'a str> {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(from));
+    let mut out: Vec<&str> = lines.next().into_iter().collect();
+    out.extend(lines.take_while(|l| !l.starts_with(to)));
+    out
+}
+
+/// Two files share blocks (and one shares with the bad-blocks list's neighbour, a third):
+/// passes 1B-1D print e2fsck's headers, each inode's blocks on one line in file order, and
+/// each file by path with its modification time and the files it shares with, line for line
+/// as e2fsck -fy prints them on the same image.
+#[test]
+fn passes_1b_to_1d_print_as_e2fsck_prints_them() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    let b5 = common::bmap(&t, &img.path, "/a/f5", 0);
+    let b3 = common::bmap(&t, &img.path, "/a/f3", 1);
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f4 block[0] {b5}"));
+    common::debugfs_w(&t, &img.path, &format!("sif /a/f4 block[1] {b3}"));
+    common::debugfs_w(&t, &img.path, &format!("sif /b/x block[0] {b5}"));
+    let (ours, theirs) = both_fy(&t, &img);
+    let want = between(&theirs.stdout, "Running additional passes", "Pass 2:");
+    assert!(
+        want.iter().any(|l| l.starts_with("File /a/f4 (inode #")),
+        "test setup: e2fsck found no shared blocks:\n{}",
+        theirs.stdout
+    );
+    assert_eq!(
+        between(&ours.stdout, "Running additional passes", "Pass 2:"),
+        want,
+        "\nffsck:\n{}\ne2fsck:\n{}",
+        ours.stdout,
+        theirs.stdout
+    );
+    assert_eq!(ours.code(), theirs.code());
+}
+
+/// e2fsck -fy and ffsck -fy on copies of one image, both named `test`: their outputs.
+fn both_fy(t: &common::Tools, img: &common::Image) -> (common::Run, common::Run) {
+    let theirs_img = img.aux("e2fsck.img");
+    std::fs::copy(&img.path, &theirs_img).unwrap();
+    let mut cmd = Command::new(&t.e2fsck);
+    cmd.args(["-fy", "-N", "test"])
+        .arg(&theirs_img)
+        .env("E2FSCK_CONFIG", "/dev/null")
+        .env("TZ", "GMT0");
+    let theirs = common::run_with_timeout(cmd, std::time::Duration::from_secs(120)).unwrap();
+    let ours = run(&common::ffsck_bin(), &["-fy", "-N", "test"], &img.path);
+    (ours, theirs)
+}
+
+/// An inode with illegal blocks: the latch's question once, then each block with the short
+/// word of its answer ("CLEARED."), line for line as e2fsck prints pass 1.
+#[test]
+fn latched_problems_print_their_answer_word() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a/f5 block[1] 99999999");
+    common::debugfs_w(&t, &img.path, "sif /a/f5 block[2] 99999998");
+    let (ours, theirs) = both_fy(&t, &img);
+    let want = between(&theirs.stdout, "Pass 1:", "Pass 2:");
+    assert!(
+        want.iter().any(|l| l.ends_with("  CLEARED.")),
+        "test setup: e2fsck latched nothing:\n{}",
+        theirs.stdout
+    );
+    assert_eq!(
+        between(&ours.stdout, "Pass 1:", "Pass 2:"),
+        want,
+        "\nffsck:\n{}\ne2fsck:\n{}",
+        ours.stdout,
+        theirs.stdout
+    );
+}
+
+/// `line` with every run of digits as `N`: the shape of a resource or progress line.
+fn shape(line: &str) -> String {
+    let mut out = String::new();
+    let mut digits = false;
+    for c in line.chars() {
+        if c.is_ascii_digit() {
+            if !digits {
+                out.push('N');
+            }
+            digits = true;
+        } else {
+            digits = false;
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `-tt` prints e2fsck's resource lines after each pass and at the end ("Pass 1: Memory
+/// used: …k/…k (…k/…k), time: …", "I/O read: …MB, write: …MB, rate: …MB/s"), shaped as
+/// e2fsck's on the same image (e2fsck's extra "Peak memory" line in pass 3 aside).
+#[test]
+fn timing_lines_are_shaped_as_e2fsck_prints_them() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    let ours = run(&common::ffsck_bin(), &["-fntt"], &img.path);
+    let theirs = run(&t.e2fsck, &["-fntt"], &img.path);
+    let resources = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains("Memory used:") || l.contains("I/O read:"))
+            .filter(|l| !l.starts_with("Peak memory"))
+            .map(shape)
+            .collect()
+    };
+    let want = resources(&theirs.stdout);
+    assert_eq!(want.len(), 12, "test setup:\n{}", theirs.stdout);
+    assert_eq!(resources(&ours.stdout), want, "\n{}", ours.stdout);
+}
+
+/// `-C fd`: one line per step, "pass done total device", every pass from 1 to 5 shown and
+/// each reaching its total, as e2fsck's lines do on the same image.
+#[test]
+fn progress_lines_cover_every_pass_to_its_maximum() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    let lines = |bin: &Path| -> Vec<(u64, u64, u64)> {
+        let out = img.aux("progress");
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(r#""$0" -fn -C 3 "$1" 3>"$2" >/dev/null 2>&1"#)
+            .arg(bin)
+            .arg(&img.path)
+            .arg(&out)
+            .env("E2FSCK_CONFIG", "/dev/null");
+        let r = common::run_with_timeout(cmd, std::time::Duration::from_secs(120)).unwrap();
+        assert_eq!(r.code(), 0, "{}", r.stderr);
+        let text = std::fs::read_to_string(&out).unwrap();
+        text.lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                assert!(f.len() == 4 && f[3] == img.path.to_str().unwrap(), "{l}");
+                (
+                    f[0].parse().unwrap(),
+                    f[1].parse().unwrap(),
+                    f[2].parse().unwrap(),
+                )
+            })
+            .collect()
+    };
+    // Each pass's last line: its pass, and whether it reached its total.
+    let ends = |v: &[(u64, u64, u64)]| -> Vec<(u64, bool)> {
+        let mut out: Vec<(u64, bool)> = Vec::new();
+        for &(p, d, n) in v {
+            match out.last_mut() {
+                Some(last) if last.0 == p => last.1 = d == n,
+                _ => out.push((p, d == n)),
+            }
+        }
+        out
+    };
+    let theirs = ends(&lines(&t.e2fsck));
+    assert_eq!(
+        theirs,
+        (1..=5).map(|p| (p, true)).collect::<Vec<_>>(),
+        "test setup"
+    );
+    assert_eq!(ends(&lines(&common::ffsck_bin())), theirs);
+}

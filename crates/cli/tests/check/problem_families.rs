@@ -357,7 +357,6 @@ fn unknown_incompat_feature_only() {
 }
 
 #[test]
-#[ignore = "checker bug: P1D_DUP_FILE / P1D_DUP_FILE_LIST leave {str} empty ('File  (inode #20) has 1 multiply-claimed block(s)'); e2fsck prints the path name ('File /a/f4 (inode #20, mod time ...)')"]
 fn p1d_dup_file_message_names_the_file() {
     let Some(t) = common::tools() else { return };
     let img = ext2(&t);
