@@ -45,9 +45,6 @@ pub fn plan(
     }
     let fs = &p0.fs;
     let bs = fs.block_size();
-    if bs >= 65536 {
-        return plan;
-    }
     let read = |pblk: u64| -> Option<Vec<u8>> {
         let mut b = vec![0u8; bs];
         (pblk != 0 && pblk < fs.geo.blocks_count)

@@ -70,7 +70,7 @@ fn fill(
         return;
     };
     let flags = ino.flags();
-    if flags & iflags::INLINE_DATA != 0 || bs >= 65536 {
+    if flags & iflags::INLINE_DATA != 0 {
         return;
     }
     let extents = flags & iflags::EXTENTS != 0;

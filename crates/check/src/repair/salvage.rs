@@ -401,9 +401,6 @@ fn rebuild(
     };
     let ino = RawInode::parse(&raw);
     let flags = ino.flags();
-    if bs >= 65536 {
-        return;
-    }
     if flags & iflags::INLINE_DATA != 0 {
         rebuild_inline(p0, dev, dir, off, raw, drops, parent);
         return;

@@ -48,3 +48,38 @@ fn an_entry_naming_a_freed_directory_is_repaired_in_one_run() {
     common::debugfs_w(&t, &img.path, "sif /c links_count 0");
     assert_converges(&t, &img, "links_count 0 on /c");
 }
+
+/// A 64 KiB-block file system (record lengths of a whole block do not fit in 16 bits).
+fn mkfs_64k(t: &common::Tools) -> common::Image {
+    common::mkfs(t, "ext4", &["-b", "65536"], "48M")
+}
+
+#[test]
+fn a_second_link_to_a_directory_is_dropped_with_64k_blocks() {
+    let Some(t) = common::tools() else { return };
+    let img = mkfs_64k(&t);
+    // `/a/loop` names `/c/d` too: one of the two entries is dropped and `..` follows.
+    common::debugfs_w(&t, &img.path, "link /c/d /a/loop");
+    assert_converges(&t, &img, "second link to /c/d (64 KiB blocks)");
+    // Whichever entry stays, the directory keeps its subdirectory and files.
+    let kept =
+        ["/c/d/e", "/a/loop/e"].map(|p| common::debugfs_r(&t, &img.path, &format!("ls -p {p}")));
+    assert!(
+        kept.iter().any(|l| l.contains("/file")),
+        "the directory keeps its files: {kept:?}"
+    );
+}
+
+#[test]
+fn an_unlinked_directory_is_reconnected_with_64k_blocks() {
+    let Some(t) = common::tools() else { return };
+    let img = mkfs_64k(&t);
+    let c = common::inode_of(&t, &img.path, "/c");
+    common::debugfs_w(&t, &img.path, "unlink /c");
+    assert_converges(&t, &img, "unlink /c (64 KiB blocks)");
+    let lpf = common::debugfs_r(&t, &img.path, "ls -p /lost+found");
+    assert!(
+        lpf.contains(&format!("/#{c}/")),
+        "/c is in /lost+found: {lpf}"
+    );
+}
