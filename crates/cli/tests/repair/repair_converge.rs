@@ -83,3 +83,29 @@ fn an_unlinked_directory_is_reconnected_with_64k_blocks() {
         "/c is in /lost+found: {lpf}"
     );
 }
+
+#[test]
+fn a_name_longer_than_its_record_drops_only_that_entry() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "8M");
+    let before = common::debugfs_r(&t, &img.path, "ls /c/d/e");
+    // The first entry after `.` and `..` (offset 24) claims a 255-byte name in its 12-16
+    // byte record: the name length is the damage, the entries after it are sound.
+    let blk = common::bmap(&t, &img.path, "/c/d/e", 0);
+    common::patch(&img.path, blk * 1024 + 24 + 6, &[255]);
+    assert_converges(&t, &img, "name_len 255 in /c/d/e");
+    let after = common::debugfs_r(&t, &img.path, "ls /c/d/e");
+    let names = |s: &str| -> Vec<String> {
+        s.split_whitespace()
+            .filter(|w| w.starts_with("file"))
+            .map(String::from)
+            .collect()
+    };
+    let (was, now) = (names(&before), names(&after));
+    assert_eq!(
+        now.len() + 1,
+        was.len(),
+        "one entry dropped: {was:?} -> {now:?}"
+    );
+    assert!(now.iter().all(|n| was.contains(n)), "{was:?} -> {now:?}");
+}
