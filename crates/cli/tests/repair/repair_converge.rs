@@ -109,3 +109,29 @@ fn a_name_longer_than_its_record_drops_only_that_entry() {
     );
     assert!(now.iter().all(|n| was.contains(n)), "{was:?} -> {now:?}");
 }
+
+#[test]
+fn a_reconnected_directory_gets_its_dotdot_in_the_same_round() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "8M");
+    let c = common::inode_of(&t, &img.path, "/c");
+    common::debugfs_w(&t, &img.path, "unlink /c");
+    let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(run.code(), 1, "{}{}", run.stdout, run.stderr);
+    // As e2fsck: the reconnection points `..` at /lost+found and moves the parents' counts,
+    // with no question of its own.
+    assert!(
+        run.stdout.contains("Unconnected directory"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("'..' in") && !run.stdout.contains("ref count"),
+        "{}",
+        run.stdout
+    );
+    let (code, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(code, 0, "{out}");
+    let st = common::debugfs_r(&t, &img.path, &format!("ls -p /lost+found/#{c}"));
+    assert!(st.contains("/..") || st.contains("/d/"), "{st}");
+}
