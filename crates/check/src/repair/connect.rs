@@ -178,7 +178,12 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, plan: &Plan) {
             let n = i.i_links_count.get();
             i.i_links_count.set(n.saturating_add(1));
         });
-        if was != 0 && was <= inodes {
+        // Only a directory whose count can have held the link loses it: never below its own
+        // two (`.` and an entry), so a live inode is never left with no link at all (a
+        // recreated root, for one, never counted the old `..` entries).
+        let old_dir = super::inode::read_inode(p0, dev, was)
+            .is_some_and(|i| i.file_type() == FileType::Directory && i.links_count() > 2);
+        if was != 0 && was <= inodes && old_dir {
             super::inode::edit(p0, dev, was, |i| {
                 let n = i.i_links_count.get();
                 i.i_links_count.set(n.saturating_sub(1));
