@@ -135,3 +135,19 @@ fn a_reconnected_directory_gets_its_dotdot_in_the_same_round() {
     let st = common::debugfs_r(&t, &img.path, &format!("ls -p /lost+found/#{c}"));
     assert!(st.contains("/..") || st.contains("/d/"), "{st}");
 }
+
+#[test]
+fn a_directory_hole_behind_the_indirect_block_is_filled() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "8M");
+    // 15 blocks: block 13 is mapped through the single indirect block; punch it out.
+    let mut cmds = vec!["expand_dir /a/emptydir"; 14];
+    cmds.push("punch /a/emptydir 13 13");
+    common::debugfs_script(&t, &img, &cmds);
+    let st = common::debugfs_r(&t, &img.path, "stat /a/emptydir");
+    assert!(
+        st.contains("(IND)") && st.contains("(14)"),
+        "test setup\n{st}"
+    );
+    assert_converges(&t, &img, "hole at block 13 of /a/emptydir");
+}
