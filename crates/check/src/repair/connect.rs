@@ -152,6 +152,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, plan: &Plan) {
     }
     let lpf = plan.lpf;
     let inodes = p0.fs.geo.inodes_count;
+    let typed = p0.fs.geo.incompat.has(Incompat::FILETYPE);
     for &(dir, pblk, was) in &plan.dotdots {
         if was == lpf {
             continue;
@@ -163,8 +164,10 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, plan: &Plan) {
             };
             let off = first.rec_len as usize;
             match fdir::header_at(buf, off, bs) {
-                Some(h) if h.inode == was && h.name_len == 2 => {
+                Some(h) if h.inode == was && h.name_len == 2 && off + 8 <= buf.len() => {
                     buf[off..off + 4].copy_from_slice(&lpf.to_le_bytes());
+                    // The entry names a directory now (as e2fsck's parent fix sets it).
+                    buf[off + 7] = if typed { fdir::ft::DIR } else { 0 };
                     true
                 }
                 _ => false,
