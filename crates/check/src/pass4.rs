@@ -107,7 +107,10 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
             };
             let inode = RawInode::parse(&raw);
             let ftype = inode.file_type();
+            // In-inode attributes (inline data among them) may hold what the file has: such
+            // an inode is reconnected, not cleared, as e2fsck has it.
             if inode.blocks_raw(false) == 0
+                && !has_inode_xattrs(&raw)
                 && matches!(ftype, FileType::Regular | FileType::Directory)
                 && out.report(policy, P::P4_ZERO_LEN_INODE, ProblemCtx::ino(ino))
             {
@@ -139,4 +142,16 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
             );
         }
     }
+}
+
+/// Does the inode's extra space begin with the in-inode attribute magic? (Only when the inode
+/// is larger than the old 128 bytes; `raw` is the whole on-disk inode.)
+fn has_inode_xattrs(raw: &[u8]) -> bool {
+    if raw.len() <= 128 {
+        return false;
+    }
+    let extra = usize::from(u16::from_le_bytes([raw[128], raw[129]]));
+    raw.get(128 + extra..132 + extra).is_some_and(|m| {
+        u32::from_le_bytes([m[0], m[1], m[2], m[3]]) == ffsck_format::xattr::XATTR_MAGIC
+    })
 }

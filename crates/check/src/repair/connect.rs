@@ -1,6 +1,8 @@
 //! Reconnect unattached inodes and unconnected directories to `/lost+found` as `#INO`, as
-//! e2fsck's passes 3 and 4 do. Link counts and the `..` of a reconnected directory are fixed by
-//! the next round's check (`P4_BAD_REF_COUNT`, `P3_BAD_DOT_DOT`).
+//! e2fsck's passes 3 and 4 do. A reconnected directory's `..` is pointed at `/lost+found` at
+//! once, and the link counts of its old and new parent follow (as e2fsck does when it
+//! reconnects), so no later round reports them; this round's count fixes for the inodes a
+//! reconnection touches wait for the next round's check (`hold_counts`).
 //!
 //! Only an existing `/lost+found` with room in its blocks is used: the plan is made in memory
 //! first, so a finding is only answered yes when its entry really fits.
@@ -8,7 +10,7 @@
 use super::Dirs;
 use crate::ext4::dir as edir;
 use crate::pass0::Pass0Facts;
-use crate::problem::Fixer;
+use crate::problem::{Fixer, Problem as P};
 use crate::report::Finding;
 use ffsck_format::dir as fdir;
 use ffsck_format::inode::{FileType, RawInode};
@@ -22,6 +24,8 @@ pub struct Plan {
     pub lpf: u32,
     blocks: Vec<(u64, Vec<u8>, bool)>,
     pub linked: HashSet<u32>,
+    /// Reconnected directories: (directory, physical block 0, the inode its `..` names now).
+    dotdots: Vec<(u32, u64, u32)>,
 }
 
 /// Find `/lost+found` and place an entry for every reconnect finding the policy accepted.
@@ -45,9 +49,6 @@ pub fn plan(
     }
     let fs = &p0.fs;
     let bs = fs.block_size();
-    if bs >= 65536 {
-        return plan;
-    }
     let read = |pblk: u64| -> Option<Vec<u8>> {
         let mut b = vec![0u8; bs];
         (pblk != 0 && pblk < fs.geo.blocks_count)
@@ -103,8 +104,40 @@ pub fn plan(
                 break;
             }
         }
+        if kind == FileType::Directory && plan.linked.contains(&ino) {
+            if let Some(at) = dirs
+                .block(ino, 0)
+                .and_then(|pblk| dotdot_of(&read(pblk)?, pblk))
+            {
+                plan.dotdots.push((ino, at.0, at.1));
+            }
+        }
     }
     plan
+}
+
+/// The inode the `..` entry of a directory's block 0 names, with the block (`None` when the
+/// second entry is not a `..`).
+fn dotdot_of(b: &[u8], pblk: u64) -> Option<(u64, u32)> {
+    let mut it = edir::leaf_entries(b).good();
+    let (_, second) = (it.next()?, it.next()?);
+    (second.name == b"..").then_some((pblk, second.inode))
+}
+
+/// Hold back this round's reference-count fixes of the inodes the reconnections change (the
+/// reconnected inodes, `/lost+found`, the old parents): the next round counts them again.
+pub fn hold_counts(plan: &Plan, findings: &mut [Finding]) {
+    if plan.linked.is_empty() {
+        return;
+    }
+    let mut touched: HashSet<u32> = plan.linked.clone();
+    touched.insert(plan.lpf);
+    touched.extend(plan.dotdots.iter().map(|d| d.2));
+    for f in findings.iter_mut() {
+        if f.fixed && f.problem == P::P4_BAD_REF_COUNT && touched.contains(&f.ctx.ino) {
+            f.fixed = false;
+        }
+    }
 }
 
 /// Write the changed blocks of `/lost+found`.
@@ -115,6 +148,49 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, plan: &Plan) {
             let mut b = b.clone();
             super::dirent::set_leaf_csum(p0, dev, plan.lpf, &mut b);
             let _ = dev.write_at(&b, pblk * bs);
+        }
+    }
+    let lpf = plan.lpf;
+    let inodes = p0.fs.geo.inodes_count;
+    let typed = p0.fs.geo.incompat.has(Incompat::FILETYPE);
+    for &(dir, pblk, was) in &plan.dotdots {
+        if was == lpf {
+            continue;
+        }
+        let moved = super::dirent::edit_block(p0, dev, dir, pblk, |buf| {
+            let bs = buf.len() as u32;
+            let Some(first) = fdir::header_at(buf, 0, bs) else {
+                return false;
+            };
+            let off = first.rec_len as usize;
+            match fdir::header_at(buf, off, bs) {
+                Some(h) if h.inode == was && h.name_len == 2 && off + 8 <= buf.len() => {
+                    buf[off..off + 4].copy_from_slice(&lpf.to_le_bytes());
+                    // The entry names a directory now (as e2fsck's parent fix sets it).
+                    buf[off + 7] = if typed { fdir::ft::DIR } else { 0 };
+                    true
+                }
+                _ => false,
+            }
+        });
+        if !moved {
+            continue;
+        }
+        // The links the `..` gave: one more for `/lost+found`, one fewer for the old parent.
+        super::inode::edit(p0, dev, lpf, |i| {
+            let n = i.i_links_count.get();
+            i.i_links_count.set(n.saturating_add(1));
+        });
+        // Only a directory whose count can have held the link loses it: never below its own
+        // two (`.` and an entry), so a live inode is never left with no link at all (a
+        // recreated root, for one, never counted the old `..` entries).
+        let old_dir = super::inode::read_inode(p0, dev, was)
+            .is_some_and(|i| i.file_type() == FileType::Directory && i.links_count() > 2);
+        if was != 0 && was <= inodes && old_dir {
+            super::inode::edit(p0, dev, was, |i| {
+                let n = i.i_links_count.get();
+                i.i_links_count.set(n.saturating_sub(1));
+            });
         }
     }
 }

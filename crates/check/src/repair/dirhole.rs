@@ -3,8 +3,9 @@
 //! hole and account for it in the inode's size and block count. The bitmaps and free counts
 //! follow in the next round's allocation rebuild, which sees the block in use.
 //!
-//! Mapped here: direct blocks of a block-mapped inode, and extent inodes whose whole tree fits
-//! in the inode (depth 0) with a free slot. Anything else is left alone.
+//! Mapped here: direct blocks of a block-mapped inode and the slots of its single indirect
+//! block (when that block exists), and extent inodes whose whole tree fits in the inode
+//! (depth 0) with a free slot. Anything else is left alone.
 
 use super::inode;
 use crate::engine::AllocFacts;
@@ -70,11 +71,13 @@ fn fill(
         return;
     };
     let flags = ino.flags();
-    if flags & iflags::INLINE_DATA != 0 || bs >= 65536 {
+    if flags & iflags::INLINE_DATA != 0 {
         return;
     }
     let extents = flags & iflags::EXTENTS != 0;
     let mut iblock: Vec<u32> = ino.i_block.iter().map(|w| w.get()).collect();
+    // The single indirect block to map the new block in: (its number, contents, slot offset).
+    let mut indirect: Option<(u64, Vec<u8>, usize)> = None;
     // Check the slot is free before taking a block.
     if extents {
         let hdr = iblock[0];
@@ -87,7 +90,23 @@ fn fill(
         if magic != EXTENT_MAGIC || depth != 0 || entries >= max || max > 4 {
             return;
         }
-    } else if lblk >= DIRECT || iblock[lblk as usize] != 0 {
+    } else if lblk >= DIRECT {
+        // Through the single indirect block, when it exists and its slot is empty.
+        let per = (bs / 4) as u32;
+        let ind = u64::from(iblock[DIRECT as usize]);
+        if lblk - DIRECT >= per || ind == 0 || ind >= fs.geo.blocks_count {
+            return;
+        }
+        let mut table = vec![0u8; bs];
+        if dev.read_at(&mut table, ind * bs as u64).is_err() {
+            return;
+        }
+        let at = (lblk - DIRECT) as usize * 4;
+        if table[at..at + 4] != [0; 4] {
+            return;
+        }
+        indirect = Some((ind, table, at));
+    } else if iblock[lblk as usize] != 0 {
         return;
     }
     let Some(pblk) = free_block(p0, facts, taken, cursor) else {
@@ -115,7 +134,10 @@ fn fill(
         let Ok(p) = u32::try_from(pblk) else {
             return;
         };
-        iblock[lblk as usize] = p;
+        match &mut indirect {
+            Some((_, table, at)) => table[*at..*at + 4].copy_from_slice(&p.to_le_bytes()),
+            None => iblock[lblk as usize] = p,
+        }
     }
     let mut buf = vec![0u8; bs];
     let csum = fs.has_metadata_csum();
@@ -149,6 +171,11 @@ fn fill(
     }
     if dev.write_at(&buf, pblk * bs as u64).is_err() {
         return;
+    }
+    if let Some((ind, table, _)) = &indirect {
+        if dev.write_at(table, ind * bs as u64).is_err() {
+            return;
+        }
     }
     taken.insert(pblk);
     let sectors = (bs / 512) as u64;

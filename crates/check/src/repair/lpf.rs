@@ -327,7 +327,7 @@ fn unlink(b: &mut [u8], ino: u32) -> bool {
 fn pick_inode(p0: &Pass0Facts, facts: &AllocFacts, findings: &[Finding]) -> Option<u32> {
     let fs = &p0.fs;
     let geo = &fs.geo;
-    if geo.cluster_ratio > 1 || fs.block_size() >= 65536 {
+    if geo.cluster_ratio > 1 {
         return None;
     }
     let csum = fs.has_group_csum();
@@ -364,7 +364,7 @@ fn pick_inode(p0: &Pass0Facts, facts: &AllocFacts, findings: &[Finding]) -> Opti
 pub(super) fn pick_block(p0: &Pass0Facts, facts: &AllocFacts) -> Option<u64> {
     let fs = &p0.fs;
     let geo = &fs.geo;
-    if geo.cluster_ratio > 1 || fs.block_size() >= 65536 {
+    if geo.cluster_ratio > 1 {
         return None;
     }
     let csum = fs.has_group_csum();

@@ -346,7 +346,9 @@ impl Repair<'_> {
             .iter()
             .any(|f| f.fixed && f.problem.fixed_by(Fixer::Connect))
         {
-            plan(&out.findings)
+            let plan = plan(&out.findings);
+            connect::hold_counts(&plan, &mut out.findings);
+            plan
         } else {
             connect::Plan::default()
         }

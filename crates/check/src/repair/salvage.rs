@@ -144,6 +144,27 @@ fn salvage_block(
             off += 4;
             continue;
         }
+        // A name longer than a sound record that the next entry follows: the name length is
+        // what is damaged. The entry is dropped, as e2fsck's salvage drops it (keeping the
+        // entries after it), rather than read with a name swallowing them.
+        if !framed
+            && rec_len >= 12
+            && rec_len.is_multiple_of(4)
+            && off + rec_len <= max
+            && plausible_at(buf, off + rec_len, max, bs, inodes)
+        {
+            out.push((
+                place,
+                Entry {
+                    ino: 0,
+                    ftype: 0,
+                    name: Vec::new(),
+                },
+            ));
+            place = place.map(|p| p + 1);
+            off += rec_len;
+            continue;
+        }
         let step = if framed {
             rec_len
         } else if off + min <= max && h.inode <= inodes && name_len > 0 {
@@ -168,6 +189,27 @@ fn salvage_block(
         place = place.map(|p| p + 1);
         off += step;
     }
+}
+
+/// Does a sound entry start at `off` (or the usable space end there)?
+fn plausible_at(buf: &[u8], off: usize, max: usize, bs: u32, inodes: u32) -> bool {
+    if off == max {
+        return true;
+    }
+    let Some(h) = header_at(buf, off, bs).filter(|_| off + 8 <= max) else {
+        return false;
+    };
+    let name_len = usize::from(h.name_len);
+    let rec_len = h.rec_len as usize;
+    rec_len >= fdir::rec_len_for(name_len) as usize
+        && rec_len.is_multiple_of(4)
+        && off + rec_len <= max
+        && h.inode <= inodes
+        && (h.inode == 0
+            || (name_len > 0
+                && !buf[off + 8..off + 8 + name_len]
+                    .iter()
+                    .any(|&c| c == 0 || c == b'/')))
 }
 
 fn salvage(buf_blocks: &[(u32, Vec<u8>)], bs: usize, inodes: u32) -> Salvaged {
@@ -401,9 +443,6 @@ fn rebuild(
     };
     let ino = RawInode::parse(&raw);
     let flags = ino.flags();
-    if bs >= 65536 {
-        return;
-    }
     if flags & iflags::INLINE_DATA != 0 {
         rebuild_inline(p0, dev, dir, off, raw, drops, parent);
         return;

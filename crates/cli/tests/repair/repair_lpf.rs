@@ -290,3 +290,34 @@ fn a_directory_loop_is_broken_through_lost_and_found() {
         "/a/sub/s1 not kept"
     );
 }
+
+#[test]
+fn an_unattached_inline_data_file_is_reconnected_not_cleared() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-O", "inline_data"], "16M");
+    // `/b/x` (17 bytes, kept in the inode) and its hard link `/b/hard`: no entry is left,
+    // and the file has no block, only its in-inode attribute holding the data.
+    let ino = common::inode_of(&t, &img.path, "/b/x");
+    let st = common::debugfs_r(&t, &img.path, "stat /b/x");
+    assert!(
+        st.contains("Blockcount: 0"),
+        "test setup: inline /b/x\n{st}"
+    );
+    common::debugfs_w(&t, &img.path, "unlink /b/x");
+    common::debugfs_w(&t, &img.path, "unlink /b/hard");
+    let out = assert_one_run_repairs(&t, &img, "unlinked inline file");
+    assert!(!out.contains("zero-length"), "{out}");
+    let lpf = common::debugfs_r(&t, &img.path, "ls -l /lost+found");
+    assert!(lpf.contains(&format!("#{ino}")), "{out}\n{lpf}");
+    // (debugfs dumps an inline file as its whole 60-byte area: compare size and start.)
+    let st = common::debugfs_r(&t, &img.path, &format!("stat /lost+found/#{ino}"));
+    assert!(st.contains("Size: 17"), "{st}");
+    let dumped = img.aux("dumped");
+    common::debugfs_r(
+        &t,
+        &img.path,
+        &format!("dump /lost+found/#{ino} {}", dumped.display()),
+    );
+    let got = std::fs::read(&dumped).unwrap_or_default();
+    assert!(got.starts_with(b"hard-linked file\n"), "{got:?}");
+}
