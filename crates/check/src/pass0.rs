@@ -410,6 +410,19 @@ fn choose(
                         None => return Err(OpenFailure::Corrupt(e.why)),
                     }
                 }
+                (None, Err(e)) if despite_errors(dev, primary_sb.as_ref()).is_some() => {
+                    let Some((c, was)) = despite_errors(dev, primary_sb.as_ref()) else {
+                        return Err(OpenFailure::Corrupt(e.why));
+                    };
+                    // Answered no, the check goes on with the count it should be (exit 4).
+                    let ctx = ProblemCtx {
+                        num: u64::from(was),
+                        num2: u64::from(c.geo.inodes_count),
+                        ..Default::default()
+                    };
+                    out.report(policy, P::P0_INODE_COUNT_WRONG, ctx);
+                    c
+                }
                 (None, Err(e)) => {
                     let why = match e.problem {
                         P::P0_OPEN_FAILED | P::P0_SB_CSUM_BACKUP => e.why,
@@ -424,6 +437,25 @@ fn choose(
         f.ctx.blk = chosen.sb_block;
     }
     Ok(chosen)
+}
+
+/// The primary as e2fsck takes it when no copy opens (libext2fs told to ignore superblock
+/// errors): an inode count that does not match the groups is then the one error left, and
+/// e2fsck's superblock check sets it to groups × inodes per group. The copy with that count
+/// (if it then passes every rule, its checksum included) and the count it had.
+fn despite_errors(dev: &dyn Device, sb: Option<&RawSuperblock>) -> Option<(Candidate, u32)> {
+    let sb = sb?;
+    let Err(GeometryError::BadInodesCount(was, groups, ipg)) = Geometry::new(sb) else {
+        return None;
+    };
+    if crate::superblock::csum_reject(sb).is_some() {
+        return None;
+    }
+    let want = u32::try_from(groups.checked_mul(u64::from(ipg))?).ok()?;
+    let mut fixed = sb.clone();
+    fixed.s_inodes_count.set(want);
+    fixed.update_checksum();
+    candidate(dev, fixed, 0, true).ok().map(|c| (c, was))
 }
 
 /// Refuse what ffsck does not check (unknown incompatible or read-only-compatible features,

@@ -306,7 +306,7 @@ catalogue! {
     P0_JOURNAL_CHECKSUM_ERROR = -, None, 0, -, 0, "Journal checksum error found: {str}.";
     P0_JOURNAL_CORRUPTED = -, None, 0, -, 0, "Journal corrupted: {str}.";
     P0_JOURNAL_FC_NOT_REPLAYED = -, None, INFO, -, 0, "The journal holds fast commits for transaction {num}, after the last full commit; they were not replayed, so their changes are missing from this check.";
-    P0_INODE_COUNT_WRONG = 0x00000D, Fix, 0, -, 0, "Inode count in the superblock is {num}, should be {num2}.\n";
+    P0_INODE_COUNT_WRONG = 0x00000D, Fix, SB_ERROR, Superblock, 0, "Inode count in the superblock is {num}, should be {num2}.\n";
 
     // ---- Pass 1: inodes, blocks and sizes ----
     // Answered yes, pass 1 leaves the inode unused and the root's recreation in the same round
