@@ -411,16 +411,24 @@ fn choose(
                     }
                 }
                 (None, Err(e)) if despite_errors(dev, primary_sb.as_ref()).is_some() => {
-                    let Some((c, was)) = despite_errors(dev, primary_sb.as_ref()) else {
+                    let Some((c, fields)) = despite_errors(dev, primary_sb.as_ref()) else {
                         return Err(OpenFailure::Corrupt(e.why));
                     };
-                    // Answered no, the check goes on with the count it should be (exit 4).
-                    let ctx = ProblemCtx {
-                        num: u64::from(was),
-                        num2: u64::from(c.geo.inodes_count),
-                        ..Default::default()
-                    };
-                    out.report(policy, P::P0_INODE_COUNT_WRONG, ctx);
+                    // Answered no, the check goes on with the values they should have (exit 4).
+                    for r in fields {
+                        let ctx = ProblemCtx {
+                            str: Some(r.field.into()),
+                            num: r.was,
+                            num2: r.now,
+                            ..Default::default()
+                        };
+                        let p = if r.field == "s_inodes_count" {
+                            P::P0_INODE_COUNT_WRONG
+                        } else {
+                            P::P0_SB_FIELD_REBUILT
+                        };
+                        out.report(policy, p, ctx);
+                    }
                     c
                 }
                 (None, Err(e)) => {
@@ -440,22 +448,26 @@ fn choose(
 }
 
 /// The primary as e2fsck takes it when no copy opens (libext2fs told to ignore superblock
-/// errors): an inode count that does not match the groups is then the one error left, and
-/// e2fsck's superblock check sets it to groups × inodes per group. The copy with that count
-/// (if it then passes every rule, its checksum included) and the count it had.
-fn despite_errors(dev: &dyn Device, sb: Option<&RawSuperblock>) -> Option<(Candidate, u32)> {
+/// errors, then its superblock check sets the inode count from the groups), and beyond it
+/// with every field the rest of the superblock gives a value (`rebuild_fields`). Taken when
+/// the result passes every rule (its checksum too, unless the primary's was already wrong:
+/// that is then a finding of its own) and its descriptors check (unless only the inode count
+/// changed, which e2fsck takes as it stands). The copy and the fields set.
+fn despite_errors(
+    dev: &dyn Device,
+    sb: Option<&RawSuperblock>,
+) -> Option<(Candidate, Vec<crate::superblock::Rebuilt>)> {
     let sb = sb?;
-    let Err(GeometryError::BadInodesCount(was, groups, ipg)) = Geometry::new(sb) else {
-        return None;
-    };
-    if crate::superblock::csum_reject(sb).is_some() {
-        return None;
+    let dev_blocks = dev.size() >> (10 + sb.s_log_block_size.get().min(16));
+    let (mut fixed, fields) = crate::superblock::rebuild_fields(sb, dev_blocks)?;
+    let csum_was_ok = crate::superblock::csum_reject(sb).is_none();
+    if csum_was_ok {
+        fixed.update_checksum();
     }
-    let want = u32::try_from(groups.checked_mul(u64::from(ipg))?).ok()?;
-    let mut fixed = sb.clone();
-    fixed.s_inodes_count.set(want);
-    fixed.update_checksum();
-    candidate(dev, fixed, 0, true).ok().map(|c| (c, was))
+    let strict = csum_was_ok || fixed.checksum_ok();
+    let c = candidate(dev, fixed, 0, strict).ok()?;
+    let count_only = fields.iter().all(|r| r.field == "s_inodes_count");
+    (c.descs_ok || count_only).then_some((c, fields))
 }
 
 /// Refuse what ffsck does not check (unknown incompatible or read-only-compatible features,

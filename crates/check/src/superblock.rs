@@ -116,11 +116,10 @@ pub fn csum_reject(sb: &RawSuperblock) -> Option<Reject> {
 
 /// Every rule but the checksum's.
 pub fn field_reject(sb: &RawSuperblock, geo: &Geometry) -> Option<Reject> {
+    // e2fsck stops at a revision too high (it tries no backup): a copy that has one is
+    // corruption, which leaves the uncorrected bit even when a backup is used.
     if sb.s_rev_level.get() > 1 {
-        return Some(Reject::open(format!(
-            "revision level {} is too high",
-            sb.s_rev_level.get()
-        )));
+        return Some(Reject::field("rev_level", u64::from(sb.s_rev_level.get())));
     }
     let lb = sb.s_log_block_size.get();
     let lc = sb.s_log_cluster_size.get();
@@ -362,6 +361,237 @@ pub fn apply_fix(sb: &mut RawSuperblock, p: P, ctx: &ProblemCtx) {
             sb.s_journal_uuid[..8].copy_from_slice(&ctx.num.to_le_bytes());
             sb.s_journal_uuid[8..].copy_from_slice(&ctx.num2.to_le_bytes());
         }
+        _ => {}
+    }
+}
+
+/// One superblock field pass 0 set from the rest of the superblock, when no copy could be
+/// used: its name (as `set_field` takes it), the value it had and the value it is given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rebuilt {
+    pub field: &'static str,
+    pub was: u64,
+    pub now: u64,
+}
+
+/// Most fields one superblock may have set from the others.
+const MAX_REBUILT: usize = 8;
+
+/// The primary superblock with the fields that break the opening rules set from what the
+/// rest of it (and the device's size) says, when no backup can be used: e2fsck's open
+/// "despite errors" sets the inode count from the groups; beyond it, each value here follows
+/// from fields that agree with each other (an inode count that divides into the groups gives
+/// the inodes per group, `s_clusters_per_group` gives the blocks per group without bigalloc,
+/// the block size gives the first data block...). `None` when a field has no such value.
+/// The caller still checks the descriptors against the result.
+pub fn rebuild_fields(
+    sb: &RawSuperblock,
+    dev_blocks: u64,
+) -> Option<(RawSuperblock, Vec<Rebuilt>)> {
+    let mut fixed = sb.clone();
+    let mut done: Vec<Rebuilt> = Vec::new();
+    for _ in 0..MAX_REBUILT {
+        let next = match Geometry::new(&fixed) {
+            Ok(geo) => match csum_type_fix(&fixed).or_else(|| rule_fix(&fixed, &geo)) {
+                Some(f) => f,
+                None => return (!done.is_empty()).then_some((fixed, done)),
+            },
+            Err(e) => geometry_fix(&fixed, &e, dev_blocks)?,
+        };
+        // A field set twice is a loop between two rules: give up.
+        if done.iter().any(|d| d.field == next.field) {
+            return None;
+        }
+        set_field(&mut fixed, next.field, next.now);
+        done.push(next);
+    }
+    None
+}
+
+fn rebuilt(field: &'static str, was: impl Into<u64>, now: impl Into<u64>) -> Option<Rebuilt> {
+    Some(Rebuilt {
+        field,
+        was: was.into(),
+        now: now.into(),
+    })
+}
+
+/// The checksum type: crc32c is the only one there is.
+fn csum_type_fix(sb: &RawSuperblock) -> Option<Rebuilt> {
+    if sb.has_metadata_csum() && sb.s_checksum_type != CHECKSUM_TYPE_CRC32C {
+        rebuilt("s_checksum_type", sb.s_checksum_type, CHECKSUM_TYPE_CRC32C)
+    } else {
+        None
+    }
+}
+
+/// The value a field `Geometry::new` refused follows from the others, if it does.
+fn geometry_fix(sb: &RawSuperblock, e: &GeometryError, dev_blocks: u64) -> Option<Rebuilt> {
+    let bigalloc = sb.ro_compat().has(RoCompat::BIGALLOC);
+    let lb = sb.s_log_block_size.get();
+    let bs = 1024u64.checked_shl(lb)?;
+    let fdb = u64::from(sb.s_first_data_block.get());
+    let bpg = u64::from(sb.s_blocks_per_group.get());
+    let ipg = u64::from(sb.s_inodes_per_group.get());
+    let inodes = u64::from(sb.s_inodes_count.get());
+    let groups_of = |blocks: u64| blocks.checked_sub(fdb).map(|n| n.div_ceil(bpg.max(1)));
+    match *e {
+        GeometryError::BadBlocksPerGroup(_) if !bigalloc => {
+            let cpg = u64::from(sb.s_clusters_per_group.get());
+            let ok = (8..=(8 * bs).min(MAX_PER_GROUP)).contains(&cpg) && cpg % 8 == 0;
+            (ok && cpg != bpg).then_some(())?;
+            rebuilt("s_blocks_per_group", bpg, cpg)
+        }
+        GeometryError::BadInodesPerGroup(_) => {
+            let groups = groups_of(sb.blocks_count()).filter(|&g| g > 0)?;
+            (inodes % groups == 0).then_some(())?;
+            rebuilt("s_inodes_per_group", ipg, inodes / groups)
+        }
+        GeometryError::BadFirstDataBlock(v) => {
+            let want = u64::from(lb == 0 && !bigalloc);
+            rebuilt("s_first_data_block", v, want)
+        }
+        GeometryError::BadBlocksCount(_) | GeometryError::BadInodesCount(..) => {
+            count_fix(sb, dev_blocks)
+        }
+        // (A bad descriptor size stays fatal, as e2fsck's own tests want it.)
+        GeometryError::BadFirstIno(v) => {
+            rebuilt("s_first_ino", v, ffsck_format::ino::GOOD_OLD_FIRST)
+        }
+        _ => None,
+    }
+}
+
+/// The inode count disagrees with the groups (or the block count is out of range): which of
+/// the fields it depends on is the damaged one? The alternatives, each making the inode count
+/// agree with the groups: the block count the device's size gives, the blocks per group
+/// `s_clusters_per_group` gives (without bigalloc), the inodes per group the inode count
+/// gives, and (e2fsck's choice) the inode count the groups give. A checksum that one of them
+/// makes good names it; otherwise the first that holds, except that inodes per group that
+/// do not fill whole inode-table blocks (mke2fs always fills them) are taken as the damaged
+/// field before the inode count.
+fn count_fix(sb: &RawSuperblock, dev_blocks: u64) -> Option<Rebuilt> {
+    let bigalloc = sb.ro_compat().has(RoCompat::BIGALLOC);
+    let bs = 1024u64.checked_shl(sb.s_log_block_size.get())?;
+    let fdb = u64::from(sb.s_first_data_block.get());
+    let bpg = u64::from(sb.s_blocks_per_group.get());
+    let cpg = u64::from(sb.s_clusters_per_group.get());
+    let ipg = u64::from(sb.s_inodes_per_group.get());
+    let inodes = u64::from(sb.s_inodes_count.get());
+    let blocks = sb.blocks_count();
+    let isz = if sb.s_rev_level.get() == 0 {
+        128
+    } else {
+        u64::from(sb.s_inode_size.get())
+    };
+    let groups = |blocks: u64, bpg: u64| {
+        blocks
+            .checked_sub(fdb)
+            .filter(|&n| n > 0 && bpg > 0)
+            .map(|n| n.div_ceil(bpg))
+    };
+    let mut alts: Vec<Rebuilt> = Vec::new();
+    if dev_blocks != blocks && groups(dev_blocks, bpg).is_some_and(|g| g * ipg == inodes) {
+        alts.extend(rebuilt("s_blocks_count", blocks, dev_blocks));
+    }
+    let cpg_ok = !bigalloc && cpg != bpg && cpg % 8 == 0 && (8..=8 * bs).contains(&cpg);
+    if cpg_ok && groups(blocks, cpg).is_some_and(|g| g * ipg == inodes) {
+        alts.extend(rebuilt("s_blocks_per_group", bpg, cpg));
+    }
+    let whole = |ipg: u64| (ipg * isz) % bs == 0;
+    let by_count = groups(blocks, bpg)
+        .filter(|&g| inodes % g == 0)
+        .map(|g| inodes / g)
+        .filter(|&v| v != ipg && v > 0 && v % 8 == 0 && whole(v));
+    let count = groups(blocks, bpg)
+        .and_then(|g| u32::try_from(g.checked_mul(ipg)?).ok())
+        .filter(|&c| u64::from(c) != inodes);
+    let ipg_first = !whole(ipg) || count.is_none();
+    if let Some(v) = by_count.filter(|_| ipg_first) {
+        alts.extend(rebuilt("s_inodes_per_group", ipg, v));
+    }
+    alts.extend(count.and_then(|c| rebuilt("s_inodes_count", inodes, c)));
+    if let Some(v) = by_count.filter(|_| !ipg_first) {
+        alts.extend(rebuilt("s_inodes_per_group", ipg, v));
+    }
+    // With metadata_csum, the value that makes the checksum good is the one it had.
+    if sb.has_metadata_csum() && !sb.checksum_ok() {
+        let good = alts.iter().position(|a| {
+            let mut t = sb.clone();
+            set_field(&mut t, a.field, a.now);
+            t.checksum_ok()
+        });
+        if let Some(i) = good {
+            return Some(alts.swap_remove(i));
+        }
+    }
+    alts.into_iter().next()
+}
+
+/// The value a field `field_reject` refuses follows from the others, if it does.
+fn rule_fix(sb: &RawSuperblock, geo: &Geometry) -> Option<Rebuilt> {
+    field_reject(sb, geo)?;
+    let bigalloc = sb.ro_compat().has(RoCompat::BIGALLOC);
+    let lb = sb.s_log_block_size.get();
+    let lc = sb.s_log_cluster_size.get();
+    if sb.s_rev_level.get() > 1 {
+        return rebuilt("s_rev_level", sb.s_rev_level.get(), 1u32);
+    }
+    if !bigalloc && lc != lb {
+        return rebuilt("s_log_cluster_size", lc, lb);
+    }
+    if sb.s_log_groups_per_flex > 31 {
+        // Without flex_bg it means nothing; with it, mke2fs's 16 groups (it only steers
+        // allocation).
+        let want = if sb.incompat().has(Incompat::FLEX_BG) {
+            4u8
+        } else {
+            0
+        };
+        return rebuilt("s_log_groups_per_flex", sb.s_log_groups_per_flex, want);
+    }
+    let bpg = sb.s_blocks_per_group.get();
+    let cpg = sb.s_clusters_per_group.get();
+    if !bigalloc && cpg != bpg {
+        return rebuilt("s_clusters_per_group", cpg, bpg);
+    }
+    let r = sb.r_blocks_count();
+    if r > geo.blocks_count / 2 {
+        // What mke2fs reserves by default (5%).
+        return rebuilt("s_r_blocks_count", r, geo.blocks_count / 20);
+    }
+    let want_fdb = u64::from(lb == 0 && geo.cluster_ratio == 1);
+    if geo.first_data_block != want_fdb {
+        return rebuilt("s_first_data_block", geo.first_data_block, want_fdb);
+    }
+    None
+}
+
+/// Set one of the fields `rebuild_fields` names (others are left alone).
+pub fn set_field(sb: &mut RawSuperblock, field: &str, v: u64) {
+    match field {
+        "s_inodes_count" => sb.s_inodes_count.set(v as u32),
+        "s_blocks_count" => {
+            sb.s_blocks_count_lo.set(v as u32);
+            if sb.is_64bit() {
+                sb.s_blocks_count_hi.set((v >> 32) as u32);
+            }
+        }
+        "s_r_blocks_count" => {
+            sb.s_r_blocks_count_lo.set(v as u32);
+            if sb.is_64bit() {
+                sb.s_r_blocks_count_hi.set((v >> 32) as u32);
+            }
+        }
+        "s_first_data_block" => sb.s_first_data_block.set(v as u32),
+        "s_log_cluster_size" => sb.s_log_cluster_size.set(v as u32),
+        "s_blocks_per_group" => sb.s_blocks_per_group.set(v as u32),
+        "s_clusters_per_group" => sb.s_clusters_per_group.set(v as u32),
+        "s_inodes_per_group" => sb.s_inodes_per_group.set(v as u32),
+        "s_first_ino" => sb.s_first_ino.set(v as u32),
+        "s_rev_level" => sb.s_rev_level.set(v as u32),
+        "s_log_groups_per_flex" => sb.s_log_groups_per_flex = v as u8,
+        "s_checksum_type" => sb.s_checksum_type = v as u8,
         _ => {}
     }
 }
