@@ -458,16 +458,52 @@ fn despite_errors(
     sb: Option<&RawSuperblock>,
 ) -> Option<(Candidate, Vec<crate::superblock::Rebuilt>)> {
     let sb = sb?;
-    let dev_blocks = dev.size() >> (10 + sb.s_log_block_size.get().min(16));
-    let (mut fixed, fields) = crate::superblock::rebuild_fields(sb, dev_blocks)?;
     let csum_was_ok = crate::superblock::csum_reject(sb).is_none();
-    if csum_was_ok {
-        fixed.update_checksum();
+    // The block size as it stands first, then the ones that may have been damaged.
+    let seeds = std::iter::once(None).chain(
+        crate::superblock::block_size_seeds(sb)
+            .into_iter()
+            .map(Some),
+    );
+    seeds.into_iter().find_map(|seed| {
+        let log = seed
+            .as_ref()
+            .map_or(sb.s_log_block_size.get(), |r| r.now as u32);
+        let dev_blocks = dev.size() >> (10 + log.min(16));
+        let (mut fixed, fields) = crate::superblock::rebuild_fields(sb, dev_blocks, seed)?;
+        if csum_was_ok {
+            fixed.update_checksum();
+        }
+        let strict = csum_was_ok || fixed.checksum_ok();
+        let c = candidate(dev, fixed, 0, strict).ok()?;
+        let count_only = fields.iter().all(|r| r.field == "s_inodes_count");
+        (count_only || (c.descs_ok && root_is_a_directory(dev, &c))).then_some((c, fields))
+    })
+}
+
+/// The root inode, read where `c`'s layout puts it, is a directory with links: the check a
+/// superblock whose fields were set from the others must pass before it is used (a wrong
+/// block size or group size puts the inode table elsewhere).
+fn root_is_a_directory(dev: &dyn Device, c: &Candidate) -> bool {
+    let Some(gd) = c.gds.first() else {
+        return false;
+    };
+    let bs = u64::from(c.geo.block_size);
+    let isz = u64::from(c.geo.inode_size);
+    let Some(off) = gd
+        .inode_table()
+        .checked_mul(bs)
+        .and_then(|o| o.checked_add(isz * u64::from(ffsck_format::ino::ROOT - 1)))
+    else {
+        return false;
+    };
+    let mut raw = [0u8; 28];
+    if dev.read_at(&mut raw, off).is_err() {
+        return false;
     }
-    let strict = csum_was_ok || fixed.checksum_ok();
-    let c = candidate(dev, fixed, 0, strict).ok()?;
-    let count_only = fields.iter().all(|r| r.field == "s_inodes_count");
-    (c.descs_ok || count_only).then_some((c, fields))
+    let mode = u16::from_le_bytes([raw[0], raw[1]]);
+    let links = u16::from_le_bytes([raw[26], raw[27]]);
+    mode & 0o170000 == ffsck_format::inode::mode::S_IFDIR && links >= 2
 }
 
 /// Refuse what ffsck does not check (unknown incompatible or read-only-compatible features,

@@ -387,9 +387,14 @@ const MAX_REBUILT: usize = 8;
 pub fn rebuild_fields(
     sb: &RawSuperblock,
     dev_blocks: u64,
+    seed: Option<Rebuilt>,
 ) -> Option<(RawSuperblock, Vec<Rebuilt>)> {
     let mut fixed = sb.clone();
     let mut done: Vec<Rebuilt> = Vec::new();
+    if let Some(r) = seed {
+        set_field(&mut fixed, r.field, r.now);
+        done.push(r);
+    }
     for _ in 0..MAX_REBUILT {
         let next = match Geometry::new(&fixed) {
             Ok(geo) => match csum_type_fix(&fixed).or_else(|| rule_fix(&fixed, &geo)) {
@@ -567,6 +572,28 @@ fn rule_fix(sb: &RawSuperblock, geo: &Geometry) -> Option<Rebuilt> {
     None
 }
 
+/// The block sizes (as `s_log_block_size`) to try before the one the superblock names, when
+/// it may be the damaged field: without bigalloc the cluster size repeats it; with
+/// metadata_csum a size that makes a stale checksum good is the one it had.
+pub fn block_size_seeds(sb: &RawSuperblock) -> Vec<Rebuilt> {
+    let lb = sb.s_log_block_size.get();
+    let lc = sb.s_log_cluster_size.get();
+    let mut out = Vec::new();
+    if sb.has_metadata_csum() && !sb.checksum_ok() {
+        for l in (0..=6u32).filter(|&l| l != lb) {
+            let mut t = sb.clone();
+            t.s_log_block_size.set(l);
+            if t.checksum_ok() {
+                out.extend(rebuilt("s_log_block_size", lb, l));
+            }
+        }
+    }
+    if !sb.ro_compat().has(RoCompat::BIGALLOC) && lc != lb && lc <= 6 {
+        out.extend(rebuilt("s_log_block_size", lb, lc));
+    }
+    out
+}
+
 /// Set one of the fields `rebuild_fields` names (others are left alone).
 pub fn set_field(sb: &mut RawSuperblock, field: &str, v: u64) {
     match field {
@@ -585,6 +612,7 @@ pub fn set_field(sb: &mut RawSuperblock, field: &str, v: u64) {
         }
         "s_first_data_block" => sb.s_first_data_block.set(v as u32),
         "s_log_cluster_size" => sb.s_log_cluster_size.set(v as u32),
+        "s_log_block_size" => sb.s_log_block_size.set(v as u32),
         "s_blocks_per_group" => sb.s_blocks_per_group.set(v as u32),
         "s_clusters_per_group" => sb.s_clusters_per_group.set(v as u32),
         "s_inodes_per_group" => sb.s_inodes_per_group.set(v as u32),
