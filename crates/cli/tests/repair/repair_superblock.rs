@@ -330,6 +330,7 @@ fn a_superblock_without_backups_is_rebuilt_from_its_other_fields() {
         (33, 0x10, "Blocks per group:", "s_blocks_per_group is"),
         (86, 0x10, "First inode:", "s_first_ino is"),
         (76, 0x04, "Filesystem revision #:", "s_rev_level is"),
+        (24, 0x02, "Block size:", "s_log_block_size is"),
     ];
     for &(off, xor, line, says) in cases {
         for mkfs in [
