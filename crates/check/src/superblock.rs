@@ -1,6 +1,6 @@
 //! The superblock rules a copy must pass to be used (those of libext2fs's open and e2fsck's
-//! superblock check), and the comparison of the primary's feature and journal fields with the
-//! backup superblocks.
+//! superblock check), the comparison of the primary's feature, journal and revision fields with
+//! the backup superblocks, and the rebuilding of fields from the others when no copy can be used.
 //!
 //! A primary that breaks a rule is not used: pass 0 reads a backup instead (and a repair
 //! writes that backup over the primary). A primary whose features or journal fields differ,
@@ -230,6 +230,7 @@ fn same_fields(a: &RawSuperblock, b: &RawSuperblock) -> bool {
         && a.compat().unknown() == b.compat().unknown()
         && a.s_journal_inum.get() == b.s_journal_inum.get()
         && a.s_journal_uuid == b.s_journal_uuid
+        && a.s_rev_level.get() == b.s_rev_level.get()
 }
 
 fn uuid_text(u: &[u8; 16]) -> String {
@@ -316,6 +317,18 @@ pub fn compare_with_backups(
         sb.s_journal_uuid = b.s_journal_uuid;
         changed = true;
     }
+    // The revision level decides the inode size and the first inode: a primary whose level
+    // differs from every backup's would read every inode at the wrong size.
+    if sb.s_rev_level.get() != b.s_rev_level.get() {
+        let ctx = ProblemCtx {
+            num: u64::from(b.s_rev_level.get()),
+            num2: u64::from(sb.s_rev_level.get()),
+            ..Default::default()
+        };
+        out.report(policy, P::P0_SB_REV_LEVEL_BACKUP, ctx);
+        sb.s_rev_level.set(b.s_rev_level.get());
+        changed = true;
+    }
     if changed {
         sb.update_checksum();
     }
@@ -348,6 +361,7 @@ pub fn from_backups(p: P) -> bool {
             | P::P0_SB_COMPAT_BACKUP
             | P::P0_SB_JOURNAL_INUM_BACKUP
             | P::P0_SB_JOURNAL_UUID_BACKUP
+            | P::P0_SB_REV_LEVEL_BACKUP
     )
 }
 
@@ -357,6 +371,7 @@ pub fn apply_fix(sb: &mut RawSuperblock, p: P, ctx: &ProblemCtx) {
         P::P0_SB_INCOMPAT_BACKUP => sb.s_feature_incompat.set(ctx.num as u32),
         P::P0_SB_COMPAT_BACKUP => sb.s_feature_compat.set(ctx.num as u32),
         P::P0_SB_JOURNAL_INUM_BACKUP => sb.s_journal_inum.set(ctx.num as u32),
+        P::P0_SB_REV_LEVEL_BACKUP => sb.s_rev_level.set(ctx.num as u32),
         P::P0_SB_JOURNAL_UUID_BACKUP => {
             sb.s_journal_uuid[..8].copy_from_slice(&ctx.num.to_le_bytes());
             sb.s_journal_uuid[8..].copy_from_slice(&ctx.num2.to_le_bytes());
