@@ -458,13 +458,13 @@ fn geometry_fix(sb: &RawSuperblock, e: &GeometryError, dev_blocks: u64) -> Optio
     match *e {
         GeometryError::BadBlocksPerGroup(_) if !bigalloc => {
             let cpg = u64::from(sb.s_clusters_per_group.get());
-            let ok = (8..=(8 * bs).min(MAX_PER_GROUP)).contains(&cpg) && cpg % 8 == 0;
+            let ok = (8..=(8 * bs).min(MAX_PER_GROUP)).contains(&cpg) && cpg.is_multiple_of(8);
             (ok && cpg != bpg).then_some(())?;
             rebuilt("s_blocks_per_group", bpg, cpg)
         }
         GeometryError::BadInodesPerGroup(_) => {
             let groups = groups_of(sb.blocks_count()).filter(|&g| g > 0)?;
-            (inodes % groups == 0).then_some(())?;
+            (inodes.is_multiple_of(groups)).then_some(())?;
             rebuilt("s_inodes_per_group", ipg, inodes / groups)
         }
         GeometryError::BadFirstDataBlock(v) => {
@@ -514,15 +514,15 @@ fn count_fix(sb: &RawSuperblock, dev_blocks: u64) -> Option<Rebuilt> {
     if dev_blocks != blocks && groups(dev_blocks, bpg).is_some_and(|g| g * ipg == inodes) {
         alts.extend(rebuilt("s_blocks_count", blocks, dev_blocks));
     }
-    let cpg_ok = !bigalloc && cpg != bpg && cpg % 8 == 0 && (8..=8 * bs).contains(&cpg);
+    let cpg_ok = !bigalloc && cpg != bpg && cpg.is_multiple_of(8) && (8..=8 * bs).contains(&cpg);
     if cpg_ok && groups(blocks, cpg).is_some_and(|g| g * ipg == inodes) {
         alts.extend(rebuilt("s_blocks_per_group", bpg, cpg));
     }
-    let whole = |ipg: u64| (ipg * isz) % bs == 0;
+    let whole = |ipg: u64| (ipg * isz).is_multiple_of(bs);
     let by_count = groups(blocks, bpg)
-        .filter(|&g| inodes % g == 0)
+        .filter(|&g| inodes.is_multiple_of(g))
         .map(|g| inodes / g)
-        .filter(|&v| v != ipg && v > 0 && v % 8 == 0 && whole(v));
+        .filter(|&v| v != ipg && v > 0 && v.is_multiple_of(8) && whole(v));
     let count = groups(blocks, bpg)
         .and_then(|g| u32::try_from(g.checked_mul(ipg)?).ok())
         .filter(|&c| u64::from(c) != inodes);
