@@ -361,12 +361,18 @@ fn a_superblock_without_backups_is_rebuilt_from_its_other_fields() {
     }
 }
 
-/// A revision level too high in a primary that has backups: e2fsck stops there; ffsck takes
-/// the backup, which under -n leaves the uncorrected exit bit, and -y writes it back.
+/// A revision level too high in a primary whose backups agree on theirs: e2fsck stops there;
+/// ffsck takes the backups' level, which under -n leaves the uncorrected exit bit, and -y
+/// writes it.
 #[test]
 fn a_revision_too_high_is_corruption() {
     let Some(t) = common::tools() else { return };
     let img = common::mkfs(&t, "ext4", &["-b", "1024", "-O", "^metadata_csum"], "16M");
     common::patch(&img.path, 1024 + 76, &9u32.to_le_bytes());
-    assert_found_and_repaired(&t, &img, "rev_level 9", "rev_level = 9");
+    assert_found_and_repaired(
+        &t,
+        &img,
+        "rev_level 9",
+        "revision level (9) differs from that of every backup superblock (1)",
+    );
 }
