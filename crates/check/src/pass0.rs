@@ -411,6 +411,27 @@ fn choose(
                         None => return Err(OpenFailure::Corrupt(e.why)),
                     }
                 }
+                (None, Err(e)) if despite_errors(dev, primary_sb.as_ref()).is_some() => {
+                    let Some((c, fields)) = despite_errors(dev, primary_sb.as_ref()) else {
+                        return Err(OpenFailure::Corrupt(e.why));
+                    };
+                    // Answered no, the check goes on with the values they should have (exit 4).
+                    for r in fields {
+                        let ctx = ProblemCtx {
+                            str: Some(r.field.into()),
+                            num: r.was,
+                            num2: r.now,
+                            ..Default::default()
+                        };
+                        let p = if r.field == "s_inodes_count" {
+                            P::P0_INODE_COUNT_WRONG
+                        } else {
+                            P::P0_SB_FIELD_REBUILT
+                        };
+                        out.report(policy, p, ctx);
+                    }
+                    c
+                }
                 (None, Err(e)) => {
                     let why = match e.problem {
                         P::P0_OPEN_FAILED | P::P0_SB_CSUM_BACKUP => e.why,
@@ -425,6 +446,65 @@ fn choose(
         f.ctx.blk = chosen.sb_block;
     }
     Ok(chosen)
+}
+
+/// The primary as e2fsck takes it when no copy opens (libext2fs told to ignore superblock
+/// errors, then its superblock check sets the inode count from the groups), and beyond it
+/// with every field the rest of the superblock gives a value (`rebuild_fields`). Taken when
+/// the result passes every rule (its checksum too, unless the primary's was already wrong:
+/// that is then a finding of its own) and its descriptors check (unless only the inode count
+/// changed, which e2fsck takes as it stands). The copy and the fields set.
+fn despite_errors(
+    dev: &dyn Device,
+    sb: Option<&RawSuperblock>,
+) -> Option<(Candidate, Vec<crate::superblock::Rebuilt>)> {
+    let sb = sb?;
+    let csum_was_ok = crate::superblock::csum_reject(sb).is_none();
+    // The block size as it stands first, then the ones that may have been damaged.
+    let seeds = std::iter::once(None).chain(
+        crate::superblock::block_size_seeds(sb)
+            .into_iter()
+            .map(Some),
+    );
+    seeds.into_iter().find_map(|seed| {
+        let log = seed
+            .as_ref()
+            .map_or(sb.s_log_block_size.get(), |r| r.now as u32);
+        let dev_blocks = dev.size() >> (10 + log.min(16));
+        let (mut fixed, fields) = crate::superblock::rebuild_fields(sb, dev_blocks, seed)?;
+        if csum_was_ok {
+            fixed.update_checksum();
+        }
+        let strict = csum_was_ok || fixed.checksum_ok();
+        let c = candidate(dev, fixed, 0, strict).ok()?;
+        let count_only = fields.iter().all(|r| r.field == "s_inodes_count");
+        (count_only || (c.descs_ok && root_is_a_directory(dev, &c))).then_some((c, fields))
+    })
+}
+
+/// The root inode, read where `c`'s layout puts it, is a directory with links: the check a
+/// superblock whose fields were set from the others must pass before it is used (a wrong
+/// block size or group size puts the inode table elsewhere).
+fn root_is_a_directory(dev: &dyn Device, c: &Candidate) -> bool {
+    let Some(gd) = c.gds.first() else {
+        return false;
+    };
+    let bs = u64::from(c.geo.block_size);
+    let isz = u64::from(c.geo.inode_size);
+    let Some(off) = gd
+        .inode_table()
+        .checked_mul(bs)
+        .and_then(|o| o.checked_add(isz * u64::from(ffsck_format::ino::ROOT - 1)))
+    else {
+        return false;
+    };
+    let mut raw = [0u8; 28];
+    if dev.read_at(&mut raw, off).is_err() {
+        return false;
+    }
+    let mode = u16::from_le_bytes([raw[0], raw[1]]);
+    let links = u16::from_le_bytes([raw[26], raw[27]]);
+    mode & 0o170000 == ffsck_format::inode::mode::S_IFDIR && links >= 2
 }
 
 /// Refuse what ffsck does not check (unknown incompatible or read-only-compatible features,

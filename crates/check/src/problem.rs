@@ -385,12 +385,16 @@ catalogue! {
     P0_SB_COMPAT_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock's compatible features ({str}) differ from those of every backup superblock ({name}).";
     P0_SB_JOURNAL_INUM_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock names journal inode {ino}, every backup superblock inode {ino2}.";
     P0_SB_JOURNAL_UUID_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock's journal UUID ({str}) differs from that of every backup superblock ({name}).";
+    P0_SB_REV_LEVEL_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock's revision level ({num2}) differs from that of every backup superblock ({num}).";
     P0_JOURNAL_RECOVERING = -, None, INFO, -, 0, "Recovering journal: {str}.";
     P0_JNL_TXN_CORRUPT = 0x00003A, None, 0, -, 0, "Journal transaction {num} was corrupt, replay was aborted.";
     P0_JOURNAL_CHECKSUM_ERROR = -, None, 0, -, 0, "Journal checksum error found: {str}.";
     P0_JOURNAL_CORRUPTED = -, None, 0, -, 0, "Journal corrupted: {str}.";
     P0_JOURNAL_FC_NOT_REPLAYED = -, None, INFO, -, 0, "The journal holds fast commits for transaction {num}, after the last full commit; they were not replayed, so their changes are missing from this check.";
-    P0_INODE_COUNT_WRONG = 0x00000D, Fix, 0, -, 0, "Inode count in the superblock is {num}, should be {num2}.\n";
+    P0_INODE_COUNT_WRONG = 0x00000D, Fix, SB_ERROR, Superblock, 0, "Inode count in the superblock is {num}, should be {num2}.\n";
+    // e2fsck has no code for this: it stops at a superblock no copy of which opens. ffsck sets
+    // a field that the rest of the superblock gives a value to (see superblock::rebuild_fields).
+    P0_SB_FIELD_REBUILT = -, Fix, SB_ERROR, Superblock, 0, "The superblock's {str} is {num}, should be {num2} (no backup superblock could be used).";
 
     // ---- Pass 1: inodes, blocks and sizes ----
     // Answered yes, pass 1 leaves the inode unused and the root's recreation in the same round

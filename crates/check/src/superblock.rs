@@ -1,6 +1,6 @@
 //! The superblock rules a copy must pass to be used (those of libext2fs's open and e2fsck's
-//! superblock check), and the comparison of the primary's feature and journal fields with the
-//! backup superblocks.
+//! superblock check), the comparison of the primary's feature, journal and revision fields with
+//! the backup superblocks, and the rebuilding of fields from the others when no copy can be used.
 //!
 //! A primary that breaks a rule is not used: pass 0 reads a backup instead (and a repair
 //! writes that backup over the primary). A primary whose features or journal fields differ,
@@ -116,11 +116,10 @@ pub fn csum_reject(sb: &RawSuperblock) -> Option<Reject> {
 
 /// Every rule but the checksum's.
 pub fn field_reject(sb: &RawSuperblock, geo: &Geometry) -> Option<Reject> {
+    // e2fsck stops at a revision too high (it tries no backup): a copy that has one is
+    // corruption, which leaves the uncorrected bit even when a backup is used.
     if sb.s_rev_level.get() > 1 {
-        return Some(Reject::open(format!(
-            "revision level {} is too high",
-            sb.s_rev_level.get()
-        )));
+        return Some(Reject::field("rev_level", u64::from(sb.s_rev_level.get())));
     }
     let lb = sb.s_log_block_size.get();
     let lc = sb.s_log_cluster_size.get();
@@ -231,6 +230,7 @@ fn same_fields(a: &RawSuperblock, b: &RawSuperblock) -> bool {
         && a.compat().unknown() == b.compat().unknown()
         && a.s_journal_inum.get() == b.s_journal_inum.get()
         && a.s_journal_uuid == b.s_journal_uuid
+        && a.s_rev_level.get() == b.s_rev_level.get()
 }
 
 fn uuid_text(u: &[u8; 16]) -> String {
@@ -317,6 +317,18 @@ pub fn compare_with_backups(
         sb.s_journal_uuid = b.s_journal_uuid;
         changed = true;
     }
+    // The revision level decides the inode size and the first inode: a primary whose level
+    // differs from every backup's would read every inode at the wrong size.
+    if sb.s_rev_level.get() != b.s_rev_level.get() {
+        let ctx = ProblemCtx {
+            num: u64::from(b.s_rev_level.get()),
+            num2: u64::from(sb.s_rev_level.get()),
+            ..Default::default()
+        };
+        out.report(policy, P::P0_SB_REV_LEVEL_BACKUP, ctx);
+        sb.s_rev_level.set(b.s_rev_level.get());
+        changed = true;
+    }
     if changed {
         sb.update_checksum();
     }
@@ -349,6 +361,7 @@ pub fn from_backups(p: P) -> bool {
             | P::P0_SB_COMPAT_BACKUP
             | P::P0_SB_JOURNAL_INUM_BACKUP
             | P::P0_SB_JOURNAL_UUID_BACKUP
+            | P::P0_SB_REV_LEVEL_BACKUP
     )
 }
 
@@ -358,10 +371,270 @@ pub fn apply_fix(sb: &mut RawSuperblock, p: P, ctx: &ProblemCtx) {
         P::P0_SB_INCOMPAT_BACKUP => sb.s_feature_incompat.set(ctx.num as u32),
         P::P0_SB_COMPAT_BACKUP => sb.s_feature_compat.set(ctx.num as u32),
         P::P0_SB_JOURNAL_INUM_BACKUP => sb.s_journal_inum.set(ctx.num as u32),
+        P::P0_SB_REV_LEVEL_BACKUP => sb.s_rev_level.set(ctx.num as u32),
         P::P0_SB_JOURNAL_UUID_BACKUP => {
             sb.s_journal_uuid[..8].copy_from_slice(&ctx.num.to_le_bytes());
             sb.s_journal_uuid[8..].copy_from_slice(&ctx.num2.to_le_bytes());
         }
+        _ => {}
+    }
+}
+
+/// One superblock field pass 0 set from the rest of the superblock, when no copy could be
+/// used: its name (as `set_field` takes it), the value it had and the value it is given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rebuilt {
+    pub field: &'static str,
+    pub was: u64,
+    pub now: u64,
+}
+
+/// Most fields one superblock may have set from the others.
+const MAX_REBUILT: usize = 8;
+
+/// The primary superblock with the fields that break the opening rules set from what the
+/// rest of it (and the device's size) says, when no backup can be used: e2fsck's open
+/// "despite errors" sets the inode count from the groups; beyond it, each value here follows
+/// from fields that agree with each other (an inode count that divides into the groups gives
+/// the inodes per group, `s_clusters_per_group` gives the blocks per group without bigalloc,
+/// the block size gives the first data block...). `None` when a field has no such value.
+/// The caller still checks the descriptors against the result.
+pub fn rebuild_fields(
+    sb: &RawSuperblock,
+    dev_blocks: u64,
+    seed: Option<Rebuilt>,
+) -> Option<(RawSuperblock, Vec<Rebuilt>)> {
+    let mut fixed = sb.clone();
+    let mut done: Vec<Rebuilt> = Vec::new();
+    if let Some(r) = seed {
+        set_field(&mut fixed, r.field, r.now);
+        done.push(r);
+    }
+    for _ in 0..MAX_REBUILT {
+        let next = match Geometry::new(&fixed) {
+            Ok(geo) => match csum_type_fix(&fixed).or_else(|| rule_fix(&fixed, &geo)) {
+                Some(f) => f,
+                None => return (!done.is_empty()).then_some((fixed, done)),
+            },
+            Err(e) => geometry_fix(&fixed, &e, dev_blocks)?,
+        };
+        // A field set twice is a loop between two rules: give up.
+        if done.iter().any(|d| d.field == next.field) {
+            return None;
+        }
+        set_field(&mut fixed, next.field, next.now);
+        done.push(next);
+    }
+    None
+}
+
+fn rebuilt(field: &'static str, was: impl Into<u64>, now: impl Into<u64>) -> Option<Rebuilt> {
+    Some(Rebuilt {
+        field,
+        was: was.into(),
+        now: now.into(),
+    })
+}
+
+/// The checksum type: crc32c is the only one there is.
+fn csum_type_fix(sb: &RawSuperblock) -> Option<Rebuilt> {
+    if sb.has_metadata_csum() && sb.s_checksum_type != CHECKSUM_TYPE_CRC32C {
+        rebuilt("s_checksum_type", sb.s_checksum_type, CHECKSUM_TYPE_CRC32C)
+    } else {
+        None
+    }
+}
+
+/// The value a field `Geometry::new` refused follows from the others, if it does.
+fn geometry_fix(sb: &RawSuperblock, e: &GeometryError, dev_blocks: u64) -> Option<Rebuilt> {
+    let bigalloc = sb.ro_compat().has(RoCompat::BIGALLOC);
+    let lb = sb.s_log_block_size.get();
+    let bs = 1024u64.checked_shl(lb)?;
+    let fdb = u64::from(sb.s_first_data_block.get());
+    let bpg = u64::from(sb.s_blocks_per_group.get());
+    let ipg = u64::from(sb.s_inodes_per_group.get());
+    let inodes = u64::from(sb.s_inodes_count.get());
+    let groups_of = |blocks: u64| blocks.checked_sub(fdb).map(|n| n.div_ceil(bpg.max(1)));
+    match *e {
+        GeometryError::BadBlocksPerGroup(_) if !bigalloc => {
+            let cpg = u64::from(sb.s_clusters_per_group.get());
+            let ok = (8..=(8 * bs).min(MAX_PER_GROUP)).contains(&cpg) && cpg.is_multiple_of(8);
+            (ok && cpg != bpg).then_some(())?;
+            rebuilt("s_blocks_per_group", bpg, cpg)
+        }
+        GeometryError::BadInodesPerGroup(_) => {
+            let groups = groups_of(sb.blocks_count()).filter(|&g| g > 0)?;
+            (inodes.is_multiple_of(groups)).then_some(())?;
+            rebuilt("s_inodes_per_group", ipg, inodes / groups)
+        }
+        GeometryError::BadFirstDataBlock(v) => {
+            let want = u64::from(lb == 0 && !bigalloc);
+            rebuilt("s_first_data_block", v, want)
+        }
+        GeometryError::BadBlocksCount(_) | GeometryError::BadInodesCount(..) => {
+            count_fix(sb, dev_blocks)
+        }
+        // (A bad descriptor size stays fatal, as e2fsck's own tests want it.)
+        GeometryError::BadFirstIno(v) => {
+            rebuilt("s_first_ino", v, ffsck_format::ino::GOOD_OLD_FIRST)
+        }
+        _ => None,
+    }
+}
+
+/// The inode count disagrees with the groups (or the block count is out of range): which of
+/// the fields it depends on is the damaged one? The alternatives, each making the inode count
+/// agree with the groups: the block count the device's size gives, the blocks per group
+/// `s_clusters_per_group` gives (without bigalloc), the inodes per group the inode count
+/// gives, and (e2fsck's choice) the inode count the groups give. A checksum that one of them
+/// makes good names it; otherwise the first that holds, except that inodes per group that
+/// do not fill whole inode-table blocks (mke2fs always fills them) are taken as the damaged
+/// field before the inode count.
+fn count_fix(sb: &RawSuperblock, dev_blocks: u64) -> Option<Rebuilt> {
+    let bigalloc = sb.ro_compat().has(RoCompat::BIGALLOC);
+    let bs = 1024u64.checked_shl(sb.s_log_block_size.get())?;
+    let fdb = u64::from(sb.s_first_data_block.get());
+    let bpg = u64::from(sb.s_blocks_per_group.get());
+    let cpg = u64::from(sb.s_clusters_per_group.get());
+    let ipg = u64::from(sb.s_inodes_per_group.get());
+    let inodes = u64::from(sb.s_inodes_count.get());
+    let blocks = sb.blocks_count();
+    let isz = if sb.s_rev_level.get() == 0 {
+        128
+    } else {
+        u64::from(sb.s_inode_size.get())
+    };
+    let groups = |blocks: u64, bpg: u64| {
+        blocks
+            .checked_sub(fdb)
+            .filter(|&n| n > 0 && bpg > 0)
+            .map(|n| n.div_ceil(bpg))
+    };
+    let mut alts: Vec<Rebuilt> = Vec::new();
+    if dev_blocks != blocks && groups(dev_blocks, bpg).is_some_and(|g| g * ipg == inodes) {
+        alts.extend(rebuilt("s_blocks_count", blocks, dev_blocks));
+    }
+    let cpg_ok = !bigalloc && cpg != bpg && cpg.is_multiple_of(8) && (8..=8 * bs).contains(&cpg);
+    if cpg_ok && groups(blocks, cpg).is_some_and(|g| g * ipg == inodes) {
+        alts.extend(rebuilt("s_blocks_per_group", bpg, cpg));
+    }
+    let whole = |ipg: u64| (ipg * isz).is_multiple_of(bs);
+    let by_count = groups(blocks, bpg)
+        .filter(|&g| inodes.is_multiple_of(g))
+        .map(|g| inodes / g)
+        .filter(|&v| v != ipg && v > 0 && v.is_multiple_of(8) && whole(v));
+    let count = groups(blocks, bpg)
+        .and_then(|g| u32::try_from(g.checked_mul(ipg)?).ok())
+        .filter(|&c| u64::from(c) != inodes);
+    let ipg_first = !whole(ipg) || count.is_none();
+    if let Some(v) = by_count.filter(|_| ipg_first) {
+        alts.extend(rebuilt("s_inodes_per_group", ipg, v));
+    }
+    alts.extend(count.and_then(|c| rebuilt("s_inodes_count", inodes, c)));
+    if let Some(v) = by_count.filter(|_| !ipg_first) {
+        alts.extend(rebuilt("s_inodes_per_group", ipg, v));
+    }
+    // With metadata_csum, the value that makes the checksum good is the one it had.
+    if sb.has_metadata_csum() && !sb.checksum_ok() {
+        let good = alts.iter().position(|a| {
+            let mut t = sb.clone();
+            set_field(&mut t, a.field, a.now);
+            t.checksum_ok()
+        });
+        if let Some(i) = good {
+            return Some(alts.swap_remove(i));
+        }
+    }
+    alts.into_iter().next()
+}
+
+/// The value a field `field_reject` refuses follows from the others, if it does.
+fn rule_fix(sb: &RawSuperblock, geo: &Geometry) -> Option<Rebuilt> {
+    field_reject(sb, geo)?;
+    let bigalloc = sb.ro_compat().has(RoCompat::BIGALLOC);
+    let lb = sb.s_log_block_size.get();
+    let lc = sb.s_log_cluster_size.get();
+    if sb.s_rev_level.get() > 1 {
+        return rebuilt("s_rev_level", sb.s_rev_level.get(), 1u32);
+    }
+    if !bigalloc && lc != lb {
+        return rebuilt("s_log_cluster_size", lc, lb);
+    }
+    if sb.s_log_groups_per_flex > 31 {
+        // Without flex_bg it means nothing; with it, mke2fs's 16 groups (it only steers
+        // allocation).
+        let want = if sb.incompat().has(Incompat::FLEX_BG) {
+            4u8
+        } else {
+            0
+        };
+        return rebuilt("s_log_groups_per_flex", sb.s_log_groups_per_flex, want);
+    }
+    let bpg = sb.s_blocks_per_group.get();
+    let cpg = sb.s_clusters_per_group.get();
+    if !bigalloc && cpg != bpg {
+        return rebuilt("s_clusters_per_group", cpg, bpg);
+    }
+    let r = sb.r_blocks_count();
+    if r > geo.blocks_count / 2 {
+        // What mke2fs reserves by default (5%).
+        return rebuilt("s_r_blocks_count", r, geo.blocks_count / 20);
+    }
+    let want_fdb = u64::from(lb == 0 && geo.cluster_ratio == 1);
+    if geo.first_data_block != want_fdb {
+        return rebuilt("s_first_data_block", geo.first_data_block, want_fdb);
+    }
+    None
+}
+
+/// The block sizes (as `s_log_block_size`) to try before the one the superblock names, when
+/// it may be the damaged field: without bigalloc the cluster size repeats it; with
+/// metadata_csum a size that makes a stale checksum good is the one it had.
+pub fn block_size_seeds(sb: &RawSuperblock) -> Vec<Rebuilt> {
+    let lb = sb.s_log_block_size.get();
+    let lc = sb.s_log_cluster_size.get();
+    let mut out = Vec::new();
+    if sb.has_metadata_csum() && !sb.checksum_ok() {
+        for l in (0..=6u32).filter(|&l| l != lb) {
+            let mut t = sb.clone();
+            t.s_log_block_size.set(l);
+            if t.checksum_ok() {
+                out.extend(rebuilt("s_log_block_size", lb, l));
+            }
+        }
+    }
+    if !sb.ro_compat().has(RoCompat::BIGALLOC) && lc != lb && lc <= 6 {
+        out.extend(rebuilt("s_log_block_size", lb, lc));
+    }
+    out
+}
+
+/// Set one of the fields `rebuild_fields` names (others are left alone).
+pub fn set_field(sb: &mut RawSuperblock, field: &str, v: u64) {
+    match field {
+        "s_inodes_count" => sb.s_inodes_count.set(v as u32),
+        "s_blocks_count" => {
+            sb.s_blocks_count_lo.set(v as u32);
+            if sb.is_64bit() {
+                sb.s_blocks_count_hi.set((v >> 32) as u32);
+            }
+        }
+        "s_r_blocks_count" => {
+            sb.s_r_blocks_count_lo.set(v as u32);
+            if sb.is_64bit() {
+                sb.s_r_blocks_count_hi.set((v >> 32) as u32);
+            }
+        }
+        "s_first_data_block" => sb.s_first_data_block.set(v as u32),
+        "s_log_cluster_size" => sb.s_log_cluster_size.set(v as u32),
+        "s_log_block_size" => sb.s_log_block_size.set(v as u32),
+        "s_blocks_per_group" => sb.s_blocks_per_group.set(v as u32),
+        "s_clusters_per_group" => sb.s_clusters_per_group.set(v as u32),
+        "s_inodes_per_group" => sb.s_inodes_per_group.set(v as u32),
+        "s_first_ino" => sb.s_first_ino.set(v as u32),
+        "s_rev_level" => sb.s_rev_level.set(v as u32),
+        "s_log_groups_per_flex" => sb.s_log_groups_per_flex = v as u8,
+        "s_checksum_type" => sb.s_checksum_type = v as u8,
         _ => {}
     }
 }

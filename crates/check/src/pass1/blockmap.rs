@@ -13,7 +13,7 @@ use crate::latch::Latches;
 use crate::problem::Problem as P;
 use crate::report::ProblemCtx;
 use ffsck_format::inode::{flags as iflags, FileType};
-use ffsck_format::{ino, Compat, Incompat};
+use ffsck_format::{ino, Incompat};
 
 /// What the mapping walk of one inode found.
 #[derive(Default)]
@@ -140,7 +140,9 @@ pub(super) fn check_blocks(
         // map (only the xattr block above counts).
     } else {
         let extents = (fl & iflags::EXTENTS != 0 || flag_set) && scan.extent_fs;
-        if extents || ino != ino::RESIZE || fs.sb.compat().has(Compat::RESIZE_INODE) {
+        // The resize inode is walked with or without its feature (as e2fsck does, unless it is
+        // cleared): its double-indirect block is in use until then.
+        {
             let mut walk = Walk::over(fs);
             if extents && fs.has_metadata_csum() {
                 let gen = inode.i_generation.get();

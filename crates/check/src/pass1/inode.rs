@@ -257,7 +257,6 @@ pub(super) fn check_reserved(
     link_slot: &mut u16,
     kind_slot: &mut u8,
 ) {
-    let fs = scan.fs;
     let ino = ic.ino;
     let inode = ic.inode;
     let mode = inode.mode();
@@ -334,9 +333,8 @@ pub(super) fn check_reserved(
     if bad {
         report(scan, out, ic, P::P1_RESERVED_BAD_MODE, ProblemCtx::ino(ino));
     }
-    if ino == ino::RESIZE && !fs.sb.compat().has(Compat::RESIZE_INODE) {
-        return;
-    }
+    // The resize inode's map is checked with or without its feature, as e2fsck does (unless
+    // pass 0 clears it): its double-indirect block is in use until then.
     let _ = check_blocks(scan, ic, out, FileType::Regular);
 }
 

@@ -111,7 +111,7 @@ pub(super) const FIXERS: &[Step] = &[
     }),
     step(Fixer::Resize, When::InOrder, |r| {
         if let Some(facts) = r.alloc.as_deref_mut() {
-            resize::apply(r.p0, r.dev, facts, r.fixes);
+            r.blocks_changed |= resize::apply(r.p0, r.dev, facts, r.fixes);
         }
     }),
     step(Fixer::Journal, When::InOrder, |r| {

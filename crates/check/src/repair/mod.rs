@@ -685,10 +685,6 @@ mod tests {
         (P::P0_JOURNAL_UNSUPP_INCOMPAT, "Abort?: as above"),
         (P::P0_JOURNAL_UNSUPP_VERSION, "Abort?: as above"),
         (
-            P::P0_INODE_COUNT_WRONG,
-            "never reported: no check finds it yet",
-        ),
-        (
             P::P1_ITABLE_CONFLICT,
             "an inode table overlapping another group's metadata is not moved",
         ),

@@ -35,8 +35,30 @@ pub fn apply_super(dev: &dyn Device, fixes: &[&Finding]) {
     });
 }
 
-/// Clear the resize inode, and rebuild it when it was invalid.
-pub fn apply(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, fixes: &[&Finding]) {
+/// Pass 1's findings in the resize inode's map (illegal blocks, illegal indirect blocks): its
+/// map is rebuilt whole, which leaves it as valid as a recreated one, where zeroing single
+/// pointers would leave a map that no longer lists every backup.
+fn map_damaged(fixes: &[&Finding]) -> bool {
+    fixes.iter().any(|f| {
+        f.ctx.ino == ino::RESIZE
+            && matches!(
+                f.problem,
+                P::P1_ILLEGAL_BLOCK_NUM | P::P1_INODE_BLOCK_LATCH | P::P1_TOO_MANY_BAD_BLOCKS
+            )
+    })
+}
+
+/// Clear the resize inode, and rebuild it when it was invalid or its map damaged. Returns
+/// whether blocks were taken or freed (the allocation is then rewritten).
+pub fn apply(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    facts: &mut AllocFacts,
+    fixes: &[&Finding],
+) -> bool {
+    if map_damaged(fixes) && p0.fs.sb.compat().has(Compat::RESIZE_INODE) {
+        return rebuild_damaged(p0, dev, facts);
+    }
     let clear = fixes.iter().any(|f| {
         matches!(
             f.problem,
@@ -44,7 +66,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, fixes: &
         )
     });
     if !clear {
-        return;
+        return false;
     }
     edit(p0, dev, ino::RESIZE, |i| {
         i.as_mut_bytes()[..BASE_INODE].fill(0)
@@ -53,11 +75,34 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, fixes: &
         .iter()
         .any(|f| f.problem == P::P0_RESIZE_INODE_INVALID)
     {
-        rebuild(p0, dev, facts);
+        return rebuild(p0, dev, facts, None);
     }
+    false
 }
 
-fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts) {
+/// Rebuild a resize inode whose map pass 1 found damaged. Its double-indirect block is kept
+/// when it lies in the file system outside the fixed metadata (pass 1 claimed it); otherwise a
+/// new one is taken.
+fn rebuild_damaged(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts) -> bool {
+    let geo = &p0.fs.geo;
+    let old = p0.fs.read_inode(ino::RESIZE).map_or(0, |b| {
+        u64::from(ffsck_format::RawInode::parse(&b).i_block[DIND].get())
+    });
+    let keep = (old >= geo.first_data_block
+        && old < geo.blocks_count
+        && old < facts.block_used.len()
+        && facts.block_used.get(old))
+    .then(|| crate::pass1::metadata_map(&p0.fs, &p0.groups))
+    .is_some_and(|meta| !meta.get(old));
+    edit(p0, dev, ino::RESIZE, |i| {
+        i.as_mut_bytes()[..BASE_INODE].fill(0)
+    });
+    rebuild(p0, dev, facts, keep.then_some(old))
+}
+
+/// Recreate the resize inode, with its double-indirect block at `dind` or, if none, in the
+/// first free block after group 0's tables. Returns whether a block was taken.
+fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, dind: Option<u64>) -> bool {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let bs = u64::from(geo.block_size);
@@ -77,9 +122,12 @@ fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts) {
         + u64::from(geo.inode_blocks_per_group);
     let limit = geo.blocks_count.min(facts.block_used.len());
     let free = |lo: u64, hi: u64| (lo..hi).find(|&b| !facts.block_used.get(b));
-    let Some(dind) = free(goal.min(limit), limit).or_else(|| free(geo.first_data_block, limit))
+    let taken = dind.is_none();
+    let Some(dind) = dind
+        .or_else(|| free(goal.min(limit), limit))
+        .or_else(|| free(geo.first_data_block, limit))
     else {
-        return;
+        return false;
     };
     facts.block_used.set(dind);
     let backups: Vec<u64> = (1..geo.group_count)
@@ -123,4 +171,5 @@ fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts) {
         i.i_ctime.set(now);
         i.i_mtime.set(now);
     });
+    taken
 }

@@ -15,10 +15,10 @@ const EXTRA_ISIZE: u16 = 32;
 /// Apply the superblock fixes among `fixes` to the primary superblock in `dev`; a time in the
 /// future is set back to `now` (the run's clock).
 pub fn apply(dev: &dyn Device, fixes: &[&Finding], now: u64) {
-    let mine: Vec<P> = fixes
+    let mine: Vec<&Finding> = fixes
         .iter()
-        .map(|f| f.problem)
-        .filter(|p| p.fixed_by(Fixer::Superblock))
+        .copied()
+        .filter(|f| f.problem.fixed_by(Fixer::Superblock))
         .collect();
     let from_backups: Vec<&Finding> = fixes
         .iter()
@@ -32,11 +32,18 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding], now: u64) {
         for f in &from_backups {
             crate::superblock::apply_fix(sb, f.problem, &f.ctx);
         }
-        for p in &mine {
-            match p {
+        for f in &mine {
+            match f.problem {
                 // (The checksum is recomputed on every write.)
                 P::P0_SB_CSUM_INVALID => {}
                 P::P0_NONZERO_RESERVED_GDT_BLOCKS => sb.s_reserved_gdt_blocks.set(0),
+                // Groups × inodes per group, as pass 0 computed it.
+                P::P0_INODE_COUNT_WRONG => sb.s_inodes_count.set(f.ctx.num2 as u32),
+                P::P0_SB_FIELD_REBUILT => crate::superblock::set_field(
+                    sb,
+                    f.ctx.str.as_deref().unwrap_or_default(),
+                    f.ctx.num2,
+                ),
                 P::P0_64BIT_WITHOUT_EXTENTS => sb
                     .s_feature_incompat
                     .set(sb.s_feature_incompat.get() | Incompat::EXTENTS),

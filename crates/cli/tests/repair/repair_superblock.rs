@@ -213,3 +213,166 @@ fn a_backup_superblock_is_read_as_e2fsck_reads_it() {
     let (code, out) = common::e2fsck_n(&t, &img.path);
     assert_eq!(code, 0, "{out}");
 }
+
+/// `ffsck -fn` reports `says` and exits 4; one `ffsck -fy` exits 1 and leaves a file system
+/// e2fsck and ffsck both find clean.
+fn assert_found_and_repaired(t: &Tools, img: &common::Image, what: &str, says: &str) {
+    let n = common::ffsck(&[std::ffi::OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(n.stdout.contains(says), "{what}: ffsck -fn\n{}", n.stdout);
+    assert_eq!(n.code(), 4, "{what}: ffsck -fn\n{}", n.stdout);
+    let run = common::ffsck(&[std::ffi::OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(
+        run.code(),
+        1,
+        "{what}: ffsck -fy\n{}{}",
+        run.stdout,
+        run.stderr
+    );
+    let (code, out) = common::e2fsck_n(t, &img.path);
+    assert_eq!(
+        code, 0,
+        "{what}: e2fsck -fn after the repair\n{out}\n{}",
+        run.stdout
+    );
+    let again = common::ffsck(&[std::ffi::OsStr::new("-fn"), img.path.as_os_str()]);
+    assert_eq!(
+        again.code(),
+        0,
+        "{what}: second ffsck -fn\n{}",
+        again.stdout
+    );
+}
+
+/// The resize inode's double-indirect block, from `debugfs stat <7>`.
+fn resize_dind(t: &Tools, img: &common::Image) -> u64 {
+    let stat = common::debugfs_r(t, &img.path, "stat <7>");
+    stat.split("(DIND):")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("test setup: no DIND block in\n{stat}"))
+}
+
+/// Illegal block numbers in the resize inode's map, where e2fsck's superblock check does not
+/// look (so pass 1 finds them): one `-fy` rebuilds the map, as e2fsck's one run clears them.
+#[test]
+fn a_damaged_resize_inode_map_is_rebuilt_in_one_run() {
+    let Some(t) = common::tools() else { return };
+    // The double-indirect pointer on a descriptor block (one group: no backup to compare).
+    let img = common::mkfs(&t, "ext4", &["-b", "4096", "-O", "^metadata_csum"], "16M");
+    common::debugfs_script(&t, &img, &["sif <7> block[DIND] 1"]);
+    assert_found_and_repaired(
+        &t,
+        &img,
+        "DIND on the descriptors",
+        "Inode 7 has illegal block(s)",
+    );
+    // An out-of-range indirect block in a double-indirect slot past the quarter of the
+    // reserved descriptor blocks e2fsck checks.
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "16M");
+    let dind = resize_dind(&t, &img);
+    let stats = common::debugfs_r(&t, &img.path, "stats");
+    let reserved: u64 = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("Reserved GDT blocks:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("test setup: reserved GDT blocks");
+    // Slots from the descriptor count on name reserved blocks; the last one is unchecked.
+    let slot = 1 + reserved - 1;
+    common::patch(
+        &img.path,
+        dind * 1024 + 4 * slot,
+        &0x0100_0000u32.to_le_bytes(),
+    );
+    let (e2, out) = common::e2fsck_n(&t, &img.path);
+    assert_ne!(e2, 0, "test setup: e2fsck must see the damage\n{out}");
+    assert_found_and_repaired(
+        &t,
+        &img,
+        "an illegal indirect block",
+        "Illegal indirect block",
+    );
+}
+
+/// Without the resize_inode feature the resize inode's blocks still count as in use until the
+/// inode is cleared, as e2fsck counts them: answered no, no bitmap difference follows.
+#[test]
+fn a_resize_inode_left_without_its_feature_keeps_its_blocks() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-O", "^metadata_csum"], "16M");
+    common::debugfs_script(&t, &img, &["feature -resize_inode"]);
+    let (e2, out) = common::e2fsck_n(&t, &img.path);
+    let n = common::ffsck(&[std::ffi::OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(
+        n.stdout.contains("the resize inode is non-zero"),
+        "{}",
+        n.stdout
+    );
+    assert!(
+        !n.stdout.contains("Block bitmap differences"),
+        "{}",
+        n.stdout
+    );
+    assert_eq!(n.code(), e2, "ffsck -fn\n{}\ne2fsck -fn\n{out}", n.stdout);
+}
+
+/// One-group file systems have no backup superblock: a field the rest of the superblock gives
+/// a value to is set from it (e2fsck sets only the inode count, and stops at the others). With
+/// metadata_csum the stale checksum names the damaged field. Each one `-fy` leaves a superblock
+/// e2fsck opens and finds clean, with the field as it was.
+#[test]
+fn a_superblock_without_backups_is_rebuilt_from_its_other_fields() {
+    let Some(t) = common::tools() else { return };
+    // (byte offset in the superblock, xor, `stats` line that must come back, report)
+    let cases: &[(u64, u8, &str, &str)] = &[
+        (41, 0x10, "Inodes per group:", "s_inodes_per_group is"),
+        (1, 0x10, "Inode count:", "Inode count in the superblock is"),
+        (33, 0x10, "Blocks per group:", "s_blocks_per_group is"),
+        (86, 0x10, "First inode:", "s_first_ino is"),
+        (76, 0x04, "Filesystem revision #:", "s_rev_level is"),
+        (24, 0x02, "Block size:", "s_log_block_size is"),
+    ];
+    for &(off, xor, line, says) in cases {
+        for mkfs in [
+            &["-b", "4096"][..],
+            &["-b", "4096", "-O", "^metadata_csum"][..],
+        ] {
+            let img = common::mkfs(&t, "ext4", mkfs, "16M");
+            let want = common::debugfs_r(&t, &img.path, "stats")
+                .lines()
+                .find(|l| l.starts_with(line))
+                .expect("test setup: stats line")
+                .to_owned();
+            let mut b = [0u8; 1];
+            let f = std::fs::read(&img.path).unwrap();
+            b[0] = f[1024 + off as usize] ^ xor;
+            common::patch(&img.path, 1024 + off, &b);
+            // (With metadata_csum the checksum is left stale: it names the field.)
+            let (e2, out) = common::e2fsck_n(&t, &img.path);
+            assert_ne!(e2, 0, "test setup: e2fsck must see the damage\n{out}");
+            let what = format!("{line} {mkfs:?}");
+            assert_found_and_repaired(&t, &img, &what, says);
+            let stats = common::debugfs_r(&t, &img.path, "stats");
+            assert!(
+                stats.contains(&want),
+                "{what}: {want} not restored\n{stats}"
+            );
+        }
+    }
+}
+
+/// A revision level too high in a primary whose backups agree on theirs: e2fsck stops there;
+/// ffsck takes the backups' level, which under -n leaves the uncorrected exit bit, and -y
+/// writes it.
+#[test]
+fn a_revision_too_high_is_corruption() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024", "-O", "^metadata_csum"], "16M");
+    common::patch(&img.path, 1024 + 76, &9u32.to_le_bytes());
+    assert_found_and_repaired(
+        &t,
+        &img,
+        "rev_level 9",
+        "revision level (9) differs from that of every backup superblock (1)",
+    );
+}
