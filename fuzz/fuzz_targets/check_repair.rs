@@ -1,0 +1,121 @@
+//! libFuzzer target: one input is one packed image (`ffsck_testfs::packed`, at most
+//! [`CAP`] bytes unpacked). On it the target runs a read-only check (`-n`), a repair (`-y`)
+//! into the copy-on-write overlay, and a read-only check of the repaired image. The input
+//! device refuses every write, so a check or repair that writes its input is a crash, as is a
+//! panic, an allocation larger than [`MAX_ALLOC`] (an allocation sized by an unchecked on-disk
+//! field), or an input that runs longer than libFuzzer's `-timeout` (an unbounded loop).
+//! `scripts/fuzz.sh` builds, seeds and runs it.
+#![no_main]
+
+use ffsck_check::repair::repair;
+use ffsck_check::{check, CheckOptions, Finding, Policy, Reporter};
+use ffsck_io::{Device, MemDevice};
+use libfuzzer_sys::fuzz_target;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Arc;
+
+/// The largest image an input unpacks to (the seeds are 128 KiB to 4 MiB).
+const CAP: usize = 4 << 20;
+/// The largest single allocation the check may make on an image of at most [`CAP`] bytes.
+const MAX_ALLOC: usize = 256 << 20;
+/// The clock of every run (2023-11-14), so runs are reproducible.
+const NOW: i64 = 1_700_000_000;
+
+/// The system allocator, aborting on one allocation above [`MAX_ALLOC`] (libFuzzer's
+/// `-malloc_limit_mb` needs a sanitizer's malloc hooks; this works without one).
+struct Capped;
+
+unsafe impl GlobalAlloc for Capped {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        check_size(layout.size());
+        System.alloc(layout)
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        check_size(layout.size());
+        System.alloc_zeroed(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        check_size(new_size);
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+fn check_size(n: usize) {
+    if n > MAX_ALLOC {
+        // No allocation here: print through a fixed buffer and abort (libFuzzer reports the
+        // crash and saves the input).
+        let msg = b"ffsck-fuzz: one allocation above MAX_ALLOC (sized by an unchecked field?)\n";
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), msg);
+        std::process::abort();
+    }
+}
+
+#[global_allocator]
+static ALLOC: Capped = Capped;
+
+/// The input device: reads from memory, refuses (panics on) every write.
+struct Input(MemDevice);
+
+impl Device for Input {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> ffsck_io::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> ffsck_io::Result<()> {
+        panic!("wrote {} bytes at {offset} to the input device", buf.len());
+    }
+    fn flush(&self) -> ffsck_io::Result<()> {
+        Ok(())
+    }
+    fn bytes_read(&self) -> u64 {
+        self.0.bytes_read()
+    }
+}
+
+/// Formats every finding's message (as the CLI does) and keeps nothing.
+struct Format;
+
+impl Reporter for Format {
+    fn finding(&mut self, f: &Finding) {
+        std::hint::black_box(f.message());
+    }
+}
+
+fn options(policy: Policy) -> CheckOptions {
+    CheckOptions {
+        policy,
+        threads: 1,
+        now: NOW,
+        ..CheckOptions::default()
+    }
+}
+
+fn run(data: &[u8]) {
+    let image = ffsck_testfs::packed::unpack(data, CAP);
+    let dev: Arc<dyn Device> = Arc::new(Input(MemDevice::new(image.clone())));
+    check(dev.clone(), &options(Policy::No), &mut Format);
+    let out = repair(dev, &options(Policy::Yes), &mut Format);
+    if out.changes.is_empty() {
+        return;
+    }
+    // The repaired image, checked again read-only.
+    let mut fixed = image;
+    for e in &out.changes {
+        let start = e.offset as usize;
+        let end = start + e.data.len();
+        assert!(end <= fixed.len(), "a change past the device's end: {start}..{end}");
+        fixed[start..end].copy_from_slice(&e.data);
+    }
+    check(
+        Arc::new(Input(MemDevice::new(fixed))),
+        &options(Policy::No),
+        &mut Format,
+    );
+}
+
+fuzz_target!(|data: &[u8]| run(data));
