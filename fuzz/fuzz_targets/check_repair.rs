@@ -1,6 +1,9 @@
 //! libFuzzer target: one input is one packed image (`ffsck_testfs::packed`, at most
-//! [`CAP`] bytes unpacked). On it the target runs a read-only check (`-n`), a repair (`-y`)
-//! into the copy-on-write overlay, and a read-only check of the repaired image. The input
+//! [`CAP`] bytes unpacked). On it the target runs a read-only check (`-n`), a repair into the
+//! copy-on-write overlay, and a read-only check of the repaired image. The input's length
+//! picks the variant: `-y` on one thread; `-p`; or `-y` where the read-only check runs on two
+//! threads with the pipeline too and must report the same findings, in the same order, as on
+//! one (the engine's promise: findings do not depend on threads or tuning). The input
 //! device refuses every write, so a check or repair that writes its input is a crash, as is a
 //! panic, an allocation larger than [`MAX_ALLOC`] (an allocation sized by an unchecked on-disk
 //! field), or an input that runs longer than libFuzzer's `-timeout` (an unbounded loop).
@@ -95,11 +98,38 @@ fn options(policy: Policy) -> CheckOptions {
     }
 }
 
+/// What a read-only check reports, as the CLI prints it.
+fn findings(
+    dev: &Arc<dyn Device>,
+    opts: &CheckOptions,
+) -> Vec<(Option<ffsck_check::Problem>, String)> {
+    let out = check(dev.clone(), opts, &mut Format);
+    let mut v: Vec<_> = out
+        .findings
+        .iter()
+        .map(|f| (Some(f.problem), f.message()))
+        .collect();
+    v.extend(out.fatal.map(|m| (None, m)));
+    v
+}
+
 fn run(data: &[u8]) {
     let image = ffsck_testfs::packed::unpack(data, CAP);
     let dev: Arc<dyn Device> = Arc::new(Input(MemDevice::new(image.clone())));
-    check(dev.clone(), &options(Policy::No), &mut Format);
-    let out = repair(dev, &options(Policy::Yes), &mut Format);
+    let one = findings(&dev, &options(Policy::No));
+    let policy = match data.len() % 3 {
+        0 => Policy::Yes,
+        1 => Policy::Preen,
+        _ => {
+            let mut two = options(Policy::No);
+            two.threads = 2;
+            assert_eq!(one, findings(&dev, &two), "findings differ on two threads");
+            two.tuning.pipeline = true;
+            assert_eq!(one, findings(&dev, &two), "findings differ in the pipeline");
+            Policy::Yes
+        }
+    };
+    let out = repair(dev, &options(policy), &mut Format);
     if out.changes.is_empty() {
         return;
     }
@@ -108,7 +138,10 @@ fn run(data: &[u8]) {
     for e in &out.changes {
         let start = e.offset as usize;
         let end = start + e.data.len();
-        assert!(end <= fixed.len(), "a change past the device's end: {start}..{end}");
+        assert!(
+            end <= fixed.len(),
+            "a change past the device's end: {start}..{end}"
+        );
         fixed[start..end].copy_from_slice(&e.data);
     }
     check(

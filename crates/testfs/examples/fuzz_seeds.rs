@@ -11,7 +11,10 @@ fn main() -> std::io::Result<()> {
     let mut args = std::env::args_os().skip(1);
     let out = PathBuf::from(args.next().expect("usage: fuzz_seeds OUTDIR [IMAGE...]"));
     std::fs::create_dir_all(&out)?;
-    for (name, opts) in [("testfs-ext2", Options::ext2()), ("testfs-ext4", Options::ext4())] {
+    for (name, opts) in [
+        ("testfs-ext2", Options::ext2()),
+        ("testfs-ext4", Options::ext4()),
+    ] {
         for blocks in [128, 2048] {
             let img = Image::build(Options {
                 blocks: Some(blocks),
@@ -33,6 +36,10 @@ fn main() -> std::io::Result<()> {
 
 fn write(dir: &Path, name: &str, img: &[u8]) -> std::io::Result<()> {
     let p = packed::pack(img);
-    println!("{name}: {} KiB image, {} KiB packed", img.len() / 1024, p.len() / 1024);
+    println!(
+        "{name}: {} KiB image, {} KiB packed",
+        img.len() / 1024,
+        p.len() / 1024
+    );
     std::fs::write(dir.join(name), p)
 }
