@@ -59,6 +59,29 @@ mk mkfs-ext4-inline 512 -t ext4 -O ^has_journal,inline_data -I 256
 mk mkfs-ext4-64bit 1024 -t ext4 -O ^has_journal,64bit,^resize_inode -g 256 -I 128
 mk mkfs-ext4-orphanfile 2048 -t ext4 -O orphan_file,^metadata_csum -I 1024
 mk mkfs-ext4-xattr-htree 512 -t ext4 -O ^has_journal,ea_inode,project,quota -I 256
+# A journal that needs recovery (debugfs writes a transaction and leaves it unreplayed): a
+# block of the inode table and a directory block, and a revoke record; with journal checksums
+# (v3) on ext4.
+mkj() { # NAME BASE JOURNAL_OPEN_ARGS...
+  local name=$1 base=$2
+  shift 2
+  [ -f "$tmp/$base" ] || return 0
+  cp "$tmp/$base" "$tmp/$name"
+  head -c 1024 /dev/zero | tr '\0' '\1' >"$tmp/jblock"
+  printf 'jo %s\njw -b 40,60 %s\njw -r 61\njc\n' "$*" "$tmp/jblock" >"$tmp/jcmds"
+  debugfs -w -f "$tmp/jcmds" "$tmp/$name" >/dev/null 2>&1 && imgs+=("$tmp/$name") ||
+    echo "debugfs journal $name failed: seed skipped" >&2
+}
+mkj mkfs-ext3-recover mkfs-ext3
+mkj mkfs-ext4-recover-csum mkfs-ext4 -c
+# An htree directory (300 hard links to one file, indexed by e2fsck -D).
+mkdir -p "$tmp/htree/d"
+: >"$tmp/htree/f"
+for i in $(seq 1 300); do ln "$tmp/htree/f" "$tmp/htree/d/entry-with-a-longer-name-$i"; done
+if mke2fs -q -F -b 1024 -N 64 -t ext4 -O ^has_journal -d "$tmp/htree" "$tmp/mkfs-ext4-htree" 1024 >/dev/null 2>&1; then
+  e2fsck -fyD "$tmp/mkfs-ext4-htree" >/dev/null 2>&1 || true
+  imgs+=("$tmp/mkfs-ext4-htree")
+fi
 mkdir -p fuzz/seeds fuzz/corpus fuzz/artifacts
 "$seeder" fuzz/seeds "${imgs[@]}"
 # The target: sanitizer coverage as cargo-fuzz sets it, without a sanitizer (the check, io
