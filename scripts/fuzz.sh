@@ -45,20 +45,31 @@ ln -s "$(printf 'long/%.0s' $(seq 1 20))target" "$tmp/tree/dir/longlink"
 ln "$tmp/tree/small" "$tmp/tree/dir/hard"
 mkfifo "$tmp/tree/fifo"
 imgs=()
-mk() { # NAME SIZE_KIB MKE2FS_ARGS...
+mk() { # NAME SIZE MKE2FS_ARGS...
   local name=$1 size=$2
   shift 2
-  mke2fs -q -F -b 1024 -N 64 -E root_owner=0:0 -d "$tmp/tree" "$@" "$tmp/$name" "$size" >/dev/null 2>&1 &&
+  mke2fs -q -F -N 64 -E root_owner=0:0 -d "$tmp/tree" "$@" "$tmp/$name" "$size" >/dev/null 2>&1 &&
     imgs+=("$tmp/$name") || echo "mke2fs $name $* failed: seed skipped" >&2
 }
-mk mkfs-ext2 512 -t ext2
-mk mkfs-ext3 2048 -t ext3
-mk mkfs-ext4 2048 -t ext4
-mk mkfs-ext4-nojournal 512 -t ext4 -O ^has_journal
-mk mkfs-ext4-inline 512 -t ext4 -O ^has_journal,inline_data -I 256
-mk mkfs-ext4-64bit 1024 -t ext4 -O ^has_journal,64bit,^resize_inode -g 256 -I 128
-mk mkfs-ext4-orphanfile 2048 -t ext4 -O orphan_file,^metadata_csum -I 1024
-mk mkfs-ext4-xattr-htree 512 -t ext4 -O ^has_journal,ea_inode,project,quota -I 256
+mk mkfs-ext2 512k -b 1024 -t ext2
+mk mkfs-ext3 2m -b 1024 -t ext3
+mk mkfs-ext4 2m -b 1024 -t ext4
+mk mkfs-ext4-nojournal 512k -b 1024 -t ext4 -O ^has_journal
+mk mkfs-ext4-inline 512k -b 1024 -t ext4 -O ^has_journal,inline_data -I 256
+mk mkfs-ext4-64bit 1m -b 1024 -t ext4 -O ^has_journal,64bit,^resize_inode -g 256 -I 128
+mk mkfs-ext4-orphanfile 2m -b 1024 -t ext4 -O orphan_file,^metadata_csum -I 1024
+mk mkfs-ext4-xattr-htree 512k -b 1024 -t ext4 -O ^has_journal,ea_inode,project,quota -I 256
+mk mkfs-ext4-4k 2m -b 4096 -t ext4 -O ^has_journal
+mk mkfs-ext4-4k-journal 4m -b 4096 -t ext4
+mk mkfs-ext4-64k 4m -b 65536 -t ext4 -O ^has_journal
+mk mkfs-ext4-bigalloc 1m -b 1024 -t ext4 -O ^has_journal,bigalloc -C 4096
+mk mkfs-ext4-encrypt 512k -b 1024 -t ext4 -O ^has_journal,encrypt
+# casefold: /dir gets the casefold flag, and e2fsck -D rehashes it.
+mk mkfs-ext4-casefold 512k -b 1024 -t ext4 -O ^has_journal,casefold
+if [ -f "$tmp/mkfs-ext4-casefold" ]; then
+  debugfs -w -R "set_inode_field /dir flags 0x40080000" "$tmp/mkfs-ext4-casefold" >/dev/null 2>&1 || true
+  e2fsck -fyD "$tmp/mkfs-ext4-casefold" >/dev/null 2>&1 || true
+fi
 # A journal that needs recovery (debugfs writes a transaction and leaves it unreplayed): a
 # block of the inode table and a directory block, and a revoke record; with journal checksums
 # (v3) on ext4.
