@@ -104,7 +104,16 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing"
 cargo build --release -q --manifest-path fuzz/Cargo.toml --target "$host" --bin check_repair
+bin="fuzz/target/$host/release/check_repair"
+# The target must report a panic and an oversized allocation as crashes (its self-test).
+for t in panic alloc; do
+  printf 'selftest-%s' "$t" >"$tmp/selftest"
+  if FFSCK_FUZZ_SELFTEST=1 "$bin" -artifact_prefix="$tmp/" "$tmp/selftest" >"$tmp/selftest.log" 2>&1; then
+    echo "fuzz self-test: a $t was not reported as a crash" >&2
+    exit 1
+  fi
+done
 # -max_len: the largest packed seed; -timeout: seconds per input; -rss_limit_mb: memory.
-exec "fuzz/target/$host/release/check_repair" fuzz/corpus fuzz/seeds \
+exec "$bin" fuzz/corpus fuzz/seeds \
   -max_len=262144 -timeout=10 -rss_limit_mb=2048 -max_total_time="$secs" \
   -print_final_stats=1 -artifact_prefix=fuzz/artifacts/ "$@"

@@ -113,7 +113,24 @@ fn findings(
     v
 }
 
+/// `FFSCK_FUZZ_SELFTEST=1`: an input starting `selftest-panic` panics and one starting
+/// `selftest-alloc` allocates over the cap, so `scripts/fuzz.sh` proves both are reported as
+/// crashes before it trusts a run that found none.
+fn self_test(data: &[u8]) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*ON.get_or_init(|| std::env::var_os("FFSCK_FUZZ_SELFTEST").is_some()) {
+        return;
+    }
+    if data.starts_with(b"selftest-panic") {
+        panic!("self-test panic");
+    }
+    if data.starts_with(b"selftest-alloc") {
+        std::hint::black_box(Vec::<u8>::with_capacity(MAX_ALLOC + 1));
+    }
+}
+
 fn run(data: &[u8]) {
+    self_test(data);
     let image = ffsck_testfs::packed::unpack(data, CAP);
     let dev: Arc<dyn Device> = Arc::new(Input(MemDevice::new(image.clone())));
     let one = findings(&dev, &options(Policy::No));
