@@ -103,8 +103,15 @@ unset CARGO_BUILD_TARGET "CARGO_TARGET_$(echo "$host" | tr 'a-z-' 'A-Z_')_RUSTFL
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing"
-cargo build --release -q --manifest-path fuzz/Cargo.toml --target "$host" --bin check_repair
-bin="fuzz/target/$host/release/check_repair"
+# FUZZ_CHECKS=1: with overflow checks and debug assertions too (as the tests build), in its
+# own target dir: an arithmetic overflow on an on-disk value is then a crash.
+tdir=fuzz/target
+if [ -n "${FUZZ_CHECKS:-}" ]; then
+  RUSTFLAGS="$RUSTFLAGS -Coverflow-checks -Cdebug-assertions"
+  tdir=fuzz/target/checks
+fi
+cargo build --release -q --manifest-path fuzz/Cargo.toml --target "$host" --target-dir "$tdir" --bin check_repair
+bin="$tdir/$host/release/check_repair"
 # The target must report a panic and an oversized allocation as crashes (its self-test).
 for t in panic alloc; do
   printf 'selftest-%s' "$t" >"$tmp/selftest"
