@@ -1,9 +1,10 @@
 //! libFuzzer target: one input is one packed image (`ffsck_testfs::packed`, at most
 //! [`CAP`] bytes unpacked). On it the target runs a read-only check (`-n`), a repair into the
 //! copy-on-write overlay, and a read-only check of the repaired image. The input's length
-//! picks the variant: `-y` on one thread; `-p`; or `-y` where the read-only check runs on two
-//! threads with the pipeline too and must report the same findings, in the same order, as on
-//! one (the engine's promise: findings do not depend on threads or tuning). The input
+//! picks the repair: `-y`; `-p`; `-yD` (every directory rebuilt); or `-y` after the read-only
+//! check ran again on two threads, in the pipeline, and spilling to scratch files under a tiny
+//! `--max-memory`, each of which must report the same findings, in the same order, as one
+//! thread (the engine's promise: findings do not depend on threads or tuning). The input
 //! device refuses every write, so a check or repair that writes its input is a crash, as is a
 //! panic, an allocation larger than [`MAX_ALLOC`] (an allocation sized by an unchecked on-disk
 //! field), or an input that runs longer than libFuzzer's `-timeout` (an unbounded loop).
@@ -134,19 +135,30 @@ fn run(data: &[u8]) {
     let image = ffsck_testfs::packed::unpack(data, CAP);
     let dev: Arc<dyn Device> = Arc::new(Input(MemDevice::new(image.clone())));
     let one = findings(&dev, &options(Policy::No));
-    let policy = match data.len() % 3 {
-        0 => Policy::Yes,
-        1 => Policy::Preen,
-        _ => {
-            let mut two = options(Policy::No);
-            two.threads = 2;
-            assert_eq!(one, findings(&dev, &two), "findings differ on two threads");
-            two.tuning.pipeline = true;
-            assert_eq!(one, findings(&dev, &two), "findings differ in the pipeline");
-            Policy::Yes
+    let mut opts = options(Policy::Yes);
+    match data.len() % 4 {
+        0 => {}
+        1 => opts.policy = Policy::Preen,
+        2 => {
+            let mut other = options(Policy::No);
+            other.threads = 2;
+            assert_eq!(
+                one,
+                findings(&dev, &other),
+                "findings differ on two threads"
+            );
+            other.tuning.pipeline = true;
+            assert_eq!(
+                one,
+                findings(&dev, &other),
+                "findings differ in the pipeline"
+            );
+            other.tuning.max_memory = Some(1024);
+            assert_eq!(one, findings(&dev, &other), "findings differ when spilled");
         }
-    };
-    let out = repair(dev, &options(policy), &mut Format);
+        _ => opts.optimize_dirs = true,
+    }
+    let out = repair(dev, &opts, &mut Format);
     if out.changes.is_empty() {
         return;
     }
