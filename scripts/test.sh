@@ -26,4 +26,4 @@ if ! bash scripts/fuzz.sh 90 >"$fuzz_log" 2>&1; then
   echo "the in-process fuzzer found a crash (log: $fuzz_log, inputs: fuzz/artifacts/)" >&2
   exit 1
 fi
-grep '^stat::\|^Done' "$fuzz_log"
+grep '^stat::\|^Done' "$fuzz_log" || true
