@@ -2,14 +2,22 @@
 //! crate in both flavours and two sizes, and every image file named on the command line (made
 //! by mke2fs in the script), each packed ([`ffsck_testfs::packed`]).
 //!
-//! Usage: `fuzz_seeds OUTDIR [IMAGE...]`.
+//! Usage: `fuzz_seeds OUTDIR [IMAGE...]`; `fuzz_seeds --unpack INPUT IMAGE` writes the image
+//! a fuzzer input stands for (to run `ffsck` or `e2fsck` on a crash's input).
 
 use ffsck_testfs::{packed, Image, Options};
 use std::path::{Path, PathBuf};
 
 fn main() -> std::io::Result<()> {
     let mut args = std::env::args_os().skip(1);
-    let out = PathBuf::from(args.next().expect("usage: fuzz_seeds OUTDIR [IMAGE...]"));
+    let usage = "usage: fuzz_seeds OUTDIR [IMAGE...] | fuzz_seeds --unpack INPUT IMAGE";
+    let out = PathBuf::from(args.next().expect(usage));
+    if out.as_os_str() == "--unpack" {
+        let (input, image) = (args.next().expect(usage), args.next().expect(usage));
+        // The fuzz target's cap (fuzz/fuzz_targets/check_repair.rs).
+        let img = packed::unpack(&std::fs::read(input)?, 4 << 20);
+        return std::fs::write(image, img);
+    }
     std::fs::create_dir_all(&out)?;
     for (name, opts) in [
         ("testfs-ext2", Options::ext2()),
