@@ -28,7 +28,8 @@ if ! command -v c++ >/dev/null 2>&1; then
   fi
 fi
 # The seeds: the builder's images (the example packs them) and mke2fs -d images of a small tree.
-source scripts/build-env.sh
+# (scripts/test.sh has sourced build-env.sh already: sourcing it twice would change the flags.)
+[ -n "${CARGO_BUILD_TARGET:-}" ] || source scripts/build-env.sh
 cargo build --release -q -p ffsck-testfs --example fuzz_seeds
 seeder="target/$CARGO_BUILD_TARGET/release/examples/fuzz_seeds"
 tmp=$(mktemp -d)
