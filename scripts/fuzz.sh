@@ -9,8 +9,8 @@
 # nothing is committed) and fuzzes for SECONDS (default 90) with the corpus in fuzz/corpus
 # (kept between runs) and crashes in fuzz/artifacts. CI (scripts/test.sh) runs the default;
 # a long run by hand: `nice -n 19 scripts/fuzz.sh 7200`. Replay one input:
-# `fuzz/target/x86_64-unknown-linux-gnu/release/check_repair
-# fuzz/artifacts/crash-...` (the host triple).
+# `fuzz/target/HOST/release/check_repair fuzz/artifacts/crash-...` (HOST: the host triple).
+# FUZZ_CHECKS=1 adds overflow checks. docs/EXPERIMENTS.md has the rest.
 # Each input is bounded: -timeout (seconds per input), -rss_limit_mb, the image size cap and
 # the allocation cap in the target.
 set -euo pipefail
