@@ -94,7 +94,10 @@ if mke2fs -q -F -b 1024 -N 64 -t ext4 -O ^has_journal -d "$tmp/htree" "$tmp/mkfs
   e2fsck -fyD "$tmp/mkfs-ext4-htree" >/dev/null 2>&1 || true
   imgs+=("$tmp/mkfs-ext4-htree")
 fi
-mkdir -p fuzz/seeds fuzz/corpus fuzz/artifacts
+# FUZZ_CORPUS: where the corpus is kept (default fuzz/corpus, kept between runs; loading a big
+# one takes a while before the SECONDS start).
+corpus=${FUZZ_CORPUS:-fuzz/corpus}
+mkdir -p fuzz/seeds "$corpus" fuzz/artifacts
 "$seeder" fuzz/seeds "${imgs[@]}"
 # The target: sanitizer coverage as cargo-fuzz sets it, without a sanitizer (the check, io
 # and format crates forbid unsafe code); its own target dir and workspace.
@@ -122,6 +125,6 @@ for t in panic alloc; do
   fi
 done
 # -max_len: the largest packed seed; -timeout: seconds per input; -rss_limit_mb: memory.
-exec "$bin" fuzz/corpus fuzz/seeds \
+exec "$bin" "$corpus" fuzz/seeds \
   -max_len=262144 -timeout=10 -rss_limit_mb=2048 -max_total_time="$secs" \
   -print_final_stats=1 -artifact_prefix=fuzz/artifacts/ "$@"
