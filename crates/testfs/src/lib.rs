@@ -10,6 +10,8 @@
 
 use ffsck_format::{csum, dir, inode, RawGroupDesc, RawSuperblock};
 
+pub mod packed;
+
 /// Block size of every built image.
 pub const BLOCK: usize = 1024;
 /// Inode size of every built image.
