@@ -11,7 +11,7 @@
 //! `scripts/fuzz.sh` builds, seeds and runs it.
 #![no_main]
 
-use ffsck_check::repair::repair;
+use ffsck_check::repair;
 use ffsck_check::{check, CheckOptions, Finding, Policy, Reporter};
 use ffsck_io::{Device, MemDevice};
 use libfuzzer_sys::fuzz_target;

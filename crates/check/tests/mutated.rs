@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use ffsck_check::repair::repair;
+use ffsck_check::repair;
 use ffsck_check::{check, CheckOptions, Finding, Policy, Problem, Reporter};
 use ffsck_io::{Device, MemDevice};
 use ffsck_testfs::{Image, Options};

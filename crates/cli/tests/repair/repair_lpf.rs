@@ -305,7 +305,7 @@ fn an_unattached_inline_data_file_is_reconnected_not_cleared() {
     );
     common::debugfs_w(&t, &img.path, "unlink /b/x");
     common::debugfs_w(&t, &img.path, "unlink /b/hard");
-    let out = assert_one_run_repairs(&t, &img, "unlinked inline file");
+    let out = common::assert_one_run_repairs(&t, &img, "unlinked inline file", &[1]).stdout;
     assert!(!out.contains("zero-length"), "{out}");
     let lpf = common::debugfs_r(&t, &img.path, "ls -l /lost+found");
     assert!(lpf.contains(&format!("#{ino}")), "{out}\n{lpf}");
