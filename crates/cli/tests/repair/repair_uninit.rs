@@ -28,7 +28,7 @@ fn uninit_flags_without_the_feature_are_cleared() {
     let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
     assert!(
         run.stdout
-            .contains("marked uninitialized without the feature")
+            .contains("marked uninitialized without feature set")
             && run.stdout.contains("Last group block bitmap uninitialized"),
         "{}",
         run.stdout
