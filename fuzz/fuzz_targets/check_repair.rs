@@ -12,11 +12,10 @@
 #![no_main]
 
 use ffsck_check::repair;
-use ffsck_check::{check, CheckOptions, Finding, Policy, Reporter};
-use ffsck_io::{Device, MemDevice};
+use ffsck_check::testing::{apply, findings, FormatAll, WriteTrap};
+use ffsck_check::{check, CheckOptions, Policy};
 use libfuzzer_sys::fuzz_target;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::Arc;
 
 /// The largest image an input unpacks to (the seeds are 128 KiB to 4 MiB).
 const CAP: usize = 4 << 20;
@@ -60,36 +59,6 @@ fn check_size(n: usize) {
 #[global_allocator]
 static ALLOC: Capped = Capped;
 
-/// The input device: reads from memory, refuses (panics on) every write.
-struct Input(MemDevice);
-
-impl Device for Input {
-    fn size(&self) -> u64 {
-        self.0.size()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> ffsck_io::Result<()> {
-        self.0.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> ffsck_io::Result<()> {
-        panic!("wrote {} bytes at {offset} to the input device", buf.len());
-    }
-    fn flush(&self) -> ffsck_io::Result<()> {
-        Ok(())
-    }
-    fn bytes_read(&self) -> u64 {
-        self.0.bytes_read()
-    }
-}
-
-/// Formats every finding's message (as the CLI does) and keeps nothing.
-struct Format;
-
-impl Reporter for Format {
-    fn finding(&mut self, f: &Finding) {
-        std::hint::black_box(f.message());
-    }
-}
-
 fn options(policy: Policy) -> CheckOptions {
     CheckOptions {
         policy,
@@ -97,21 +66,6 @@ fn options(policy: Policy) -> CheckOptions {
         now: NOW,
         ..CheckOptions::default()
     }
-}
-
-/// What a read-only check reports, as the CLI prints it.
-fn findings(
-    dev: &Arc<dyn Device>,
-    opts: &CheckOptions,
-) -> Vec<(Option<ffsck_check::Problem>, String)> {
-    let out = check(dev.clone(), opts, &mut Format);
-    let mut v: Vec<_> = out
-        .findings
-        .iter()
-        .map(|f| (Some(f.problem), f.message()))
-        .collect();
-    v.extend(out.fatal.map(|m| (None, m)));
-    v
 }
 
 /// `FFSCK_FUZZ_SELFTEST=1`: an input starting `selftest-panic` panics and one starting
@@ -133,7 +87,7 @@ fn self_test(data: &[u8]) {
 fn run(data: &[u8]) {
     self_test(data);
     let image = ffsck_testfs::packed::unpack(data, CAP);
-    let dev: Arc<dyn Device> = Arc::new(Input(MemDevice::new(image.clone())));
+    let dev = WriteTrap::device(image.clone());
     let one = findings(&dev, &options(Policy::No));
     let mut opts = options(Policy::Yes);
     match data.len() % 4 {
@@ -158,25 +112,16 @@ fn run(data: &[u8]) {
         }
         _ => opts.optimize_dirs = true,
     }
-    let out = repair(dev, &opts, &mut Format);
+    let out = repair(dev, &opts, &mut FormatAll);
     if out.changes.is_empty() {
         return;
     }
     // The repaired image, checked again read-only.
-    let mut fixed = image;
-    for e in &out.changes {
-        let start = e.offset as usize;
-        let end = start + e.data.len();
-        assert!(
-            end <= fixed.len(),
-            "a change past the device's end: {start}..{end}"
-        );
-        fixed[start..end].copy_from_slice(&e.data);
-    }
+    let fixed = apply(image, &out.changes).unwrap_or_else(|e| panic!("{e}"));
     check(
-        Arc::new(Input(MemDevice::new(fixed))),
+        WriteTrap::device(fixed),
         &options(Policy::No),
-        &mut Format,
+        &mut FormatAll,
     );
 }
 

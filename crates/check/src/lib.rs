@@ -36,6 +36,8 @@ pub(crate) mod repair;
 pub(crate) mod report;
 pub(crate) mod spill;
 pub(crate) mod superblock;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use engine::{check, CheckOptions, Outcome, Progress, Summary, Tuning};
 pub use estimate::{estimate, Estimate};

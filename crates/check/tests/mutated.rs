@@ -8,42 +8,10 @@
 //! ffsck-check --test mutated -- --nocapture` (cases per flavour; the default is 400 and seed
 //! 0x5eedf022).
 
-use std::sync::Arc;
-
 use ffsck_check::repair;
-use ffsck_check::{check, CheckOptions, Finding, Policy, Problem, Reporter};
-use ffsck_io::{Device, MemDevice};
+use ffsck_check::testing::{apply, findings, FormatAll, WriteTrap};
+use ffsck_check::{check, CheckOptions, Policy};
 use ffsck_testfs::{Image, Options};
-
-/// The input device: reads from memory and refuses every write.
-struct Input(MemDevice);
-
-impl Device for Input {
-    fn size(&self) -> u64 {
-        self.0.size()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> ffsck_io::Result<()> {
-        self.0.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> ffsck_io::Result<()> {
-        panic!("wrote {} bytes at {offset} to the input device", buf.len());
-    }
-    fn flush(&self) -> ffsck_io::Result<()> {
-        Ok(())
-    }
-    fn bytes_read(&self) -> u64 {
-        self.0.bytes_read()
-    }
-}
-
-/// Formats every message, as the CLI does.
-struct Format;
-
-impl Reporter for Format {
-    fn finding(&mut self, f: &Finding) {
-        std::hint::black_box(f.message());
-    }
-}
 
 fn options(policy: Policy, threads: usize) -> CheckOptions {
     CheckOptions {
@@ -54,40 +22,23 @@ fn options(policy: Policy, threads: usize) -> CheckOptions {
     }
 }
 
-fn findings(dev: &Arc<dyn Device>, threads: usize) -> Vec<(Option<Problem>, String)> {
-    let out = check(dev.clone(), &options(Policy::No, threads), &mut Format);
-    let mut v: Vec<_> = out
-        .findings
-        .iter()
-        .map(|f| (Some(f.problem), f.message()))
-        .collect();
-    v.extend(out.fatal.map(|m| (None, m)));
-    v
-}
-
 /// Check, compare thread counts, repair, check the result. Returns whether the check found
 /// something and whether the repair fixed something.
 fn exercise(image: Vec<u8>, what: &str) -> (bool, bool) {
-    let dev: Arc<dyn Device> = Arc::new(Input(MemDevice::new(image.clone())));
-    let one = findings(&dev, 1);
+    let dev = WriteTrap::device(image.clone());
+    let one = findings(&dev, &options(Policy::No, 1));
     assert_eq!(
         one,
-        findings(&dev, 2),
+        findings(&dev, &options(Policy::No, 2)),
         "{what}: findings differ on two threads"
     );
-    let out = repair(dev, &options(Policy::Yes, 1), &mut Format);
+    let out = repair(dev, &options(Policy::Yes, 1), &mut FormatAll);
     let fixed_some = out.findings.iter().any(|f| f.fixed);
-    let mut fixed = image;
-    for e in &out.changes {
-        let start = e.offset as usize;
-        let end = start + e.data.len();
-        assert!(end <= fixed.len(), "{what}: change past the end");
-        fixed[start..end].copy_from_slice(&e.data);
-    }
+    let fixed = apply(image, &out.changes).unwrap_or_else(|e| panic!("{what}: {e}"));
     check(
-        Arc::new(Input(MemDevice::new(fixed))),
+        WriteTrap::device(fixed),
         &options(Policy::No, 1),
-        &mut Format,
+        &mut FormatAll,
     );
     (!one.is_empty(), fixed_some)
 }

@@ -201,6 +201,17 @@ fn e2fsck(t: &Tools, args: &[&OsStr]) -> Run {
     run_with_timeout(c, DEFAULT_TIMEOUT).expect("e2fsck timed out")
 }
 
+/// ffsck's run and e2fsck's on the same arguments both fail to open (exit 8), and each says
+/// every one of `msgs` (ffsck on stderr, where e2fsck prints its fatal errors).
+fn assert_both_refuse(what: &str, ours: &Run, theirs: &Run, msgs: &[&str]) {
+    assert_eq!(ours.code, Some(8), "ffsck {what}: {}", all(ours));
+    assert_eq!(theirs.code, Some(8), "e2fsck {what}: {}", all(theirs));
+    for msg in msgs {
+        assert!(ours.stderr.contains(msg), "ffsck {what}: {}", all(ours));
+        assert!(all(theirs).contains(msg), "e2fsck {what}: {}", all(theirs));
+    }
+}
+
 /// The names in a directory, sorted.
 fn listing(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
