@@ -463,6 +463,8 @@ catalogue! {
     P1_FAST_SYMLINK_EXTENT_FL = 0x01005D, Clear, PREEN_OK, Inode, INODE | MAP, "Fast symlink {ino} has EXTENT_FL set.";
     P1_OUT_OF_ORDER_EXTENTS = 0x01005E, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has out of order extents (invalid logical block {num}, physical block {blk}, len {num2})\n";
     P1_EXTENT_HEADER_INVALID = 0x01005F, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent node (blk {blk}, lblk {num})\n";
+    P1_QUOTA_BAD_MODE = 0x010062, Clear, PREEN_OK, Inode, INODE | MAP, "Quota inode is not a regular file.";
+    P1_QUOTA_INODE_NOT_CLEAR = 0x010063, Clear, PREEN_OK, Inode, 0, "Quota inode is not in use, but contains data.";
     P1_INVALID_BAD_INODE = 0x010065, Clear, PREEN_OK, Inode, INODE | MAP, "The bad block inode looks invalid.";
     P1_EXTENT_LENGTH_ZERO = 0x010066, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has zero length extent\n\t(invalid logical block {num}, physical block {blk})\n";
     P1_INODE_IS_GARBAGE = 0x010067, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} seems to contain garbage.";

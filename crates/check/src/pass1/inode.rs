@@ -318,6 +318,37 @@ pub(super) fn check_reserved(
                 return;
             }
         }
+        ino::USR_QUOTA | ino::GRP_QUOTA
+            if scan.quota && crate::quota::inodes(scan.fs).contains(&ino) =>
+        {
+            // The superblock's quota file: a regular file whatever its mode says.
+            out.bits.set(GroupBits::USED, ino - 1);
+            *link_slot = inode.links_count();
+            if ft != FileType::Regular {
+                report(scan, out, ic, P::P1_QUOTA_BAD_MODE, ProblemCtx::ino(ino));
+            }
+            let _ = check_blocks(scan, ic, out, FileType::Regular);
+            return;
+        }
+        ino::USR_QUOTA | ino::GRP_QUOTA => {
+            // Not a quota file: it should be empty. Zeroed when answered yes, so its blocks
+            // are not claimed (pass 5 frees them); in use, as every reserved inode.
+            let busy = inode.links_count() != 0
+                || inode.blocks_raw(false) != 0
+                || inode.i_block[0].get() != 0;
+            if busy
+                && report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_QUOTA_INODE_NOT_CLEAR,
+                    ProblemCtx::ino(ino),
+                )
+            {
+                out.bits.set(GroupBits::USED, ino - 1);
+                return;
+            }
+        }
         _ => {}
     }
     out.bits.set(GroupBits::USED, ino - 1);
@@ -326,7 +357,8 @@ pub(super) fn check_reserved(
         ino::BOOT_LOADER => ft == FileType::Directory,
         ino::RESIZE => mode != 0 && ft != FileType::Regular,
         ino::BAD => false,
-        ino::USR_QUOTA | ino::GRP_QUOTA => mode != 0 && ft != FileType::Regular,
+        // (Left as they are when the question above was answered no, as e2fsck does.)
+        ino::USR_QUOTA | ino::GRP_QUOTA => false,
         ino::JOURNAL => false,
         _ => mode != 0,
     };

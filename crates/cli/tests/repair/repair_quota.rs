@@ -142,3 +142,45 @@ fn a_looping_quota_tree_is_rewritten() {
         .lines()
         .any(|l| l.trim_start().starts_with("1000 ")));
 }
+
+/// Inodes 3 and 4 are reserved for the user and group quota files. Without the `quota`
+/// feature they must be empty: one holding data is reported in e2fsck's words and zeroed by
+/// one `ffsck -fy` (its block freed), where it was only stripped of its mode before.
+#[test]
+fn a_quota_inode_not_in_use_but_holding_data_is_cleared() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024"], "8M");
+    common::debugfs_w(&t, &img.path, "sif <4> links_count 1");
+    common::debugfs_w(&t, &img.path, "sif <4> mode 0100644");
+    common::debugfs_w(&t, &img.path, "sif <4> blocks 2");
+    let msg = "Quota inode is not in use, but contains data.";
+    let (_, theirs) = common::e2fsck_n(&t, &img.path);
+    assert!(theirs.contains(msg), "test setup: {theirs}");
+    let check = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(check.stdout.contains(msg), "{}", check.stdout);
+    assert!(!check.stdout.contains("Reserved inode 4"), "{}", check.stdout);
+    common::assert_one_run_repairs(&t, &img, "quota inode not clear", &[1]);
+    let stat = common::debugfs_r(&t, &img.path, "stat <4>");
+    assert!(stat.contains("Links: 0   Blockcount: 0"), "{stat}");
+}
+
+/// With the `quota` feature, the superblock's user quota file is a regular file whatever its
+/// mode says: a lost mode is set back to a regular file, keeping the quota file.
+#[test]
+fn the_quota_file_gets_its_regular_mode_back() {
+    let Some(t) = common::tools() else { return };
+    let img = quota_image(&t);
+    common::debugfs_w(&t, &img.path, "sif <3> mode 0");
+    let msg = "Quota inode is not a regular file.";
+    let (_, theirs) = common::e2fsck_n(&t, &img.path);
+    assert!(theirs.contains(msg), "test setup: {theirs}");
+    let copy = img.aux("e2fsck.img");
+    std::fs::copy(&img.path, &copy).unwrap();
+    let run = common::assert_one_run_repairs(&t, &img, "quota inode mode", &[1]);
+    assert!(run.stdout.contains(msg), "{}", run.stdout);
+    // The quota file as e2fsck's repair leaves it: a regular file with the same records.
+    e2fsck_fy(&t, &copy);
+    let stat = common::debugfs_r(&t, &img.path, "stat <3>");
+    assert!(stat.contains("Type: regular"), "{stat}");
+    assert_eq!(lq(&t, &img.path), lq(&t, &copy));
+}
