@@ -168,8 +168,25 @@ pub fn edit_block(
     if !change(&mut buf) {
         return false;
     }
-    set_leaf_csum(p0, dev, dir, &mut buf);
+    set_block_csum(p0, dev, dir, &mut buf);
     dev.write_at(&buf, pblk * bs as u64).is_ok()
+}
+
+/// Recompute the checksum of an edited directory block of `dir`: a leaf's tail, or the dx
+/// tail of an htree root whose `.` or `..` changed (or of an interior node).
+fn set_block_csum(p0: &Pass0Facts, dev: &dyn Device, dir: u32, buf: &mut [u8]) {
+    if fdir::has_tail(buf) {
+        return set_leaf_csum(p0, dev, dir, buf);
+    }
+    if !p0.fs.has_metadata_csum() {
+        return;
+    }
+    if let (Some(co), Some(seed)) = (
+        ffsck_format::verify::dx_count_offset(buf),
+        crate::ext4::inode::seed_from(&p0.fs, dev, dir),
+    ) {
+        ffsck_format::verify::set_dx_checksum(buf, co, seed);
+    }
 }
 
 /// Recompute the checksum tail of a leaf block of `dir` (no-op without `metadata_csum` or a tail).

@@ -158,7 +158,11 @@ fn a_quota_inode_not_in_use_but_holding_data_is_cleared() {
     assert!(theirs.contains(msg), "test setup: {theirs}");
     let check = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
     assert!(check.stdout.contains(msg), "{}", check.stdout);
-    assert!(!check.stdout.contains("Reserved inode 4"), "{}", check.stdout);
+    assert!(
+        !check.stdout.contains("Reserved inode 4"),
+        "{}",
+        check.stdout
+    );
     common::assert_one_run_repairs(&t, &img, "quota inode not clear", &[1]);
     let stat = common::debugfs_r(&t, &img.path, "stat <4>");
     assert!(stat.contains("Links: 0   Blockcount: 0"), "{stat}");
