@@ -362,12 +362,17 @@ pub(super) fn check_reserved(
         ino::JOURNAL => false,
         _ => mode != 0,
     };
-    if bad {
-        report(scan, out, ic, P::P1_RESERVED_BAD_MODE, ProblemCtx::ino(ino));
-    }
-    // The resize inode's map is checked with or without its feature, as e2fsck does (unless
-    // pass 0 clears it): its double-indirect block is in use until then.
-    let _ = check_blocks(scan, ic, out, FileType::Regular);
+    let cleared = bad && report(scan, out, ic, P::P1_RESERVED_BAD_MODE, ProblemCtx::ino(ino));
+    // As libext2fs: a reserved inode without a mode (or whose mode the fix clears) maps no
+    // blocks, so a block count it keeps is wrong and its blocks are free. Any other is walked
+    // as a file; the resize inode's map so with or without its feature, as e2fsck does
+    // (unless pass 0 clears it): its double-indirect block is in use until then.
+    let walk = if mode == 0 || cleared {
+        FileType::Bad
+    } else {
+        FileType::Regular
+    };
+    let _ = check_blocks(scan, ic, out, walk);
 }
 
 pub(super) fn check_live_inode(
