@@ -188,16 +188,20 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
     let out = &mut bo.findings;
     let g = geo.group_of_inode(ino);
     let gd = &fs.groups[g as usize];
-    if fs.has_group_csum() {
+    // Without group checksums the flag is itself wrong (pass 0 clears it): as e2fsck, its
+    // entries are questioned only when that is left unfixed.
+    let uninit = gd.flags() & BG_INODE_UNINIT != 0
+        && (fs.has_group_csum() || !policy.answer(P::P0_GDT_UNINIT));
+    if uninit {
+        out.report(
+            policy,
+            P::P2_INOREF_BG_INO_UNINIT,
+            ProblemCtx { group: g, ..pctx() },
+        );
+    } else if fs.has_group_csum() {
         let first_unused =
             g * geo.inodes_per_group + 1 + geo.inodes_per_group.saturating_sub(gd.itable_unused());
-        if gd.flags() & BG_INODE_UNINIT != 0 {
-            out.report(
-                policy,
-                P::P2_INOREF_BG_INO_UNINIT,
-                ProblemCtx { group: g, ..pctx() },
-            );
-        } else if ino >= first_unused {
+        if ino >= first_unused {
             out.report(
                 policy,
                 P::P2_INOREF_IN_UNUSED,

@@ -66,3 +66,23 @@ fn a_directory_extent_marked_unwritten_is_fixed() {
     );
     common::assert_repaired(&t, &img, "unwritten directory extent");
 }
+
+/// Group 0 marked inode-uninitialised on a file system without group checksums: under `-n`
+/// the flag stays, so (as e2fsck) every entry naming one of its inodes is questioned and the
+/// check exits 4. (Pass 2 looked at the flag only with group checksums: exit 0, damage
+/// missed.) Under `-y` pass 0 clears the flag and the entries are not questioned.
+#[test]
+fn entries_into_a_group_wrongly_marked_uninit_are_questioned_under_n() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-O", "^metadata_csum,^uninit_bg"], "16M");
+    common::debugfs_script(&t, &img, &["set_bg 0 flags 7"]);
+    let (e2fsck, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2fsck, 4, "test setup: {out}");
+    let line = "Entry '..' in / (2) references inode 2 in group 0 where _INODE_UNINIT is set.";
+    assert!(out.contains(line), "test setup: {out}");
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert_eq!(run.code(), 4, "{}", run.stdout);
+    assert!(run.stdout.contains(line), "{}", run.stdout);
+    let fixed = common::assert_one_run_repairs(&t, &img, "uninit group 0", &[1]).stdout;
+    assert!(!fixed.contains("_INODE_UNINIT"), "{fixed}");
+}
