@@ -29,7 +29,8 @@ pub enum Method {
     /// data, in an order that has nothing to do with its inode number.
     Holepunch,
     /// One dir per block group filled to 20 %, then random creates, appends, truncates and
-    /// deletes until ≥ 90 % full. Half the files are written whole, half grow a few KiB at a
+    /// deletes until ≥ 90 % full, then `--rounds` rounds of churn (delete random files down
+    /// to 85 %, refill to 90 %: the new files fill the holes, in many extents). Half the files are written whole, half grow a few KiB at a
     /// time beside 63 other growing files (concurrent appenders), so they end up in many
     /// extents, with their extent (or indirect) blocks scattered among the data. On a file
     /// system without extents (ext3) files are written (`pwrite`, mounted `nodelalloc` so
@@ -61,6 +62,10 @@ pub struct AgeArgs {
     /// Report path [default: IMG.age.json].
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// ffsck method: rounds of churn once full (delete down to 5 points below the fill
+    /// level, refill with new files, which land in the holes).
+    #[arg(long, default_value_t = 10)]
+    pub rounds: u32,
     /// Skip the cold "grep test" (reading every file back; minutes on a full 16 GiB image).
     #[arg(long)]
     pub no_grep_test: bool,
@@ -451,7 +456,7 @@ struct Grower {
 /// How many files grow at once in the ffsck method.
 const GROWERS: usize = 64;
 
-fn ffsck_method(w: &mut Work, target: f64, groups: u32) -> Result<String> {
+fn ffsck_method(w: &mut Work, target: f64, groups: u32, rounds: u32) -> Result<String> {
     let dirs: Vec<PathBuf> = (0..groups.max(1))
         .map(|g| w.root.join(format!("grp{g:05}")))
         .collect();
@@ -504,7 +509,34 @@ fn ffsck_method(w: &mut Work, target: f64, groups: u32) -> Result<String> {
             return Ok("file system full".into());
         }
     }
-    Ok(format!("{target}% in use"))
+    // Churn at the fill level: delete random files down to 5 points below it, refill with
+    // new (growing) files that land in the holes, again and again.
+    for round in 0..rounds {
+        while w.util() > target - 5.0 && !w.files.is_empty() {
+            if let Some(r) = w.budget.exhausted() {
+                return Ok(r);
+            }
+            let k = w.rng.random_range(0..w.files.len());
+            step(w.delete(k))?;
+        }
+        let mut n = 0u64;
+        while n % 64 != 0 || w.util() < target {
+            n += 1;
+            if let Some(r) = w.budget.exhausted() {
+                return Ok(r);
+            }
+            let ok = if w.rng.random_range(0..100) < 80 && growers.len() >= GROWERS / 2 {
+                step(ffsck_grow(w, &mut growers))?
+            } else {
+                let d = dirs[w.rng.random_range(0..dirs.len())].clone();
+                step(ffsck_create(w, &d, &mut growers, size))?
+            };
+            if !ok {
+                return Ok(format!("file system full in churn round {round}"));
+            }
+        }
+    }
+    Ok(format!("{target}% in use after {rounds} churn rounds"))
 }
 
 /// A new file: half are written whole at once, half join the growing files.
@@ -749,7 +781,11 @@ pub fn run(args: &AgeArgs) -> Result<AgeReport> {
         Method::Ffsck if !is_xfs => "loop,nodelalloc",
         _ => "loop",
     };
-    let mount = Mount::new(&args.image, options)?;
+    // ext3 (the ext4 driver in ext3 mode) refuses nodelalloc, and never delays allocation.
+    let mount = match Mount::new(&args.image, options) {
+        Err(_) if options != "loop" => Mount::new(&args.image, "loop")?,
+        r => r?,
+    };
     let target = args.until_util.unwrap_or(match args.method {
         Method::Roundhouse => 95.0,
         Method::Holepunch => 81.0,
@@ -778,7 +814,7 @@ pub fn run(args: &AgeArgs) -> Result<AgeReport> {
     let stop_reason = match args.method {
         Method::Roundhouse => roundhouse(&mut w, target)?,
         Method::Holepunch => holepunch(&mut w, target)?,
-        Method::Ffsck => ffsck_method(&mut w, target, groups)?,
+        Method::Ffsck => ffsck_method(&mut w, target, groups, args.rounds)?,
         Method::GitReplay => git_replay(&mut w, target)?,
     };
     let seconds = w.budget.started.elapsed().as_secs_f64();
