@@ -16,6 +16,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
+use crate::mkfs::free_bytes;
+
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -23,8 +25,8 @@ pub enum Method {
     /// Three-level folders; per folder round-robin create(fallocate) / truncate-to-half /
     /// delete / append 256 KiB until full.
     Roundhouse,
-    /// Large files to ~81 %, written side by side (1 MiB at a time, files in turn, in a
-    /// random order, as concurrent downloads do), then punch holes so small islands spread over
+    /// Large files to ~81 %, created first, then written side by side in a random order (1
+    /// MiB at a time, 64 files in turn, as concurrent downloads do), then punch holes so small islands spread over
     /// every group, files in a random order: each file's extent blocks land somewhere in its
     /// data, in an order that has nothing to do with its inode number.
     Holepunch,
@@ -377,25 +379,41 @@ fn holepunch(w: &mut Work, target: f64) -> Result<String> {
         std::fs::create_dir_all(d)?;
     }
     // Batches of 64 files of 16 MiB, written 1 MiB at a time: every round gives each file of
-    // the batch its next MiB, the files in a random order.
+    // the batch its next MiB, the files in a random order. The files are all created first
+    // (empty, in random directories) and written in a random order, so a file's inode number
+    // says nothing about where its data lies (as when a program creates files up front and
+    // fills them later).
     const FILE: u64 = 16 << 20;
     const CHUNK: u64 = 1 << 20;
     const BATCH: usize = 64;
+    let now = w.util();
+    let free = free_bytes(&w.root).unwrap_or(0);
+    let want = if now >= 100.0 {
+        0
+    } else {
+        (free as f64 * ((target - now).max(0.0) / (100.0 - now)) / FILE as f64).ceil() as usize
+    };
+    let mut order: Vec<PathBuf> = Vec::with_capacity(want);
+    for _ in 0..want {
+        let d = dirs[w.rng.random_range(0..dirs.len())].clone();
+        let path = d.join(format!("f{:08}", w.next));
+        w.next += 1;
+        File::create(&path)?;
+        w.files.push(path.clone());
+        order.push(path);
+        w.budget.ops += 1;
+    }
+    order.shuffle(&mut w.rng);
     let mut full = false;
-    'fill: while w.util() < target {
+    'fill: for paths in order.chunks(BATCH) {
         if let Some(r) = w.budget.exhausted() {
             return Ok(r);
         }
         let mut batch: Vec<(File, u64)> = Vec::with_capacity(BATCH);
-        for _ in 0..BATCH {
-            let d = dirs[w.rng.random_range(0..dirs.len())].clone();
-            let path = d.join(format!("f{:08}", w.next));
-            w.next += 1;
-            batch.push((File::create(&path)?, 0));
-            w.files.push(path);
-            w.budget.ops += 1;
+        for p in paths {
+            batch.push((OpenOptions::new().write(true).open(p)?, 0));
         }
-        let mut live: Vec<usize> = (0..BATCH).collect();
+        let mut live: Vec<usize> = (0..batch.len()).collect();
         while !live.is_empty() {
             live.shuffle(&mut w.rng);
             for &k in &live {
