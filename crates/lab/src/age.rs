@@ -18,7 +18,6 @@ use serde::Serialize;
 
 use crate::mkfs::free_bytes;
 
-
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
@@ -482,7 +481,8 @@ fn ffsck_method(w: &mut Work, target: f64, groups: u32, rounds: u32) -> Result<S
         std::fs::create_dir_all(d)?;
     }
     // Sizes 4 KiB–2 MiB, log-uniform: mostly small files, as on real systems.
-    let size = |rng: &mut ChaCha8Rng| (4096u64 << rng.random_range(0..10)) * rng.random_range(1..=2);
+    let size =
+        |rng: &mut ChaCha8Rng| (4096u64 << rng.random_range(0..10)) * rng.random_range(1..=2);
     let mut growers: Vec<Grower> = Vec::new();
     let mut k = 0usize;
     // Until 20 %: every group's directory gets files in turn.
@@ -502,7 +502,7 @@ fn ffsck_method(w: &mut Work, target: f64, groups: u32, rounds: u32) -> Result<S
     let mut n = 0u64;
     loop {
         // statvfs every 64 operations: the growing files add a few KiB each.
-        if n % 64 == 0 && w.util() >= target {
+        if n.is_multiple_of(64) && w.util() >= target {
             break;
         }
         n += 1;
@@ -538,7 +538,7 @@ fn ffsck_method(w: &mut Work, target: f64, groups: u32, rounds: u32) -> Result<S
             step(w.delete(k))?;
         }
         let mut n = 0u64;
-        while n % 64 != 0 || w.util() < target {
+        while !n.is_multiple_of(64) || w.util() < target {
             n += 1;
             if let Some(r) = w.budget.exhausted() {
                 return Ok(r);
