@@ -217,6 +217,10 @@ fn consensus(dev: &dyn Device, primary: &RawSuperblock, geo: &Geometry) -> Optio
             continue;
         }
         match &found {
+            // A first backup that agrees with the primary settles it without reading the
+            // rest (on a hard disk each read is a seek): whether the others agree with it
+            // (their view is the primary's) or not (no common view), nothing differs.
+            None if same_fields(primary, &b) => return Some(b),
             None => found = Some(b),
             Some(f) if same_fields(f, &b) => {}
             Some(_) => return None,

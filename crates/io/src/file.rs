@@ -111,6 +111,12 @@ impl Device for FileDevice {
         Some(self.in_page_cache(offset))
     }
 
+    fn no_read_ahead(&self) {
+        // POSIX_FADV_RANDOM: the kernel reads each read as asked; WILLNEED hints still read
+        // their whole ranges. Refused, it changes nothing.
+        let _ = rustix::fs::fadvise(&self.file, 0, None, rustix::fs::Advice::Random);
+    }
+
     fn will_need(&self, ranges: &[(u64, u64)]) {
         let clamp = |&(offset, len): &(u64, u64)| {
             std::num::NonZeroU64::new(len.min(self.size.saturating_sub(offset)))

@@ -63,6 +63,11 @@ pub trait Device: Send + Sync {
     fn will_need(&self, ranges: &[(u64, u64)]) {
         let _ = ranges;
     }
+    /// From now on, read only what is asked (or hinted with [`Device::will_need`]): no
+    /// read-ahead of the backend's own. For a caller that hints everything it will read in
+    /// disk order: the kernel's read-ahead, guessing from reads several threads make
+    /// through one file, would read data blocks no one needs between the hinted ones.
+    fn no_read_ahead(&self) {}
     /// Whether the byte at `offset` is in memory already (the page cache), so reading it would
     /// not wait for the device; `None` when the backend cannot tell.
     fn is_cached(&self, offset: u64) -> Option<bool> {

@@ -99,6 +99,10 @@ impl Device for Overlay {
         self.base.will_need(ranges);
     }
 
+    fn no_read_ahead(&self) {
+        self.base.no_read_ahead();
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let end = self.end_of(offset, buf.len())?;
         let staged = self.staged.read().map_err(|_| poisoned())?;

@@ -24,10 +24,18 @@ pub enum Method {
     /// Three-level folders; per folder round-robin create(fallocate) / truncate-to-half /
     /// delete / append 256 KiB until full.
     Roundhouse,
-    /// Large files to ~81 %, then punch holes so small islands spread over every group.
+    /// Large files to ~81 %, created first, then written side by side in a random order (1
+    /// MiB at a time, 64 files in turn, as concurrent downloads do), then punch holes so small islands spread over
+    /// every group, files in a random order: each file's extent blocks land somewhere in its
+    /// data, in an order that has nothing to do with its inode number.
     Holepunch,
-    /// One dir per block group filled to 20 %, then random creates (4 KiB–2 MiB), appends,
-    /// truncates and deletes until ≥ 90 % full.
+    /// One dir per block group filled to 20 %, then random creates, appends, truncates and
+    /// deletes until ≥ 90 % full, then `--rounds` rounds of churn (delete random files down
+    /// to 85 %, refill to 90 %: the new files fill the holes, in many extents). Half the files are written whole, half grow a few KiB at a
+    /// time beside 63 other growing files (concurrent appenders), so they end up in many
+    /// extents, with their extent (or indirect) blocks scattered among the data. On a file
+    /// system without extents (ext3) files are written (`pwrite`, mounted `nodelalloc` so
+    /// blocks are placed when written), elsewhere allocated (`fallocate`).
     Ffsck,
     /// Repeated rewrites of a source-tree-like set of files (checkout after checkout).
     GitReplay,
@@ -55,6 +63,13 @@ pub struct AgeArgs {
     /// Report path [default: IMG.age.json].
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// ffsck method: rounds of churn once full (delete down to 5 points below the fill
+    /// level, refill with new files, which land in the holes).
+    #[arg(long, default_value_t = 10)]
+    pub rounds: u32,
+    /// Skip the cold "grep test" (reading every file back; minutes on a full 16 GiB image).
+    #[arg(long)]
+    pub no_grep_test: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -114,13 +129,14 @@ struct Mount {
 }
 
 impl Mount {
-    fn new(image: &Path) -> Result<Self> {
+    /// `options` for `mount -o` ("loop", or "loop,nodelalloc").
+    fn new(image: &Path, options: &str) -> Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("ffsck-lab-age-")
             .tempdir()
             .context("creating a mount point")?;
         let out = Command::new("mount")
-            .args(["-o", "loop"])
+            .args(["-o", options])
             .arg(image)
             .arg(dir.path())
             .stdin(Stdio::null())
@@ -221,16 +237,43 @@ struct Work {
     next: u64,
     budget: Budget,
     buf: Vec<u8>,
+    /// `fallocate` is not supported here (learned from the first EOPNOTSUPP).
+    no_fallocate: bool,
 }
 
 impl Work {
     fn create(&mut self, dir: &Path, bytes: u64) -> std::io::Result<()> {
+        self.create_open(dir, bytes).map(drop)
+    }
+
+    /// Creates a file of `bytes` and returns it open for writing.
+    fn create_open(&mut self, dir: &Path, bytes: u64) -> std::io::Result<File> {
         let path = dir.join(format!("f{:08}", self.next));
         self.next += 1;
         let f = File::create(&path)?;
         self.budget.ops += 1;
         self.files.push(path);
-        fallocate(&f, 0, 0, bytes.max(1))
+        self.allocate(&f, 0, bytes.max(1))?;
+        Ok(f)
+    }
+
+    /// Gives `f` blocks for `[off, off + len)`: `fallocate`, or written data where the file
+    /// system cannot allocate without writing (no extents: ext2/ext3).
+    fn allocate(&mut self, f: &File, off: u64, len: u64) -> std::io::Result<()> {
+        if !self.no_fallocate {
+            match fallocate(f, 0, off, len) {
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => self.no_fallocate = true,
+                r => return r,
+            }
+        }
+        use std::os::unix::fs::FileExt;
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(self.buf.len() as u64) as usize;
+            f.write_all_at(&self.buf[..n], off + done)?;
+            done += n as u64;
+        }
+        Ok(())
     }
 
     fn append(&mut self, path: &Path, bytes: u64) -> std::io::Result<()> {
@@ -329,21 +372,72 @@ fn roundhouse(w: &mut Work, target: f64) -> Result<String> {
 }
 
 fn holepunch(w: &mut Work, target: f64) -> Result<String> {
-    let dir = w.root.join("big");
-    std::fs::create_dir_all(&dir)?;
+    use rand::seq::SliceRandom;
+    let dirs: Vec<PathBuf> = (0..8).map(|d| w.root.join(format!("big{d}"))).collect();
+    for d in &dirs {
+        std::fs::create_dir_all(d)?;
+    }
+    // Batches of 64 files of 16 MiB, written 1 MiB at a time: every round gives each file of
+    // the batch its next MiB, the files in a random order. The files are all created first
+    // (empty, in random directories) and written in a random order, so a file's inode number
+    // says nothing about where its data lies (as when a program creates files up front and
+    // fills them later).
     const FILE: u64 = 16 << 20;
-    while w.util() < target {
+    const CHUNK: u64 = 1 << 20;
+    const BATCH: usize = 64;
+    let now = w.util();
+    let free = free_bytes(&w.root).unwrap_or(0);
+    let want = if now >= 100.0 {
+        0
+    } else {
+        (free as f64 * ((target - now).max(0.0) / (100.0 - now)) / FILE as f64).ceil() as usize
+    };
+    let mut order: Vec<PathBuf> = Vec::with_capacity(want);
+    for _ in 0..want {
+        let d = dirs[w.rng.random_range(0..dirs.len())].clone();
+        let path = d.join(format!("f{:08}", w.next));
+        w.next += 1;
+        File::create(&path)?;
+        w.files.push(path.clone());
+        order.push(path);
+        w.budget.ops += 1;
+    }
+    order.shuffle(&mut w.rng);
+    let mut full = false;
+    'fill: for paths in order.chunks(BATCH) {
         if let Some(r) = w.budget.exhausted() {
             return Ok(r);
         }
-        let free = free_bytes(&w.root).unwrap_or(0);
-        if !step(w.create(&dir, FILE.min(free / 2).max(4096)))? {
-            break;
+        let mut batch: Vec<(File, u64)> = Vec::with_capacity(BATCH);
+        for p in paths {
+            batch.push((OpenOptions::new().write(true).open(p)?, 0));
+        }
+        let mut live: Vec<usize> = (0..batch.len()).collect();
+        while !live.is_empty() {
+            live.shuffle(&mut w.rng);
+            for &k in &live {
+                let (f, at) = &mut batch[k];
+                match fallocate(f, 0, *at, CHUNK) {
+                    Ok(()) => *at += CHUNK,
+                    Err(e) if is_enospc(&e) => {
+                        full = true;
+                        break 'fill;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+                w.budget.ops += 1;
+            }
+            live.retain(|&k| batch[k].1 < FILE);
+            if w.util() >= target {
+                break 'fill;
+            }
         }
     }
-    // Punch [x + 4 KiB, x + 64 KiB) every 64 KiB: 4 KiB islands everywhere.
+    // Punch [x + 4 KiB, x + 64 KiB) every 64 KiB: 4 KiB islands everywhere, files in a
+    // random order.
     const STRIDE: u64 = 64 << 10;
-    let files = w.files.clone();
+    let mut files = w.files.clone();
+    files.shuffle(&mut w.rng);
     for path in &files {
         let f = OpenOptions::new().write(true).open(path)?;
         let len = f.metadata()?.len();
@@ -362,55 +456,147 @@ fn holepunch(w: &mut Work, target: f64) -> Result<String> {
             off += STRIDE;
         }
     }
-    Ok("every large file punched".into())
+    Ok(if full {
+        "file system full; every large file punched".into()
+    } else {
+        "every large file punched".into()
+    })
 }
 
-fn ffsck_method(w: &mut Work, target: f64, groups: u32) -> Result<String> {
+/// A file growing beside others: its open handle, its size so far and the size it grows to.
+struct Grower {
+    file: File,
+    at: u64,
+    until: u64,
+}
+
+/// How many files grow at once in the ffsck method.
+const GROWERS: usize = 64;
+
+fn ffsck_method(w: &mut Work, target: f64, groups: u32, rounds: u32) -> Result<String> {
     let dirs: Vec<PathBuf> = (0..groups.max(1))
         .map(|g| w.root.join(format!("grp{g:05}")))
         .collect();
     for d in &dirs {
         std::fs::create_dir_all(d)?;
     }
-    let size = |rng: &mut ChaCha8Rng| rng.random_range(1u64..=512) * 4096;
+    // Sizes 4 KiB–2 MiB, log-uniform: mostly small files, as on real systems.
+    let size =
+        |rng: &mut ChaCha8Rng| (4096u64 << rng.random_range(0..10)) * rng.random_range(1..=2);
+    let mut growers: Vec<Grower> = Vec::new();
     let mut k = 0usize;
+    // Until 20 %: every group's directory gets files in turn.
     while w.util() < 20.0 {
         if let Some(r) = w.budget.exhausted() {
             return Ok(r);
         }
-        let s = size(&mut w.rng);
-        if !step(w.create(&dirs[k % dirs.len()], s))? {
+        let d = dirs[k % dirs.len()].clone();
+        k += 1;
+        if !step(ffsck_create(w, &d, &mut growers, size))? {
             return Ok("file system full".into());
         }
-        k += 1;
+        if !step(ffsck_grow(w, &mut growers))? {
+            return Ok("file system full".into());
+        }
     }
-    while w.util() < target {
+    let mut n = 0u64;
+    loop {
+        // statvfs every 64 operations: the growing files add a few KiB each.
+        if n.is_multiple_of(64) && w.util() >= target {
+            break;
+        }
+        n += 1;
         if let Some(r) = w.budget.exhausted() {
             return Ok(r);
         }
-        let choice = w.rng.random_range(0..10);
-        let ok = match (choice, w.random_file()) {
-            (0..=4, _) | (_, None) => {
-                let d = dirs[w.rng.random_range(0..dirs.len())].clone();
-                let s = size(&mut w.rng);
-                step(w.create(&d, s))?
-            }
-            (5 | 6, Some(k)) => {
-                let p = w.files[k].clone();
-                let s = size(&mut w.rng);
-                step(w.append(&p, s))?
-            }
-            (7, Some(k)) => {
-                let p = w.files[k].clone();
-                step(w.truncate_half(&p))?
-            }
-            (_, Some(k)) => step(w.delete(k))?,
+        let choice = w.rng.random_range(0..100);
+        let ok = if choice < 80 && growers.len() >= GROWERS / 2 {
+            step(ffsck_grow(w, &mut growers))?
+        } else if choice < 90 || w.files.is_empty() {
+            let d = dirs[w.rng.random_range(0..dirs.len())].clone();
+            step(ffsck_create(w, &d, &mut growers, size))?
+        } else if choice < 94 {
+            let k = w.rng.random_range(0..w.files.len());
+            let p = w.files[k].clone();
+            step(w.truncate_half(&p))?
+        } else {
+            let k = w.rng.random_range(0..w.files.len());
+            step(w.delete(k))?
         };
         if !ok {
             return Ok("file system full".into());
         }
     }
-    Ok(format!("{target}% in use"))
+    // Churn at the fill level: delete random files down to 5 points below it, refill with
+    // new (growing) files that land in the holes, again and again.
+    for round in 0..rounds {
+        while w.util() > target - 5.0 && !w.files.is_empty() {
+            if let Some(r) = w.budget.exhausted() {
+                return Ok(r);
+            }
+            let k = w.rng.random_range(0..w.files.len());
+            step(w.delete(k))?;
+        }
+        let mut n = 0u64;
+        while !n.is_multiple_of(64) || w.util() < target {
+            n += 1;
+            if let Some(r) = w.budget.exhausted() {
+                return Ok(r);
+            }
+            let ok = if w.rng.random_range(0..100) < 80 && growers.len() >= GROWERS / 2 {
+                step(ffsck_grow(w, &mut growers))?
+            } else {
+                let d = dirs[w.rng.random_range(0..dirs.len())].clone();
+                step(ffsck_create(w, &d, &mut growers, size))?
+            };
+            if !ok {
+                return Ok(format!("file system full in churn round {round}"));
+            }
+        }
+    }
+    Ok(format!("{target}% in use after {rounds} churn rounds"))
+}
+
+/// A new file: half are written whole at once, half join the growing files.
+fn ffsck_create(
+    w: &mut Work,
+    dir: &Path,
+    growers: &mut Vec<Grower>,
+    size: impl Fn(&mut ChaCha8Rng) -> u64,
+) -> std::io::Result<()> {
+    let bytes = size(&mut w.rng);
+    if growers.len() >= GROWERS || w.rng.random_range(0..2) == 0 {
+        return w.create(dir, bytes);
+    }
+    let first = 4096 * w.rng.random_range(1..=4u64);
+    let file = w.create_open(dir, first.min(bytes))?;
+    if bytes > first {
+        growers.push(Grower {
+            file,
+            at: first,
+            until: bytes,
+        });
+    }
+    Ok(())
+}
+
+/// One growing file, picked at random, gets its next 4–16 KiB.
+fn ffsck_grow(w: &mut Work, growers: &mut Vec<Grower>) -> std::io::Result<()> {
+    if growers.is_empty() {
+        return Ok(());
+    }
+    let k = w.rng.random_range(0..growers.len());
+    let len = (4096 * w.rng.random_range(1..=4u64)).min(growers[k].until - growers[k].at);
+    let g = &growers[k];
+    let file = g.file.try_clone()?;
+    let at = g.at;
+    w.budget.ops += 1;
+    w.allocate(&file, at, len)?;
+    growers[k].at += len;
+    if growers[k].at >= growers[k].until {
+        growers.swap_remove(k);
+    }
+    Ok(())
 }
 
 fn git_replay(w: &mut Work, target: f64) -> Result<String> {
@@ -522,7 +708,7 @@ fn fragments(path: &Path) -> std::io::Result<u64> {
     }
 }
 
-fn measure(root: &Path) -> Result<Fragmentation> {
+fn measure(root: &Path, grep_test: bool) -> Result<Fragmentation> {
     let mut files = Vec::new();
     let mut dirs = vec![root.to_path_buf()];
     let mut k = 0;
@@ -559,17 +745,11 @@ fn measure(root: &Path) -> Result<Fragmentation> {
         dir_sum += n;
         scattered += u64::from(n > 1);
     }
-    // SAFETY: no arguments.
-    unsafe { libc::sync() };
-    let cold = std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok();
-    let started = Instant::now();
-    let mut buf = vec![0u8; 1 << 20];
-    for f in &files {
-        use std::io::Read;
-        let mut h = File::open(f)?;
-        while h.read(&mut buf)? > 0 {}
-    }
-    let grep_test_s = started.elapsed().as_secs_f64();
+    let (grep_test_s, cold) = if grep_test {
+        grep(&files)?
+    } else {
+        (0.0, false)
+    };
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     Ok(Fragmentation {
         files: files.len() as u64,
@@ -586,6 +766,21 @@ fn measure(root: &Path) -> Result<Fragmentation> {
     })
 }
 
+/// The cold "grep test": seconds to read every file, and whether the cache could be dropped.
+fn grep(files: &[PathBuf]) -> Result<(f64, bool)> {
+    // SAFETY: no arguments.
+    unsafe { libc::sync() };
+    let cold = std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok();
+    let started = Instant::now();
+    let mut buf = vec![0u8; 1 << 20];
+    for f in files {
+        use std::io::Read;
+        let mut h = File::open(f)?;
+        while h.read(&mut buf)? > 0 {}
+    }
+    Ok((started.elapsed().as_secs_f64(), cold))
+}
+
 /// Ages the image and reports; fails with a clear message when it cannot be mounted.
 pub fn run(args: &AgeArgs) -> Result<AgeReport> {
     if !args.image.is_file() {
@@ -599,7 +794,16 @@ pub fn run(args: &AgeArgs) -> Result<AgeReport> {
     } else {
         crate::corrupt::Image::open(&args.image)?.group_count()
     };
-    let mount = Mount::new(&args.image)?;
+    // The ffsck method writes where it cannot fallocate (ext3): blocks are placed as written.
+    let options = match args.method {
+        Method::Ffsck if !is_xfs => "loop,nodelalloc",
+        _ => "loop",
+    };
+    // ext3 (the ext4 driver in ext3 mode) refuses nodelalloc, and never delays allocation.
+    let mount = match Mount::new(&args.image, options) {
+        Err(_) if options != "loop" => Mount::new(&args.image, "loop")?,
+        r => r?,
+    };
     let target = args.until_util.unwrap_or(match args.method {
         Method::Roundhouse => 95.0,
         Method::Holepunch => 81.0,
@@ -623,16 +827,17 @@ pub fn run(args: &AgeArgs) -> Result<AgeReport> {
             max_secs: args.secs,
         },
         buf,
+        no_fallocate: false,
     };
     let stop_reason = match args.method {
         Method::Roundhouse => roundhouse(&mut w, target)?,
         Method::Holepunch => holepunch(&mut w, target)?,
-        Method::Ffsck => ffsck_method(&mut w, target, groups)?,
+        Method::Ffsck => ffsck_method(&mut w, target, groups, args.rounds)?,
         Method::GitReplay => git_replay(&mut w, target)?,
     };
     let seconds = w.budget.started.elapsed().as_secs_f64();
     let util_after = util(mount.path());
-    let fragmentation = measure(mount.path())?;
+    let fragmentation = measure(mount.path(), !args.no_grep_test)?;
     mount.unmount()?;
     let xfs_frag = is_xfs
         .then(|| crate::xfs::frag_report(&args.image))

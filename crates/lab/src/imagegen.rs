@@ -104,6 +104,8 @@ pub struct BuildSpec {
     pub fs_type: Option<FsType>,
     /// Image size in bytes; computed from the tree when `None`.
     pub image_bytes: Option<u64>,
+    /// At least this many inodes (`mke2fs -N`): room for an aging workload's new files.
+    pub min_mkfs_inodes: Option<u64>,
 }
 
 /// What was built, for the bench report and the recipe.
@@ -289,6 +291,7 @@ pub fn build(
         seed,
         fs_type: None,
         image_bytes: None,
+        min_mkfs_inodes: None,
     };
     build_spec(&spec, tree_parent, image, mke2fs)
 }
@@ -333,6 +336,7 @@ pub fn build_spec(
     if profile == Profile::Large {
         mkfs_inodes = mkfs_inodes.max(inodes);
     }
+    mkfs_inodes = mkfs_inodes.max(spec.min_mkfs_inodes.unwrap_or(0));
     let mut image_bytes = spec
         .image_bytes
         .unwrap_or_else(|| image_bytes_for(&stats, mkfs_inodes));

@@ -28,6 +28,10 @@ pub struct MkfsArgs {
     /// Seed of the tree, UUID and hash seed: same seed, same image.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Give mke2fs at least this many inodes (`-N`), e.g. room for `ffsck-lab age` to create
+    /// files [default: what the tree needs, plus 2 %].
+    #[arg(long)]
+    pub mkfs_inodes: Option<u64>,
     /// Output image; the recipe goes to `IMG.recipe.json`.
     #[arg(long)]
     pub out: PathBuf,
@@ -131,6 +135,7 @@ pub fn run(args: &MkfsArgs) -> Result<Recipe> {
         seed: args.seed,
         fs_type: args.fs_type,
         image_bytes: args.size,
+        min_mkfs_inodes: args.mkfs_inodes,
     };
     let tree_dir = pick_tree_dir(args);
     let built = imagegen::build_spec(&spec, &tree_dir, &args.out, &mke2fs)?;

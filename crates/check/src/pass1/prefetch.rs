@@ -108,6 +108,9 @@ impl Drop for DirSweep {
 /// blocks' in the background (see [`DirSweep`]).
 pub(super) fn prefetch(fs: &Fs, p0: &Pass0Facts) -> DirSweep {
     let bs = u64::from(fs.geo.block_size);
+    // Every read from here on is hinted in disk order: the kernel's own read-ahead would
+    // only add reads between them (of data blocks, guessing from several threads' reads).
+    fs.dev.no_read_ahead();
     let mut plan = ReadPlan::new();
     // Ids below `tables` are groups' inode tables, the rest bitmaps.
     for (g, st) in p0.groups.iter().enumerate() {

@@ -70,6 +70,8 @@ pub(super) fn age_image(
         ops: None,
         secs: Some(args.age_secs),
         report: Some(args.out.join("age.json")),
+        rounds: 10,
+        no_grep_test: false,
     };
     match age::run(&age_args) {
         Ok(report) => Ok(Some(report)),

@@ -176,6 +176,13 @@ pub fn trace(image: &Path, label: &str, command: &str, read_ahead_kb: u64) -> Re
     fs::write(lo.sys("queue/read_ahead_kb"), read_ahead_kb.to_string())
         .context("set read_ahead_kb")?;
     let (major, minor) = lo.dev_t()?;
+    // udev probes a new device (blkid reads signatures at its start and end): let it finish
+    // before tracing, or its reads land in the checker's trace. Best effort.
+    let _ = Command::new("udevadm")
+        .args(["settle", "--timeout=10"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
     let inst = Instance::create(&format!("ffsck-lab-hdd-{}", std::process::id()))?;
     inst.write("tracing_on", "0")?;
     inst.write("buffer_size_kb", "65536")?;
