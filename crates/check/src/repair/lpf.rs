@@ -552,7 +552,9 @@ pub(super) fn create_dir(
     inode.i_mtime.set(t);
     inode.i_links_count.set(2);
     // i_blocks counts whole clusters (bigalloc).
-    inode.i_blocks_lo.set((bs / 512) as u32 * fs.geo.cluster_ratio.max(1));
+    inode
+        .i_blocks_lo
+        .set((bs / 512) as u32 * fs.geo.cluster_ratio.max(1));
     if fs.geo.incompat.has(Incompat::EXTENTS) {
         inode.i_flags.set(flags::EXTENTS);
         let mut ib = [0u8; 60];
