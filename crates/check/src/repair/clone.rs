@@ -150,7 +150,7 @@ impl Dups {
 pub fn apply(
     p0: &Pass0Facts,
     dev: &dyn Device,
-    mut facts: Option<&mut AllocFacts>,
+    facts: Option<&mut AllocFacts>,
     findings: &[Finding],
     fixes: &[&Finding],
 ) {
@@ -198,7 +198,7 @@ pub fn apply(
         c.clone_inode();
     }
     let taken = std::mem::replace(&mut alloc.taken, Bitmap::new(0));
-    if let Some(f) = facts.as_deref_mut() {
+    if let Some(f) = facts {
         taken.iter_ones().for_each(|b| f.block_used.set(b));
     }
 }
