@@ -29,17 +29,24 @@ pub struct Move {
     pub from: Option<u64>,
 }
 
-/// The first run of `n` blocks in `lo..=hi` that `used` leaves free.
-fn first_free(used: &Bitmap, lo: u64, hi: u64, n: u64) -> Option<u64> {
-    let mut start = lo;
-    let mut b = lo;
+/// The first run of `n` blocks in `lo..=hi` that `used` leaves free. With clusters of
+/// `ratio` blocks (bigalloc) the run starts a cluster and every block of the clusters it
+/// covers is free: a cluster belongs to one owner only.
+pub(crate) fn first_free(used: &Bitmap, lo: u64, hi: u64, n: u64, ratio: u64) -> Option<u64> {
+    let ratio = ratio.max(1);
+    let span = n.div_ceil(ratio).saturating_mul(ratio);
+    let align = |b: u64| b.div_ceil(ratio).saturating_mul(ratio);
+    let mut start = align(lo);
+    let mut b = start;
     while b <= hi {
         if used.get(b) {
-            start = b + 1;
-        } else if b + 1 - start == n {
+            start = align(b + 1);
+            b = start;
+        } else if b + 1 - start == span {
             return Some(start);
+        } else {
+            b += 1;
         }
-        b += 1;
     }
     None
 }
@@ -149,6 +156,7 @@ pub fn plan(p0: &Pass0Facts, used: &mut Bitmap, policy: Policy, out: &mut Findin
     } else {
         1
     };
+    let ratio = u64::from(geo.cluster_ratio.max(1));
     // Smallest run already found not to fit anywhere: no second whole-disk search for it.
     let mut no_room: Option<u64> = None;
     for (g, wants) in clashes(p0, policy, out).into_iter().enumerate() {
@@ -178,13 +186,14 @@ pub fn plan(p0: &Pass0Facts, used: &mut Bitmap, policy: Policy, out: &mut Findin
                 if no_room.is_some_and(|m| n >= m) {
                     return None;
                 }
-                first_free(used, geo.first_data_block, last, n)
+                first_free(used, geo.first_data_block, last, n, ratio)
             };
-            let Some(blk) = first_free(used, lo, hi, n).or_else(anywhere) else {
+            let Some(blk) = first_free(used, lo, hi, n, ratio).or_else(anywhere) else {
                 no_room = Some(no_room.map_or(n, |m| m.min(n)));
                 continue;
             };
-            (blk..blk + n).for_each(|b| used.set(b));
+            // The whole clusters it starts are taken (bigalloc).
+            (blk..blk + n.div_ceil(ratio) * ratio).for_each(|b| used.set(b));
             let what = match which {
                 Table::BlockBitmap => "block bitmap",
                 Table::InodeBitmap => "inode bitmap",

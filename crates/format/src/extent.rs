@@ -103,6 +103,17 @@ pub enum HeaderError {
 impl<'a> Node<'a> {
     /// Parse a node from `buf` (60 bytes for the in-inode root, a block otherwise).
     pub fn parse(buf: &'a [u8]) -> Result<Self, HeaderError> {
+        let node = Self::parse_any_depth(buf)?;
+        if node.depth() > MAX_DEPTH {
+            return Err(HeaderError::BadDepth);
+        }
+        Ok(node)
+    }
+
+    /// `parse` without the depth limit: libext2fs opens an in-inode root of any depth (the
+    /// walk below it is bounded by its own level count), and e2fsck then offers to make the
+    /// tree shallower.
+    pub fn parse_any_depth(buf: &'a [u8]) -> Result<Self, HeaderError> {
         let (header, _) =
             ExtentHeader::read_from_prefix(buf).map_err(|_| HeaderError::BadCounts)?;
         if header.eh_magic.get() != EXTENT_MAGIC {
@@ -113,9 +124,6 @@ impl<'a> Node<'a> {
         let n = usize::from(header.eh_entries.get());
         if max > capacity || n > max {
             return Err(HeaderError::BadCounts);
-        }
-        if header.eh_depth.get() > MAX_DEPTH {
-            return Err(HeaderError::BadDepth);
         }
         Ok(Node {
             header,

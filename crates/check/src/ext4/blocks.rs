@@ -244,7 +244,8 @@ impl Edits {
     /// answered (slots without an answer are kept). Whether `buf` changed.
     pub fn apply_node(&mut self, buf: &mut [u8]) -> bool {
         let edits = self.stack.pop().unwrap_or_default();
-        let Ok(node) = Node::parse(buf) else {
+        // (A root of any depth is walked, so it is edited too.)
+        let Ok(node) = Node::parse_any_depth(buf) else {
             return false;
         };
         let n = node.len();
@@ -519,7 +520,9 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
     }
 
     fn extents_in<V: Visitor>(&mut self, root: &mut [u8; 60], v: &mut V) -> Walked {
-        let node = match Node::parse(root) {
+        // A root deeper than the format allows is still walked (as libext2fs does): it is
+        // reported deeper than useful, and its children cannot match its depth.
+        let node = match Node::parse_any_depth(root) {
             Ok(n) => n,
             Err(e) => {
                 v.damage(Damage::BadRoot(e));

@@ -202,44 +202,47 @@ pub(crate) fn check(
     let result = match locate(fs) {
         Err(Fail::BadInode) => c.fix_bad_inode(),
         Err(e) => Err(e),
-        Ok((runs, total_len)) => match load(&mut c, &runs, total_len) {
-            Ok((jsb, usable)) => {
-                check_flags(&mut c, &jsb, backup_sb);
-                if usable && c.facts.journal_inum != 0 {
-                    c.facts.journal = Some(Journal {
-                        total_len: u64::from(jsb.s_maxlen.get()).min(total_len),
-                        sb: jsb,
-                        runs,
-                        ext: None,
-                    });
+        Ok((runs, total_len)) => {
+            restore_from_backup(fs, policy);
+            match load(&mut c, &runs, total_len) {
+                Ok((jsb, usable)) => {
+                    check_flags(&mut c, &jsb, backup_sb);
+                    if usable && c.facts.journal_inum != 0 {
+                        c.facts.journal = Some(Journal {
+                            total_len: u64::from(jsb.s_maxlen.get()).min(total_len),
+                            sb: jsb,
+                            runs,
+                            ext: None,
+                        });
+                    }
+                    Ok(())
                 }
-                Ok(())
-            }
-            Err(e) => {
-                let escalate = match e {
-                    Fail::CorruptSuper => true,
-                    Fail::UnsuppIncompat => {
-                        !c.ask(P::P0_JOURNAL_UNSUPP_INCOMPAT, ProblemCtx::default())
+                Err(e) => {
+                    let escalate = match e {
+                        Fail::CorruptSuper => true,
+                        Fail::UnsuppIncompat => {
+                            !c.ask(P::P0_JOURNAL_UNSUPP_INCOMPAT, ProblemCtx::default())
+                        }
+                        Fail::UnsuppRoCompat => {
+                            !c.ask(P::P0_JOURNAL_UNSUPP_ROCOMPAT, ProblemCtx::default())
+                        }
+                        Fail::UnsuppVersion => {
+                            !c.ask(P::P0_JOURNAL_UNSUPP_VERSION, ProblemCtx::default())
+                        }
+                        Fail::BadInode | Fail::Abort(_) => false,
+                    };
+                    if escalate {
+                        let r = c.fix_corrupt_super();
+                        if r.is_ok() && c.reset_super && policy.mode != Mode::No {
+                            reset_super(fs, &runs, total_len);
+                        }
+                        r
+                    } else {
+                        Err(e)
                     }
-                    Fail::UnsuppRoCompat => {
-                        !c.ask(P::P0_JOURNAL_UNSUPP_ROCOMPAT, ProblemCtx::default())
-                    }
-                    Fail::UnsuppVersion => {
-                        !c.ask(P::P0_JOURNAL_UNSUPP_VERSION, ProblemCtx::default())
-                    }
-                    Fail::BadInode | Fail::Abort(_) => false,
-                };
-                if escalate {
-                    let r = c.fix_corrupt_super();
-                    if r.is_ok() && c.reset_super && policy.mode != Mode::No {
-                        reset_super(fs, &runs, total_len);
-                    }
-                    r
-                } else {
-                    Err(e)
                 }
             }
-        },
+        }
     };
     match result {
         Ok(()) => Ok(c.facts),
@@ -274,6 +277,12 @@ fn locate(fs: &Fs) -> Result<(Runs, u64), Fail> {
     if sb.s_jnl_backup_type != BACKUP_BLOCKS {
         return Err(Fail::BadInode);
     }
+    // The backup carries no flags, so (as in e2fsck) it is read as a block map.
+    inode_map(fs, &backup_inode(sb)).ok_or(Fail::BadInode)
+}
+
+/// The journal inode as the superblock's backup of it describes it.
+fn backup_inode(sb: &ffsck_format::RawSuperblock) -> RawInode {
     let mut inode = RawInode::default();
     for i in 0..15 {
         inode.i_block[i] = sb.s_jnl_blocks[i];
@@ -282,8 +291,26 @@ fn locate(fs: &Fs) -> Result<(Runs, u64), Fail> {
     inode.i_size_lo = sb.s_jnl_blocks[16];
     inode.i_links_count.set(1);
     inode.i_mode.set(mode::S_IFREG | 0o600);
-    // The backup carries no flags, so (as in e2fsck) it is read as a block map.
-    inode_map(fs, &inode).ok_or(Fail::BadInode)
+    inode
+}
+
+/// A journal found through the superblock's backup is written back to its inode when the
+/// check may write (as e2fsck does when it loads it): the inode's first 128 bytes become the
+/// backup's, so pass 1 walks the journal's blocks rather than freeing them.
+fn restore_from_backup(fs: &Fs, policy: Policy) {
+    let inum = fs.sb.s_journal_inum.get();
+    let own_map = fs
+        .read_inode(inum)
+        .is_some_and(|raw| inode_map(fs, &RawInode::parse(&raw)).is_some());
+    if policy.mode == Mode::No || own_map {
+        return;
+    }
+    let backup = backup_inode(&fs.sb);
+    crate::ext4::inode::edit_raw(fs, &*fs.dev, inum, |raw| {
+        use zerocopy::IntoBytes;
+        let n = raw.len().min(128);
+        raw[..n].copy_from_slice(&backup.as_bytes()[..n]);
+    });
 }
 
 /// The journal's block runs if `inode` can hold a journal: a live regular unencrypted file of

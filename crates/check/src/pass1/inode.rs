@@ -291,7 +291,8 @@ pub(super) fn check_reserved(
         ino::JOURNAL if scan.journal_inum == ino::JOURNAL => {
             out.bits.set(GroupBits::USED, ino - 1);
             *link_slot = inode.links_count();
-            if mode != 0 && ft != FileType::Regular {
+            // A zeroed inode too (the journal was found through the superblock's backup).
+            if ft != FileType::Regular {
                 report(scan, out, ic, P::P1_JOURNAL_BAD_MODE, ProblemCtx::ino(ino));
             }
             let mut cb = check_blocks(scan, ic, out, FileType::Regular);

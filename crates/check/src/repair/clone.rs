@@ -145,10 +145,12 @@ impl Dups {
 
 /// Clone the shared blocks of every inode whose clone question was answered yes. `findings`
 /// is the whole round (for the pass 1B block lists), `fixes` what is being fixed.
+/// The blocks the copies take are marked in `facts`, so the round's later fixers (the resize
+/// inode's rebuild) do not take them again.
 pub fn apply(
     p0: &Pass0Facts,
     dev: &dyn Device,
-    facts: Option<&AllocFacts>,
+    facts: Option<&mut AllocFacts>,
     findings: &[Finding],
     fixes: &[&Finding],
 ) {
@@ -168,7 +170,7 @@ pub fn apply(
     // A check that stopped early (a directory left unsalvaged) has no allocation facts: find
     // the blocks in use with a quiet pass 1 of its own.
     let rescan;
-    let used = match facts {
+    let used = match facts.as_deref() {
         Some(f) => &f.block_used,
         None => {
             let mut scratch = crate::report::Findings::default();
@@ -194,6 +196,10 @@ pub fn apply(
             reads: fs.geo.blocks_count,
         };
         c.clone_inode();
+    }
+    let taken = std::mem::replace(&mut alloc.taken, Bitmap::new(0));
+    if let Some(f) = facts {
+        taken.iter_ones().for_each(|b| f.block_used.set(b));
     }
 }
 

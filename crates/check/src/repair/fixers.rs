@@ -84,7 +84,7 @@ pub(super) const FIXERS: &[Step] = &[
         extent_tree::apply(r.p0, r.dev, r.fixes)
     }),
     step(Fixer::Clone, When::InOrder, |r| {
-        clone::apply(r.p0, r.dev, r.alloc.as_deref(), r.findings, r.fixes)
+        clone::apply(r.p0, r.dev, r.alloc.as_deref_mut(), r.findings, r.fixes)
     }),
     step(Fixer::Inode, When::InOrder, |r| {
         inode::apply(r.p0, r.dev, r.fixes)

@@ -327,9 +327,6 @@ fn unlink(b: &mut [u8], ino: u32) -> bool {
 fn pick_inode(p0: &Pass0Facts, facts: &AllocFacts, findings: &[Finding]) -> Option<u32> {
     let fs = &p0.fs;
     let geo = &fs.geo;
-    if geo.cluster_ratio > 1 {
-        return None;
-    }
     let csum = fs.has_group_csum();
     let named: HashSet<u32> = findings
         .iter()
@@ -364,10 +361,8 @@ fn pick_inode(p0: &Pass0Facts, facts: &AllocFacts, findings: &[Finding]) -> Opti
 pub(super) fn pick_block(p0: &Pass0Facts, facts: &AllocFacts) -> Option<u64> {
     let fs = &p0.fs;
     let geo = &fs.geo;
-    if geo.cluster_ratio > 1 {
-        return None;
-    }
     let csum = fs.has_group_csum();
+    let ratio = u64::from(geo.cluster_ratio.max(1));
     for g in 0..geo.group_count {
         if (csum && fs.groups[g as usize].flags() & BG_BLOCK_UNINIT != 0)
             || !p0.groups[g as usize].block_bitmap_ok
@@ -375,7 +370,9 @@ pub(super) fn pick_block(p0: &Pass0Facts, facts: &AllocFacts) -> Option<u64> {
             continue;
         }
         let (a, z) = (geo.group_first_block(g), geo.group_last_block(g));
-        let blk = (a.max(geo.first_data_block.max(1))..=z).find(|&b| !facts.block_used.get(b));
+        // With bigalloc, the first block of a cluster none of whose blocks is in use.
+        let lo = a.max(geo.first_data_block.max(1));
+        let blk = crate::relocate::first_free(&facts.block_used, lo, z, 1, ratio);
         if blk.is_some() {
             return blk;
         }
@@ -398,6 +395,10 @@ pub fn grow(
     let Some(inode) = read_inode(p0, dev, dir) else {
         return false;
     };
+    // A block of its own per cluster is not how bigalloc grows a file: not done here.
+    if fs.geo.cluster_ratio > 1 {
+        return false;
+    }
     if inode.flags() & (flags::INLINE_DATA | flags::INDEX) != 0 || inode.size() % bs as u64 != 0 {
         return false;
     }
@@ -550,7 +551,10 @@ pub(super) fn create_dir(
     inode.i_ctime.set(t);
     inode.i_mtime.set(t);
     inode.i_links_count.set(2);
-    inode.i_blocks_lo.set((bs / 512) as u32);
+    // i_blocks counts whole clusters (bigalloc).
+    inode
+        .i_blocks_lo
+        .set((bs / 512) as u32 * fs.geo.cluster_ratio.max(1));
     if fs.geo.incompat.has(Incompat::EXTENTS) {
         inode.i_flags.set(flags::EXTENTS);
         let mut ib = [0u8; 60];
@@ -705,7 +709,9 @@ pub(super) fn mark_block(p0: &Pass0Facts, dev: &dyn Device, blk: u64) {
     let g = geo.group_of_block(blk);
     let wide = geo.desc_size >= 64;
     let gd = &mut descs[g as usize];
-    let bit = blk - geo.group_first_block(g);
+    // One bit per cluster; the descriptor counts clusters, the superblock blocks.
+    let ratio = u64::from(geo.cluster_ratio.max(1));
+    let bit = (blk - geo.group_first_block(g)) / ratio;
     if let Some(bits) = set_bit(dev, gd.block_bitmap(), bs, bit) {
         if fs.has_metadata_csum() {
             let c =
@@ -715,7 +721,7 @@ pub(super) fn mark_block(p0: &Pass0Facts, dev: &dyn Device, blk: u64) {
     }
     gd.set_free_blocks_count(gd.free_blocks_count().saturating_sub(1));
     write_desc(p0, dev, &mut descs, g);
-    sb.set_free_blocks_count(sb.free_blocks_count().saturating_sub(1));
+    sb.set_free_blocks_count(sb.free_blocks_count().saturating_sub(ratio));
     sb.update_checksum();
     let _ = dev.write_at(sb.as_bytes(), 1024);
 }

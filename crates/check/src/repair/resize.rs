@@ -121,7 +121,11 @@ fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, dind: Opti
         + 2
         + u64::from(geo.inode_blocks_per_group);
     let limit = geo.blocks_count.min(facts.block_used.len());
-    let free = |lo: u64, hi: u64| (lo..hi).find(|&b| !facts.block_used.get(b));
+    // With bigalloc, a cluster of its own.
+    let ratio = u64::from(geo.cluster_ratio.max(1));
+    let free = |lo: u64, hi: u64| {
+        crate::relocate::first_free(&facts.block_used, lo, hi.checked_sub(1)?, 1, ratio)
+    };
     let taken = dind.is_none();
     let Some(dind) = dind
         .or_else(|| free(goal.min(limit), limit))
@@ -165,7 +169,8 @@ fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, dind: Opti
         i.i_block[DIND].set(dind as u32);
         i.i_size_lo.set(size as u32);
         i.i_size_high.set((size >> 32) as u32);
-        let sectors = blocks * (bs / 512);
+        // Each block counts a whole cluster (bigalloc), as pass 1 counts them.
+        let sectors = blocks * ratio * (bs / 512);
         i.i_blocks_lo.set(sectors as u32);
         i.l_i_blocks_high.set((sectors >> 32) as u16);
         i.i_ctime.set(now);

@@ -403,3 +403,27 @@ fn an_indirect_block_in_the_inode_table_is_copied_before_any_fix() {
     );
     assert_tree_kept(&t, &img, &["b/x"]);
 }
+
+/// An extent root whose `eh_depth` is far beyond the format's five levels (a flipped byte):
+/// libext2fs still opens it, so e2fsck offers to make the tree shallower and drops the entry
+/// that, read as an index, points outside the file system; the file stays, now empty of
+/// blocks. ffsck did the same rather than clear the inode as having no extent header (which
+/// lost the file).
+#[test]
+fn an_extent_root_of_huge_depth_keeps_its_file() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "4096"], "16M");
+    // i_block[1] holds eh_max (4) and eh_depth (0xba70).
+    common::debugfs_w(&t, &img.path, "sif /a/f1 block[1] 3127902212");
+    let check = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(
+        check
+            .stdout
+            .contains("extent tree could be more shallow (47728; could be <= 4)"),
+        "{}",
+        check.stdout
+    );
+    let run = common::assert_one_run_repairs(&t, &img, "huge extent depth", &[1]);
+    let stat = common::debugfs_r(&t, &img.path, "stat /a/f1");
+    assert!(stat.contains("Type: regular"), "{stat}\n{}", run.stdout);
+}

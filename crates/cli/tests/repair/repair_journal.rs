@@ -293,3 +293,29 @@ fn a_journal_needing_recovery_is_recovered_first_as_e2fsck_does() {
         assert_eq!(code, 0, "e2fsck -fn after ffsck {mode}\n{out}");
     }
 }
+
+/// A zeroed journal inode whose map the superblock still backs up (`s_jnl_blocks`): `-n`
+/// says the journal is not a regular file, as e2fsck does; `-y` writes the backup into the
+/// inode (as e2fsck does when it loads the journal), so pass 1 counts the journal's blocks
+/// rather than freeing them, and the result keeps its journal.
+#[test]
+fn a_zeroed_journal_inode_is_restored_from_the_superblock_backup() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext3", &["-b", "4096"], "16M");
+    let free_blocks =
+        |img: &common::Image| common::debugfs_number(&t, &img.path, "stats", "Free blocks:");
+    let free_before = free_blocks(&img);
+    common::debugfs_w(&t, &img.path, "clri <8>");
+    let check = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(
+        check
+            .stdout
+            .contains("Journal is not regular file.  Fix? no"),
+        "{}",
+        check.stdout
+    );
+    let run = common::assert_one_run_repairs(&t, &img, "zeroed journal inode", &[1]);
+    assert_eq!(free_blocks(&img), free_before, "{}", run.stdout);
+    let stat = common::debugfs_r(&t, &img.path, "stat <8>");
+    assert!(stat.contains("Type: regular"), "{stat}");
+}
