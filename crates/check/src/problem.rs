@@ -425,6 +425,7 @@ catalogue! {
     P1_FS_REV_LEVEL = 0x010033, Fix, PREEN_OK | NO_OK, Features, 0, "File system has feature flag(s) set, but is a revision 0 file system.";
     P1_JOURNAL_INODE_NOT_CLEAR = 0x010034, Clear, PREEN_OK, Journal, 0, "Journal inode is not in use, but contains data.";
     P1_JOURNAL_BAD_MODE = 0x010035, Fix, PREEN_OK, Inode, INODE | MAP, "Journal is not regular file.";
+    P1_QUOTA_INODE_NOT_CLEAR = 0x010063, Clear, PREEN_OK, Inode, INODE | MAP, "Quota inode is not in use, but contains data.";
     P1_LOW_DTIME = 0x010036, Fix, PREEN_OK | NO_OK, Inode, INODE | MAP, LowDtime, "Inode {ino} was part of the orphaned inode list.";
     P1_ORPHAN_LIST_REFUGEES = 0x010037, Fix, PREEN_OK | NO_OK, Inode, INODE | MAP, "Inodes that were part of a corrupted orphan linked list found.";
     P1_BAD_EA_BLOCK = 0x01003A, Clear, 0, Xattr, 0, "Inode {ino} has a bad extended attribute block {blk}.";

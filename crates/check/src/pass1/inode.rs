@@ -318,6 +318,25 @@ pub(super) fn check_reserved(
                 return;
             }
         }
+        ino::USR_QUOTA | ino::GRP_QUOTA if !quota_inode_in_use(scan, ino) => {
+            // A reserved quota inode the superblock does not use should be empty; e2fsck
+            // zeroes it and does not walk its blocks (pass 5 frees them).
+            out.bits.set(GroupBits::USED, ino - 1);
+            let busy = inode.links_count() != 0
+                || inode.blocks_raw(false) != 0
+                || inode.i_block[0].get() != 0;
+            if !busy
+                || report(
+                    scan,
+                    out,
+                    ic,
+                    P::P1_QUOTA_INODE_NOT_CLEAR,
+                    ProblemCtx::ino(ino),
+                )
+            {
+                return;
+            }
+        }
         _ => {}
     }
     out.bits.set(GroupBits::USED, ino - 1);
@@ -336,6 +355,16 @@ pub(super) fn check_reserved(
     // The resize inode's map is checked with or without its feature, as e2fsck does (unless
     // pass 0 clears it): its double-indirect block is in use until then.
     let _ = check_blocks(scan, ic, out, FileType::Regular);
+}
+
+/// Whether reserved inode `ino` (3 or 4) is the superblock's quota inode of its type.
+fn quota_inode_in_use(scan: &Scan, ino: u32) -> bool {
+    let sb = &scan.fs.sb;
+    let named = match ino {
+        ino::USR_QUOTA => sb.s_usr_quota_inum.get(),
+        _ => sb.s_grp_quota_inum.get(),
+    };
+    sb.ro_compat().has(RoCompat::QUOTA) && named == ino
 }
 
 pub(super) fn check_live_inode(

@@ -82,6 +82,8 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
             P::P2_DIR_SIZE_HIGH_ZERO => i.i_size_high.set(0),
             // The bad-blocks inode: only a block map may be set; with none, the list is empty.
             P::P1_INVALID_BAD_INODE => i.as_mut_bytes()[..128].fill(0),
+            // A quota inode the superblock does not use: zeroed whole, as e2fsck does.
+            P::P1_QUOTA_INODE_NOT_CLEAR => i.as_mut_bytes().fill(0),
             P::P1_BADBLOCKS_IN_BADBLOCKS => {
                 i.i_links_count.set(0);
                 i.i_dtime.set(now);
