@@ -521,6 +521,17 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
     fn extents_in<V: Visitor>(&mut self, root: &mut [u8; 60], v: &mut V) -> Walked {
         let node = match Node::parse(root) {
             Ok(n) => n,
+            Err(HeaderError::BadDepth) => {
+                // Magic and counts are sound; only the depth is past any tree's. e2fsck opens
+                // such a root and judges its depth ("could be more shallow"); none of its
+                // entries can be walked as what the depth says they are.
+                let depth = u16::from_le_bytes([root[6], root[7]]);
+                let useful = extent::max_useful_depth(self.reader.block_size() as u32);
+                return match v.damage(Damage::DeeperThanUseful { depth, useful }) {
+                    Step::Stop => Walked::Stopped,
+                    _ => Walked::Done,
+                };
+            }
             Err(e) => {
                 v.damage(Damage::BadRoot(e));
                 return Walked::Done;

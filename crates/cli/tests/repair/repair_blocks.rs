@@ -403,3 +403,30 @@ fn an_indirect_block_in_the_inode_table_is_copied_before_any_fix() {
     );
     assert_tree_kept(&t, &img, &["b/x"]);
 }
+
+/// An extent root whose depth is past any tree's (a flipped high bit: 16384) but whose magic
+/// and counts are sound is judged as e2fsck judges it: "could be more shallow", its entries
+/// dropped. The file keeps its names, type and size (before, it was taken for an inode with
+/// no extent header and cleared, with every hard link to it).
+#[test]
+fn an_absurdly_deep_extent_root_keeps_the_file() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024"], "8M");
+    let ino = common::inode_of(&t, &img.path, "/b/x");
+    // i_block[1]: eh_max 4, eh_depth 16384.
+    common::debugfs_w(&t, &img.path, &format!("sif <{ino}> block[1] 0x40000004"));
+    let check = common::check_n(&img.path, 1);
+    assert!(
+        check.has("P1_EXTENT_BAD_MAX_DEPTH") && !check.has("P1_MISSING_EXTENT_HEADER"),
+        "{}",
+        check.describe()
+    );
+    common::assert_one_run_repairs(&t, &img, "extent root of depth 16384", &[1]);
+    for path in ["/b/x", "/b/hard"] {
+        let stat = common::debugfs_r(&t, &img.path, &format!("stat {path}"));
+        assert!(
+            stat.contains("Type: regular") && stat.contains("Size: 17"),
+            "{path} lost:\n{stat}"
+        );
+    }
+}
