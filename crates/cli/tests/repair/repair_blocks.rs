@@ -430,3 +430,24 @@ fn an_absurdly_deep_extent_root_keeps_the_file() {
         );
     }
 }
+
+/// A reserved inode with no mode (inode 9) whose block pointer names a free block: e2fsck
+/// walks a reserved inode's map only when its type can have blocks, and calls this clean.
+/// ffsck walked it and "fixed" i_size, i_blocks and the bitmap, which e2fsck then undid.
+#[test]
+fn a_reserved_inode_without_a_mode_maps_no_blocks() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "8M");
+    let free = common::debugfs_r(&t, &img.path, "ffb");
+    let free: u64 = free
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("test setup: ffb said {free:?}"));
+    common::debugfs_w(&t, &img.path, &format!("sif <9> block[5] {free}"));
+    let (code, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(code, 0, "test setup: e2fsck -fn\n{out}");
+    let check = common::check_n(&img.path, 1);
+    assert_eq!(check.code(), 0, "{}", check.describe());
+}
