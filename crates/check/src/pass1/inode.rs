@@ -353,14 +353,15 @@ pub(super) fn check_reserved(
         report(scan, out, ic, P::P1_RESERVED_BAD_MODE, ProblemCtx::ino(ino));
     }
     // The resize inode's map is checked with or without its feature, as e2fsck does (unless
-    // pass 0 clears it): its double-indirect block is in use until then. Any other reserved
-    // inode's map is walked only when its type can have blocks (a directory, a regular file,
-    // a symlink), as e2fsck does: the words of one without a mode are not block numbers.
+    // pass 0 clears it): its double-indirect block is in use until then; so is the bad-blocks
+    // list (a map without a mode). Any other reserved inode's map is walked only when its
+    // type can have blocks (a directory, a regular file, a symlink), as e2fsck does: the
+    // words of one without a mode are not block numbers.
     let has_blocks = matches!(
         ft,
         FileType::Regular | FileType::Directory | FileType::Symlink
     );
-    if ino == ino::RESIZE || has_blocks {
+    if matches!(ino, ino::RESIZE | ino::BAD) || has_blocks {
         let _ = check_blocks(scan, ic, out, FileType::Regular);
     }
 }
