@@ -356,14 +356,18 @@ pub(super) fn check_reserved(
     // pass 0 clears it): its double-indirect block is in use until then; so is the bad-blocks
     // list (a map without a mode). Any other reserved inode's map is walked only when its
     // type can have blocks (a directory, a regular file, a symlink), as e2fsck does: the
-    // words of one without a mode are not block numbers.
+    // words of one without a mode are not block numbers. Its xattr block and block count are
+    // checked either way.
     let has_blocks = matches!(
         ft,
         FileType::Regular | FileType::Directory | FileType::Symlink
     );
-    if matches!(ino, ino::RESIZE | ino::BAD) || has_blocks {
-        let _ = check_blocks(scan, ic, out, FileType::Regular);
-    }
+    let walk_as = if matches!(ino, ino::RESIZE | ino::BAD) || has_blocks {
+        FileType::Regular
+    } else {
+        ft
+    };
+    let _ = check_blocks(scan, ic, out, walk_as);
 }
 
 /// Whether reserved inode `ino` (3 or 4) is the superblock's quota inode of its type.
