@@ -450,4 +450,14 @@ fn a_reserved_inode_without_a_mode_maps_no_blocks() {
     assert_eq!(code, 0, "test setup: e2fsck -fn\n{out}");
     let check = common::check_n(&img.path, 1);
     assert_eq!(check.code(), 0, "{}", check.describe());
+    // Its xattr block is checked all the same: a data block is no xattr block.
+    let data = common::bmap(&t, &img.path, "/a/f1", 0);
+    common::debugfs_w(&t, &img.path, &format!("sif <6> file_acl {data}"));
+    let check = common::check_n(&img.path, 1);
+    assert!(
+        check.code() & 4 != 0 && check.has("P1_BAD_EA_BLOCK"),
+        "{}",
+        check.describe()
+    );
+    common::assert_one_run_repairs(&t, &img, "inode 6's xattr block", &[1]);
 }
