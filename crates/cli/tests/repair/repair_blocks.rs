@@ -461,3 +461,28 @@ fn a_reserved_inode_without_a_mode_maps_no_blocks() {
     );
     common::assert_one_run_repairs(&t, &img, "inode 6's xattr block", &[1]);
 }
+
+/// A slow symlink mapping a second block (a flipped pointer naming another file's block):
+/// e2fsck clears the pointer ("causes symlink to be too big") and keeps the link. ffsck
+/// cloned the shared block and then cleared the link as invalid.
+#[test]
+fn a_symlink_mapping_more_than_one_block_is_truncated() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "8M");
+    let before = common::debugfs_r(&t, &img.path, "stat /b/long");
+    let other = common::bmap(&t, &img.path, "/a/f1", 0);
+    common::debugfs_w(&t, &img.path, &format!("sif /b/long block[3] {other}"));
+    let check = common::check_n(&img.path, 1);
+    assert!(check.has("P1_TOOBIG_SYMLINK"), "{}", check.describe());
+    common::assert_one_run_repairs(&t, &img, "symlink too big", &[1]);
+    let after = common::debugfs_r(&t, &img.path, "stat /b/long");
+    let target = |s: &str| s.lines().find(|l| l.contains("Size:")).map(str::to_owned);
+    assert!(after.contains("Type: symlink"), "{after}");
+    assert_eq!(target(&after), target(&before), "{after}");
+    let link = img.aux("link");
+    common::debugfs_r(&t, &img.path, &format!("dump /b/long {}", link.display()));
+    assert_eq!(
+        std::fs::read(&link).unwrap(),
+        common::LONG_LINK_TARGET.as_bytes()
+    );
+}
