@@ -439,7 +439,7 @@ catalogue! {
     P1_INODE_TOOBIG = 0x010043, Clear, 0, -, 0, "Inode {ino} is too big.";
     P1_TOOBIG_DIR = 0x010044, Clear, 0, BlockMap, REMAPS | MAP, "{Block} ({blk}) causes directory to be too big.";
     P1_TOOBIG_REG = 0x010045, Clear, 0, -, 0, "{Block} ({blk}) causes file to be too big.";
-    P1_TOOBIG_SYMLINK = 0x010046, Clear, 0, -, 0, "{Block} ({blk}) causes symlink to be too big.";
+    P1_TOOBIG_SYMLINK = 0x010046, Clear, 0, BlockMap, REMAPS | MAP, "{Block} ({blk}) causes symlink to be too big.";
     P1_HTREE_SET = 0x010047, ClearHtree, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has INDEX_FL flag set on a file system without htree support.\n";
     P1_HTREE_NODIR = 0x010048, ClearHtree, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has INDEX_FL flag set but is not a directory.\n";
     P1_HTREE_BADROOT = 0x010049, ClearHtree, PREEN_OK, Salvage, RESHAPES, "HTREE directory inode {ino} has an invalid root node.\n";

@@ -362,35 +362,56 @@ fn chunk_hashes(bytes: &[u8]) -> String {
     hashes.join(".")
 }
 
-/// Whether `ours` keeps everything of `theirs`: the same entry, or the same file with data
-/// where theirs has only zeroes (a block e2fsck's repair dropped and ffsck's kept).
-fn keeps(ours: &str, theirs: &str) -> bool {
-    if ours == theirs {
+/// A file entry's length and chunk hashes (`None` for a directory or symlink).
+fn file_chunks(what: &str) -> Option<(&str, Vec<&str>)> {
+    let (len, chunks) = what.strip_prefix("f ")?.split_once(' ')?;
+    Some((len, chunks.split('.').collect()))
+}
+
+/// Whether `ours` keeps everything of `theirs`. `original` is the same path in the image
+/// before the damage, when known.
+///
+/// Kept: the same entry; the entry exactly as it was before the damage (a repair cannot have
+/// lost what it left as it was); or the same file (same size) where each chunk of content is
+/// either the same, or one `theirs` does not hold as the original did: zeroes (a block
+/// e2fsck's repair dropped and ffsck's kept), or content e2fsck's repair changed or made up
+/// (words it cleared in a block it took for another inode's indirect block, a block it
+/// cloned from another owner). A chunk `theirs` holds as before the damage and `ours` does
+/// not is lost, and so is a file whose size or type changed.
+fn keeps(ours: &str, theirs: &str, original: Option<&str>) -> bool {
+    if ours == theirs || original == Some(ours) {
         return true;
     }
-    let (Some(o), Some(t)) = (ours.strip_prefix("f "), theirs.strip_prefix("f ")) else {
-        return false;
-    };
-    let (Some((o_len, o_chunks)), Some((t_len, t_chunks))) = (o.split_once(' '), t.split_once(' '))
+    let (Some((o_len, o_chunks)), Some((t_len, t_chunks))) =
+        (file_chunks(ours), file_chunks(theirs))
     else {
         return false;
     };
-    let (o_chunks, t_chunks): (Vec<&str>, Vec<&str>) =
-        (o_chunks.split('.').collect(), t_chunks.split('.').collect());
+    // The original's chunks count only for a file of the same size.
+    let orig = original
+        .and_then(file_chunks)
+        .filter(|(len, chunks)| *len == t_len && chunks.len() == t_chunks.len())
+        .map(|(_, chunks)| chunks);
     o_len == t_len
         && o_chunks.len() == t_chunks.len()
         && o_chunks
             .iter()
             .zip(&t_chunks)
-            .all(|(o, t)| o == t || *t == "0")
+            .enumerate()
+            .all(|(i, (o, t))| {
+                o == t || *t == "0" || orig.as_ref().is_some_and(|orig| orig[i] != *t)
+            })
 }
 
-/// The entries of `theirs` that `ours` lacks or holds differently, as "path (what)". A file
-/// where ours has data in place of theirs' zeroes is kept, not lost.
-pub(crate) fn lost(ours: &Tree, theirs: &Tree) -> Vec<String> {
+/// The entries of `theirs` that `ours` lacks or holds differently, as "path (what)", judged by
+/// [`keeps`] against `original` (the tree before the damage, when known).
+pub(crate) fn lost(ours: &Tree, theirs: &Tree, original: Option<&Tree>) -> Vec<String> {
     theirs
         .iter()
-        .filter(|(path, what)| !ours.get(*path).is_some_and(|o| keeps(o, what)))
+        .filter(|(path, what)| {
+            let before = original.and_then(|t| t.get(*path)).map(String::as_str);
+            !ours.get(*path).is_some_and(|o| keeps(o, what, before))
+        })
         .map(|(path, what)| {
             let kind = match what.as_bytes().first() {
                 Some(b'd') => "directory",
@@ -428,7 +449,7 @@ fn repair_image(ctx: &Ctx, dir: &Path) -> Result<RepairRow> {
     let e2fsck_finished = e2fsck.fy_exit.is_some_and(|c| c & 8 == 0);
     let (lost, same_tree) = match trees {
         (Some(ours), Some(theirs)) if e2fsck_finished => {
-            (Some(lost(&ours, &theirs)), Some(ours == theirs))
+            (Some(lost(&ours, &theirs, None)), Some(ours == theirs))
         }
         _ => (None, None),
     };
@@ -619,21 +640,73 @@ mod tests {
             ("extra", "f 0 00"),
         ]);
         assert_eq!(
-            lost(&ours, &theirs),
+            lost(&ours, &theirs, None),
             vec![
                 "/a/f (file, differs)".to_owned(),
                 "/g (file, missing)".to_owned()
             ]
         );
         // What only ffsck keeps is not lost.
-        assert!(lost(&theirs, &theirs).is_empty());
+        assert!(lost(&theirs, &theirs, None).is_empty());
         // Nor a block e2fsck dropped (zeroes) that ffsck kept; but a block ffsck dropped is.
         let theirs = t(&[("f", "f 8193 0.0a.0b")]);
-        assert!(lost(&t(&[("f", "f 8193 09.0a.0b")]), &theirs).is_empty());
-        assert_eq!(lost(&t(&[("f", "f 8193 0.0a.0")]), &theirs).len(), 1);
-        assert_eq!(lost(&t(&[("f", "f 8192 09.0a.0b")]), &theirs).len(), 1);
+        assert!(lost(&t(&[("f", "f 8193 09.0a.0b")]), &theirs, None).is_empty());
+        assert_eq!(lost(&t(&[("f", "f 8193 0.0a.0")]), &theirs, None).len(), 1);
+        assert_eq!(
+            lost(&t(&[("f", "f 8192 09.0a.0b")]), &theirs, None).len(),
+            1
+        );
         assert_eq!(chunk_hashes(&[0; 5000]), "0.0");
         assert_ne!(chunk_hashes(b"abc"), "0");
         assert_ne!(content_hash(b"abc"), content_hash(b"abd"));
+    }
+
+    #[test]
+    fn lost_is_judged_against_the_file_before_the_damage() {
+        let before = t(&[("f", "f 8193 01.02.03"), ("l", "l x"), ("d", "d")]);
+        // e2fsck changed a chunk (cleared words of a block it took for an indirect block),
+        // ffsck kept the file as it was: not lost, though the two results differ.
+        let theirs = t(&[("f", "f 8193 01.0e.03")]);
+        assert!(lost(&t(&[("f", "f 8193 01.02.03")]), &theirs, Some(&before)).is_empty());
+        // Without the original the same pair reads as lost (repair-conformance's view).
+        assert_eq!(
+            lost(&t(&[("f", "f 8193 01.02.03")]), &theirs, None).len(),
+            1
+        );
+        // Both tools made up the chunk, differently: neither holds the original there.
+        assert!(lost(&t(&[("f", "f 8193 01.0f.03")]), &theirs, Some(&before)).is_empty());
+        // But a chunk e2fsck kept as it was and ffsck changed or dropped is lost...
+        let theirs = t(&[("f", "f 8193 01.02.03")]);
+        for ours in [
+            "f 8193 01.0f.03",
+            "f 8193 01.0.03",
+            "f 8192 01.02.03",
+            "l x",
+        ] {
+            assert_eq!(
+                lost(&t(&[("f", ours)]), &theirs, Some(&before)).len(),
+                1,
+                "{ours}"
+            );
+        }
+        // ... and so is a file ffsck dropped, or one whose size changed from what e2fsck
+        // and the original agree on, even where ffsck's other chunks are made up.
+        assert_eq!(lost(&t(&[]), &theirs, Some(&before)).len(), 1);
+        let theirs = t(&[("f", "f 8193 01.0e.03")]);
+        assert_eq!(
+            lost(&t(&[("f", "f 9000 01.02.03")]), &theirs, Some(&before)).len(),
+            1
+        );
+        // A chunk where ffsck's differs from the original elsewhere still counts.
+        assert_eq!(
+            lost(&t(&[("f", "f 8193 09.0f.03")]), &theirs, Some(&before)).len(),
+            1
+        );
+        // The original's chunks count only for a file of the size e2fsck kept.
+        let before = t(&[("f", "f 4096 01")]);
+        assert_eq!(
+            lost(&t(&[("f", "f 8193 01.0f.03")]), &theirs, Some(&before)).len(),
+            1
+        );
     }
 }

@@ -294,6 +294,20 @@ impl Mapper<'_, '_, '_> {
             report(scan, out, ic, P::P1_TOOBIG_DIR, ctx);
             return Step::Go;
         }
+        // A symlink maps one block at most (e2fsck: the pointers past it make it too big).
+        if self.ft == FileType::Symlink && lblk > 0 {
+            if w.quiet {
+                return Step::Go;
+            }
+            let ctx = ProblemCtx {
+                ino: ic.ino,
+                blk: b,
+                num: lblk,
+                ..Default::default()
+            };
+            report(scan, out, ic, P::P1_TOOBIG_SYMLINK, ctx);
+            return Step::Go;
+        }
         if ic.ino == ino::BAD {
             // The primary superblock or descriptors on the bad-blocks list: the file system
             // cannot work without them, so the entry is taken off the list (agreed to).

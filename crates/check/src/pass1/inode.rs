@@ -364,16 +364,23 @@ pub(super) fn check_reserved(
         _ => mode != 0,
     };
     let cleared = bad && report(scan, out, ic, P::P1_RESERVED_BAD_MODE, ProblemCtx::ino(ino));
-    // As libext2fs: a reserved inode without a mode (or whose mode the fix clears) maps no
-    // blocks, so a block count it keeps is wrong and its blocks are free. Any other is walked
-    // as a file; the resize inode's map so with or without its feature, as e2fsck does
-    // (unless pass 0 clears it): its double-indirect block is in use until then.
-    let walk = if mode == 0 || cleared {
+    // The resize inode's map is checked with or without its feature, as e2fsck does (unless
+    // pass 0 clears it): its double-indirect block is in use until then; so is the bad-blocks
+    // list (a map without a mode). Any other reserved inode's map is walked only when its
+    // type can have blocks (a directory, a regular file, a symlink), as libext2fs judges it:
+    // the words of one without a mode (or whose mode the fix clears) are not block numbers,
+    // so a block count it keeps is wrong and its blocks are free. Its xattr block and block
+    // count are checked either way.
+    let has_blocks =
+        !cleared && matches!(ft, FileType::Regular | FileType::Directory | FileType::Symlink);
+    let walk_as = if matches!(ino, ino::RESIZE | ino::BAD) || has_blocks {
+        FileType::Regular
+    } else if cleared {
         FileType::Bad
     } else {
-        FileType::Regular
+        ft
     };
-    let _ = check_blocks(scan, ic, out, walk);
+    let _ = check_blocks(scan, ic, out, walk_as);
 }
 
 pub(super) fn check_live_inode(

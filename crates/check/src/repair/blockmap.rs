@@ -30,6 +30,7 @@ fn block_map(p: P) -> bool {
         P::P1_ILLEGAL_BLOCK_NUM
             | P::P1_INODE_BLOCK_LATCH
             | P::P1_TOOBIG_DIR
+            | P::P1_TOOBIG_SYMLINK
             | P::P1_BAD_PRIMARY_SUPERBLOCK
             | P::P1_BAD_PRIMARY_GROUP_DESCRIPTOR
     )
@@ -142,7 +143,18 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
             } else {
                 &HashSet::new()
             };
-            zero_illegal(fs, dev, &mut iblock, is_dir, unlisted)
+            {
+                // A directory's blocks past the limit (without `large_dir`), a symlink's past
+                // its first.
+                let limit = if is_dir && !fs.geo.incompat.has(Incompat::LARGEDIR) {
+                    Some(dir_limit(fs))
+                } else if inode.file_type() == FileType::Symlink {
+                    Some(0)
+                } else {
+                    None
+                };
+                zero_illegal(fs, dev, &mut iblock, limit, unlisted)
+            }
         };
         if changed {
             edit(p0, dev, ino, |n| {
@@ -173,20 +185,20 @@ fn dir_limit(fs: &Fs) -> u64 {
     1u64 << (21 - fs.geo.log_block_size)
 }
 
-/// Zero the out-of-range pointers of a block map (and directory blocks past the limit, and
+/// Zero the out-of-range pointers of a block map (and data blocks past `limit`, and
 /// data pointers to the blocks of `unlisted`), writing back the indirect blocks changed.
 /// Whether `iblock` changed.
 fn zero_illegal(
     fs: &Fs,
     dev: &dyn Device,
     iblock: &mut [u8; 60],
-    is_dir: bool,
+    limit: Option<u64>,
     unlisted: &HashSet<u64>,
 ) -> bool {
     let mut z = Zero {
         fs,
         dev,
-        limit: (is_dir && !fs.geo.incompat.has(Incompat::LARGEDIR)).then(|| dir_limit(fs)),
+        limit,
         unlisted,
         edits: Edits::default(),
         changed: false,
@@ -200,7 +212,8 @@ fn zero_illegal(
 struct Zero<'a> {
     fs: &'a Fs,
     dev: &'a dyn Device,
-    /// A directory's largest logical block (without `large_dir`).
+    /// The largest logical block the file may map (a directory without `large_dir`, a
+    /// symlink).
     limit: Option<u64>,
     unlisted: &'a HashSet<u64>,
     edits: Edits,

@@ -10,7 +10,7 @@ use crate::fs::Fs;
 use crate::pass0::Pass0Facts;
 use crate::problem::Fixer;
 use crate::report::Finding;
-use ffsck_format::extent::{Node, EXTENT_MAGIC, MAX_DEPTH};
+use ffsck_format::extent::{HeaderError, Node, EXTENT_MAGIC, MAX_DEPTH};
 use ffsck_io::Device;
 
 /// Entries an extent root in the inode holds.
@@ -27,6 +27,18 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
             continue;
         };
         let root = inode.block_bytes();
+        if matches!(Node::parse(&root), Err(HeaderError::BadDepth)) {
+            // A root deeper than any tree can be: none of its entries can be followed
+            // (e2fsck clears each as an invalid extent). It becomes an empty leaf; the next
+            // round counts `i_blocks` and frees the blocks.
+            edit(p0, dev, ino, |n| {
+                n.i_block.iter_mut().for_each(|w| w.set(0));
+                // Magic, no entries; room for four, depth 0.
+                n.i_block[0].set(u32::from(EXTENT_MAGIC));
+                n.i_block[1].set(ROOT_ENTRIES as u32);
+            });
+            continue;
+        }
         let mut leaves = Vec::new();
         let mut nodes = Vec::new();
         let mut reads = fs.geo.blocks_count;

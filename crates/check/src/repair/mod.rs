@@ -699,10 +699,6 @@ mod tests {
         (P::P1_INODE_TOOBIG, "never reported: no check finds it yet"),
         (P::P1_TOOBIG_REG, "never reported: no check finds it yet"),
         (
-            P::P1_TOOBIG_SYMLINK,
-            "never reported: no check finds it yet",
-        ),
-        (
             P::P1_MISALIGNED_CLUSTER,
             "never reported: no check finds it yet",
         ),

@@ -111,12 +111,15 @@ struct Salvaged {
 /// looks for the next plausible entry on a 4-byte boundary (a live inode number, a name with
 /// no `/` or NUL, a record that fits), where e2fsck gives the rest of the block up. Each entry
 /// comes with its place in an unbroken walk from the block's start (`None` after a resync), so
-/// `.` and `..` are only looked for where they belong.
+/// `.` and `..` are only looked for where they belong. In a directory's first block
+/// (`first`), a `.` whose record spans a sound entry at offset 12 is read as 12 bytes long,
+/// as e2fsck splits it keeping the `..` behind it: the entries its record swallowed are kept.
 fn salvage_block(
     buf: &[u8],
     max: usize,
     bs: u32,
     inodes: u32,
+    first: bool,
     out: &mut Vec<(Option<usize>, Entry)>,
 ) {
     let mut off = 0usize;
@@ -165,7 +168,15 @@ fn salvage_block(
             off += rec_len;
             continue;
         }
-        let step = if framed {
+        let big_dot = first
+            && off == 0
+            && rec_len > 12
+            && name_len == 1
+            && buf[8] == b'.'
+            && plausible_at(buf, 12, max, bs, inodes);
+        let step = if big_dot {
+            12
+        } else if framed {
             rec_len
         } else if off + min <= max && h.inode <= inodes && name_len > 0 {
             min
@@ -224,7 +235,7 @@ fn salvage(buf_blocks: &[(u32, Vec<u8>)], bs: usize, inodes: u32) -> Salvaged {
             bs
         };
         let mut found = Vec::new();
-        salvage_block(buf, max, bs as u32, inodes, &mut found);
+        salvage_block(buf, max, bs as u32, inodes, *lblk == 0, &mut found);
         for (place, e) in found {
             // The first two places of block 0 are `.` and `..`, whatever they hold now: as
             // e2fsck does, an entry found there is overwritten, not kept.
@@ -785,7 +796,7 @@ fn rebuild_inline(
     let mut found = Vec::new();
     for (s0, e0) in std::iter::once(a).chain(b) {
         let mut f = Vec::new();
-        salvage_block(&raw[s0..e0], e0 - s0, bs, inodes, &mut f);
+        salvage_block(&raw[s0..e0], e0 - s0, bs, inodes, false, &mut f);
         found.extend(f.into_iter().map(|(_, e)| e));
     }
     let mut entries: Vec<Entry> = found

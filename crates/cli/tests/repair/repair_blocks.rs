@@ -426,4 +426,86 @@ fn an_extent_root_of_huge_depth_keeps_its_file() {
     let run = common::assert_one_run_repairs(&t, &img, "huge extent depth", &[1]);
     let stat = common::debugfs_r(&t, &img.path, "stat /a/f1");
     assert!(stat.contains("Type: regular"), "{stat}\n{}", run.stdout);
+
+/// An extent root whose depth is past any tree's (a flipped high bit: 16384) but whose magic
+/// and counts are sound is judged as e2fsck judges it: "could be more shallow", its entries
+/// dropped. The file keeps its names, type and size (before, it was taken for an inode with
+/// no extent header and cleared, with every hard link to it).
+#[test]
+fn an_absurdly_deep_extent_root_keeps_the_file() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024"], "8M");
+    let ino = common::inode_of(&t, &img.path, "/b/x");
+    // i_block[1]: eh_max 4, eh_depth 16384.
+    common::debugfs_w(&t, &img.path, &format!("sif <{ino}> block[1] 0x40000004"));
+    let check = common::check_n(&img.path, 1);
+    assert!(
+        check.has("P1_EXTENT_BAD_MAX_DEPTH") && !check.has("P1_MISSING_EXTENT_HEADER"),
+        "{}",
+        check.describe()
+    );
+    common::assert_one_run_repairs(&t, &img, "extent root of depth 16384", &[1]);
+    for path in ["/b/x", "/b/hard"] {
+        let stat = common::debugfs_r(&t, &img.path, &format!("stat {path}"));
+        assert!(
+            stat.contains("Type: regular") && stat.contains("Size: 17"),
+            "{path} lost:\n{stat}"
+        );
+    }
+}
+
+/// A reserved inode with no mode (inode 9) whose block pointer names a free block: e2fsck
+/// walks a reserved inode's map only when its type can have blocks, and calls this clean.
+/// ffsck walked it and "fixed" i_size, i_blocks and the bitmap, which e2fsck then undid.
+#[test]
+fn a_reserved_inode_without_a_mode_maps_no_blocks() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "8M");
+    let free = common::debugfs_r(&t, &img.path, "ffb");
+    let free: u64 = free
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("test setup: ffb said {free:?}"));
+    common::debugfs_w(&t, &img.path, &format!("sif <9> block[5] {free}"));
+    let (code, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(code, 0, "test setup: e2fsck -fn\n{out}");
+    let check = common::check_n(&img.path, 1);
+    assert_eq!(check.code(), 0, "{}", check.describe());
+    // Its xattr block is checked all the same: a data block is no xattr block.
+    let data = common::bmap(&t, &img.path, "/a/f1", 0);
+    common::debugfs_w(&t, &img.path, &format!("sif <6> file_acl {data}"));
+    let check = common::check_n(&img.path, 1);
+    assert!(
+        check.code() & 4 != 0 && check.has("P1_BAD_EA_BLOCK"),
+        "{}",
+        check.describe()
+    );
+    common::assert_one_run_repairs(&t, &img, "inode 6's xattr block", &[1]);
+}
+
+/// A slow symlink mapping a second block (a flipped pointer naming another file's block):
+/// e2fsck clears the pointer ("causes symlink to be too big") and keeps the link. ffsck
+/// cloned the shared block and then cleared the link as invalid.
+#[test]
+fn a_symlink_mapping_more_than_one_block_is_truncated() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "8M");
+    let before = common::debugfs_r(&t, &img.path, "stat /b/long");
+    let other = common::bmap(&t, &img.path, "/a/f1", 0);
+    common::debugfs_w(&t, &img.path, &format!("sif /b/long block[3] {other}"));
+    let check = common::check_n(&img.path, 1);
+    assert!(check.has("P1_TOOBIG_SYMLINK"), "{}", check.describe());
+    common::assert_one_run_repairs(&t, &img, "symlink too big", &[1]);
+    let after = common::debugfs_r(&t, &img.path, "stat /b/long");
+    let target = |s: &str| s.lines().find(|l| l.contains("Size:")).map(str::to_owned);
+    assert!(after.contains("Type: symlink"), "{after}");
+    assert_eq!(target(&after), target(&before), "{after}");
+    let link = img.aux("link");
+    common::debugfs_r(&t, &img.path, &format!("dump /b/long {}", link.display()));
+    assert_eq!(
+        std::fs::read(&link).unwrap(),
+        common::LONG_LINK_TARGET.as_bytes()
+    );
 }

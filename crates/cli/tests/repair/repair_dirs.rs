@@ -377,3 +377,26 @@ fn a_gap_in_an_extent_mapped_directory_is_closed() {
         "{after}"
     );
 }
+
+/// A `.` whose record length swallows the entries after `..` (a flipped bit): e2fsck splits
+/// it and keeps `..` and every entry behind it. ffsck's salvage followed the long record and
+/// sent the swallowed files to /lost+found.
+#[test]
+fn a_big_dot_record_keeps_the_entries_it_swallowed() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "8M");
+    let before = names(&t, &img.path, "/b");
+    assert!(before.len() > 6, "test setup: {before:?}");
+    let at = common::bmap(&t, &img.path, "/b", 0) * 1024;
+    let block = &common::read_all(&img.path)[at as usize..at as usize + 1024];
+    // The offset of the fifth entry: '.' is made to reach it.
+    let mut off = 0usize;
+    for _ in 0..4 {
+        off += usize::from(u16::from_le_bytes([block[off + 4], block[off + 5]]));
+    }
+    assert!(off > 24 && off < 1024, "test setup: offset {off}");
+    common::patch(&img.path, at + 4, &(off as u16).to_le_bytes());
+    let run = common::assert_one_run_repairs(&t, &img, "big '.'", &[1]);
+    assert!(run.stdout.contains("is big"), "{}", run.stdout);
+    assert_eq!(names(&t, &img.path, "/b"), before, "{}", run.stdout);
+}

@@ -187,4 +187,24 @@ fn the_quota_file_gets_its_regular_mode_back() {
     let stat = common::debugfs_r(&t, &img.path, "stat <3>");
     assert!(stat.contains("Type: regular"), "{stat}");
     assert_eq!(lq(&t, &img.path), lq(&t, &copy));
+
+/// Reserved inodes 3 and 4 on a file system without quotas hold nothing; one with a link
+/// count, blocks or a first block pointer is reported ("Quota inode is not in use, but
+/// contains data") and zeroed, as e2fsck does. It was called clean.
+#[test]
+fn an_unused_quota_inode_with_data_is_cleared() {
+    let Some(t) = common::tools() else { return };
+    for (ino, field) in [(3, "links_count 44544"), (4, "block[0] 20")] {
+        let img = common::mkfs(&t, "ext2", &["-b", "1024"], "4M");
+        common::debugfs_w(&t, &img.path, &format!("sif <{ino}> {field}"));
+        let check = common::check_n(&img.path, 1);
+        assert!(
+            check.code() & 4 != 0 && check.has("P1_QUOTA_INODE_NOT_CLEAR"),
+            "inode {ino} ({field}): {}",
+            check.describe()
+        );
+        common::assert_one_run_repairs(&t, &img, &format!("inode {ino} {field}"), &[1]);
+        let stat = common::debugfs_r(&t, &img.path, &format!("stat <{ino}>"));
+        assert!(stat.contains("Links: 0"), "inode {ino} not zeroed:\n{stat}");
+    }
 }

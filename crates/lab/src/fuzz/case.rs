@@ -174,8 +174,16 @@ fn copy(
 }
 
 /// Runs every check of a case on the damaged `image` (left unchanged unless a `-n` run
-/// writes to it, which is what `modified` records). Works in `dir`.
-pub fn run_case(t: &Tools, image: &Path, journal: Option<&Path>, dir: &Path) -> Result<Runs> {
+/// writes to it, which is what `modified` records). `base` is the image before the damage:
+/// the file comparison reads it when the two results differ (see
+/// [`crate::repair_conformance::lost`]). Works in `dir`.
+pub fn run_case(
+    t: &Tools,
+    image: &Path,
+    journal: Option<&Path>,
+    base: Option<&Path>,
+    dir: &Path,
+) -> Result<Runs> {
     let log = |n: &str| dir.join(format!("{n}.log"));
     let threads = t.threads.to_string();
     let mut r = Runs {
@@ -243,7 +251,18 @@ pub fn run_case(t: &Tools, image: &Path, journal: Option<&Path>, dir: &Path) -> 
         let ours = crate::repair_conformance::tree_of(&t.debugfs, t.timeout, &ff, dir, "ffsck");
         let theirs = crate::repair_conformance::tree_of(&t.debugfs, t.timeout, &e2, dir, "e2fsck");
         if let (Some(o), Some(th)) = (ours, theirs) {
-            r.lost = Some(crate::repair_conformance::lost(&o, &th));
+            let mut lost = crate::repair_conformance::lost(&o, &th, None);
+            // Only a difference needs the tree before the damage, to tell content e2fsck
+            // kept from content it changed or made up.
+            if !lost.is_empty() {
+                let before = base.and_then(|b| {
+                    crate::repair_conformance::tree_of(&t.debugfs, t.timeout, b, dir, "original")
+                });
+                if let Some(before) = before {
+                    lost = crate::repair_conformance::lost(&o, &th, Some(&before));
+                }
+            }
+            r.lost = Some(lost);
         }
     }
     for p in [&e2, &ff] {

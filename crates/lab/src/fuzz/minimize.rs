@@ -33,7 +33,7 @@ pub fn replay_steps(
         // simply skipped: the candidate is judged by what it shows.
         apply(s, &img, t, dir)?;
     }
-    let runs = run_case(t, &img, jcopy.as_deref(), dir)?;
+    let runs = run_case(t, &img, jcopy.as_deref(), Some(base), dir)?;
     let _ = std::fs::remove_file(&img);
     Ok((classify(&runs), runs))
 }

@@ -223,7 +223,13 @@ fn run_one(ctx: &Ctx, i: usize) -> Result<CaseRecord> {
         dir.path(),
         &mut rng,
     )?;
-    let runs = case::run_case(&ctx.tools, &dmg, jcopy.as_deref(), dir.path())?;
+    let runs = case::run_case(
+        &ctx.tools,
+        &dmg,
+        jcopy.as_deref(),
+        Some(&built.image),
+        dir.path(),
+    )?;
     rec.checks = verdict::classify(&runs);
     rec.runs = Some(runs);
     if let Some(&target) = rec.checks.iter().find(|c| c.is_failure()) {
