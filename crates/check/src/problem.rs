@@ -95,6 +95,10 @@ pub mod flag {
     /// Never reported: the row is kept so the catalogue follows e2fsck's table (its code and
     /// message are e2fsck's; a check that finds it may come).
     pub const KEPT: u16 = 256;
+    /// e2fsck makes the fix without marking the file system changed (a group descriptor's
+    /// fields, a new UUID): when such fixes are all a run makes, e2fsck prints no "FILE SYSTEM
+    /// WAS MODIFIED" and they do not make the exit code 1 by themselves.
+    pub const QUIET: u16 = 512;
 }
 
 /// Which fixer of `repair` makes a problem's fix: its fix class. The repair's fixer table
@@ -181,7 +185,7 @@ pub(crate) mod after {
 /// Members are answered as their question is (a catalogue test keeps their flags and fixers
 /// alike), so the latch's answer is the group's, as in e2fsck, without being carried over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub(crate) enum Latch {
+pub enum Latch {
     /// A misplaced bitmap or inode table: one warning before the first.
     Reloc,
     /// Group descriptor checksums: one question before the first bad one.
@@ -199,8 +203,7 @@ pub(crate) enum Latch {
 }
 
 impl Latch {
-    #[cfg(test)]
-    pub(crate) const ALL: &'static [Latch] = &[
+    pub const ALL: &'static [Latch] = &[
         Latch::Reloc,
         Latch::BgChecksum,
         Latch::Block,
@@ -211,7 +214,7 @@ impl Latch {
     ];
 
     /// The question the group's first problem raises.
-    pub(crate) fn question(self) -> Problem {
+    pub fn question(self) -> Problem {
         match self {
             Latch::Reloc => Problem::P0_RELOCATE_HINT,
             Latch::BgChecksum => Problem::P0_GDT_CSUM_LATCH,
@@ -224,7 +227,7 @@ impl Latch {
     }
 
     /// The message that ends a latched run of the group, if it has one.
-    pub(crate) fn end(self) -> Option<Problem> {
+    pub fn end(self) -> Option<Problem> {
         match self {
             Latch::DupBlocks => Some(Problem::P1B_DUP_BLOCK_END),
             Latch::BlockBitmap => Some(Problem::P5_BLOCK_BITMAP_END),
@@ -235,9 +238,14 @@ impl Latch {
 
     /// Whether the question's answer is the group's (e2fsck's relocation hint is a warning,
     /// answered by nobody).
-    #[cfg(test)]
-    pub(crate) fn collates(self) -> bool {
+    pub fn collates(self) -> bool {
         self != Latch::Reloc
+    }
+
+    /// Whether the question is raised again for each inode (the latch lasts one inode's walk)
+    /// rather than once for the whole check.
+    pub fn per_inode(self) -> bool {
+        matches!(self, Latch::Block | Latch::DupBlocks)
     }
 }
 
@@ -324,15 +332,16 @@ catalogue! {
     // ---- Pass 0: superblock and group descriptors ----
     P0_SB_CORRUPT = 0x000004, None, FATAL, -, 0, "The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({str})";
     P0_FS_SIZE_WRONG = 0x000005, Abort, FATAL, -, 0, "The file system size (according to the superblock) is {blk} blocks, but the device holds only {blk2} blocks\n";
-    P0_BB_NOT_GROUP = 0x000001, Relocate, 0, Alloc, SUMMARY, Reloc, "Block bitmap for group {group} is not in the group (block {blk})\n";
-    P0_IB_NOT_GROUP = 0x000002, Relocate, 0, Alloc, SUMMARY, Reloc, "Inode bitmap for group {group} is not in the group (block {blk})\n";
-    P0_ITABLE_NOT_GROUP = 0x000003, Relocate, 0, ITable, ALONE, Reloc, "Inode table for group {group} is not in the group (block {blk}).\n";
-    P0_RELOCATE_HINT = 0x00000A, None, INFO, -, 0, "WARNING: severe data loss is possible if the file system is repaired before the blocks are relocated";
-    P0_GDT_CSUM = 0x000035, Fix, PREEN_OK, Alloc, SUMMARY, BgChecksum, "Group descriptor {group} checksum is {num:x}, should be {num2:x}.";
-    P0_GDT_UNINIT = 0x000036, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor {group} marked uninitialized without feature set.\n";
-    P0_GDT_ITABLE_UNUSED = 0x000038, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor {group} has invalid unused inodes count {num}.";
-    P0_BB_UNINIT_LAST = 0x000039, Fix, PREEN_OK, Alloc, SUMMARY, "Last group block bitmap uninitialized.";
-    P0_CHECK_DESC_FAILED = 0x000045, None, INFO, -, 0, "The group descriptors look bad (group {group}); trying backup blocks.";
+    P0_BB_NOT_GROUP = 0x000001, Relocate, 0, Alloc, SUMMARY, Reloc, "Block bitmap for group {group} is not in group.  (block {blk})\n";
+    P0_IB_NOT_GROUP = 0x000002, Relocate, 0, Alloc, SUMMARY, Reloc, "Inode bitmap for group {group} is not in group.  (block {blk})\n";
+    P0_ITABLE_NOT_GROUP = 0x000003, Relocate, 0, ITable, ALONE, Reloc, "Inode table for group {group} is not in group.  (block {blk})\nWARNING: SEVERE DATA LOSS POSSIBLE.\n";
+    P0_RELOCATE_HINT = 0x00000A, None, INFO, -, 0, "Note: if several inode or block bitmap blocks or part\nof the inode table require relocation, you may wish to try\nrunning ffsck with the '-b {num2}' option first.  The problem\nmay lie only with the primary block group descriptors, and\nthe backup block group descriptors may be OK.\n";
+    P0_GDT_CSUM = 0x000035, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, BgChecksum, "Group descriptor {group} checksum is {num:x}, should be {num2:x}.";
+    P0_GDT_UNINIT = 0x000036, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Group descriptor {group} marked uninitialized without feature set.\n";
+    P0_GDT_ITABLE_UNUSED = 0x000038, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Group descriptor {group} has invalid unused inodes count {num}.";
+    P0_BB_UNINIT_LAST = 0x000039, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Last group block bitmap uninitialized.";
+    P0_ADD_UUID = 0x000009, None, PREEN_OK | NOT_A_FIX | QUIET, Superblock, 0, "Filesystem did not have a UUID; generating one.\n";
+    P0_CHECK_DESC_FAILED = 0x000045, None, INFO, -, 0, "ext2fs_check_desc: {str}";
     P0_FREE_INODE_COUNT = 0x00003F, Fix, PREEN_OK | NO_OK | PREEN_NOMSG | KEPT, Alloc, SUMMARY, "Setting free inodes count to {num} (was {num2})\n";
     P0_FREE_BLOCK_COUNT = 0x000040, Fix, PREEN_OK | NO_OK | PREEN_NOMSG | KEPT, Alloc, SUMMARY, "Setting free blocks count to {num} (was {num2})\n";
     P0_JOURNAL_BAD_INODE = 0x00000F, Clear, PREEN_OK, Journal, 0, "Superblock has an invalid journal (inode {ino}).\n";
@@ -362,7 +371,7 @@ catalogue! {
     P0_DISABLE_RESIZE_INODE = 0x000051, Fix, 0, Resize, 0, "Resize_inode and meta_bg features are enabled; they are not compatible, so the resize inode should be disabled.";
     P0_FUTURE_SB_LAST_MOUNT = 0x000031, Fix, PREEN_OK | NO_OK, Superblock, 0, "Superblock last mount time ({str},\n\tnow = {name}) is in the future.\n";
     P0_FUTURE_SB_LAST_WRITE = 0x000032, Fix, PREEN_OK | NO_OK, Superblock, 0, "Superblock last write time ({str},\n\tnow = {name}) is in the future.\n";
-    P0_GDT_CSUM_LATCH = 0x00003E, Fix, PREEN_OK, Alloc, SUMMARY, "One or more block group descriptor checksums are invalid.";
+    P0_GDT_CSUM_LATCH = 0x00003E, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "One or more block group descriptor checksums are invalid.";
     P0_OPEN_FAILED = 0x000044, None, INFO, -, 0, "The superblock failed the checks for opening the file system ({str}); using the superblock at block {blk}.";
     P0_META_AND_GDT_CSUM_SET = 0x000046, Fix, PREEN_OK | NO_OK, Superblock, 0, "Superblock metadata_csum supersedes uninit_bg; both feature bits cannot be set simultaneously.";
     P0_64BIT_WITHOUT_EXTENTS = 0x000048, Fix, PREEN_OK | NO_OK, Superblock, 0, "Superblock 64bit filesystem needs extents to access the whole disk.";
@@ -661,7 +670,7 @@ impl Problem {
         self.info().after & bits == bits
     }
     /// The latch group of the row, if any.
-    pub(crate) fn latch(self) -> Option<Latch> {
+    pub fn latch(self) -> Option<Latch> {
         self.info().latch
     }
 }
