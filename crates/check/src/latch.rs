@@ -73,7 +73,7 @@ impl Latches {
 /// problem that raised it, nothing more.
 fn for_message(ctx: &ProblemCtx, message: &str) -> ProblemCtx {
     let shows = |keys: &[&str]| keys.iter().any(|k| message.contains(k));
-    let dir = shows(&["{dir}", "{dirpath}", "{dirname}"]);
+    let dir = shows(&["{dir}", "{dirpath}", "{dirname}", "{strpath}"]);
     ProblemCtx {
         ino: if shows(&["{ino}"]) { ctx.ino } else { 0 },
         ino2: if shows(&["{ino2}"]) { ctx.ino2 } else { 0 },
@@ -88,7 +88,7 @@ fn for_message(ctx: &ProblemCtx, message: &str) -> ProblemCtx {
         },
         num2: if shows(&["{num2}"]) { ctx.num2 } else { 0 },
         name: ctx.name.clone().filter(|_| shows(&["{name}"])),
-        str: ctx.str.clone().filter(|_| shows(&["{str}"])),
+        str: ctx.str.clone().filter(|_| shows(&["{str}", "{strpath}"])),
         path: Note(ctx.path.0.clone().filter(|_| dir)),
     }
 }

@@ -32,7 +32,8 @@ pub fn name_dirs(fs: &Fs, dirs: &DirTable, findings: &mut [Finding]) {
         .iter_mut()
         .filter(|f| {
             let m = f.problem.info().message;
-            f.ctx.dir != 0 && (m.contains("{dirpath}") || m.contains("{dirname}"))
+            f.ctx.dir != 0
+                && (m.contains("{dirpath}") || m.contains("{dirname}") || m.contains("{strpath}"))
         })
         .take(MAX_NAMED);
     for f in wanted {

@@ -10,7 +10,8 @@
 //! {blk2} {group} {num} {num2} {name} {str}, {num:o} ({num} in octal), {dirpath} ({dir} as
 //! "/path (ino)"), {dirname} ({dir} as "/path"; both fall back to the number when the path was
 //! not looked up), {block}/{Block} (`num` as e2fsck names a block of a file's map), {path}
-//! (the path of the inode itself, pass 1C's), {blk:time} (`blk` as a time stamp) and
+//! (the path of the inode itself, pass 1C's), {strpath} (the entry `str` of directory `dir` as a
+//! path, "/a/b/name", as e2fsck's `%Q` names an inode by the entry it was found at), {blk:time} (`blk` as a time stamp) and
 //! {num:x}/{num2:x} (as "0x" and four or more hex digits).
 
 use serde::Serialize;
@@ -429,7 +430,7 @@ catalogue! {
     P1_RELOC_FROM_TO = 0x010020, None, INFO, -, 0, "Relocating group {group}'s {str} from {blk} to {blk2}...";
     P1_RELOC_TO = 0x010021, None, INFO, -, 0, "Relocating group {group}'s {str} to {blk}...";
     P1_SET_IMAGIC = 0x01002F, Clear, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has imagic flag set.";
-    P1_SET_IMMUTABLE = 0x010030, Clear, PREEN_OK, Inode, INODE | MAP, "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable or append-only flag set.";
+    P1_SET_IMMUTABLE = 0x010030, Clear, PREEN_OK, Inode, INODE | MAP, "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable\nor append-only flag set.";
     P1_SET_NONZSIZE = 0x010032, Fix, PREEN_OK, Inode, INODE | MAP, "Special (device/socket/fifo) inode {ino} has non-zero size.";
     P1_FS_REV_LEVEL = 0x010033, Fix, PREEN_OK | NO_OK, Features, 0, "File system has feature flag(s) set, but is a revision 0 file system.";
     P1_JOURNAL_INODE_NOT_CLEAR = 0x010034, Clear, PREEN_OK, Journal, 0, "Journal inode is not in use, but contains data.";
@@ -539,50 +540,50 @@ catalogue! {
     P2_MISSING_DOT_DOT = 0x02000A, Fix, 0, Salvage, RESHAPES, "Missing '..' in directory inode {dir}.\n";
     P2_1ST_NOT_DOT = 0x02000B, Fix, 0, Salvage, RESHAPES, "First entry '{name}' (inode={ino}) in directory inode {dir} should be '.'\n";
     P2_2ND_NOT_DOT_DOT = 0x02000C, Fix, 0, Salvage, RESHAPES, "Second entry '{name}' (inode={ino}) in directory inode {dir} should be '..'\n";
-    P2_FADDR_ZERO = 0x02000D, Clear, PREEN_OK, Inode, INODE | MAP, "i_faddr for inode {ino} ({str}) is {num}, should be zero.\n";
-    P2_FILE_ACL_ZERO = 0x02000E, Clear, PREEN_OK, Inode, INODE | MAP, "i_file_acl for inode {ino} ({str}) is {num}, should be zero.\n";
-    P2_DIR_SIZE_HIGH_ZERO = 0x02000F, Clear, PREEN_OK, Inode, INODE | MAP, "i_size_high for inode {ino} ({str}) is {num}, should be zero.\n";
-    P2_BAD_MODE = 0x020012, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) has invalid mode ({num:o}).\n";
+    P2_FADDR_ZERO = 0x02000D, Clear, PREEN_OK, Inode, INODE | MAP, "i_faddr for inode {ino} ({strpath}) is {num}, should be zero.\n";
+    P2_FILE_ACL_ZERO = 0x02000E, Clear, PREEN_OK, Inode, INODE | MAP, "i_file_acl for inode {ino} ({strpath}) is {num}, should be zero.\n";
+    P2_DIR_SIZE_HIGH_ZERO = 0x02000F, Clear, PREEN_OK, Inode, INODE | MAP, "i_size_high for inode {ino} ({strpath}) is {num}, should be zero.\n";
+    P2_BAD_MODE = 0x020012, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) has invalid mode ({num:o}).\n";
     P2_DIR_CORRUPTED = 0x020013, Salvage, 0, Salvage, RESHAPES, "Directory inode {dir}, block #{num}, offset {num2}: directory corrupted\n";
     P2_FILENAME_LONG = 0x020014, Truncate, KEPT, Salvage, RESHAPES, "Directory inode {dir}, block #{num}, offset {num2}: filename too long\n";
     P2_DIRECTORY_HOLE = 0x020015, Allocate, 0, DirHole, RESHAPES, "Directory inode {dir} has an unallocated block #{num}.";
     P2_DOT_NULL_TERM = 0x020016, Fix, 0, Salvage, RESHAPES, "'.' directory entry in directory inode {dir} is not NULL terminated\n";
     P2_DOT_DOT_NULL_TERM = 0x020017, Fix, 0, Salvage, RESHAPES, "'..' directory entry in directory inode {dir} is not NULL terminated\n";
-    P2_BAD_CHAR_DEV = 0x020018, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) is an illegal character device.\n";
-    P2_BAD_BLOCK_DEV = 0x020019, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) is an illegal block device.\n";
+    P2_BAD_CHAR_DEV = 0x020018, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal character device.\n";
+    P2_BAD_BLOCK_DEV = 0x020019, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal block device.\n";
     P2_DUP_DOT = 0x02001A, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is a duplicate '.' entry.\n";
     P2_DUP_DOT_DOT = 0x02001B, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is a duplicate '..' entry.\n";
     P2_FINAL_RECLEN = 0x02001D, Fix, KEPT, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has rec_len of {num}, should be {num2}.\n";
     P2_SPLIT_DOT = 0x020024, Split, 0, Salvage, RESHAPES, "Directory entry for '.' in {dirpath} is big.\n";
-    P2_BAD_FIFO = 0x020025, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) is an illegal FIFO.\n";
-    P2_BAD_SOCKET = 0x020026, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) is an illegal socket.\n";
+    P2_BAD_FIFO = 0x020025, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal FIFO.\n";
+    P2_BAD_SOCKET = 0x020026, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal socket.\n";
     P2_SET_FILETYPE = 0x020027, None, PREEN_OK | NO_OK | NO_NOMSG, Dirent, 0, "Setting filetype for entry '{name}' in {dirpath} to {num}.";
     P2_BAD_FILETYPE = 0x020028, Fix, 0, Dirent, 0, "Entry '{name}' in {dirpath} has an incorrect filetype (was {num}, should be {num2}).\n";
     P2_CLEAR_FILETYPE = 0x020029, Clear, 0, Dirent, 0, "Entry '{name}' in {dirpath} has filetype set.\n";
     P2_NULL_NAME = 0x020030, Clear, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has a zero-length name.\n";
-    P2_INVALID_SYMLINK = 0x020031, Clear, 0, Clear, RESHAPES | INODE, "Symlink {str} (inode #{ino}) is invalid.\n";
-    P2_FILE_ACL_BAD = 0x020032, Clear, 0, Inode, INODE | MAP, "Extended attribute block for inode {ino} ({str}) is invalid ({blk}).\n";
+    P2_INVALID_SYMLINK = 0x020031, Clear, 0, Clear, RESHAPES | INODE, "Symlink {strpath} (inode #{ino}) is invalid.\n";
+    P2_FILE_ACL_BAD = 0x020032, Clear, 0, Inode, INODE | MAP, "Extended attribute block for inode {ino} ({strpath}) is invalid ({blk}).\n";
     P2_FEATURE_LARGE_FILES = 0x020033, Fix, PREEN_OK | NO_OK, Features, 0, "File system contains large files, but lacks LARGE_FILE flag in superblock.\n";
-    P2_HTREE_NOTREF = 0x020034, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} not referenced\n";
-    P2_HTREE_DUPREF = 0x020035, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} referenced twice\n";
-    P2_HTREE_MIN_HASH = 0x020036, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} has bad min hash\n";
-    P2_HTREE_MAX_HASH = 0x020037, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} has bad max hash\n";
-    P2_HTREE_CLEAR = 0x020038, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Invalid HTREE directory inode {dir}.";
-    P2_HTREE_BADBLK = 0x02003A, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: bad block number {blk}.\n";
-    P2_HTREE_BAD_ROOT = 0x02003C, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: root node fails checksum or format checks\n";
-    P2_HTREE_BAD_LIMIT = 0x02003D, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} has bad limit ({num2})\n";
-    P2_HTREE_BAD_COUNT = 0x02003E, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} has bad count ({num2})\n";
-    P2_HTREE_HASH_ORDER = 0x02003F, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} has an unordered hash table\n";
-    P2_HTREE_BAD_DEPTH = 0x020040, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} has invalid depth ({num2})\n";
+    P2_HTREE_NOTREF = 0x020034, None, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} not referenced";
+    P2_HTREE_DUPREF = 0x020035, None, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} referenced twice";
+    P2_HTREE_MIN_HASH = 0x020036, None, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has bad min hash";
+    P2_HTREE_MAX_HASH = 0x020037, None, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has bad max hash";
+    P2_HTREE_CLEAR = 0x020038, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Invalid HTREE directory inode {dir} ({dirname}).  ";
+    P2_HTREE_BADBLK = 0x02003A, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir} ({dirname}): bad block number {blk}.\n";
+    P2_HTREE_BAD_ROOT = 0x02003C, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: root node is invalid\n";
+    P2_HTREE_BAD_LIMIT = 0x02003D, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has invalid limit ({num2})\n";
+    P2_HTREE_BAD_COUNT = 0x02003E, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has invalid count ({num2})\n";
+    P2_HTREE_HASH_ORDER = 0x02003F, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has an unordered hash table\n";
+    P2_HTREE_BAD_DEPTH = 0x020040, None, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has invalid depth ({num2})";
     P2_DUPLICATE_DIRENT = 0x020041, Clear, 0, Salvage, RESHAPES, "Duplicate entry '{name}' found in directory {dir}.";
     P2_NON_UNIQUE_FILE = 0x020042, Fix, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has a non-unique filename";
     P2_REPORT_DUP_DIRENT = 0x020043, None, INFO, -, 0, "Duplicate entry '{name}' found.\n\tMarking {dirpath} to be rebuilt.\n";
-    P2_BLOCKS_HI_ZERO = 0x020044, Clear, PREEN_OK, Inode, INODE | MAP, "i_blocks_hi for inode {ino} ({str}) is {num}, should be zero.\n";
+    P2_BLOCKS_HI_ZERO = 0x020044, Clear, PREEN_OK, Inode, INODE | MAP, "i_blocks_hi for inode {ino} ({strpath}) is {num}, should be zero.\n";
     P2_INOREF_BG_INO_UNINIT = 0x020046, Fix, PREEN_OK, Unused, ALONE, "Entry '{name}' in {dirpath} references inode {ino} in group {group} where _INODE_UNINIT is set.\n";
     P2_INOREF_IN_UNUSED = 0x020047, Fix, PREEN_OK, Unused, ALONE, "Entry '{name}' in {dirpath} references inode {ino} found in group {group}'s unused inodes area.\n";
-    P2_I_FILE_ACL_HI_ZERO = 0x020048, Clear, PREEN_OK, Inode, INODE | MAP, "i_file_acl_hi for inode {ino} ({str}) is {num}, should be zero.\n";
+    P2_I_FILE_ACL_HI_ZERO = 0x020048, Clear, PREEN_OK, Inode, INODE | MAP, "i_file_acl_hi for inode {ino} ({strpath}) is {num}, should be zero.\n";
     P2_HTREE_ROOT_CSUM_INVALID = 0x020049, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: root node fails checksum.\n";
-    P2_HTREE_NODE_CSUM_INVALID = 0x02004A, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: internal node {num} fails checksum.\n";
+    P2_HTREE_NODE_CSUM_INVALID = 0x02004A, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: internal node fails checksum.\n";
     P2_LEAF_NODE_MISSING_CSUM = 0x02004C, Fix, PREEN_OK, Salvage, RESHAPES, "Directory inode {dir}, block #{num}, offset {num2}: directory has no checksum.\n";
     P2_LEAF_NODE_ONLY_CSUM_INVALID = 0x02004D, Fix, PREEN_OK, Dirent, 0, "Directory inode {dir}, block #{num}: directory passes checks but fails checksum.\n";
     P2_BAD_INLINE_DIR_SIZE = 0x02004E, Fix, 0, -, 0, "Inline directory inode {dir} size ({num}) must be a multiple of 4.\n";
@@ -684,7 +685,7 @@ mod tests {
     /// The placeholders `Finding::message` fills.
     const PLACEHOLDERS: &[&str] = &[
         "ino", "ino2", "dir", "dirpath", "dirname", "blk", "blk2", "group", "num", "num:o", "num2",
-        "name", "str", "block", "Block", "path", "blk:time", "num:x", "num2:x",
+        "name", "str", "block", "Block", "path", "blk:time", "num:x", "num2:x", "strpath",
     ];
 
     fn placeholders(i: &ProblemInfo) -> Vec<&str> {

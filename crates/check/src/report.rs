@@ -98,7 +98,16 @@ impl Finding {
         };
         let dirname = c.path.0.clone().unwrap_or_else(|| c.dir.to_string());
         let path = c.path.0.clone().unwrap_or_else(|| "???".into());
-        let subs: [(&str, String); 17] = [
+        // An inode by the entry it was found at, "/a/b/name" (the bare name when the
+        // directory's path was not looked up).
+        let name = c.str.clone().unwrap_or_default();
+        let strpath = match c.path.0.as_deref() {
+            Some("/") => format!("/{name}"),
+            Some(d) => format!("{d}/{name}"),
+            None => name,
+        };
+        let subs: [(&str, String); 18] = [
+            ("{strpath}", strpath),
             ("{path}", path),
             ("{num:x}", format!("0x{:04x}", c.num)),
             ("{num2:x}", format!("0x{:04x}", c.num2)),
