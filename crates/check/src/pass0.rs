@@ -309,6 +309,7 @@ pub fn run_with(
     let states = check_groups(&fs, policy, out);
     check_uuid(&fs, policy, out);
     check_super_fields(&fs, policy, now.secs(), out);
+    check_hints(&fs, policy, journal.journal.is_some(), out);
     // A journal that recorded an error (s_errno) makes e2fsck clear it in the journal
     // superblock; under -n that write fails, and the failure surfaces on the next metadata
     // read, the resize inode's, which e2fsck then reports invalid. Reproduce that verdict.
@@ -679,6 +680,56 @@ fn check_uuid(fs: &Fs, policy: Policy, out: &mut Findings) {
     {
         out.report(policy, P::P0_ADD_UUID, ProblemCtx::default());
     }
+}
+
+/// The superblock's copy of the journal inode's block map and its dirhash hint, which a run
+/// that may write adds when they are missing, as e2fsck does (it does not look under `-n`).
+/// The journal's map is copied only from a journal that loaded.
+fn check_hints(fs: &Fs, policy: Policy, journal_ok: bool, out: &mut Findings) {
+    if policy.mode == Mode::No {
+        return;
+    }
+    let sb = &fs.sb;
+    if journal_ok && sb.compat().has(Compat::HAS_JOURNAL) && sb.s_journal_inum.get() != 0 {
+        if let Some(want) = journal_backup(fs) {
+            let stale = match sb.s_jnl_backup_type {
+                0 => true,
+                JNL_BACKUP_BLOCKS => sb.s_jnl_blocks[..15]
+                    .iter()
+                    .zip(&want[..15])
+                    .any(|(a, b)| a.get() != *b),
+                _ => false,
+            };
+            if stale {
+                out.report(policy, P::P0_BACKUP_JNL, ProblemCtx::default());
+            }
+        }
+    }
+    if sb.compat().has(Compat::DIR_INDEX)
+        && sb.s_flags.get() & (FLAGS_SIGNED_HASH | FLAGS_UNSIGNED_HASH) == 0
+    {
+        out.report(policy, P::P0_DIRHASH_HINT, ProblemCtx::default());
+    }
+}
+
+/// `s_jnl_backup_type` of a superblock whose `s_jnl_blocks` copy the journal inode's map.
+pub(crate) const JNL_BACKUP_BLOCKS: u8 = 1;
+/// `s_flags`: directory hashes were computed with signed or unsigned chars.
+pub(crate) const FLAGS_SIGNED_HASH: u32 = 1;
+const FLAGS_UNSIGNED_HASH: u32 = 2;
+
+/// What the superblock keeps of the journal inode (`s_jnl_blocks`): its 15 `i_block` words,
+/// then the high and low words of its size.
+pub(crate) fn journal_backup(fs: &Fs) -> Option<[u32; 17]> {
+    let raw = crate::ext4::inode::read(fs, fs.sb.s_journal_inum.get())?;
+    let inode = ffsck_format::RawInode::parse(&raw);
+    let mut w = [0u32; 17];
+    for (d, s) in w.iter_mut().zip(inode.i_block.iter()) {
+        *d = s.get();
+    }
+    w[15] = inode.i_size_high.get();
+    w[16] = inode.i_size_lo.get();
+    Some(w)
 }
 
 fn check_super_fields(fs: &Fs, policy: Policy, now: u64, out: &mut Findings) {

@@ -342,6 +342,8 @@ catalogue! {
     P0_GDT_ITABLE_UNUSED = 0x000038, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Group descriptor {group} has invalid unused inodes count {num}.";
     P0_BB_UNINIT_LAST = 0x000039, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Last group block bitmap uninitialized.";
     P0_ADD_UUID = 0x000009, None, PREEN_OK | NOT_A_FIX | QUIET, Superblock, 0, "Filesystem did not have a UUID; generating one.\n";
+    P0_BACKUP_JNL = 0x00002D, None, PREEN_OK | NOT_A_FIX, Superblock, 0, "Backing up journal inode block information.\n";
+    P0_DIRHASH_HINT = 0x000034, None, PREEN_OK | NOT_A_FIX, Superblock, 0, "Adding dirhash hint to filesystem.\n";
     P0_CHECK_DESC_FAILED = 0x000045, None, INFO, -, 0, "ext2fs_check_desc: {str}";
     P0_FREE_INODE_COUNT = 0x00003F, Fix, PREEN_OK | NO_OK | PREEN_NOMSG | KEPT, Alloc, SUMMARY, "Setting free inodes count to {num} (was {num2})\n";
     P0_FREE_BLOCK_COUNT = 0x000040, Fix, PREEN_OK | NO_OK | PREEN_NOMSG | KEPT, Alloc, SUMMARY, "Setting free blocks count to {num} (was {num2})\n";
@@ -358,7 +360,7 @@ catalogue! {
     P0_JOURNAL_UNSUPP_ROCOMPAT = 0x000025, Abort, 0, -, 0, "The journal superblock has an unknown read-only feature flag set.\n";
     P0_JOURNAL_UNSUPP_INCOMPAT = 0x000026, Abort, 0, -, 0, "The journal superblock has an unknown incompatible feature flag set.\n";
     P0_JOURNAL_UNSUPP_VERSION = 0x000027, Abort, 0, -, 0, "The journal version is not supported.\n";
-    P0_CLEAR_V2_JOURNAL = 0x00002A, None, 0, Check, 0, "Found invalid V2 journal superblock fields (from V1 journal); clearing the fields beyond the V1 journal superblock";
+    P0_CLEAR_V2_JOURNAL = 0x00002A, None, 0, Check, 0, "Found invalid V2 journal superblock fields (from V1 journal).\nClearing fields beyond the V1 journal superblock...\n";
     P0_JOURNAL_RUN = 0x00002B, Null, 0, Check, 0, "Run journal anyway";
     P0_JOURNAL_RUN_DEFAULT = 0x00002C, Fix, 0, Check, 0, "Recovery flag not set in the backup superblock, so running the journal anyway.\n";
     P0_ORPHAN_CLEAR_INODE = 0x000020, None, NO_OK, -, 0, "{str} orphaned inode {ino} ({name})";

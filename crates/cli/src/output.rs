@@ -240,14 +240,12 @@ fn marks_changed(findings: &[Finding], policy: Policy) -> bool {
         || fixed.any(|f| policy.flags(f.problem) & ffsck_check::problem::flag::QUIET == 0)
 }
 
-/// Whether the run fixed a problem, as e2fsck counts fixes for its exit code: a question
-/// answered yes (a message without a question, or a `not_a_fix` one, is no fix).
+/// Whether the run fixed a problem, as e2fsck counts fixes for its exit code: anything made
+/// but what the catalogue marks `not_a_fix` (a new UUID, the superblock's hints).
 fn fixes_problem(findings: &[Finding], policy: Policy) -> bool {
-    findings.iter().any(|f| {
-        f.fixed
-            && f.problem.info().prompt != Prompt::None
-            && policy.flags(f.problem) & ffsck_check::problem::flag::NOT_A_FIX == 0
-    })
+    findings
+        .iter()
+        .any(|f| f.fixed && policy.flags(f.problem) & ffsck_check::problem::flag::NOT_A_FIX == 0)
 }
 
 /// The rank of pass 3A's held section: between passes 3 and 4 (see `held.rs`).

@@ -14,8 +14,9 @@ use zerocopy::IntoBytes;
 const EXTRA_ISIZE: u16 = 32;
 
 /// Apply the superblock fixes among `fixes` to the primary superblock in `dev`; a time in the
-/// future is set back to `now` (the run's clock).
-pub fn apply(dev: &dyn Device, fixes: &[&Finding], now: u64) {
+/// future is set back to the run's clock.
+pub fn apply(dev: &dyn Device, fixes: &[&Finding], p0: &crate::pass0::Pass0Facts) {
+    let now = p0.now.secs();
     let mine: Vec<&Finding> = fixes
         .iter()
         .copied()
@@ -30,6 +31,12 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding], now: u64) {
         return;
     }
     let new_uuid = mine.iter().any(|f| f.problem == P::P0_ADD_UUID);
+    // The journal inode's map, as the check found it, for its backup in the superblock.
+    let jnl = mine
+        .iter()
+        .any(|f| f.problem == P::P0_BACKUP_JNL)
+        .then(|| crate::pass0::journal_backup(&p0.fs))
+        .flatten();
     edit_super(dev, |sb| {
         for f in &from_backups {
             crate::superblock::apply_fix(sb, f.problem, &f.ctx);
@@ -61,6 +68,19 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding], now: u64) {
                 P::P0_BAD_MIN_EXTRA_ISIZE => sb.s_min_extra_isize.set(EXTRA_ISIZE),
                 P::P0_BAD_WANT_EXTRA_ISIZE => sb.s_want_extra_isize.set(EXTRA_ISIZE),
                 P::P0_ADD_UUID => sb.s_uuid = random_uuid(),
+                P::P0_BACKUP_JNL => {
+                    if let Some(w) = jnl {
+                        for (d, s) in sb.s_jnl_blocks.iter_mut().zip(w) {
+                            d.set(s);
+                        }
+                        sb.s_jnl_backup_type = crate::pass0::JNL_BACKUP_BLOCKS;
+                    }
+                }
+                // The hash of a directory name reads chars as signed, as on x86 (where e2fsck
+                // sets the same hint).
+                P::P0_DIRHASH_HINT => sb
+                    .s_flags
+                    .set(sb.s_flags.get() | crate::pass0::FLAGS_SIGNED_HASH),
                 P::P0_FUTURE_SB_LAST_MOUNT => {
                     sb.s_mtime.set(now as u32);
                     sb.s_mtime_hi = (now >> 32) as u8;
