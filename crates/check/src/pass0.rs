@@ -563,6 +563,10 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
     let mut states = Vec::with_capacity(fs.groups.len());
     // The relocation warning and the checksum question come once, before the first of theirs.
     let mut latches = Latches::default();
+    if fs.sb_block != 0 {
+        // Already on a backup superblock: the hint to try one is not given.
+        latches.hold(crate::problem::Latch::Reloc);
+    }
     for (g, gd) in fs.groups.iter().enumerate() {
         let g32 = g as u32;
         // The first backup superblock, which the relocation hint suggests (`-b`).

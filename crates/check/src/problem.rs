@@ -11,7 +11,8 @@
 //! "/path (ino)"), {dirname} ({dir} as "/path"; both fall back to the number when the path was
 //! not looked up), {block}/{Block} (`num` as e2fsck names a block of a file's map), {path}
 //! (the path of the inode itself, pass 1C's), {strpath} (the entry `str` of directory `dir` as a
-//! path, "/a/b/name", as e2fsck's `%Q` names an inode by the entry it was found at), {blk:time} (`blk` as a time stamp) and
+//! path, "/a/b/name", as e2fsck's `%Q` names an inode by the entry it was found at), {inopath}
+//! (`ino`, a directory, as "/path (ino)"), {blk:time} (`blk` as a time stamp) and
 //! {num:x}/{num2:x} (as "0x" and four or more hex digits).
 
 use serde::Serialize;
@@ -97,7 +98,7 @@ pub mod flag {
     /// message are e2fsck's; a check that finds it may come).
     pub const KEPT: u16 = 256;
     /// e2fsck makes the fix without marking the file system changed (a group descriptor's
-    /// fields, a new UUID): when such fixes are all a run makes, e2fsck prints no "FILE SYSTEM
+    /// fields, a new UUID, an extent block's checksum): when such fixes are all a run makes, e2fsck prints no "FILE SYSTEM
     /// WAS MODIFIED" and they do not make the exit code 1 by themselves.
     pub const QUIET: u16 = 512;
 }
@@ -480,7 +481,7 @@ catalogue! {
     P1_INODE_IS_GARBAGE = 0x010067, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} seems to contain garbage.";
     P1_INODE_ONLY_CSUM_INVALID = 0x010068, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino} passes checks, but checksum does not match inode.";
     P1_INODE_EA_ALLOC_COLLISION = 0x010069, Clear, 0, Xattr, 0, "Inode {ino} extended attribute is corrupt (allocation collision).";
-    P1_EXTENT_ONLY_CSUM_INVALID = 0x01006A, Fix, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} extent block passes checks, but checksum does not match extent (blk {blk})\n";
+    P1_EXTENT_ONLY_CSUM_INVALID = 0x01006A, Fix, PREEN_OK | QUIET, BlockMap, REMAPS | MAP, "Inode {ino} extent block passes checks, but checksum does not match extent (blk {blk})\n";
     P1_EA_BLOCK_ONLY_CSUM_INVALID = 0x01006C, Fix, PREEN_OK, Xattr, 0, "Inode {ino} extended attribute block {blk} passes checks, but checksum does not match block.  ";
     P1_EXTENT_INDEX_START_INVALID = 0x01006D, Fix, PREEN_OK, BlockMap, REMAPS | MAP, "Interior extent node level {num} of inode {ino}: logical start {blk} does not match the next level's {blk2}.";
     P1_EXTENT_END_OUT_OF_BOUNDS = 0x01006E, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino}, end of extent exceeds allowed value (logical block {num}, physical block {blk}, len {num2})\n";
@@ -535,7 +536,7 @@ catalogue! {
     P2_UNUSED_INODE = 0x020003, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} has deleted/unused inode {ino}.";
     P2_LINK_DOT = 0x020004, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is a link to '.'";
     P2_BB_INODE = 0x020005, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} points to inode ({ino}) located in a bad block.\n";
-    P2_LINK_DIR = 0x020006, Clear, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} is a link to directory {ino}.\n";
+    P2_LINK_DIR = 0x020006, Clear, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} is a link to directory {inopath}.\n";
     P2_LINK_ROOT = 0x020007, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is a link to the root inode.\n";
     P2_BAD_NAME = 0x020008, Fix, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} has illegal characters in its name.\n";
     P2_MISSING_DOT = 0x020009, Fix, 0, Salvage, RESHAPES, "Missing '.' in directory inode {dir}.\n";
@@ -688,6 +689,7 @@ mod tests {
     const PLACEHOLDERS: &[&str] = &[
         "ino", "ino2", "dir", "dirpath", "dirname", "blk", "blk2", "group", "num", "num:o", "num2",
         "name", "str", "block", "Block", "path", "blk:time", "num:x", "num2:x", "strpath",
+        "inopath",
     ];
 
     fn placeholders(i: &ProblemInfo) -> Vec<&str> {

@@ -35,6 +35,9 @@ pub struct ProblemCtx {
     /// The path of `dir`, for messages (`pathname::name_dirs`).
     #[serde(skip_serializing_if = "Note::is_none")]
     pub path: Note,
+    /// The path of `ino`, a directory, for messages that name it (`{inopath}`).
+    #[serde(skip)]
+    pub ino_path: Note,
 }
 
 /// Text for the message only: a finding is the same finding whatever it says (two rounds
@@ -106,7 +109,12 @@ impl Finding {
             Some(d) => format!("{d}/{name}"),
             None => name,
         };
-        let subs: [(&str, String); 18] = [
+        let inopath = match &c.ino_path.0 {
+            Some(p) => format!("{p} ({})", c.ino),
+            None => c.ino.to_string(),
+        };
+        let subs: [(&str, String); 19] = [
+            ("{inopath}", inopath),
             ("{strpath}", strpath),
             ("{path}", path),
             ("{num:x}", format!("0x{:04x}", c.num)),
