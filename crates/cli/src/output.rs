@@ -241,11 +241,12 @@ fn marks_changed(findings: &[Finding], policy: Policy) -> bool {
 }
 
 /// Whether the run fixed a problem, as e2fsck counts fixes for its exit code: anything made
-/// but what the catalogue marks `not_a_fix` (a new UUID, the superblock's hints).
+/// but what the catalogue marks `not_a_fix` (a new UUID, the superblock's hints). A change
+/// no fix explains (a journal replayed into the repair) counts, as it always did.
 fn fixes_problem(findings: &[Finding], policy: Policy) -> bool {
-    findings
-        .iter()
-        .any(|f| f.fixed && policy.flags(f.problem) & ffsck_check::problem::flag::NOT_A_FIX == 0)
+    let mut fixed = findings.iter().filter(|f| f.fixed).peekable();
+    fixed.peek().is_none()
+        || fixed.any(|f| policy.flags(f.problem) & ffsck_check::problem::flag::NOT_A_FIX == 0)
 }
 
 /// The rank of pass 3A's held section: between passes 3 and 4 (see `held.rs`).
