@@ -738,6 +738,7 @@ mod tests {
             name: Some("name".into()),
             str: Some("str".into()),
             path: Note(Some("/".into())),
+            ino_path: Note(Some("/d".into())),
         };
         for &p in Problem::ALL {
             let i = p.info();
