@@ -38,6 +38,12 @@ impl Latches {
         out.report(policy, q, for_message(ctx, q.info().message));
     }
 
+    /// Count `l`'s question as raised without reporting it: e2fsck does so for the relocation
+    /// hint when it runs from a backup superblock (the hint suggests one).
+    pub(crate) fn hold(&mut self, l: Latch) {
+        self.0 |= bit(l);
+    }
+
     /// Report `p`, raising its latch's question first when it is the group's first; returns
     /// the policy's answer to `p`.
     pub(crate) fn report(
@@ -73,9 +79,13 @@ impl Latches {
 /// problem that raised it, nothing more.
 fn for_message(ctx: &ProblemCtx, message: &str) -> ProblemCtx {
     let shows = |keys: &[&str]| keys.iter().any(|k| message.contains(k));
-    let dir = shows(&["{dir}", "{dirpath}", "{dirname}"]);
+    let dir = shows(&["{dir}", "{dirpath}", "{dirname}", "{strpath}"]);
     ProblemCtx {
-        ino: if shows(&["{ino}"]) { ctx.ino } else { 0 },
+        ino: if shows(&["{ino}", "{inopath}"]) {
+            ctx.ino
+        } else {
+            0
+        },
         ino2: if shows(&["{ino2}"]) { ctx.ino2 } else { 0 },
         dir: if dir { ctx.dir } else { 0 },
         blk: if shows(&["{blk}"]) { ctx.blk } else { 0 },
@@ -88,8 +98,9 @@ fn for_message(ctx: &ProblemCtx, message: &str) -> ProblemCtx {
         },
         num2: if shows(&["{num2}"]) { ctx.num2 } else { 0 },
         name: ctx.name.clone().filter(|_| shows(&["{name}"])),
-        str: ctx.str.clone().filter(|_| shows(&["{str}"])),
+        str: ctx.str.clone().filter(|_| shows(&["{str}", "{strpath}"])),
         path: Note(ctx.path.0.clone().filter(|_| dir)),
+        ino_path: Note(ctx.ino_path.0.clone().filter(|_| shows(&["{inopath}"]))),
     }
 }
 
@@ -100,6 +111,20 @@ mod tests {
 
     fn codes(out: &Findings) -> Vec<P> {
         out.0.iter().map(|f| f.problem).collect()
+    }
+
+    #[test]
+    fn a_held_latch_raises_no_question() {
+        let mut l = Latches::default();
+        let mut out = Findings::default();
+        l.hold(Latch::Reloc);
+        l.report(
+            &mut out,
+            Policy::Yes,
+            P::P0_BB_NOT_GROUP,
+            ProblemCtx::group(0),
+        );
+        assert_eq!(codes(&out), [P::P0_BB_NOT_GROUP]);
     }
 
     #[test]

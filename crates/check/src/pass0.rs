@@ -109,19 +109,34 @@ fn allowed_range(geo: &Geometry, g: u32) -> (u64, u64) {
     }
 }
 
-/// e2fsck's descriptor sanity check: every bitmap and inode table inside its allowed range,
-/// and none on another's blocks.
+/// e2fsck's descriptor sanity check (libext2fs's `ext2fs_check_desc`): every bitmap and inode
+/// table inside its allowed range, and none on another's blocks. Returns the first fault, in
+/// libext2fs's words ("Corrupt group descriptor: bad block for inode bitmap").
 ///
 /// The overlap check keeps a bit per block, so it is made only when the device really holds
 /// the blocks the superblock claims (a bigger file system is refused later anyway).
-fn descs_valid(geo: &Geometry, gds: &[RawGroupDesc], dev_blocks: u64) -> bool {
-    descs_in_range(geo, gds) && (geo.blocks_count > dev_blocks || descs_disjoint(geo, gds))
-}
-
-/// No bitmap or inode-table block of one descriptor lies on a superblock copy, a descriptor
-/// block, or another descriptor's bitmap or table (libext2fs refuses such descriptors too).
-/// Only called once every location is in range.
-fn descs_disjoint(geo: &Geometry, gds: &[RawGroupDesc]) -> bool {
+fn desc_fault(geo: &Geometry, gds: &[RawGroupDesc], dev_blocks: u64) -> Option<&'static str> {
+    const BLOCK_MAP: &str = "Corrupt group descriptor: bad block for block bitmap";
+    const INODE_MAP: &str = "Corrupt group descriptor: bad block for inode bitmap";
+    const INODE_TABLE: &str = "Corrupt group descriptor: bad block for inode table";
+    let ipg = u64::from(geo.inode_blocks_per_group);
+    for (g, gd) in gds.iter().enumerate() {
+        let (lo, hi) = allowed_range(geo, g as u32);
+        let in_range = |b: u64| b >= lo && b <= hi;
+        let it = gd.inode_table();
+        if !in_range(gd.block_bitmap()) {
+            return Some(BLOCK_MAP);
+        }
+        if !in_range(gd.inode_bitmap()) {
+            return Some(INODE_MAP);
+        }
+        if !(in_range(it) && it.checked_add(ipg - 1).is_some_and(|e| e <= hi)) {
+            return Some(INODE_TABLE);
+        }
+    }
+    if geo.blocks_count > dev_blocks {
+        return None;
+    }
     let mut used = crate::bitmap::Bitmap::new(geo.blocks_count);
     // Blocks reserved for descriptor growth count only with resize_inode (a stray
     // s_reserved_gdt_blocks without it is a superblock field to fix, not a layout).
@@ -136,32 +151,25 @@ fn descs_disjoint(geo: &Geometry, gds: &[RawGroupDesc]) -> bool {
             }
         }
     }
-    let ipg = u64::from(geo.inode_blocks_per_group);
-    gds.iter().all(|gd| {
+    // Only called once every location is in range.
+    let mut claim = |b: u64| {
+        let fresh = !used.get(b);
+        used.set(b);
+        fresh
+    };
+    for gd in gds {
+        if !claim(gd.block_bitmap()) {
+            return Some(BLOCK_MAP);
+        }
+        if !claim(gd.inode_bitmap()) {
+            return Some(INODE_MAP);
+        }
         let it = gd.inode_table();
-        [gd.block_bitmap(), gd.inode_bitmap()]
-            .into_iter()
-            .chain(it..it + ipg)
-            .all(|b| {
-                let fresh = !used.get(b);
-                used.set(b);
-                fresh
-            })
-    })
-}
-
-fn descs_in_range(geo: &Geometry, gds: &[RawGroupDesc]) -> bool {
-    gds.iter().enumerate().all(|(g, gd)| {
-        let (lo, hi) = allowed_range(geo, g as u32);
-        let it = gd.inode_table();
-        let in_range = |b: u64| b >= lo && b <= hi;
-        in_range(gd.block_bitmap())
-            && in_range(gd.inode_bitmap())
-            && in_range(it)
-            && it
-                .checked_add(u64::from(geo.inode_blocks_per_group) - 1)
-                .is_some_and(|e| e <= hi)
-    })
+        if !(it..it + ipg).all(&mut claim) {
+            return Some(INODE_TABLE);
+        }
+    }
+    None
 }
 
 struct Candidate {
@@ -170,6 +178,8 @@ struct Candidate {
     sb_block: u64,
     gds: Vec<RawGroupDesc>,
     descs_ok: bool,
+    /// Why the descriptors failed the sanity check, when they did.
+    desc_fault: Option<&'static str>,
 }
 
 fn try_candidate(dev: &dyn Device, offset: u64, sb_block: u64) -> Result<Candidate, Reject> {
@@ -197,13 +207,14 @@ fn candidate(
     let gds = read_descs(dev, &geo, sb_block)
         .ok_or_else(|| Reject::from(GeometryError::BadBlocksCount(geo.blocks_count)))?;
     let dev_blocks = dev.size() / u64::from(geo.block_size);
-    let descs_ok = descs_valid(&geo, &gds, dev_blocks);
+    let desc_fault = desc_fault(&geo, &gds, dev_blocks);
     Ok(Candidate {
         sb,
         geo,
         sb_block,
         gds,
-        descs_ok,
+        descs_ok: desc_fault.is_none(),
+        desc_fault,
     })
 }
 
@@ -296,7 +307,9 @@ pub fn run_with(
     let journal = crate::journal::check(&fs, policy, sb_block != 0, journal_dev, out)
         .map_err(|a| OpenFailure::Journal(a.0))?;
     let states = check_groups(&fs, policy, out);
+    check_uuid(&fs, policy, out);
     check_super_fields(&fs, policy, now.secs(), out);
+    check_hints(&fs, policy, journal.journal.is_some(), out);
     // A journal that recorded an error (s_errno) makes e2fsck clear it in the journal
     // superblock; under -n that write fails, and the failure surfaces on the next metadata
     // read, the resize inode's, which e2fsck then reports invalid. Reproduce that verdict.
@@ -372,9 +385,14 @@ fn choose(
         Ok(c) if c.descs_ok => c,
         first => {
             match &first {
-                Ok(_) => {
+                Ok(c) => {
                     open_failed = Some(out.0.len());
-                    out.report(policy, P::P0_CHECK_DESC_FAILED, ProblemCtx::default());
+                    let ctx = ProblemCtx {
+                        str: c.desc_fault.map(str::to_string),
+                        num: u64::from(c.geo.group_count),
+                        ..Default::default()
+                    };
+                    out.report(policy, P::P0_CHECK_DESC_FAILED, ctx);
                 }
                 Err(e) if hint.block.is_none() => {
                     open_failed = Some(out.0.len());
@@ -545,8 +563,14 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
     let mut states = Vec::with_capacity(fs.groups.len());
     // The relocation warning and the checksum question come once, before the first of theirs.
     let mut latches = Latches::default();
+    if fs.sb_block != 0 {
+        // Already on a backup superblock: the hint to try one is not given.
+        latches.hold(crate::problem::Latch::Reloc);
+    }
     for (g, gd) in fs.groups.iter().enumerate() {
         let g32 = g as u32;
+        // The first backup superblock, which the relocation hint suggests (`-b`).
+        let backup_sb = u64::from(geo.blocks_per_group) + geo.first_data_block;
         let (lo, hi) = allowed_range(geo, g32);
         let inr = |b: u64| b >= lo && b <= hi;
         let mut st = GroupState {
@@ -568,6 +592,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
                 ProblemCtx {
                     group: g32,
                     blk: gd.block_bitmap(),
+                    num2: backup_sb,
                     ..Default::default()
                 },
             );
@@ -581,6 +606,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
                 ProblemCtx {
                     group: g32,
                     blk: gd.inode_bitmap(),
+                    num2: backup_sb,
                     ..Default::default()
                 },
             );
@@ -599,6 +625,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
                 ProblemCtx {
                     group: g32,
                     blk: it,
+                    num2: backup_sb,
                     ..Default::default()
                 },
             );
@@ -646,6 +673,67 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
         states.push(st);
     }
     states
+}
+
+/// A file system without a UUID gets one in a run that may write, as e2fsck gives it (e2fsck
+/// does not look under `-n`), unless metadata_csum seeds every checksum from it.
+fn check_uuid(fs: &Fs, policy: Policy, out: &mut Findings) {
+    if policy.mode != Mode::No
+        && fs.sb.s_uuid == [0; 16]
+        && !fs.sb.ro_compat().has(RoCompat::METADATA_CSUM)
+    {
+        out.report(policy, P::P0_ADD_UUID, ProblemCtx::default());
+    }
+}
+
+/// The superblock's copy of the journal inode's block map and its dirhash hint, which a run
+/// that may write adds when they are missing, as e2fsck does (it does not look under `-n`).
+/// The journal's map is copied only from a journal that loaded.
+fn check_hints(fs: &Fs, policy: Policy, journal_ok: bool, out: &mut Findings) {
+    if policy.mode == Mode::No {
+        return;
+    }
+    let sb = &fs.sb;
+    if journal_ok && sb.compat().has(Compat::HAS_JOURNAL) && sb.s_journal_inum.get() != 0 {
+        if let Some(want) = journal_backup(fs) {
+            let stale = match sb.s_jnl_backup_type {
+                0 => true,
+                JNL_BACKUP_BLOCKS => sb.s_jnl_blocks[..15]
+                    .iter()
+                    .zip(&want[..15])
+                    .any(|(a, b)| a.get() != *b),
+                _ => false,
+            };
+            if stale {
+                out.report(policy, P::P0_BACKUP_JNL, ProblemCtx::default());
+            }
+        }
+    }
+    if sb.compat().has(Compat::DIR_INDEX)
+        && sb.s_flags.get() & (FLAGS_SIGNED_HASH | FLAGS_UNSIGNED_HASH) == 0
+    {
+        out.report(policy, P::P0_DIRHASH_HINT, ProblemCtx::default());
+    }
+}
+
+/// `s_jnl_backup_type` of a superblock whose `s_jnl_blocks` copy the journal inode's map.
+pub(crate) const JNL_BACKUP_BLOCKS: u8 = 1;
+/// `s_flags`: directory hashes were computed with signed or unsigned chars.
+pub(crate) const FLAGS_SIGNED_HASH: u32 = 1;
+const FLAGS_UNSIGNED_HASH: u32 = 2;
+
+/// What the superblock keeps of the journal inode (`s_jnl_blocks`): its 15 `i_block` words,
+/// then the high and low words of its size.
+pub(crate) fn journal_backup(fs: &Fs) -> Option<[u32; 17]> {
+    let raw = crate::ext4::inode::read(fs, fs.sb.s_journal_inum.get())?;
+    let inode = ffsck_format::RawInode::parse(&raw);
+    let mut w = [0u32; 17];
+    for (d, s) in w.iter_mut().zip(inode.i_block.iter()) {
+        *d = s.get();
+    }
+    w[15] = inode.i_size_high.get();
+    w[16] = inode.i_size_lo.get();
+    Some(w)
 }
 
 fn check_super_fields(fs: &Fs, policy: Policy, now: u64, out: &mut Findings) {

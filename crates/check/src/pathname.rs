@@ -28,15 +28,25 @@ pub fn name_dirs(fs: &Fs, dirs: &DirTable, findings: &mut [Finding]) {
         paths: HashMap::new(),
         budget: MAX_READS,
     };
+    // Whether a finding's message names its directory, and its inode as a directory.
+    let wants = |f: &Finding| {
+        let m = f.problem.info().message;
+        let dir = f.ctx.dir != 0
+            && (m.contains("{dirpath}") || m.contains("{dirname}") || m.contains("{strpath}"));
+        (dir, f.ctx.ino != 0 && m.contains("{inopath}"))
+    };
     let wanted = findings
         .iter_mut()
-        .filter(|f| {
-            let m = f.problem.info().message;
-            f.ctx.dir != 0 && (m.contains("{dirpath}") || m.contains("{dirname}"))
-        })
+        .filter(|f| wants(f) != (false, false))
         .take(MAX_NAMED);
     for f in wanted {
-        f.ctx.path.0 = Some(namer.path(f.ctx.dir));
+        let (dir, ino) = wants(f);
+        if dir {
+            f.ctx.path.0 = Some(namer.path(f.ctx.dir));
+        }
+        if ino {
+            f.ctx.ino_path.0 = Some(namer.path(f.ctx.ino));
+        }
     }
 }
 

@@ -10,7 +10,9 @@
 //! {blk2} {group} {num} {num2} {name} {str}, {num:o} ({num} in octal), {dirpath} ({dir} as
 //! "/path (ino)"), {dirname} ({dir} as "/path"; both fall back to the number when the path was
 //! not looked up), {block}/{Block} (`num` as e2fsck names a block of a file's map), {path}
-//! (the path of the inode itself, pass 1C's), {blk:time} (`blk` as a time stamp) and
+//! (the path of the inode itself, pass 1C's), {strpath} (the entry `str` of directory `dir` as a
+//! path, "/a/b/name", as e2fsck's `%Q` names an inode by the entry it was found at), {inopath}
+//! (`ino`, a directory, as "/path (ino)"), {blk:time} (`blk` as a time stamp) and
 //! {num:x}/{num2:x} (as "0x" and four or more hex digits).
 
 use serde::Serialize;
@@ -95,6 +97,10 @@ pub mod flag {
     /// Never reported: the row is kept so the catalogue follows e2fsck's table (its code and
     /// message are e2fsck's; a check that finds it may come).
     pub const KEPT: u16 = 256;
+    /// e2fsck makes the fix without marking the file system changed (a group descriptor's
+    /// fields, a new UUID, an extent block's checksum): when such fixes are all a run makes, e2fsck prints no "FILE SYSTEM
+    /// WAS MODIFIED" and they do not make the exit code 1 by themselves.
+    pub const QUIET: u16 = 512;
 }
 
 /// Which fixer of `repair` makes a problem's fix: its fix class. The repair's fixer table
@@ -181,7 +187,7 @@ pub(crate) mod after {
 /// Members are answered as their question is (a catalogue test keeps their flags and fixers
 /// alike), so the latch's answer is the group's, as in e2fsck, without being carried over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub(crate) enum Latch {
+pub enum Latch {
     /// A misplaced bitmap or inode table: one warning before the first.
     Reloc,
     /// Group descriptor checksums: one question before the first bad one.
@@ -199,8 +205,7 @@ pub(crate) enum Latch {
 }
 
 impl Latch {
-    #[cfg(test)]
-    pub(crate) const ALL: &'static [Latch] = &[
+    pub const ALL: &'static [Latch] = &[
         Latch::Reloc,
         Latch::BgChecksum,
         Latch::Block,
@@ -211,7 +216,7 @@ impl Latch {
     ];
 
     /// The question the group's first problem raises.
-    pub(crate) fn question(self) -> Problem {
+    pub fn question(self) -> Problem {
         match self {
             Latch::Reloc => Problem::P0_RELOCATE_HINT,
             Latch::BgChecksum => Problem::P0_GDT_CSUM_LATCH,
@@ -224,7 +229,7 @@ impl Latch {
     }
 
     /// The message that ends a latched run of the group, if it has one.
-    pub(crate) fn end(self) -> Option<Problem> {
+    pub fn end(self) -> Option<Problem> {
         match self {
             Latch::DupBlocks => Some(Problem::P1B_DUP_BLOCK_END),
             Latch::BlockBitmap => Some(Problem::P5_BLOCK_BITMAP_END),
@@ -235,9 +240,14 @@ impl Latch {
 
     /// Whether the question's answer is the group's (e2fsck's relocation hint is a warning,
     /// answered by nobody).
-    #[cfg(test)]
-    pub(crate) fn collates(self) -> bool {
+    pub fn collates(self) -> bool {
         self != Latch::Reloc
+    }
+
+    /// Whether the question is raised again for each inode (the latch lasts one inode's walk)
+    /// rather than once for the whole check.
+    pub fn per_inode(self) -> bool {
+        matches!(self, Latch::Block | Latch::DupBlocks)
     }
 }
 
@@ -324,15 +334,18 @@ catalogue! {
     // ---- Pass 0: superblock and group descriptors ----
     P0_SB_CORRUPT = 0x000004, None, FATAL, -, 0, "The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({str})";
     P0_FS_SIZE_WRONG = 0x000005, Abort, FATAL, -, 0, "The file system size (according to the superblock) is {blk} blocks, but the device holds only {blk2} blocks\n";
-    P0_BB_NOT_GROUP = 0x000001, Relocate, 0, Alloc, SUMMARY, Reloc, "Block bitmap for group {group} is not in the group (block {blk})\n";
-    P0_IB_NOT_GROUP = 0x000002, Relocate, 0, Alloc, SUMMARY, Reloc, "Inode bitmap for group {group} is not in the group (block {blk})\n";
-    P0_ITABLE_NOT_GROUP = 0x000003, Relocate, 0, ITable, ALONE, Reloc, "Inode table for group {group} is not in the group (block {blk}).\n";
-    P0_RELOCATE_HINT = 0x00000A, None, INFO, -, 0, "WARNING: severe data loss is possible if the file system is repaired before the blocks are relocated";
-    P0_GDT_CSUM = 0x000035, Fix, PREEN_OK, Alloc, SUMMARY, BgChecksum, "Group descriptor {group} checksum is {num:x}, should be {num2:x}.";
-    P0_GDT_UNINIT = 0x000036, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor {group} marked uninitialized without feature set.\n";
-    P0_GDT_ITABLE_UNUSED = 0x000038, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor {group} has invalid unused inodes count {num}.";
-    P0_BB_UNINIT_LAST = 0x000039, Fix, PREEN_OK, Alloc, SUMMARY, "Last group block bitmap uninitialized.";
-    P0_CHECK_DESC_FAILED = 0x000045, None, INFO, -, 0, "The group descriptors look bad (group {group}); trying backup blocks.";
+    P0_BB_NOT_GROUP = 0x000001, Relocate, 0, Alloc, SUMMARY, Reloc, "Block bitmap for group {group} is not in group.  (block {blk})\n";
+    P0_IB_NOT_GROUP = 0x000002, Relocate, 0, Alloc, SUMMARY, Reloc, "Inode bitmap for group {group} is not in group.  (block {blk})\n";
+    P0_ITABLE_NOT_GROUP = 0x000003, Relocate, 0, ITable, ALONE, Reloc, "Inode table for group {group} is not in group.  (block {blk})\nWARNING: SEVERE DATA LOSS POSSIBLE.\n";
+    P0_RELOCATE_HINT = 0x00000A, None, INFO, -, 0, "Note: if several inode or block bitmap blocks or part\nof the inode table require relocation, you may wish to try\nrunning ffsck with the '-b {num2}' option first.  The problem\nmay lie only with the primary block group descriptors, and\nthe backup block group descriptors may be OK.\n";
+    P0_GDT_CSUM = 0x000035, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, BgChecksum, "Group descriptor {group} checksum is {num:x}, should be {num2:x}.";
+    P0_GDT_UNINIT = 0x000036, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Group descriptor {group} marked uninitialized without feature set.\n";
+    P0_GDT_ITABLE_UNUSED = 0x000038, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Group descriptor {group} has invalid unused inodes count {num}.";
+    P0_BB_UNINIT_LAST = 0x000039, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Last group block bitmap uninitialized.";
+    P0_ADD_UUID = 0x000009, None, PREEN_OK | NOT_A_FIX | QUIET, Superblock, 0, "Filesystem did not have a UUID; generating one.\n";
+    P0_BACKUP_JNL = 0x00002D, None, PREEN_OK | NOT_A_FIX, Superblock, 0, "Backing up journal inode block information.\n";
+    P0_DIRHASH_HINT = 0x000034, None, PREEN_OK | NOT_A_FIX, Superblock, 0, "Adding dirhash hint to filesystem.\n";
+    P0_CHECK_DESC_FAILED = 0x000045, None, INFO, -, 0, "ext2fs_check_desc: {str}";
     P0_FREE_INODE_COUNT = 0x00003F, Fix, PREEN_OK | NO_OK | PREEN_NOMSG | KEPT, Alloc, SUMMARY, "Setting free inodes count to {num} (was {num2})\n";
     P0_FREE_BLOCK_COUNT = 0x000040, Fix, PREEN_OK | NO_OK | PREEN_NOMSG | KEPT, Alloc, SUMMARY, "Setting free blocks count to {num} (was {num2})\n";
     P0_JOURNAL_BAD_INODE = 0x00000F, Clear, PREEN_OK, Journal, 0, "Superblock has an invalid journal (inode {ino}).\n";
@@ -348,7 +361,7 @@ catalogue! {
     P0_JOURNAL_UNSUPP_ROCOMPAT = 0x000025, Abort, 0, -, 0, "The journal superblock has an unknown read-only feature flag set.\n";
     P0_JOURNAL_UNSUPP_INCOMPAT = 0x000026, Abort, 0, -, 0, "The journal superblock has an unknown incompatible feature flag set.\n";
     P0_JOURNAL_UNSUPP_VERSION = 0x000027, Abort, 0, -, 0, "The journal version is not supported.\n";
-    P0_CLEAR_V2_JOURNAL = 0x00002A, None, 0, Check, 0, "Found invalid V2 journal superblock fields (from V1 journal); clearing the fields beyond the V1 journal superblock";
+    P0_CLEAR_V2_JOURNAL = 0x00002A, None, 0, Check, 0, "Found invalid V2 journal superblock fields (from V1 journal).\nClearing fields beyond the V1 journal superblock...\n";
     P0_JOURNAL_RUN = 0x00002B, Null, 0, Check, 0, "Run journal anyway";
     P0_JOURNAL_RUN_DEFAULT = 0x00002C, Fix, 0, Check, 0, "Recovery flag not set in the backup superblock, so running the journal anyway.\n";
     P0_ORPHAN_CLEAR_INODE = 0x000020, None, NO_OK, -, 0, "{str} orphaned inode {ino} ({name})";
@@ -362,7 +375,7 @@ catalogue! {
     P0_DISABLE_RESIZE_INODE = 0x000051, Fix, 0, Resize, 0, "Resize_inode and meta_bg features are enabled; they are not compatible, so the resize inode should be disabled.";
     P0_FUTURE_SB_LAST_MOUNT = 0x000031, Fix, PREEN_OK | NO_OK, Superblock, 0, "Superblock last mount time ({str},\n\tnow = {name}) is in the future.\n";
     P0_FUTURE_SB_LAST_WRITE = 0x000032, Fix, PREEN_OK | NO_OK, Superblock, 0, "Superblock last write time ({str},\n\tnow = {name}) is in the future.\n";
-    P0_GDT_CSUM_LATCH = 0x00003E, Fix, PREEN_OK, Alloc, SUMMARY, "One or more block group descriptor checksums are invalid.";
+    P0_GDT_CSUM_LATCH = 0x00003E, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "One or more block group descriptor checksums are invalid.";
     P0_OPEN_FAILED = 0x000044, None, INFO, -, 0, "The superblock failed the checks for opening the file system ({str}); using the superblock at block {blk}.";
     P0_META_AND_GDT_CSUM_SET = 0x000046, Fix, PREEN_OK | NO_OK, Superblock, 0, "Superblock metadata_csum supersedes uninit_bg; both feature bits cannot be set simultaneously.";
     P0_64BIT_WITHOUT_EXTENTS = 0x000048, Fix, PREEN_OK | NO_OK, Superblock, 0, "Superblock 64bit filesystem needs extents to access the whole disk.";
@@ -420,7 +433,7 @@ catalogue! {
     P1_RELOC_FROM_TO = 0x010020, None, INFO, -, 0, "Relocating group {group}'s {str} from {blk} to {blk2}...";
     P1_RELOC_TO = 0x010021, None, INFO, -, 0, "Relocating group {group}'s {str} to {blk}...";
     P1_SET_IMAGIC = 0x01002F, Clear, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has imagic flag set.";
-    P1_SET_IMMUTABLE = 0x010030, Clear, PREEN_OK, Inode, INODE | MAP, "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable or append-only flag set.";
+    P1_SET_IMMUTABLE = 0x010030, Clear, PREEN_OK, Inode, INODE | MAP, "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable\nor append-only flag set.";
     P1_SET_NONZSIZE = 0x010032, Fix, PREEN_OK, Inode, INODE | MAP, "Special (device/socket/fifo) inode {ino} has non-zero size.";
     P1_FS_REV_LEVEL = 0x010033, Fix, PREEN_OK | NO_OK, Features, 0, "File system has feature flag(s) set, but is a revision 0 file system.";
     P1_JOURNAL_INODE_NOT_CLEAR = 0x010034, Clear, PREEN_OK, Journal, 0, "Journal inode is not in use, but contains data.";
@@ -470,7 +483,7 @@ catalogue! {
     P1_INODE_IS_GARBAGE = 0x010067, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} seems to contain garbage.";
     P1_INODE_ONLY_CSUM_INVALID = 0x010068, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino} passes checks, but checksum does not match inode.";
     P1_INODE_EA_ALLOC_COLLISION = 0x010069, Clear, 0, Xattr, 0, "Inode {ino} extended attribute is corrupt (allocation collision).";
-    P1_EXTENT_ONLY_CSUM_INVALID = 0x01006A, Fix, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} extent block passes checks, but checksum does not match extent (blk {blk})\n";
+    P1_EXTENT_ONLY_CSUM_INVALID = 0x01006A, Fix, PREEN_OK | QUIET, BlockMap, REMAPS | MAP, "Inode {ino} extent block passes checks, but checksum does not match extent (blk {blk})\n";
     P1_EA_BLOCK_ONLY_CSUM_INVALID = 0x01006C, Fix, PREEN_OK, Xattr, 0, "Inode {ino} extended attribute block {blk} passes checks, but checksum does not match block.  ";
     P1_EXTENT_INDEX_START_INVALID = 0x01006D, Fix, PREEN_OK, BlockMap, REMAPS | MAP, "Interior extent node level {num} of inode {ino}: logical start {blk} does not match the next level's {blk2}.";
     P1_EXTENT_END_OUT_OF_BOUNDS = 0x01006E, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino}, end of extent exceeds allowed value (logical block {num}, physical block {blk}, len {num2})\n";
@@ -525,57 +538,57 @@ catalogue! {
     P2_UNUSED_INODE = 0x020003, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} has deleted/unused inode {ino}.";
     P2_LINK_DOT = 0x020004, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is a link to '.'";
     P2_BB_INODE = 0x020005, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} points to inode ({ino}) located in a bad block.\n";
-    P2_LINK_DIR = 0x020006, Clear, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} is a link to directory {ino}.\n";
+    P2_LINK_DIR = 0x020006, Clear, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} is a link to directory {inopath}.\n";
     P2_LINK_ROOT = 0x020007, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is a link to the root inode.\n";
     P2_BAD_NAME = 0x020008, Fix, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} has illegal characters in its name.\n";
     P2_MISSING_DOT = 0x020009, Fix, 0, Salvage, RESHAPES, "Missing '.' in directory inode {dir}.\n";
     P2_MISSING_DOT_DOT = 0x02000A, Fix, 0, Salvage, RESHAPES, "Missing '..' in directory inode {dir}.\n";
     P2_1ST_NOT_DOT = 0x02000B, Fix, 0, Salvage, RESHAPES, "First entry '{name}' (inode={ino}) in directory inode {dir} should be '.'\n";
     P2_2ND_NOT_DOT_DOT = 0x02000C, Fix, 0, Salvage, RESHAPES, "Second entry '{name}' (inode={ino}) in directory inode {dir} should be '..'\n";
-    P2_FADDR_ZERO = 0x02000D, Clear, PREEN_OK, Inode, INODE | MAP, "i_faddr for inode {ino} ({str}) is {num}, should be zero.\n";
-    P2_FILE_ACL_ZERO = 0x02000E, Clear, PREEN_OK, Inode, INODE | MAP, "i_file_acl for inode {ino} ({str}) is {num}, should be zero.\n";
-    P2_DIR_SIZE_HIGH_ZERO = 0x02000F, Clear, PREEN_OK, Inode, INODE | MAP, "i_size_high for inode {ino} ({str}) is {num}, should be zero.\n";
-    P2_BAD_MODE = 0x020012, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) has invalid mode ({num:o}).\n";
+    P2_FADDR_ZERO = 0x02000D, Clear, PREEN_OK, Inode, INODE | MAP, "i_faddr for inode {ino} ({strpath}) is {num}, should be zero.\n";
+    P2_FILE_ACL_ZERO = 0x02000E, Clear, PREEN_OK, Inode, INODE | MAP, "i_file_acl for inode {ino} ({strpath}) is {num}, should be zero.\n";
+    P2_DIR_SIZE_HIGH_ZERO = 0x02000F, Clear, PREEN_OK, Inode, INODE | MAP, "i_size_high for inode {ino} ({strpath}) is {num}, should be zero.\n";
+    P2_BAD_MODE = 0x020012, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) has invalid mode ({num:o}).\n";
     P2_DIR_CORRUPTED = 0x020013, Salvage, 0, Salvage, RESHAPES, "Directory inode {dir}, block #{num}, offset {num2}: directory corrupted\n";
     P2_FILENAME_LONG = 0x020014, Truncate, KEPT, Salvage, RESHAPES, "Directory inode {dir}, block #{num}, offset {num2}: filename too long\n";
     P2_DIRECTORY_HOLE = 0x020015, Allocate, 0, DirHole, RESHAPES, "Directory inode {dir} has an unallocated block #{num}.";
     P2_DOT_NULL_TERM = 0x020016, Fix, 0, Salvage, RESHAPES, "'.' directory entry in directory inode {dir} is not NULL terminated\n";
     P2_DOT_DOT_NULL_TERM = 0x020017, Fix, 0, Salvage, RESHAPES, "'..' directory entry in directory inode {dir} is not NULL terminated\n";
-    P2_BAD_CHAR_DEV = 0x020018, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) is an illegal character device.\n";
-    P2_BAD_BLOCK_DEV = 0x020019, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) is an illegal block device.\n";
+    P2_BAD_CHAR_DEV = 0x020018, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal character device.\n";
+    P2_BAD_BLOCK_DEV = 0x020019, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal block device.\n";
     P2_DUP_DOT = 0x02001A, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is a duplicate '.' entry.\n";
     P2_DUP_DOT_DOT = 0x02001B, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is a duplicate '..' entry.\n";
     P2_FINAL_RECLEN = 0x02001D, Fix, KEPT, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has rec_len of {num}, should be {num2}.\n";
     P2_SPLIT_DOT = 0x020024, Split, 0, Salvage, RESHAPES, "Directory entry for '.' in {dirpath} is big.\n";
-    P2_BAD_FIFO = 0x020025, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) is an illegal FIFO.\n";
-    P2_BAD_SOCKET = 0x020026, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({str}) is an illegal socket.\n";
+    P2_BAD_FIFO = 0x020025, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal FIFO.\n";
+    P2_BAD_SOCKET = 0x020026, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal socket.\n";
     P2_SET_FILETYPE = 0x020027, None, PREEN_OK | NO_OK | NO_NOMSG, Dirent, 0, "Setting filetype for entry '{name}' in {dirpath} to {num}.";
     P2_BAD_FILETYPE = 0x020028, Fix, 0, Dirent, 0, "Entry '{name}' in {dirpath} has an incorrect filetype (was {num}, should be {num2}).\n";
     P2_CLEAR_FILETYPE = 0x020029, Clear, 0, Dirent, 0, "Entry '{name}' in {dirpath} has filetype set.\n";
     P2_NULL_NAME = 0x020030, Clear, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has a zero-length name.\n";
-    P2_INVALID_SYMLINK = 0x020031, Clear, 0, Clear, RESHAPES | INODE, "Symlink {str} (inode #{ino}) is invalid.\n";
-    P2_FILE_ACL_BAD = 0x020032, Clear, 0, Inode, INODE | MAP, "Extended attribute block for inode {ino} ({str}) is invalid ({blk}).\n";
+    P2_INVALID_SYMLINK = 0x020031, Clear, 0, Clear, RESHAPES | INODE, "Symlink {strpath} (inode #{ino}) is invalid.\n";
+    P2_FILE_ACL_BAD = 0x020032, Clear, 0, Inode, INODE | MAP, "Extended attribute block for inode {ino} ({strpath}) is invalid ({blk}).\n";
     P2_FEATURE_LARGE_FILES = 0x020033, Fix, PREEN_OK | NO_OK, Features, 0, "File system contains large files, but lacks LARGE_FILE flag in superblock.\n";
-    P2_HTREE_NOTREF = 0x020034, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} not referenced\n";
-    P2_HTREE_DUPREF = 0x020035, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} referenced twice\n";
-    P2_HTREE_MIN_HASH = 0x020036, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} has bad min hash\n";
-    P2_HTREE_MAX_HASH = 0x020037, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} has bad max hash\n";
-    P2_HTREE_CLEAR = 0x020038, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Invalid HTREE directory inode {dir}.";
-    P2_HTREE_BADBLK = 0x02003A, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: bad block number {blk}.\n";
-    P2_HTREE_BAD_ROOT = 0x02003C, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: root node fails checksum or format checks\n";
-    P2_HTREE_BAD_LIMIT = 0x02003D, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} has bad limit ({num2})\n";
-    P2_HTREE_BAD_COUNT = 0x02003E, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} has bad count ({num2})\n";
-    P2_HTREE_HASH_ORDER = 0x02003F, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} has an unordered hash table\n";
-    P2_HTREE_BAD_DEPTH = 0x020040, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block {num} has invalid depth ({num2})\n";
+    P2_HTREE_NOTREF = 0x020034, None, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} not referenced";
+    P2_HTREE_DUPREF = 0x020035, None, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} referenced twice";
+    P2_HTREE_MIN_HASH = 0x020036, None, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has bad min hash";
+    P2_HTREE_MAX_HASH = 0x020037, None, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has bad max hash";
+    P2_HTREE_CLEAR = 0x020038, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Invalid HTREE directory inode {dir} ({dirname}).  ";
+    P2_HTREE_BADBLK = 0x02003A, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir} ({dirname}): bad block number {blk}.\n";
+    P2_HTREE_BAD_ROOT = 0x02003C, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: root node is invalid\n";
+    P2_HTREE_BAD_LIMIT = 0x02003D, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has invalid limit ({num2})\n";
+    P2_HTREE_BAD_COUNT = 0x02003E, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has invalid count ({num2})\n";
+    P2_HTREE_HASH_ORDER = 0x02003F, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has an unordered hash table\n";
+    P2_HTREE_BAD_DEPTH = 0x020040, None, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has invalid depth ({num2})";
     P2_DUPLICATE_DIRENT = 0x020041, Clear, 0, Salvage, RESHAPES, "Duplicate entry '{name}' found in directory {dir}.";
     P2_NON_UNIQUE_FILE = 0x020042, Fix, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has a non-unique filename";
     P2_REPORT_DUP_DIRENT = 0x020043, None, INFO, -, 0, "Duplicate entry '{name}' found.\n\tMarking {dirpath} to be rebuilt.\n";
-    P2_BLOCKS_HI_ZERO = 0x020044, Clear, PREEN_OK, Inode, INODE | MAP, "i_blocks_hi for inode {ino} ({str}) is {num}, should be zero.\n";
+    P2_BLOCKS_HI_ZERO = 0x020044, Clear, PREEN_OK, Inode, INODE | MAP, "i_blocks_hi for inode {ino} ({strpath}) is {num}, should be zero.\n";
     P2_INOREF_BG_INO_UNINIT = 0x020046, Fix, PREEN_OK, Unused, ALONE, "Entry '{name}' in {dirpath} references inode {ino} in group {group} where _INODE_UNINIT is set.\n";
     P2_INOREF_IN_UNUSED = 0x020047, Fix, PREEN_OK, Unused, ALONE, "Entry '{name}' in {dirpath} references inode {ino} found in group {group}'s unused inodes area.\n";
-    P2_I_FILE_ACL_HI_ZERO = 0x020048, Clear, PREEN_OK, Inode, INODE | MAP, "i_file_acl_hi for inode {ino} ({str}) is {num}, should be zero.\n";
+    P2_I_FILE_ACL_HI_ZERO = 0x020048, Clear, PREEN_OK, Inode, INODE | MAP, "i_file_acl_hi for inode {ino} ({strpath}) is {num}, should be zero.\n";
     P2_HTREE_ROOT_CSUM_INVALID = 0x020049, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: root node fails checksum.\n";
-    P2_HTREE_NODE_CSUM_INVALID = 0x02004A, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: internal node {num} fails checksum.\n";
+    P2_HTREE_NODE_CSUM_INVALID = 0x02004A, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: internal node fails checksum.\n";
     P2_LEAF_NODE_MISSING_CSUM = 0x02004C, Fix, PREEN_OK, Salvage, RESHAPES, "Directory inode {dir}, block #{num}, offset {num2}: directory has no checksum.\n";
     P2_LEAF_NODE_ONLY_CSUM_INVALID = 0x02004D, Fix, PREEN_OK, Dirent, 0, "Directory inode {dir}, block #{num}: directory passes checks but fails checksum.\n";
     P2_BAD_INLINE_DIR_SIZE = 0x02004E, Fix, 0, -, 0, "Inline directory inode {dir} size ({num}) must be a multiple of 4.\n";
@@ -663,7 +676,7 @@ impl Problem {
         self.info().after & bits == bits
     }
     /// The latch group of the row, if any.
-    pub(crate) fn latch(self) -> Option<Latch> {
+    pub fn latch(self) -> Option<Latch> {
         self.info().latch
     }
 }
@@ -677,7 +690,8 @@ mod tests {
     /// The placeholders `Finding::message` fills.
     const PLACEHOLDERS: &[&str] = &[
         "ino", "ino2", "dir", "dirpath", "dirname", "blk", "blk2", "group", "num", "num:o", "num2",
-        "name", "str", "block", "Block", "path", "blk:time", "num:x", "num2:x",
+        "name", "str", "block", "Block", "path", "blk:time", "num:x", "num2:x", "strpath",
+        "inopath",
     ];
 
     fn placeholders(i: &ProblemInfo) -> Vec<&str> {
@@ -726,6 +740,7 @@ mod tests {
             name: Some("name".into()),
             str: Some("str".into()),
             path: Note(Some("/".into())),
+            ino_path: Note(Some("/d".into())),
         };
         for &p in Problem::ALL {
             let i = p.info();

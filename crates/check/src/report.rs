@@ -35,6 +35,9 @@ pub struct ProblemCtx {
     /// The path of `dir`, for messages (`pathname::name_dirs`).
     #[serde(skip_serializing_if = "Note::is_none")]
     pub path: Note,
+    /// The path of `ino`, a directory, for messages that name it (`{inopath}`).
+    #[serde(skip)]
+    pub ino_path: Note,
 }
 
 /// Text for the message only: a finding is the same finding whatever it says (two rounds
@@ -98,7 +101,21 @@ impl Finding {
         };
         let dirname = c.path.0.clone().unwrap_or_else(|| c.dir.to_string());
         let path = c.path.0.clone().unwrap_or_else(|| "???".into());
-        let subs: [(&str, String); 17] = [
+        // An inode by the entry it was found at, "/a/b/name" (the bare name when the
+        // directory's path was not looked up).
+        let name = c.str.clone().unwrap_or_default();
+        let strpath = match c.path.0.as_deref() {
+            Some("/") => format!("/{name}"),
+            Some(d) => format!("{d}/{name}"),
+            None => name,
+        };
+        let inopath = match &c.ino_path.0 {
+            Some(p) => format!("{p} ({})", c.ino),
+            None => c.ino.to_string(),
+        };
+        let subs: [(&str, String); 19] = [
+            ("{inopath}", inopath),
+            ("{strpath}", strpath),
             ("{path}", path),
             ("{num:x}", format!("0x{:04x}", c.num)),
             ("{num2:x}", format!("0x{:04x}", c.num2)),

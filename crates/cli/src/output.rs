@@ -2,7 +2,7 @@
 //! and e2fsck's XML problem log (the JSON report is `report.rs`).
 
 use anyhow::{Context, Result};
-use ffsck_check::problem::{Problem, Prompt};
+use ffsck_check::problem::{Latch, Problem, Prompt};
 use ffsck_check::{exit, Finding, Mode, Outcome, Policy, Reporter};
 use std::io::Write;
 use std::path::Path;
@@ -218,32 +218,35 @@ pub fn preen_halt_text(dev: &str) -> String {
     )
 }
 
-/// e2fsck's latch groups as its messages show them: the question that governs a member, and
-/// whether it governs per inode. Once the question has been answered, each member prints with
-/// the short word of that answer ("CLEARED.") instead of a question of its own.
+/// The latch question that answers for `p` (the catalogue's `latch` column), and whether it is
+/// asked per inode. Once that question has been answered, a member with a question of its own
+/// prints with the short word of the group's answer ("CLEARED.") instead of asking.
 fn latch_of(p: Problem) -> Option<(Problem, bool)> {
-    match p {
-        Problem::P1_ILLEGAL_BLOCK_NUM | Problem::P1_BLOCK_OVERLAPS_METADATA => {
-            Some((Problem::P1_INODE_BLOCK_LATCH, true))
-        }
-        Problem::P1_TOOBIG_DIR | Problem::P1_TOOBIG_REG | Problem::P1_TOOBIG_SYMLINK => {
-            Some((Problem::P1_INODE_TOOBIG, true))
-        }
-        Problem::P1_LOW_DTIME => Some((Problem::P1_ORPHAN_LIST_REFUGEES, false)),
-        Problem::P0_GDT_CSUM => Some((Problem::P0_GDT_CSUM_LATCH, false)),
-        _ => None,
-    }
+    let l = p.latch()?;
+    (l.collates() && p.info().prompt != Prompt::None).then(|| (l.question(), l.per_inode()))
 }
 
-/// A question that governs a latch group.
+/// A question that answers for the members of its latch group.
 fn is_latch_question(p: Problem) -> bool {
-    matches!(
-        p,
-        Problem::P1_INODE_BLOCK_LATCH
-            | Problem::P1_INODE_TOOBIG
-            | Problem::P1_ORPHAN_LIST_REFUGEES
-            | Problem::P0_GDT_CSUM_LATCH
-    )
+    Latch::ALL.iter().any(|l| l.collates() && l.question() == p)
+}
+
+/// Whether a run that changed the file system changed it as e2fsck counts a change (its
+/// "FILE SYSTEM WAS MODIFIED"): not when its only fixes are ones e2fsck makes without marking
+/// the file system changed (`flag::QUIET`: a group descriptor's fields, a new UUID).
+fn marks_changed(findings: &[Finding], policy: Policy) -> bool {
+    let mut fixed = findings.iter().filter(|f| f.fixed).peekable();
+    fixed.peek().is_none()
+        || fixed.any(|f| policy.flags(f.problem) & ffsck_check::problem::flag::QUIET == 0)
+}
+
+/// Whether the run fixed a problem, as e2fsck counts fixes for its exit code: anything made
+/// but what the catalogue marks `not_a_fix` (a new UUID, the superblock's hints). A change
+/// no fix explains (a journal replayed into the repair) counts, as it always did.
+fn fixes_problem(findings: &[Finding], policy: Policy) -> bool {
+    let mut fixed = findings.iter().filter(|f| f.fixed).peekable();
+    fixed.peek().is_none()
+        || fixed.any(|f| policy.flags(f.problem) & ffsck_check::problem::flag::NOT_A_FIX == 0)
 }
 
 /// The rank of pass 3A's held section: between passes 3 and 4 (see `held.rs`).
@@ -510,6 +513,18 @@ impl Terminal {
                 );
                 true
             }
+            // libext2fs's verdict on the descriptors, then (when there are backups to try)
+            // e2fsck's word that it tries them.
+            Problem::P0_CHECK_DESC_FAILED => {
+                let _ = writeln!(self.out, "{}", f.message());
+                if f.ctx.num > 1 {
+                    let _ = writeln!(
+                        self.out,
+                        "ffsck: Group descriptors look bad... trying backup blocks..."
+                    );
+                }
+                true
+            }
             Problem::P0_SB_CORRUPT => true,
             _ => false,
         }
@@ -544,6 +559,10 @@ impl Terminal {
             return exit::UNCORRECTED;
         }
         let mut code = o.exit_code;
+        let modified = code & exit::NONDESTRUCT != 0 && marks_changed(&o.findings, self.policy);
+        if !(modified && fixes_problem(&o.findings, self.policy)) {
+            code &= !exit::NONDESTRUCT;
+        }
         if let Some(msg) = &o.fatal {
             match msg.strip_prefix(SB_INVALID) {
                 Some(why) => self.superblock_invalid(why),
@@ -554,10 +573,10 @@ impl Terminal {
         }
         if let Some(s) = &o.summary {
             let name = crate::skip::display_name(&s.label, &self.dev);
-            if code & exit::NONDESTRUCT != 0 && self.policy.mode != Mode::Preen {
+            if modified && self.policy.mode != Mode::Preen {
                 let _ = writeln!(self.out, "\n{name}: ***** FILE SYSTEM WAS MODIFIED *****");
             }
-            if code & exit::NONDESTRUCT != 0 && self.root {
+            if modified && self.root {
                 let _ = writeln!(self.out, "{name}: ***** REBOOT SYSTEM *****");
                 code |= exit::REBOOT;
             }
@@ -894,4 +913,51 @@ pub fn peak_rss_kib() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The latch table comes from the catalogue: members with questions of their own are
+    /// answered by their group's question, per inode for an inode's blocks; groups whose
+    /// question answers nothing (the relocation hint) or whose members ask nothing (bitmap
+    /// differences, multiply-claimed blocks) print as they are.
+    #[test]
+    fn latches_come_from_the_catalogue() {
+        use Problem as P;
+        assert_eq!(
+            latch_of(P::P1_ILLEGAL_BLOCK_NUM),
+            Some((P::P1_INODE_BLOCK_LATCH, true))
+        );
+        assert_eq!(
+            latch_of(P::P1_BLOCK_OVERLAPS_METADATA),
+            Some((P::P1_INODE_BLOCK_LATCH, true))
+        );
+        assert_eq!(
+            latch_of(P::P0_GDT_CSUM),
+            Some((P::P0_GDT_CSUM_LATCH, false))
+        );
+        assert_eq!(
+            latch_of(P::P1_LOW_DTIME),
+            Some((P::P1_ORPHAN_LIST_REFUGEES, false))
+        );
+        for p in [
+            P::P0_BB_NOT_GROUP,
+            P::P5_BLOCK_USED,
+            P::P1B_DUP_BLOCK,
+            P::P2_BAD_NAME,
+        ] {
+            assert_eq!(latch_of(p), None, "{p:?}");
+        }
+        for p in [
+            P::P1_INODE_BLOCK_LATCH,
+            P::P0_GDT_CSUM_LATCH,
+            P::P1_ORPHAN_LIST_REFUGEES,
+        ] {
+            assert!(is_latch_question(p), "{p:?}");
+        }
+        assert!(!is_latch_question(P::P0_RELOCATE_HINT));
+        assert!(!is_latch_question(P::P1_ILLEGAL_BLOCK_NUM));
+    }
 }

@@ -160,8 +160,12 @@ pub fn filter_line(line: &str) -> Option<String> {
             line = format!("PROG: {rest}");
         }
     }
-    // The advice names the checker to run again with -b.
-    if line.contains("<device>") || line.contains(" with an alternate superblock") {
+    // The advice names the checker to run again with -b (after a bad superblock, and in the
+    // relocation hint: "running e2fsck with the '-b 8193' option first").
+    if line.contains("<device>")
+        || line.contains(" with an alternate superblock")
+        || line.contains(" with the '-b ")
+    {
         line = line.replace("e2fsck", "PROG").replace("ffsck", "PROG");
     }
     line = replace_word_after(&line, "while trying to open ", "test.img");
@@ -497,6 +501,10 @@ mod tests {
     fn filter_drops_and_rewrites_volatile_parts() {
         assert_eq!(filter_line("e2fsck 1.47.0 (5-Feb-2023)"), None);
         assert_eq!(filter_line("Last checked: today"), None);
+        assert_eq!(
+            filter_line("running ffsck with the '-b 8193' option first.  The problem").as_deref(),
+            Some("running PROG with the '-b 8193' option first.  The problem")
+        );
         assert_eq!(
             filter_line("../e2fsck/e2fsck: Superblock invalid").as_deref(),
             Some("PROG: Superblock invalid")

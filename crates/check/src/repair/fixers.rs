@@ -141,7 +141,7 @@ pub(super) const FIXERS: &[Step] = &[
         features::apply(r.dev, r.fixes)
     }),
     step(Fixer::Superblock, When::InOrder, |r| {
-        superblock::apply(r.dev, r.fixes, r.p0.now.secs())
+        superblock::apply(r.dev, r.fixes, r.p0)
     }),
     step(Fixer::Resize, When::InOrder, |r| {
         resize::apply_super(r.dev, r.fixes)

@@ -7,14 +7,16 @@ use crate::problem::{Fixer, Problem as P};
 use crate::report::Finding;
 use ffsck_format::{Incompat, RoCompat};
 use ffsck_io::Device;
+use zerocopy::IntoBytes;
 
 /// What e2fsck puts in a bad `s_min_extra_isize` / `s_want_extra_isize`: the size of the inode
 /// fields beyond the first 128 bytes that it knows.
 const EXTRA_ISIZE: u16 = 32;
 
 /// Apply the superblock fixes among `fixes` to the primary superblock in `dev`; a time in the
-/// future is set back to `now` (the run's clock).
-pub fn apply(dev: &dyn Device, fixes: &[&Finding], now: u64) {
+/// future is set back to the run's clock.
+pub fn apply(dev: &dyn Device, fixes: &[&Finding], p0: &crate::pass0::Pass0Facts) {
+    let now = p0.now.secs();
     let mine: Vec<&Finding> = fixes
         .iter()
         .copied()
@@ -28,6 +30,13 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding], now: u64) {
     if mine.is_empty() {
         return;
     }
+    let new_uuid = mine.iter().any(|f| f.problem == P::P0_ADD_UUID);
+    // The journal inode's map, as the check found it, for its backup in the superblock.
+    let jnl = mine
+        .iter()
+        .any(|f| f.problem == P::P0_BACKUP_JNL)
+        .then(|| crate::pass0::journal_backup(&p0.fs))
+        .flatten();
     edit_super(dev, |sb| {
         for f in &from_backups {
             crate::superblock::apply_fix(sb, f.problem, &f.ctx);
@@ -58,6 +67,20 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding], now: u64) {
                     .set(sb.s_feature_ro_compat.get() & !RoCompat::GDT_CSUM),
                 P::P0_BAD_MIN_EXTRA_ISIZE => sb.s_min_extra_isize.set(EXTRA_ISIZE),
                 P::P0_BAD_WANT_EXTRA_ISIZE => sb.s_want_extra_isize.set(EXTRA_ISIZE),
+                P::P0_ADD_UUID => sb.s_uuid = random_uuid(),
+                P::P0_BACKUP_JNL => {
+                    if let Some(w) = jnl {
+                        for (d, s) in sb.s_jnl_blocks.iter_mut().zip(w) {
+                            d.set(s);
+                        }
+                        sb.s_jnl_backup_type = crate::pass0::JNL_BACKUP_BLOCKS;
+                    }
+                }
+                // The hash of a directory name reads chars as signed, as on x86 (where e2fsck
+                // sets the same hint).
+                P::P0_DIRHASH_HINT => sb
+                    .s_flags
+                    .set(sb.s_flags.get() | crate::pass0::FLAGS_SIGNED_HASH),
                 P::P0_FUTURE_SB_LAST_MOUNT => {
                     sb.s_mtime.set(now as u32);
                     sb.s_mtime_hi = (now >> 32) as u8;
@@ -74,4 +97,50 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding], now: u64) {
             }
         }
     });
+    if new_uuid {
+        reseal_descs(dev);
+    }
+}
+
+/// A random (version 4, RFC 4122 variant) UUID, as e2fsck's `uuid_generate` makes one. Without
+/// a random source it is left null, and the next check asks again.
+fn random_uuid() -> [u8; 16] {
+    let mut u = [0u8; 16];
+    if getrandom::fill(&mut u).is_err() {
+        return [0; 16];
+    }
+    u[6] = (u[6] & 0x0f) | 0x40;
+    u[8] = (u[8] & 0x3f) | 0x80;
+    u
+}
+
+/// With uninit_bg the descriptors' checksums are seeded from the UUID: after a new one, every
+/// primary descriptor gets its checksum again (as e2fsck's flush recomputes them).
+fn reseal_descs(dev: &dyn Device) {
+    let mut raw = [0u8; 1024];
+    if dev.read_at(&mut raw, 1024).is_err() {
+        return;
+    }
+    let Some(sb) = ffsck_format::superblock::RawSuperblock::parse(&raw) else {
+        return;
+    };
+    if !sb.ro_compat().has(RoCompat::GDT_CSUM) {
+        return;
+    }
+    let Ok(geo) = ffsck_format::Geometry::new(&sb) else {
+        return;
+    };
+    let Some(descs) = crate::pass0::read_descs(dev, &geo, 0) else {
+        return;
+    };
+    let ds = geo.desc_size as usize;
+    for (g, mut gd) in descs.into_iter().enumerate() {
+        let g = g as u32;
+        if let Some(c) = gd.compute_checksum(&sb, g, ds) {
+            gd.bg_checksum.set(c);
+        }
+        let blk = geo.desc_block(g / geo.descs_per_block);
+        let off = blk * u64::from(geo.block_size) + u64::from(g % geo.descs_per_block) * ds as u64;
+        let _ = dev.write_at(&gd.as_bytes()[..ds.min(64)], off);
+    }
 }

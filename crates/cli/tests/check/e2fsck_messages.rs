@@ -466,3 +466,30 @@ fn progress_lines_cover_every_pass_to_its_maximum() {
     );
     assert_eq!(ends(&lines(&common::ffsck_bin())), theirs);
 }
+
+/// Pass 2 names an inode by the path it was found at ("Inode 14 (/a/f5)") and a linked-to
+/// directory by its path ("link to directory /a (12)"), as e2fsck's `%Q` and `%P` do.
+#[test]
+fn pass_2_names_inodes_by_their_paths() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-O", "^dir_index"], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a/f5 mode 0170644");
+    common::debugfs_w(&t, &img.path, "mkdir /zz");
+    common::debugfs_w(&t, &img.path, "ln /a /zz/alink");
+    let (ours, theirs) = both_fy(&t, &img);
+    let lines = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| l.contains("(/a/f5)") || l.contains("is a link to directory"))
+            .map(str::to_string)
+            .collect()
+    };
+    let want = lines(&theirs.stdout);
+    assert_eq!(want.len(), 2, "test setup: e2fsck said\n{}", theirs.stdout);
+    assert_eq!(
+        lines(&ours.stdout),
+        want,
+        "\nffsck:\n{}\ne2fsck:\n{}",
+        ours.stdout,
+        theirs.stdout
+    );
+}

@@ -17,12 +17,21 @@ fn misplaced_bitmaps_are_relocated() {
     );
     let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
     for want in [
-        "Block bitmap for group 0 is not in the group (block 0)",
-        "Inode bitmap for group 0 is not in the group (block 20000)",
+        "Block bitmap for group 0 is not in group.  (block 0)",
+        "Inode bitmap for group 0 is not in group.  (block 20000)",
+        // e2fsck's hint, once, naming the first backup superblock (1 KiB blocks: 8193).
+        "Note: if several inode or block bitmap blocks or part\nof the inode table require \
+         relocation, you may wish to try\nrunning ffsck with the '-b 8193' option first.",
     ] {
         assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
     }
     let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(
+        run.stdout.matches("Note: if several").count(),
+        1,
+        "{}",
+        run.stdout
+    );
     for want in [
         "Relocating group 0's block bitmap to",
         "Relocating group 0's inode bitmap to",
@@ -81,7 +90,7 @@ fn a_missing_inode_table_is_moved_back_into_its_group() {
             common::patch(&img.path, backup * 1024 + ds + 8, &[0; 4]);
         }
         let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
-        let want = "Inode table for group 1 is not in the group (block 0)";
+        let want = "Inode table for group 1 is not in group.  (block 0)\nWARNING: SEVERE DATA LOSS POSSIBLE.";
         assert!(
             run.stdout.contains(want),
             "{fstype}: {want}\n{}",

@@ -175,7 +175,8 @@ fn overlapping_descriptors_are_replaced_from_the_backup() {
     common::debugfs_script(&t, &img, &[&format!("set_bg 1 inode_table {ib}")]);
     let n = common::ffsck(&[std::ffi::OsStr::new("-fn"), img.path.as_os_str()]);
     assert!(
-        n.stdout.contains("The group descriptors look bad"),
+        n.stdout
+            .contains("ext2fs_check_desc: Corrupt group descriptor: bad block for inode table\nffsck: Group descriptors look bad... trying backup blocks..."),
         "{}",
         n.stdout
     );
