@@ -371,8 +371,11 @@ pub(super) fn check_reserved(
     // the words of one without a mode (or whose mode the fix clears) are not block numbers,
     // so a block count it keeps is wrong and its blocks are free. Its xattr block and block
     // count are checked either way.
-    let has_blocks =
-        !cleared && matches!(ft, FileType::Regular | FileType::Directory | FileType::Symlink);
+    let has_blocks = !cleared
+        && matches!(
+            ft,
+            FileType::Regular | FileType::Directory | FileType::Symlink
+        );
     let walk_as = if matches!(ino, ino::RESIZE | ino::BAD) || has_blocks {
         FileType::Regular
     } else if cleared {

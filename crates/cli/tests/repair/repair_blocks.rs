@@ -426,6 +426,7 @@ fn an_extent_root_of_huge_depth_keeps_its_file() {
     let run = common::assert_one_run_repairs(&t, &img, "huge extent depth", &[1]);
     let stat = common::debugfs_r(&t, &img.path, "stat /a/f1");
     assert!(stat.contains("Type: regular"), "{stat}\n{}", run.stdout);
+}
 
 /// An extent root whose depth is past any tree's (a flipped high bit: 16384) but whose magic
 /// and counts are sound is judged as e2fsck judges it: "could be more shallow", its entries

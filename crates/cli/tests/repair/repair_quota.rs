@@ -187,6 +187,7 @@ fn the_quota_file_gets_its_regular_mode_back() {
     let stat = common::debugfs_r(&t, &img.path, "stat <3>");
     assert!(stat.contains("Type: regular"), "{stat}");
     assert_eq!(lq(&t, &img.path), lq(&t, &copy));
+}
 
 /// Reserved inodes 3 and 4 on a file system without quotas hold nothing; one with a link
 /// count, blocks or a first block pointer is reported ("Quota inode is not in use, but

@@ -143,7 +143,7 @@ fn bigalloc_inode_table_moves_to_a_cluster_of_its_own() {
     let run = common::assert_one_run_repairs(&t, &img, "bigalloc inode table", &[1]);
     assert!(
         run.stdout
-            .contains("Inode table for group 0 is not in the group (block 2147483682)"),
+            .contains("Inode table for group 0 is not in group.  (block 2147483682)"),
         "{}",
         run.stdout
     );
