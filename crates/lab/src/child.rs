@@ -79,6 +79,28 @@ impl Outcome {
 /// The caller sets up arguments, environment and stdio; stdout/stderr should go to files or
 /// `/dev/null`, never to pipes nobody drains, or a chatty child would block forever.
 pub fn run(cmd: &mut Command, timeout: Option<Duration>) -> Result<Outcome> {
+    run_inner(cmd, timeout, None)
+}
+
+/// How often [`run_watched`] asks whether the child has gone over its bounds.
+const WATCH_EVERY: Duration = Duration::from_millis(50);
+
+/// Like [`run`], but the child is also killed (and the run counts as timed out) as soon as
+/// `over` says so, asked every 50 ms: a bound on what the child produces, such as the bytes
+/// `debugfs rdump` writes, that no rlimit expresses.
+pub fn run_watched(
+    cmd: &mut Command,
+    timeout: Option<Duration>,
+    over: &(dyn Fn() -> bool + Sync),
+) -> Result<Outcome> {
+    run_inner(cmd, timeout, Some(over))
+}
+
+fn run_inner(
+    cmd: &mut Command,
+    timeout: Option<Duration>,
+    over: Option<&(dyn Fn() -> bool + Sync)>,
+) -> Result<Outcome> {
     // Own process group: a wrapper script's grandchildren die with it on timeout.
     cmd.process_group(0);
     // SAFETY: the closure runs between fork and exec and only calls prctl, which is
@@ -117,16 +139,31 @@ pub fn run(cmd: &mut Command, timeout: Option<Duration>) -> Result<Outcome> {
     let (done, wake, killed) = (&done, &wake, &killed);
 
     let waited = std::thread::scope(|scope| {
-        if let Some(limit) = timeout {
+        if timeout.is_some() || over.is_some() {
             scope.spawn(move || {
-                let guard = done.lock().unwrap_or_else(|e| e.into_inner());
-                let (guard, _) = wake
-                    .wait_timeout_while(guard, limit, |finished| !*finished)
-                    .unwrap_or_else(|e| e.into_inner());
-                if !*guard {
-                    killed.store(true, Ordering::SeqCst);
-                    // SAFETY: plain syscall; the negative pid addresses the child's group.
-                    unsafe { libc::kill(-pid, libc::SIGKILL) };
+                let deadline = timeout.map(|limit| start + limit);
+                let mut guard = done.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                    let step = match (left, over) {
+                        (Some(left), Some(_)) => left.min(WATCH_EVERY),
+                        (Some(left), None) => left,
+                        (None, _) => WATCH_EVERY,
+                    };
+                    guard = wake
+                        .wait_timeout_while(guard, step, |finished| !*finished)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    if *guard {
+                        break;
+                    }
+                    let late = deadline.is_some_and(|d| Instant::now() >= d);
+                    if late || over.is_some_and(|over| over()) {
+                        killed.store(true, Ordering::SeqCst);
+                        // SAFETY: plain syscall; the negative pid addresses the child's group.
+                        unsafe { libc::kill(-pid, libc::SIGKILL) };
+                        break;
+                    }
                 }
             });
         }
@@ -380,4 +417,23 @@ fn reap(pid: libc::pid_t) -> Result<(libc::c_int, libc::rusage)> {
 
 fn timeval_secs(tv: &libc::timeval) -> f64 {
     tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child over its bounds is killed and reported as cut short; one within them is not.
+    #[test]
+    fn a_watched_child_is_killed_when_over() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        let run = run_watched(&mut cmd, Some(Duration::from_secs(60)), &|| true).unwrap();
+        assert!(run.timed_out);
+        assert_eq!(run.code(), None);
+        let mut cmd = Command::new("true");
+        let run = run_watched(&mut cmd, Some(Duration::from_secs(60)), &|| false).unwrap();
+        assert!(!run.timed_out);
+        assert_eq!(run.code(), Some(0));
+    }
 }

@@ -298,6 +298,18 @@ pub(crate) fn tree_of(
     tmp: &Path,
     label: &str,
 ) -> Option<Tree> {
+    tree_within(debugfs, timeout, image, tmp, label, MAX_TREE_BYTES)
+}
+
+/// [`tree_of`] with the byte budget given.
+fn tree_within(
+    debugfs: &Path,
+    timeout: Duration,
+    image: &Path,
+    tmp: &Path,
+    label: &str,
+    max_bytes: u64,
+) -> Option<Tree> {
     let out = tmp.join(format!("{label}-tree"));
     std::fs::create_dir_all(&out).ok()?;
     let mut cmd = Command::new(debugfs);
@@ -307,20 +319,30 @@ pub(crate) fn tree_of(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let run = child::run(&mut cmd, Some(timeout)).ok()?;
-    if run.code() != Some(0) {
-        return None;
-    }
+    // A damaged image can map the same blocks into many files: rdump is stopped as soon as
+    // what it wrote (allocated bytes, so holes are free) passes the budget, not after.
+    let over = || stored_bytes(&out, MAX_TREE_FILES) > max_bytes;
+    let dumped =
+        child::run_watched(&mut cmd, Some(timeout), &over).is_ok_and(|run| run.code() == Some(0));
+    let tree = dumped.then(|| read_tree(&out, max_bytes)).flatten();
+    // Removed whatever happened: a tree left behind in a tmpfs work folder is memory.
+    let _ = std::fs::remove_dir_all(&out);
+    tree
+}
+
+/// The tree rdump wrote under `out`, or `None` past `MAX_TREE_FILES` entries or `max_bytes`
+/// of file content.
+fn read_tree(out: &Path, max_bytes: u64) -> Option<Tree> {
     let mut tree = Tree::new();
-    let mut budget = MAX_TREE_BYTES;
-    let mut stack = vec![out.clone()];
+    let mut budget = max_bytes;
+    let mut stack = vec![out.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).ok()? {
             let path = entry.ok()?.path();
             if tree.len() >= MAX_TREE_FILES {
                 return None;
             }
-            let rel = path.strip_prefix(&out).ok()?.to_string_lossy().into_owned();
+            let rel = path.strip_prefix(out).ok()?.to_string_lossy().into_owned();
             let meta = std::fs::symlink_metadata(&path).ok()?;
             let what = if meta.is_dir() {
                 stack.push(path);
@@ -335,8 +357,34 @@ pub(crate) fn tree_of(
             tree.insert(rel, what);
         }
     }
-    let _ = std::fs::remove_dir_all(&out);
     Some(tree)
+}
+
+/// The bytes the files under `dir` take up (allocated blocks), counting at most `max_files`
+/// entries; more entries than that count as over any budget.
+fn stored_bytes(dir: &Path, max_files: usize) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let (mut total, mut seen) = (0u64, 0usize);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > max_files {
+                return u64::MAX;
+            }
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+            total = total.saturating_add(meta.blocks().saturating_mul(512));
+        }
+    }
+    total
 }
 
 /// FNV-1a over the bytes: enough to tell contents apart in a comparison.
@@ -628,6 +676,58 @@ mod tests {
             .iter()
             .map(|(p, w)| (p.to_string(), w.to_string()))
             .collect()
+    }
+
+    /// A tree bigger than the budget is refused and nothing of the dump is left behind, so a
+    /// damaged image that maps the same blocks into many files cannot fill a tmpfs work folder.
+    #[test]
+    fn a_tree_over_the_budget_is_refused_and_removed() {
+        let which = |tool: &str| {
+            ["/sbin", "/usr/sbin", "/usr/bin", "/bin"]
+                .iter()
+                .map(|d| Path::new(d).join(tool))
+                .find(|p| p.is_file())
+        };
+        let (Some(mke2fs), Some(debugfs)) = (which("mke2fs"), which("debugfs")) else {
+            eprintln!("SKIP: mke2fs/debugfs not installed");
+            return;
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        // 4 MiB that no block of zeroes hides: every block is stored by rdump.
+        let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8 | 1).collect();
+        std::fs::write(src.join("big"), &data).unwrap();
+        let image = tmp.path().join("img");
+        let made = Command::new(mke2fs)
+            .args(["-q", "-F", "-t", "ext4", "-d"])
+            .arg(&src)
+            .arg(&image)
+            .arg("16M")
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let work = tmp.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        let limit = Duration::from_secs(60);
+        let tree = tree_within(&debugfs, limit, &image, &work, "t", 1 << 20);
+        assert_eq!(tree, None);
+        assert_eq!(
+            std::fs::read_dir(&work).unwrap().count(),
+            0,
+            "dump left behind"
+        );
+        let tree = tree_within(&debugfs, limit, &image, &work, "t", 8 << 20).unwrap();
+        assert!(
+            tree["big"].starts_with("f 4194304 "),
+            "{:?}",
+            tree.get("big")
+        );
+        assert_eq!(
+            std::fs::read_dir(&work).unwrap().count(),
+            0,
+            "dump left behind"
+        );
     }
 
     #[test]
