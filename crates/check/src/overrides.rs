@@ -2,7 +2,8 @@
 //! `[problems]` and `[options]` make them. They ride in the check's `Policy`
 //! (`Policy::with_overrides`), which `Policy::answer`, `Policy::flags`, `Policy::leaves_error`
 //! and pass 0 read: two checks in one process may run with different overrides. Without any,
-//! every problem keeps its catalogue flags and the time checks e2fsck's defaults.
+//! every problem keeps its catalogue flags, the time checks e2fsck's defaults, and pass 1
+//! offers to optimize extent trees as e2fsck does.
 
 use crate::problem::Problem;
 use std::collections::BTreeMap;
@@ -32,6 +33,12 @@ pub struct Overrides {
     /// Seconds a superblock time may be ahead of the clock (`accept_time_fudge`,
     /// `buggy_init_scripts`); `None`: e2fsck's default, a day.
     pub time_fudge: Option<u64>,
+    /// `no_optimize_extents` (and `-E fixes_only`): pass 1 does not offer to make extent
+    /// trees narrower or shallower.
+    pub no_optimize_extents: bool,
+    /// `-E bmap2extent`: every block-mapped file and directory is rewritten as an extent
+    /// tree, and so is every extent tree (pass 1E), as e2fsck converts them.
+    pub convert_block_maps: bool,
 }
 
 impl Overrides {
@@ -40,6 +47,8 @@ impl Overrides {
         problems: BTreeMap::new(),
         broken_clock: false,
         time_fudge: None,
+        no_optimize_extents: false,
+        convert_block_maps: false,
     };
 
     fn problem(&self, p: Problem) -> Option<&ProblemOverride> {

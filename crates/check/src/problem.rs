@@ -101,6 +101,10 @@ pub mod flag {
     /// fields, a new UUID, an extent block's checksum): when such fixes are all a run makes, e2fsck prints no "FILE SYSTEM
     /// WAS MODIFIED" and they do not make the exit code 1 by themselves.
     pub const QUIET: u16 = 512;
+    /// Never printed: a step e2fsck takes without a message of its own (its pass header says
+    /// it), such as a block map rewritten as an extent tree under `-E bmap2extent`. Reports
+    /// and the problem log still list it.
+    pub const NOMSG: u16 = 1024;
 }
 
 /// Which fixer of `repair` makes a problem's fix: its fix class. The repair's fixer table
@@ -529,8 +533,13 @@ catalogue! {
     P1D_DELETE_QUESTION = 0x013007, Delete, 0, Clear, RESHAPES | INODE, "";
 
     // ---- Pass 1E: extent tree optimisation ----
-    P1E_CAN_COLLAPSE_EXTENT_TREE = 0x014006, Optimize, NO_OK | NOT_A_FIX | PREEN_NOMSG, -, 0, "Inode {ino} extent tree (at level {num}) could be shorter.";
-    P1E_CAN_NARROW_EXTENT_TREE = 0x014007, Optimize, NO_OK | NOT_A_FIX | PREEN_NOMSG, -, 0, "Inode {ino} extent tree (at level {num}) could be narrower.";
+    // Trees are offered for rebuilding in pass 1 and rebuilt by the extent-tree fixer; the
+    // header is said once, at the end of pass 1, when any rebuild was agreed to.
+    P1E_PASS_HEADER = 0x014000, None, INFO | PREEN_NOMSG, -, 0, "Pass 1E: Optimizing extent trees";
+    P1E_CAN_COLLAPSE_EXTENT_TREE = 0x014006, Optimize, NO_OK | NOT_A_FIX | PREEN_NOMSG, ExtentTree, MAP, "Inode {ino} extent tree (at level {num}) could be shorter.";
+    P1E_CAN_NARROW_EXTENT_TREE = 0x014007, Optimize, NO_OK | NOT_A_FIX | PREEN_NOMSG, ExtentTree, MAP, "Inode {ino} extent tree (at level {num}) could be narrower.";
+    // -E bmap2extent: every file's map is rewritten as an extent tree, without a question.
+    P1E_CONVERT_BMAP = -, Optimize, NO_OK | NOT_A_FIX | PREEN_NOMSG | NOMSG, ExtentTree, MAP, "Inode {ino} mapping rewritten as an extent tree.";
 
     // ---- Pass 2: directory structure ----
     P2_BAD_INODE_DOT = 0x020001, Fix, 0, Salvage, RESHAPES, "'.' entry in directory {dir} has inode {ino}, should be {dir}.\n";

@@ -57,6 +57,14 @@ impl Usage {
             e.1 += inodes;
         }
     }
+    /// Take `space` bytes back from the owners of the inode `raw` (blocks a repair freed).
+    pub fn uncharge(&mut self, raw: &[u8], space: u64) {
+        for (qtype, id) in owner_ids(raw).into_iter().enumerate() {
+            if let Some(e) = self.0[qtype].get_mut(&id) {
+                e.0 = e.0.saturating_sub(space);
+            }
+        }
+    }
     pub fn merge(&mut self, other: Usage) {
         for (mine, theirs) in self.0.iter_mut().zip(other.0) {
             for (id, (s, i)) in theirs {
@@ -66,6 +74,16 @@ impl Usage {
             }
         }
     }
+}
+
+/// Whether pass 1 charges inode `ino` to its owners' quota: the root and ordinary inodes,
+/// but not the project quota file, the orphan file or an xattr value inode.
+pub fn charged(fs: &Fs, ino: u32, inode: &RawInode) -> bool {
+    fs.sb.ro_compat().has(RoCompat::QUOTA)
+        && (ino == ffsck_format::ino::ROOT || ino >= fs.geo.first_ino)
+        && ino != fs.sb.s_prj_quota_inum.get()
+        && ino != fs.sb.s_orphan_file_inum.get()
+        && inode.flags() & ffsck_format::inode::flags::EA_INODE == 0
 }
 
 /// User, group and project id of an inode (the project id only where the inode has room).

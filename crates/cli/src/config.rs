@@ -389,6 +389,8 @@ impl Config {
         }
         ffsck_check::Overrides {
             problems,
+            no_optimize_extents: self.no_optimize_extents || fixes_only,
+            convert_block_maps: false,
             broken_clock: self.broken_system_clock,
             time_fudge: Some(if self.accept_time_fudge {
                 ffsck_check::DEFAULT_TIME_FUDGE

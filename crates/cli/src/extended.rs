@@ -21,11 +21,14 @@ pub struct Extended {
     pub readahead_kb: Option<u64>,
     /// `discard` / `nodiscard` (the last given wins).
     pub discard: bool,
-    /// `optimize_extents` (Some(true)) / `no_optimize_extents` (Some(false)).
+    /// `optimize_extents` (Some(true)) / `no_optimize_extents` (Some(false)): whether pass 1
+    /// offers to rebuild extent trees that could be narrower or shallower (e2fsck.conf's
+    /// `no_optimize_extents` otherwise; on by default, as in e2fsck).
     pub optimize_extents: Option<bool>,
     /// `inode_count_fullmap` / `no_inode_count_fullmap`: no effect in ffsck.
     pub icount_fullmap: Option<bool>,
-    /// `bmap2extent`: convert block-mapped files to extents.
+    /// `bmap2extent`: rewrite every file's mapping as an extent tree (pass 1E), turning the
+    /// `extent` feature on.
     pub bmap2extent: bool,
     /// `fixes_only`: fix inconsistencies, make no optimisation.
     pub fixes_only: bool,
@@ -196,12 +199,6 @@ pub fn check(args: &Args) -> Result<Extended, Refusal> {
     }
     if args.set_badblocks.is_some() {
         return Err(unsupported("-L (replacing the bad-block list)"));
-    }
-    if ext.bmap2extent {
-        return Err(unsupported("-E bmap2extent"));
-    }
-    if ext.optimize_extents == Some(true) {
-        return Err(unsupported("-E optimize_extents"));
     }
     if ext.fragcheck {
         return Err(unsupported("-E fragcheck"));

@@ -210,7 +210,15 @@ fn setup(args: &Args) -> Stage<Setup> {
         Mode::No
     };
     // e2fsck.conf's changes to the problem table hold for the whole run.
-    let overrides = Box::leak(Box::new(cfg.overrides(ext.fixes_only)));
+    let mut overrides = cfg.overrides(ext.fixes_only);
+    // Pass 1E: e2fsck.conf's no_optimize_extents, unless -E says otherwise; never with
+    // fixes_only. -E bmap2extent rewrites every mapping.
+    overrides.no_optimize_extents = ext
+        .optimize_extents
+        .map_or(cfg.no_optimize_extents, |on| !on)
+        || ext.fixes_only;
+    overrides.convert_block_maps = ext.bmap2extent;
+    let overrides = Box::leak(Box::new(overrides));
     let policy = Policy::new(mode).with_overrides(overrides);
     report::policy(policy);
     Ok(Setup {

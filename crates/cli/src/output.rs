@@ -630,6 +630,9 @@ impl Reporter for Terminal {
     fn finding(&mut self, f: &Finding) {
         crate::report::finding(f);
         let flags = self.policy.flags(f.problem);
+        if flags & ffsck_check::problem::flag::NOMSG != 0 {
+            return;
+        }
         if !f.fixed && flags & ffsck_check::problem::flag::NO_NOMSG != 0 {
             return;
         }

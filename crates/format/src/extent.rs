@@ -136,6 +136,10 @@ impl<'a> Node<'a> {
     pub fn is_leaf(&self) -> bool {
         self.depth() == 0
     }
+    /// The entries the node says it has room for (`eh_max`, at most what its buffer holds).
+    pub fn capacity(&self) -> usize {
+        usize::from(self.header.eh_max.get())
+    }
     pub fn len(&self) -> usize {
         self.entries.len() / 12
     }

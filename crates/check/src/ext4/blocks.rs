@@ -100,6 +100,8 @@ pub(crate) struct NodeInfo {
     pub pblk: Option<u64>,
     pub depth: u16,
     pub entries: usize,
+    /// The entries the node has room for (`eh_max`).
+    pub capacity: usize,
     pub level: u32,
 }
 
@@ -533,6 +535,7 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
             pblk: None,
             depth: node.depth(),
             entries: node.len(),
+            capacity: node.capacity(),
             level: 0,
         };
         let step = match v.node(info) {
@@ -690,6 +693,7 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
             pblk: Some(idx.child),
             depth: node.depth(),
             entries: node.len(),
+            capacity: node.capacity(),
             level: idx.level,
         };
         match v.node(info) {

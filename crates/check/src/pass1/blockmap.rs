@@ -36,6 +36,8 @@ pub(super) struct BlockWalk {
     /// metadata: bad mappings are passed over without a report.
     pub(super) quiet: bool,
     pub(super) last_cluster: Option<u64>,
+    /// How full each level of the extent tree is (for pass 1E's offer).
+    pub(super) shape: super::optimize::TreeShape,
 }
 
 impl BlockWalk {
@@ -187,6 +189,9 @@ pub(super) fn check_blocks(
     }
     check_sizes(scan, ic, out, &w, ft, inline || no_map);
     charge_quota(scan, ic, out, w.num_blocks);
+    if !(inline || no_map) && ino != ino::BAD {
+        super::optimize::offer(scan, ic, out, &w);
+    }
     w
 }
 
@@ -410,6 +415,7 @@ impl Visitor for Mapper<'_, '_, '_> {
     }
 
     fn node(&mut self, n: NodeInfo) -> Step {
+        self.w.shape.node(n);
         match n.pblk {
             None => self.out.counts.extent_depth_hist[usize::from(n.depth.min(5))] += 1,
             Some(blk) => {

@@ -705,13 +705,7 @@ fn check_mapping(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, bad: bool
 pub(super) fn charge_quota(scan: &Scan, ic: &InodeCheck, out: &mut GroupOut, blocks: u64) {
     let fs = scan.fs;
     let geo = &fs.geo;
-    let ino = ic.ino;
-    if scan.quota
-        && (ino == ino::ROOT || ino >= geo.first_ino)
-        && ino != fs.sb.s_prj_quota_inum.get()
-        && ino != fs.sb.s_orphan_file_inum.get()
-        && ic.inode.flags() & iflags::EA_INODE == 0
-    {
+    if scan.quota && crate::quota::charged(fs, ic.ino, ic.inode) {
         let cluster = u64::from(geo.block_size) * u64::from(geo.cluster_ratio);
         out.quota
             .charge(ic.raw, blocks * cluster, 1 + ic.ea_ibody.inodes);

@@ -40,6 +40,7 @@ mod encryption;
 mod extents;
 mod inode;
 mod itable;
+mod optimize;
 mod prefetch;
 mod schedule;
 mod sizes;
@@ -192,6 +193,7 @@ fn finish(
             );
         }
     }
+    optimize::header(policy, out);
     dup_blocks.sort_unstable();
     dup_blocks.dedup();
     // Pass 2 reads blocks in this order. With dir_index, e2fsck checks every directory's

@@ -1,67 +1,296 @@
-//! Extent trees deeper than their block size needs (`P1_EXTENT_BAD_MAX_DEPTH`) are rebuilt as
-//! shallow as their extents allow: up to four extents go into the inode itself; up to four
-//! leaf blocks' worth go into leaves under the inode, reusing the old node blocks. The node
-//! blocks no longer used, `i_blocks` and the bitmaps are left to the next round's fixes. A
-//! tree that would need new blocks is left as it is.
+//! Extent trees rebuilt as shallow and narrow as their extents allow: up to four extents go
+//! into the inode itself; up to four leaf blocks' worth go into leaves under the inode.
+//!
+//! - A tree deeper than its block size needs (`P1_EXTENT_BAD_MAX_DEPTH`) is rebuilt reusing
+//!   its node blocks; the blocks no longer used, `i_blocks` and the bitmaps are left to the
+//!   next round's fixes, and a tree that would need new blocks is left as it is.
+//! - Pass 1E (`P1E_CAN_NARROW_EXTENT_TREE`, `P1E_CAN_COLLAPSE_EXTENT_TREE`, and under `-E
+//!   bmap2extent` `P1E_CONVERT_BMAP`, which also rewrites block maps) rebuilds a sound
+//!   mapping completely in the round: adjacent runs merged, old mapping blocks reused as
+//!   leaves (more taken from the free blocks when a block map had too few), the rest freed
+//!   in the allocation facts, `i_blocks` and the quota usage brought along, so the round's
+//!   allocation rebuild leaves nothing for the next check to find.
 
-use super::clone::write_node;
-use super::inode::{edit, read_inode};
+use super::clone::{write_node, Alloc};
+use super::inode::{edit, read_inode, read_raw};
+use crate::engine::AllocFacts;
+use crate::ext4::blocks::{Damage, Indirect, Mapping, NodeInfo, Span, Step, Visitor, Walk};
 use crate::fs::Fs;
 use crate::pass0::Pass0Facts;
-use crate::problem::Fixer;
+use crate::problem::{Fixer, Problem as P};
 use crate::report::Finding;
 use ffsck_format::extent::{HeaderError, Node, EXTENT_MAGIC, MAX_DEPTH};
+use ffsck_format::inode::flags as iflags;
+use ffsck_format::RoCompat;
 use ffsck_io::Device;
 
 /// Entries an extent root in the inode holds.
 const ROOT_ENTRIES: usize = 4;
 
-pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
-    let fs = &p0.fs;
+/// Longest initialised and unwritten extents.
+const MAX_INIT_LEN: u64 = 32_768;
+const MAX_UNINIT_LEN: u64 = 32_767;
+
+/// Rebuild the trees among `fixes`. Returns whether blocks were taken or freed in `facts`
+/// (the allocation is then rebuilt in the same round).
+pub fn apply(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    mut facts: Option<&mut AllocFacts>,
+    fixes: &[&Finding],
+) -> bool {
+    let mut changed = false;
     for f in fixes
         .iter()
         .filter(|f| f.problem.fixed_by(Fixer::ExtentTree))
     {
-        let ino = f.ctx.ino;
-        let Some(inode) = read_inode(p0, dev, ino) else {
-            continue;
-        };
-        let root = inode.block_bytes();
-        if matches!(Node::parse(&root), Err(HeaderError::BadDepth)) {
-            // A root deeper than any tree can be: none of its entries can be followed
-            // (e2fsck clears each as an invalid extent). It becomes an empty leaf; the next
-            // round counts `i_blocks` and frees the blocks.
-            edit(p0, dev, ino, |n| {
-                n.i_block.iter_mut().for_each(|w| w.set(0));
-                // Magic, no entries; room for four, depth 0.
-                n.i_block[0].set(u32::from(EXTENT_MAGIC));
-                n.i_block[1].set(ROOT_ENTRIES as u32);
-            });
-            continue;
-        }
-        let mut leaves = Vec::new();
-        let mut nodes = Vec::new();
-        let mut reads = fs.geo.blocks_count;
-        if !collect(fs, &root, MAX_DEPTH, &mut leaves, &mut nodes, &mut reads) {
-            continue;
-        }
-        nodes.sort_unstable();
-        nodes.dedup();
-        let seed = if fs.has_metadata_csum() {
-            ffsck_format::csum::inode_seed(fs.csum_seed, ino, inode.i_generation.get())
-        } else {
-            0
-        };
-        let Some(new_root) = rebuild(fs, dev, seed, &leaves, &nodes) else {
-            continue;
-        };
-        edit(p0, dev, ino, |n| {
-            for (k, w) in n.i_block.iter_mut().enumerate() {
-                let b = &new_root[4 * k..4 * k + 4];
-                w.set(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        match f.problem {
+            P::P1E_CAN_NARROW_EXTENT_TREE
+            | P::P1E_CAN_COLLAPSE_EXTENT_TREE
+            | P::P1E_CONVERT_BMAP => {
+                if let Some(facts) = facts.as_deref_mut() {
+                    changed |= optimize(p0, dev, facts, f.ctx.ino);
+                }
             }
-        });
+            _ => shallower(p0, dev, f.ctx.ino),
+        }
     }
+    changed
+}
+
+/// A tree deeper than useful, rebuilt on its own node blocks.
+fn shallower(p0: &Pass0Facts, dev: &dyn Device, ino: u32) {
+    let fs = &p0.fs;
+    let Some(inode) = read_inode(p0, dev, ino) else {
+        return;
+    };
+    let root = inode.block_bytes();
+    if matches!(Node::parse(&root), Err(HeaderError::BadDepth)) {
+        // A root deeper than any tree can be: none of its entries can be followed (e2fsck
+        // clears each as an invalid extent). It becomes an empty leaf; the next round counts
+        // `i_blocks` and frees the blocks.
+        edit(p0, dev, ino, |n| {
+            n.i_block.iter_mut().for_each(|w| w.set(0));
+            // Magic, no entries; room for four, depth 0.
+            n.i_block[0].set(u32::from(EXTENT_MAGIC));
+            n.i_block[1].set(ROOT_ENTRIES as u32);
+        });
+        return;
+    }
+    let mut leaves = Vec::new();
+    let mut nodes = Vec::new();
+    let mut reads = fs.geo.blocks_count;
+    if !collect(fs, &root, MAX_DEPTH, &mut leaves, &mut nodes, &mut reads) {
+        return;
+    }
+    nodes.sort_unstable();
+    nodes.dedup();
+    let seed = seed_of(fs, ino, inode.i_generation.get());
+    let Some(new_root) = rebuild(fs, dev, seed, &leaves, &nodes) else {
+        return;
+    };
+    set_root(p0, dev, ino, &new_root, |_| {});
+}
+
+/// The checksum seed of inode `ino`'s extent blocks (0 without `metadata_csum`).
+fn seed_of(fs: &Fs, ino: u32, generation: u32) -> u32 {
+    if fs.has_metadata_csum() {
+        ffsck_format::csum::inode_seed(fs.csum_seed, ino, generation)
+    } else {
+        0
+    }
+}
+
+/// Put `root` into inode `ino`'s `i_block`, with `more` changes of the inode.
+fn set_root(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    ino: u32,
+    root: &[u8; 60],
+    more: impl FnOnce(&mut ffsck_format::inode::RawInode),
+) {
+    edit(p0, dev, ino, |n| {
+        for (k, w) in n.i_block.iter_mut().enumerate() {
+            let b = &root[4 * k..4 * k + 4];
+            w.set(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        }
+        more(n);
+    });
+}
+
+/// What a walk of a sound mapping holds: its data runs in logical order (adjacent ones
+/// merged) and the blocks holding the mapping (extent nodes or indirect blocks).
+#[derive(Default)]
+struct Gathered {
+    runs: Vec<Mapping>,
+    blocks: Vec<u64>,
+    damaged: bool,
+}
+
+impl Visitor for Gathered {
+    fn mapping(&mut self, m: Mapping, _span: &mut Span) -> Step {
+        if m.pblk == 0 || m.len == 0 {
+            return Step::Go;
+        }
+        match self.runs.last_mut() {
+            Some(last)
+                if last.lblk + last.len == m.lblk
+                    && last.pblk + last.len == m.pblk
+                    && last.uninit == m.uninit =>
+            {
+                last.len += m.len;
+            }
+            // Out of logical order: not a mapping this rebuild takes on.
+            Some(last) if last.lblk + last.len > m.lblk => {
+                self.damaged = true;
+                return Step::Stop;
+            }
+            _ => self.runs.push(m),
+        }
+        Step::Go
+    }
+    fn indirect(&mut self, ind: Indirect) -> Step {
+        if ind.pblk != 0 {
+            self.blocks.push(ind.pblk);
+        }
+        Step::Go
+    }
+    fn node(&mut self, n: NodeInfo) -> Step {
+        self.blocks.extend(n.pblk);
+        Step::Go
+    }
+    fn damage(&mut self, _d: Damage) -> Step {
+        self.damaged = true;
+        Step::Stop
+    }
+}
+
+/// Leaf entries for `runs`: each run split into extents no longer than the format allows.
+fn leaf_entries(runs: &[Mapping]) -> Option<Vec<[u8; 12]>> {
+    let mut out = Vec::new();
+    for r in runs {
+        let max = if r.uninit {
+            MAX_UNINIT_LEN
+        } else {
+            MAX_INIT_LEN
+        };
+        let mut done = 0;
+        while done < r.len {
+            let n = (r.len - done).min(max);
+            let (l, p) = (u32::try_from(r.lblk + done).ok()?, r.pblk + done);
+            let len = if r.uninit { n + MAX_INIT_LEN } else { n };
+            let mut e = [0u8; 12];
+            e[0..4].copy_from_slice(&l.to_le_bytes());
+            e[4..6].copy_from_slice(&(len as u16).to_le_bytes());
+            e[6..8].copy_from_slice(&((p >> 32) as u16).to_le_bytes());
+            e[8..12].copy_from_slice(&(p as u32).to_le_bytes());
+            out.push(e);
+            done += n;
+        }
+    }
+    Some(out)
+}
+
+/// Pass 1E's rebuild of inode `ino` (see the module header). Returns whether blocks were
+/// taken or freed in `facts`.
+fn optimize(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, ino: u32) -> bool {
+    let fs = &p0.fs;
+    let geo = &fs.geo;
+    let Some((_, raw)) = read_raw(p0, dev, ino) else {
+        return false;
+    };
+    let inode = ffsck_format::inode::RawInode::parse(&raw);
+    let fl = inode.flags();
+    if fl & iflags::INLINE_DATA != 0 || inode.i_links_count.get() == 0 {
+        return false;
+    }
+    let mut got = Gathered::default();
+    let mut walk = Walk::over(fs);
+    let iblock = inode.block_bytes();
+    if fl & iflags::EXTENTS != 0 {
+        walk.csum_seed = fs
+            .has_metadata_csum()
+            .then(|| seed_of(fs, ino, inode.i_generation.get()));
+        walk.extents(&iblock, &mut got);
+    } else {
+        walk.block_map(&iblock, &mut got);
+    }
+    if got.damaged {
+        return false;
+    }
+    let Some(leaves) = leaf_entries(&got.runs) else {
+        return false;
+    };
+    let mut old = got.blocks;
+    old.sort_unstable();
+    old.dedup();
+    // The leaf blocks the new tree needs: the old mapping blocks first, then free ones.
+    let bs = fs.block_size();
+    let per_leaf = (bs - 12 - if fs.has_metadata_csum() { 4 } else { 0 }) / 12;
+    let need = match leaves.len() {
+        n if n <= ROOT_ENTRIES => 0,
+        n => n.div_ceil(per_leaf),
+    };
+    if need > ROOT_ENTRIES {
+        return false;
+    }
+    let mut nodes: Vec<u64> = old.iter().copied().take(need).collect();
+    let mut taken = Vec::new();
+    if nodes.len() < need {
+        let mut alloc = Alloc::new(fs, &facts.block_used);
+        for _ in nodes.len()..need {
+            let Some(b) = alloc.run(1, 0, geo.blocks_count) else {
+                return false;
+            };
+            taken.push(b);
+        }
+        nodes.extend(&taken);
+    }
+    let seed = seed_of(fs, ino, inode.i_generation.get());
+    let Some(root) = rebuild(fs, dev, seed, &leaves, &nodes) else {
+        return false;
+    };
+    let freed: Vec<u64> = old.iter().copied().skip(need).collect();
+    // `i_blocks`: each mapping block is a cluster of its own, counted in 512-byte units, or
+    // in blocks for a huge file.
+    let huge = geo.ro_compat.has(RoCompat::HUGE_FILE);
+    let per_block = if huge && fl & iflags::HUGE_FILE != 0 {
+        1
+    } else {
+        (bs / 512) as u64
+    };
+    let per_node = per_block * u64::from(geo.cluster_ratio.max(1));
+    set_root(p0, dev, ino, &root, |n| {
+        let was = u64::from(n.i_blocks_lo.get())
+            | if huge {
+                u64::from(n.l_i_blocks_high.get()) << 32
+            } else {
+                0
+            };
+        let now =
+            (was + taken.len() as u64 * per_node).saturating_sub(freed.len() as u64 * per_node);
+        n.i_blocks_lo.set(now as u32);
+        if huge {
+            n.l_i_blocks_high.set((now >> 32) as u16);
+        }
+        n.i_flags.set(n.i_flags.get() | iflags::EXTENTS);
+    });
+    for &b in &taken {
+        facts.block_used.set(b);
+    }
+    for &b in &freed {
+        facts.block_used.clear(b);
+    }
+    if crate::quota::charged(fs, ino, &inode) {
+        let cluster = u64::from(geo.block_size) * u64::from(geo.cluster_ratio.max(1));
+        let (gone, new) = (freed.len() as u64, taken.len() as u64);
+        if gone > new {
+            facts.quota.uncharge(&raw, (gone - new) * cluster);
+        } else {
+            facts.quota.charge(&raw, (new - gone) * cluster, 0);
+        }
+    }
+    !(taken.is_empty() && freed.is_empty())
 }
 
 /// Gather the leaf entries (in tree order) and node blocks under `buf`, a node expected no

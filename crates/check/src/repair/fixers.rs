@@ -81,7 +81,7 @@ pub(super) const FIXERS: &[Step] = &[
         blockmap::apply(r.p0, r.dev, r.fixes)
     }),
     step(Fixer::ExtentTree, When::InOrder, |r| {
-        extent_tree::apply(r.p0, r.dev, r.fixes)
+        r.blocks_changed |= extent_tree::apply(r.p0, r.dev, r.alloc.as_deref_mut(), r.fixes);
     }),
     step(Fixer::Clone, When::InOrder, |r| {
         clone::apply(r.p0, r.dev, r.alloc.as_deref_mut(), r.findings, r.fixes)

@@ -707,14 +707,6 @@ mod tests {
             "never reported: no check finds it yet",
         ),
         (
-            P::P1E_CAN_COLLAPSE_EXTENT_TREE,
-            "never reported: no check finds it yet",
-        ),
-        (
-            P::P1E_CAN_NARROW_EXTENT_TREE,
-            "never reported: no check finds it yet",
-        ),
-        (
             P::P2_BAD_INLINE_DIR_SIZE,
             "never reported: no check finds it yet",
         ),

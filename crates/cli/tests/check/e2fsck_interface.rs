@@ -69,7 +69,7 @@ fn bad_extended_options_get_e2fsck_messages_and_unsupported_ones_are_refused() {
         assert!(ours.stderr.starts_with(&first), "{opt}: {}", ours.stderr);
         assert!(ours.stderr.contains("\tcheck_encoding"), "{}", ours.stderr);
     }
-    for opt in ["bmap2extent", "optimize_extents", "fragcheck", "ea_ver=1"] {
+    for opt in ["fragcheck", "ea_ver=1"] {
         let ours = ffsck(&["-fy", "-E", opt], &img.path, &conf);
         assert_eq!(ours.code(), 16, "{opt}: {}", ours.stderr);
         assert!(

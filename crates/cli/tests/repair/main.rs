@@ -13,6 +13,7 @@ mod repair_blocks;
 mod repair_commit;
 mod repair_converge;
 mod repair_dirs;
+mod repair_extent_opt;
 mod repair_hints;
 mod repair_journal;
 mod repair_lpf;

@@ -1,0 +1,163 @@
+//! Pass 1's offer to rebuild a file's extent tree (e2fsck's pass 1E): how full each level of
+//! the tree is, the rule that says when a level could be narrower or the tree shorter, and
+//! `-E bmap2extent`'s conversion of block maps. The rebuild is the extent-tree fixer's
+//! (`repair::extent_tree`).
+
+use super::blockmap::BlockWalk;
+use super::{report, GroupOut, InodeCheck, Scan};
+use crate::ext4::blocks::NodeInfo;
+use crate::problem::Problem as P;
+use crate::report::{Findings, Policy, ProblemCtx};
+use ffsck_format::ino;
+use ffsck_format::inode::flags as iflags;
+
+/// Levels of a tree whose fill is kept (the root is level 0); deeper levels are not judged.
+const LEVELS: usize = 5;
+
+/// Entries in use and entries of room at each level of an extent tree, as the walk met its
+/// nodes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct TreeShape {
+    /// `(entries, room)` per level.
+    levels: [(u64, u64); LEVELS],
+    /// The root's depth.
+    depth: u16,
+}
+
+impl TreeShape {
+    /// Count one node. A block node that is not full counts one entry of room less: a node
+    /// split while a file grows keeps a free slot, and a tree grown that way is not worth
+    /// rebuilding.
+    pub(super) fn node(&mut self, n: NodeInfo) {
+        if n.pblk.is_none() {
+            self.depth = n.depth;
+        }
+        let Some(level) = self.levels.get_mut(n.level as usize) else {
+            return;
+        };
+        let (entries, room) = (n.entries as u64, n.capacity as u64);
+        level.0 += entries;
+        level.1 += room;
+        if n.level > 0 && entries < room {
+            level.1 -= 1;
+        }
+    }
+
+    /// Why the tree is worth rebuilding, and at which level: a level with more than a
+    /// block's worth of free room could be narrower; a level whose entries would fit in the
+    /// room of a level above it could go, and the tree be shorter.
+    pub(super) fn rebuild_reason(&self, per_block: u64) -> Option<(P, u64)> {
+        let levels = &self.levels[..(usize::from(self.depth) + 1).min(LEVELS)];
+        for (i, &(entries, room)) in levels.iter().enumerate() {
+            if room.saturating_sub(entries) > per_block {
+                return Some((P::P1E_CAN_NARROW_EXTENT_TREE, i as u64));
+            }
+            if levels[..i].iter().any(|&(_, above)| entries < above) {
+                return Some((P::P1E_CAN_COLLAPSE_EXTENT_TREE, i as u64));
+            }
+        }
+        None
+    }
+}
+
+/// After an inode's mapping was walked without a problem: offer its extent tree for
+/// rebuilding when it could be narrower or shorter, or, under `-E bmap2extent`, have any
+/// mapping rewritten as an extent tree. Only the root directory and ordinary inodes are
+/// offered, as e2fsck offers them.
+pub(super) fn offer(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &BlockWalk) {
+    let fs = scan.fs;
+    let ino = ic.ino;
+    let fl = ic.inode.flags();
+    if ic.other_problem
+        || w.exhausted
+        || fl & iflags::INLINE_DATA != 0
+        || !(ino == ino::ROOT || ino >= fs.geo.first_ino)
+    {
+        return;
+    }
+    let overrides = scan.policy.overrides();
+    let ctx = ProblemCtx::ino(ino);
+    if overrides.convert_block_maps {
+        report(scan, out, ic, P::P1E_CONVERT_BMAP, ctx);
+        return;
+    }
+    if !scan.extent_fs || fl & iflags::EXTENTS == 0 || overrides.no_optimize_extents {
+        return;
+    }
+    let per_block = (fs.block_size() as u64 - 12) / 12;
+    if let Some((p, level)) = w.shape.rebuild_reason(per_block) {
+        report(scan, out, ic, p, ProblemCtx { num: level, ..ctx });
+    }
+}
+
+/// At the end of pass 1: e2fsck's pass 1E header, when a rebuild was agreed to.
+pub(super) fn header(policy: Policy, out: &mut Findings) {
+    let agreed = out.0.iter().any(|f| {
+        f.fixed
+            && matches!(
+                f.problem,
+                P::P1E_CAN_NARROW_EXTENT_TREE
+                    | P::P1E_CAN_COLLAPSE_EXTENT_TREE
+                    | P::P1E_CONVERT_BMAP
+            )
+    });
+    if agreed {
+        out.report(policy, P::P1E_PASS_HEADER, ProblemCtx::default());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(level: u32, entries: usize, capacity: usize) -> NodeInfo {
+        NodeInfo {
+            pblk: (level > 0).then_some(100 + u64::from(level)),
+            depth: 0,
+            entries,
+            capacity,
+            level,
+        }
+    }
+
+    /// e2fsck's rule on the shapes of its tests: a depth-1 tree whose one leaf holds what the
+    /// root could (shorter), two half-empty leaves (narrower), and full trees (neither).
+    #[test]
+    fn the_rule_follows_e2fsck() {
+        let mut root = node(0, 1, 4);
+        root.depth = 1;
+        let mut t = TreeShape::default();
+        t.node(root);
+        t.node(node(1, 1, 84));
+        assert_eq!(
+            t.rebuild_reason(84),
+            Some((P::P1E_CAN_COLLAPSE_EXTENT_TREE, 1))
+        );
+        // Four entries in the leaf are not fewer than the root's four slots: the tree stays.
+        let mut t = TreeShape::default();
+        t.node(root);
+        t.node(node(1, 4, 84));
+        assert_eq!(t.rebuild_reason(84), None);
+        // Two leaves of a 1 KiB tree, 4 and 3 entries: 166 slots of room for 7.
+        let mut root2 = node(0, 2, 4);
+        root2.depth = 1;
+        let mut t = TreeShape::default();
+        t.node(root2);
+        t.node(node(1, 4, 84));
+        t.node(node(1, 3, 84));
+        assert_eq!(
+            t.rebuild_reason(84),
+            Some((P::P1E_CAN_NARROW_EXTENT_TREE, 1))
+        );
+        // A full leaf and one with a single free slot (counted as full).
+        let mut t = TreeShape::default();
+        t.node(root2);
+        t.node(node(1, 84, 84));
+        t.node(node(1, 83, 84));
+        assert_eq!(t.rebuild_reason(84), None);
+        // A tree in the inode alone is never rebuilt.
+        let mut t = TreeShape::default();
+        t.node(node(0, 2, 4));
+        assert_eq!(t.rebuild_reason(84), None);
+    }
+}
