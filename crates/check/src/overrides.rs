@@ -39,6 +39,10 @@ pub struct Overrides {
     /// `-E bmap2extent`: every block-mapped file and directory is rewritten as an extent
     /// tree, and so is every extent tree (pass 1E), as e2fsck converts them.
     pub convert_block_maps: bool,
+    /// `-E fragcheck`: pass 1 lists every break in a file's physical contiguity.
+    pub fragcheck: bool,
+    /// `-E ea_ver=1`: xattr blocks carry the version-1 magic; `None` (or 2): version 2.
+    pub ea_ver: Option<u8>,
 }
 
 impl Overrides {
@@ -49,6 +53,8 @@ impl Overrides {
         time_fudge: None,
         no_optimize_extents: false,
         convert_block_maps: false,
+        fragcheck: false,
+        ea_ver: None,
     };
 
     fn problem(&self, p: Problem) -> Option<&ProblemOverride> {
@@ -72,6 +78,14 @@ impl Overrides {
     /// May pass 0 judge superblock times against the clock (not `broken_system_clock`)?
     pub fn clock_trusted(&self) -> bool {
         !self.broken_clock
+    }
+
+    /// The magic an xattr block must carry (`-E ea_ver`).
+    pub fn xattr_magic(&self) -> u32 {
+        match self.ea_ver {
+            Some(1) => ffsck_format::xattr::XATTR_MAGIC_V1,
+            _ => ffsck_format::xattr::XATTR_MAGIC,
+        }
     }
 
     /// How far ahead of the clock a superblock time may be before it is "in the future".

@@ -532,6 +532,10 @@ catalogue! {
     // A file whose shared blocks could not be cloned is deleted (cleared).
     P1D_DELETE_QUESTION = 0x013007, Delete, 0, Clear, RESHAPES | INODE, "";
 
+    // -E fragcheck: each break in a file's physical contiguity ({str}: d, f or ?).
+    P1_FRAGCHECK_BLOCK = -, None, INFO, -, 0, "{ino:6}({str}): expecting {blk:6} got phys {blk2:6} (blkcnt {num:i})";
+    P1_FRAGCHECK_EXTENT = -, None, INFO, -, 0, "{ino:6}({str}): expecting {blk:6} actual extent phys {blk2:6} log {num} len {num2}";
+
     // ---- Pass 1E: extent tree optimisation ----
     // Trees are offered for rebuilding in pass 1 and rebuilt by the extent-tree fixer; the
     // header is said once, at the end of pass 1, when any rebuild was agreed to.

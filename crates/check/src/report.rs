@@ -113,8 +113,14 @@ impl Finding {
             Some(p) => format!("{p} ({})", c.ino),
             None => c.ino.to_string(),
         };
-        let subs: [(&str, String); 19] = [
+        let subs: [(&str, String); 23] = [
             ("{inopath}", inopath),
+            // Right-aligned in six columns, as e2fsck's fragcheck lines print them.
+            ("{ino:6}", format!("{:6}", c.ino)),
+            ("{blk:6}", format!("{:6}", c.blk)),
+            ("{blk2:6}", format!("{:6}", c.blk2)),
+            // Signed: a block count of -1 to -3 names an indirect block.
+            ("{num:i}", (c.num as i64).to_string()),
             ("{strpath}", strpath),
             ("{path}", path),
             ("{num:x}", format!("0x{:04x}", c.num)),

@@ -391,6 +391,8 @@ impl Config {
             problems,
             no_optimize_extents: self.no_optimize_extents || fixes_only,
             convert_block_maps: false,
+            fragcheck: false,
+            ea_ver: None,
             broken_clock: self.broken_system_clock,
             time_fudge: Some(if self.accept_time_fudge {
                 ffsck_check::DEFAULT_TIME_FUDGE

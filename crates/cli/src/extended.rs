@@ -11,11 +11,12 @@ use std::path::PathBuf;
 /// The `-E` options of a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Extended {
-    /// `ea_ver=`: 1 or 2 (2, e2fsck's default, is ffsck's only behaviour).
+    /// `ea_ver=`: 1 or 2 (e2fsck's default): the xattr block format version pass 1 accepts.
     pub ea_ver: Option<u8>,
     /// `journal_only`: recover the journal, then stop without checking.
     pub journal_only: bool,
-    /// `fragcheck`: e2fsck's per-file fragmentation report.
+    /// `fragcheck`: e2fsck's per-file fragmentation report (each break in a file's physical
+    /// contiguity, listed in pass 1).
     pub fragcheck: bool,
     /// `readahead_kb=`: accepted and validated; ffsck sizes its own reads.
     pub readahead_kb: Option<u64>,
@@ -199,12 +200,6 @@ pub fn check(args: &Args) -> Result<Extended, Refusal> {
     }
     if args.set_badblocks.is_some() {
         return Err(unsupported("-L (replacing the bad-block list)"));
-    }
-    if ext.fragcheck {
-        return Err(unsupported("-E fragcheck"));
-    }
-    if ext.ea_ver == Some(1) {
-        return Err(unsupported("-E ea_ver=1"));
     }
     Ok(Extended {
         fixes_only,

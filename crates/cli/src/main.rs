@@ -218,6 +218,8 @@ fn setup(args: &Args) -> Stage<Setup> {
         .map_or(cfg.no_optimize_extents, |on| !on)
         || ext.fixes_only;
     overrides.convert_block_maps = ext.bmap2extent;
+    overrides.fragcheck = ext.fragcheck;
+    overrides.ea_ver = ext.ea_ver;
     let overrides = Box::leak(Box::new(overrides));
     let policy = Policy::new(mode).with_overrides(overrides);
     report::policy(policy);

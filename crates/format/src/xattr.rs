@@ -5,6 +5,8 @@ use zerocopy::little_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 pub const XATTR_MAGIC: u32 = 0xEA02_0000;
+/// The magic of the first version of the xattr block format (e2fsck `-E ea_ver=1`).
+pub const XATTR_MAGIC_V1: u32 = 0xEA01_0000;
 
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Default, Debug)]
 #[repr(C)]

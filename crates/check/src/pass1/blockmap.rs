@@ -272,6 +272,33 @@ impl Mapper<'_, '_, '_> {
         flag(self.scan, self.out, self.ic, self.w.quiet, p, ctx)
     }
 
+    /// `-E fragcheck`: the file's next block is `pblk`, not the one after `prev`. `at` is the
+    /// logical block (or -1 to -3 for an indirect block); `run` the extent's length.
+    pub(super) fn fragcheck(&mut self, prev: u64, pblk: u64, at: i64, run: Option<u64>) {
+        if !self.scan.policy.overrides().fragcheck {
+            return;
+        }
+        let kind = match self.ft {
+            FileType::Directory => "d",
+            FileType::Regular => "f",
+            _ => "?",
+        };
+        let (problem, num2) = match run {
+            Some(len) => (P::P1_FRAGCHECK_EXTENT, len),
+            None => (P::P1_FRAGCHECK_BLOCK, 0),
+        };
+        let ctx = ProblemCtx {
+            ino: self.ic.ino,
+            blk: prev + 1,
+            blk2: pblk,
+            num: at as u64,
+            num2,
+            str: Some(kind.into()),
+            ..Default::default()
+        };
+        self.out.findings.report(self.scan.policy, problem, ctx);
+    }
+
     pub(super) fn illegal(&mut self, blk: u64, lblk: i64) -> Step {
         illegal_block(self.scan, self.ic, self.out, self.w, blk, lblk);
         self.go()
@@ -343,7 +370,11 @@ impl Mapper<'_, '_, '_> {
         if ic.ino != ino::RESIZE {
             scan.claim(out, b, 1);
         }
+        let broke = w.prev_pblk.filter(|&p| p + 1 != b && ic.ino != ino::RESIZE);
         w.note_data(lblk, b, self.is_dir, ic.ino);
+        if let Some(prev) = broke {
+            self.fragcheck(prev, b, lblk as i64, None);
+        }
         Step::Go
     }
 }
@@ -380,11 +411,16 @@ impl Visitor for Mapper<'_, '_, '_> {
         }
         // An indirect block comes before the blocks it maps: a file laid out as data,
         // indirect block, data… is contiguous.
+        let mut broke = None;
         if ic.ino != ino::RESIZE {
-            if w.prev_pblk.is_some_and(|p| p + 1 != blk) {
+            if let Some(prev) = w.prev_pblk.filter(|&p| p + 1 != blk) {
                 w.fragmented = true;
+                broke = Some(prev);
             }
             w.prev_pblk = Some(blk);
+        }
+        if let Some(prev) = broke {
+            self.fragcheck(prev, blk, -i64::from(ind.level), None);
         }
         self.push_quiet(ind.level, in_metadata);
         Step::Go

@@ -84,7 +84,8 @@ impl Mapper<'_, '_, '_> {
             return Step::Stop;
         }
         self.scan.claim(self.out, pblk, usable);
-        if w.prev_pblk.is_some_and(|p| p + 1 != pblk) {
+        let broke = w.prev_pblk.filter(|&p| p + 1 != pblk);
+        if broke.is_some() {
             w.fragmented = true;
         }
         if usable > 0 {
@@ -103,6 +104,9 @@ impl Mapper<'_, '_, '_> {
                     });
                 }
             }
+        }
+        if let Some(prev) = broke {
+            self.fragcheck(prev, pblk, lblk as i64, Some(len));
         }
         span.next_start = lblk + len;
         Step::Go

@@ -60,7 +60,7 @@ impl TreeShape {
     }
 }
 
-/// After an inode's mapping was walked without a problem: offer its extent tree for
+/// After an inode's mapping was walked: offer its extent tree for
 /// rebuilding when it could be narrower or shorter, or, under `-E bmap2extent`, have any
 /// mapping rewritten as an extent tree. Only the root directory and ordinary inodes are
 /// offered, as e2fsck offers them.
@@ -68,8 +68,7 @@ pub(super) fn offer(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &Bl
     let fs = scan.fs;
     let ino = ic.ino;
     let fl = ic.inode.flags();
-    if ic.other_problem
-        || w.exhausted
+    if w.exhausted
         || fl & iflags::INLINE_DATA != 0
         || !(ino == ino::ROOT || ino >= fs.geo.first_ino)
     {

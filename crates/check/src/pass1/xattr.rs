@@ -355,7 +355,7 @@ pub(super) fn check_block(
     let hdr = XattrBlockHeader::read_from_prefix(&buf)
         .map(|(h, _)| h)
         .unwrap_or_default();
-    let magic_ok = hdr.h_magic.get() == XATTR_MAGIC;
+    let magic_ok = hdr.h_magic.get() == scan.policy.overrides().xattr_magic();
     if !magic_ok && report(scan, out, ic, P::P1_BAD_EA_BLOCK, ctx.clone()) {
         return;
     }
@@ -363,7 +363,8 @@ pub(super) fn check_block(
         return;
     }
     // The library only verifies the checksum of a block whose header it accepts.
-    let header_ok = (magic_ok || hdr.h_magic.get() == 0xEA01_0000) && hdr.h_blocks.get() == 1;
+    let header_ok =
+        matches!(hdr.h_magic.get(), XATTR_MAGIC | fx::XATTR_MAGIC_V1) && hdr.h_blocks.get() == 1;
     let csum_failed = header_ok
         && fs.has_metadata_csum()
         && fx::block_checksum(&buf, fs.csum_seed, blk) != hdr.h_checksum.get();
@@ -387,7 +388,12 @@ pub(super) fn check_block(
         let Ok(e) = fx::XattrEntry::read_from_bytes(&buf[off..off + fx::ENTRY_SIZE]) else {
             break;
         };
-        if e.e_name_index == 0 {
+        // Version 1 names carry no index (and may not be empty); version 2 names must.
+        let bad_name = match scan.policy.overrides().ea_ver {
+            Some(1) => e.e_name_len == 0 || e.e_name_index != 0,
+            _ => e.e_name_index == 0,
+        };
+        if bad_name {
             if report(scan, out, ic, P::P1_EA_BAD_NAME, ctx.clone()) {
                 return;
             }

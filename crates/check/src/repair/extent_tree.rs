@@ -1,5 +1,6 @@
 //! Extent trees rebuilt as shallow and narrow as their extents allow: up to four extents go
-//! into the inode itself; up to four leaf blocks' worth go into leaves under the inode.
+//! into the inode itself, more into full leaves under it, and index levels above the leaves
+//! only as many as four root entries need.
 //!
 //! - A tree deeper than its block size needs (`P1_EXTENT_BAD_MAX_DEPTH`) is rebuilt reusing
 //!   its node blocks; the blocks no longer used, `i_blocks` and the bitmaps are left to the
@@ -48,7 +49,12 @@ pub fn apply(
             P::P1E_CAN_NARROW_EXTENT_TREE
             | P::P1E_CAN_COLLAPSE_EXTENT_TREE
             | P::P1E_CONVERT_BMAP => {
-                if let Some(facts) = facts.as_deref_mut() {
+                // An inode with other fixes this round is rebuilt in the next one, from
+                // the mapping and counts those fixes leave (the check offers it again).
+                let busy = fixes
+                    .iter()
+                    .any(|g| g.ctx.ino == f.ctx.ino && !g.problem.fixed_by(Fixer::ExtentTree));
+                if let (false, Some(facts)) = (busy, facts.as_deref_mut()) {
                     changed |= optimize(p0, dev, facts, f.ctx.ino);
                 }
             }
@@ -226,14 +232,7 @@ fn optimize(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, ino: u32)
     old.dedup();
     // The leaf blocks the new tree needs: the old mapping blocks first, then free ones.
     let bs = fs.block_size();
-    let per_leaf = (bs - 12 - if fs.has_metadata_csum() { 4 } else { 0 }) / 12;
-    let need = match leaves.len() {
-        n if n <= ROOT_ENTRIES => 0,
-        n => n.div_ceil(per_leaf),
-    };
-    if need > ROOT_ENTRIES {
-        return false;
-    }
+    let need = nodes_needed(leaves.len(), per_node(fs));
     let mut nodes: Vec<u64> = old.iter().copied().take(need).collect();
     let mut taken = Vec::new();
     if nodes.len() < need {
@@ -351,8 +350,30 @@ fn header(buf: &mut [u8], entries: usize, max: usize, depth: u16) {
     buf[8..12].fill(0);
 }
 
-/// Write the shallowest tree for `leaves`, reusing `nodes` for leaf blocks; returns the new
-/// in-inode root, or `None` when more blocks would be needed.
+/// Entries an extent block holds, leaving room for a checksum tail where there is one.
+fn per_node(fs: &Fs) -> usize {
+    let bs = fs.block_size();
+    let per = (bs - 12) / 12;
+    if fs.has_metadata_csum() {
+        per.min((bs - 12 - 4) / 12)
+    } else {
+        per
+    }
+}
+
+/// Blocks the shallowest tree of `entries` leaf entries needs below the inode.
+fn nodes_needed(entries: usize, per: usize) -> usize {
+    let (mut level, mut total) = (entries, 0);
+    while level > ROOT_ENTRIES {
+        level = level.div_ceil(per);
+        total += level;
+    }
+    total
+}
+
+/// Write the shallowest tree for `leaves`, taking its blocks from `nodes` in order (leaves
+/// first, then each index level); returns the new in-inode root, or `None` when `nodes` are
+/// too few or the tree would be deeper than the format allows.
 pub(super) fn rebuild(
     fs: &Fs,
     dev: &dyn Device,
@@ -360,40 +381,42 @@ pub(super) fn rebuild(
     leaves: &[[u8; 12]],
     nodes: &[u64],
 ) -> Option<[u8; 60]> {
-    let mut root = [0u8; 60];
-    if leaves.len() <= ROOT_ENTRIES {
-        header(&mut root, leaves.len(), ROOT_ENTRIES, 0);
-        for (i, e) in leaves.iter().enumerate() {
-            root[12 + 12 * i..24 + 12 * i].copy_from_slice(e);
-        }
-        return Some(root);
-    }
     let bs = fs.block_size();
-    let per_leaf = (bs - 12) / 12;
-    // Room for a checksum tail after the entries.
-    let per_leaf = if fs.has_metadata_csum() {
-        per_leaf.min((bs - 12 - 4) / 12)
-    } else {
-        per_leaf
-    };
-    let chunks: Vec<&[[u8; 12]]> = leaves.chunks(per_leaf).collect();
-    if chunks.len() > ROOT_ENTRIES || chunks.len() > nodes.len() {
+    let per = per_node(fs);
+    if nodes_needed(leaves.len(), per) > nodes.len() {
         return None;
     }
-    header(&mut root, chunks.len(), ROOT_ENTRIES, 1);
-    for (i, (chunk, &blk)) in chunks.iter().zip(nodes).enumerate() {
-        let mut buf = vec![0u8; bs];
-        header(&mut buf, chunk.len(), (bs - 12) / 12, 0);
-        for (j, e) in chunk.iter().enumerate() {
-            buf[12 + 12 * j..24 + 12 * j].copy_from_slice(e);
+    let mut level: Vec<[u8; 12]> = leaves.to_vec();
+    let mut depth = 0u16;
+    let mut free = nodes.iter();
+    while level.len() > ROOT_ENTRIES {
+        if depth >= MAX_DEPTH {
+            return None;
         }
-        write_node(fs, dev, seed, blk, &mut buf);
-        // Index entry: first logical block, then the leaf's block number (low 32, high 16).
-        let idx = &mut root[12 + 12 * i..24 + 12 * i];
-        idx[0..4].copy_from_slice(&chunk[0][0..4]);
-        idx[4..8].copy_from_slice(&(blk as u32).to_le_bytes());
-        idx[8..10].copy_from_slice(&((blk >> 32) as u16).to_le_bytes());
-        idx[10..12].fill(0);
+        let mut above = Vec::with_capacity(level.len().div_ceil(per));
+        for chunk in level.chunks(per) {
+            let &blk = free.next()?;
+            let mut buf = vec![0u8; bs];
+            header(&mut buf, chunk.len(), (bs - 12) / 12, depth);
+            for (j, e) in chunk.iter().enumerate() {
+                buf[12 + 12 * j..24 + 12 * j].copy_from_slice(e);
+            }
+            write_node(fs, dev, seed, blk, &mut buf);
+            // Index entry: first logical block, then the node's block number (low 32, high
+            // 16).
+            let mut idx = [0u8; 12];
+            idx[0..4].copy_from_slice(&chunk[0][0..4]);
+            idx[4..8].copy_from_slice(&(blk as u32).to_le_bytes());
+            idx[8..10].copy_from_slice(&((blk >> 32) as u16).to_le_bytes());
+            above.push(idx);
+        }
+        level = above;
+        depth += 1;
+    }
+    let mut root = [0u8; 60];
+    header(&mut root, level.len(), ROOT_ENTRIES, depth);
+    for (i, e) in level.iter().enumerate() {
+        root[12 + 12 * i..24 + 12 * i].copy_from_slice(e);
     }
     Some(root)
 }

@@ -69,15 +69,6 @@ fn bad_extended_options_get_e2fsck_messages_and_unsupported_ones_are_refused() {
         assert!(ours.stderr.starts_with(&first), "{opt}: {}", ours.stderr);
         assert!(ours.stderr.contains("\tcheck_encoding"), "{}", ours.stderr);
     }
-    for opt in ["fragcheck", "ea_ver=1"] {
-        let ours = ffsck(&["-fy", "-E", opt], &img.path, &conf);
-        assert_eq!(ours.code(), 16, "{opt}: {}", ours.stderr);
-        assert!(
-            ours.stderr.contains("ffsck does not support -E"),
-            "{opt}: {}",
-            ours.stderr
-        );
-    }
     for flag in [
         &["-fy", "-c"][..],
         &["-fy", "-l", "/dev/null"],
@@ -358,4 +349,80 @@ fn discard_punches_the_free_blocks_of_an_image() {
     std::fs::write(&img.path, &bytes).unwrap();
     ffsck(&["-fn", "-E", "discard"], &img.path, &conf);
     assert_eq!(common::read_all(&img.path), bytes);
+}
+
+/// The output lines of a run, without e2fsck's version banner.
+fn lines(run: &common::Run) -> Vec<String> {
+    format!("{}{}", run.stdout, run.stderr)
+        .lines()
+        .filter(|l| !l.starts_with("e2fsck 1."))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn fragcheck_lists_each_break_as_e2fsck_does() {
+    let Some(t) = common::tools() else { return };
+    for (fs_type, extra) in [("ext4", &["-b", "1024"][..]), ("ext3", &["-b", "1024"])] {
+        let img = common::mkfs(&t, fs_type, extra, "16M");
+        let conf = no_conf(&img);
+        // Breaks in physical contiguity: a block punched out of an extent file, a block of a
+        // block-mapped file and its indirect block moved away.
+        if fs_type == "ext4" {
+            common::debugfs_w(&t, &img.path, "punch /a/f1 2 2");
+        } else {
+            let far = common::bmap(&t, &img.path, "/sparse", 0) + 3000;
+            common::debugfs_w(&t, &img.path, &format!("sif /a/sub/s1 block[1] {far}"));
+            common::debugfs_w(
+                &t,
+                &img.path,
+                &format!("sif /c/d/e/file03 block[IND] {}", far + 1),
+            );
+        }
+        let ours = ffsck(&["-fn", "-E", "fragcheck"], &img.path, &conf);
+        let theirs = run(&t.e2fsck, &["-fn", "-E", "fragcheck"], &img.path, &conf);
+        assert_eq!(ours.code(), theirs.code(), "{fs_type}: {}", ours.stdout);
+        let breaks = |r: &common::Run| -> Vec<String> {
+            lines(r)
+                .into_iter()
+                .filter(|l| l.contains("): expecting "))
+                .collect()
+        };
+        assert!(breaks(&theirs).len() >= 2, "test setup: {}", theirs.stdout);
+        assert_eq!(breaks(&ours), breaks(&theirs), "{fs_type}");
+        // Without the option, none.
+        let plain = ffsck(&["-fn"], &img.path, &conf);
+        assert!(breaks(&plain).is_empty(), "{}", plain.stdout);
+    }
+}
+
+#[test]
+fn ea_ver_1_judges_xattr_blocks_by_the_first_format() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-I", "256"], "8M");
+    let conf = no_conf(&img);
+    let value = img.aux("value");
+    std::fs::write(&value, "v".repeat(700)).unwrap();
+    common::debugfs_w(
+        &t,
+        &img.path,
+        &format!("ea_set -f {} /a/f1 user.big", value.display()),
+    );
+    let st = common::debugfs_r(&t, &img.path, "stat /a/f1");
+    assert!(
+        !st.contains("File ACL: 0"),
+        "test setup: no xattr block\n{st}"
+    );
+    for ver in ["ea_ver=1", "ea_ver=2"] {
+        let ours = ffsck(&["-fn", "-E", ver], &img.path, &conf);
+        let theirs = run(&t.e2fsck, &["-fn", "-E", ver], &img.path, &conf);
+        assert_eq!(ours.code(), theirs.code(), "{ver}: {}", ours.stdout);
+        assert_eq!(lines(&ours), lines(&theirs), "{ver}");
+    }
+    let ours = ffsck(&["-fn", "-E", "ea_ver=1"], &img.path, &conf);
+    assert!(
+        ours.stdout.contains("has a bad extended attribute block"),
+        "{}",
+        ours.stdout
+    );
 }
