@@ -15,6 +15,7 @@ mod journal_orphan_quota;
 mod json;
 mod max_memory;
 mod perf_modes;
+mod progress_lines;
 mod problem_families;
 mod recovery_fast_commit;
 mod superblock_strict;
