@@ -261,7 +261,9 @@ fn progress_moves_during_the_sweeps_and_every_pass_reaches_its_maximum() {
         let img = dir.path().join("img");
         // Small groups: several inode tables to sweep.
         let st = Command::new(&mke2fs)
-            .args(["-q", "-F", "-t", "ext4", "-b", "1024", "-g", "2048", "-N", "512"])
+            .args([
+                "-q", "-F", "-t", "ext4", "-b", "1024", "-g", "2048", "-N", "512",
+            ])
             .arg("-d")
             .arg(&src)
             .arg(&img)
@@ -291,7 +293,10 @@ fn progress_moves_during_the_sweeps_and_every_pass_reaches_its_maximum() {
         assert_eq!(passes, [1, 2, 3, 4, 5], "{io:?}: {:?}", rep.ends);
         for &(pass, done, total) in &rep.ends {
             assert!(total > 0, "{io:?}: pass {pass} has no maximum");
-            assert_eq!(done, total, "{io:?}: pass {pass} ended at {done} of {total}");
+            assert_eq!(
+                done, total,
+                "{io:?}: pass {pass} ended at {done} of {total}"
+            );
         }
         let dirs = dev.progress.total_of(3);
         assert!(dirs >= 3, "{io:?}: pass 3 counts {dirs} directories");

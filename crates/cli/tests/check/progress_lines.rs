@@ -17,7 +17,8 @@ fn progress(bin: &Path, args: &[&str], img: &Path) -> BTreeMap<u64, Vec<(u64, u6
         .args(["-C", "1"])
         .arg(img)
         .env("E2FSCK_CONFIG", "/dev/null");
-    let run = common::run_with_timeout(cmd, std::time::Duration::from_secs(120)).expect("timed out");
+    let run =
+        common::run_with_timeout(cmd, std::time::Duration::from_secs(120)).expect("timed out");
     assert_eq!(run.code(), 0, "{}{}", run.stdout, run.stderr);
     let dev = format!(" {}", img.display());
     let mut passes: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
