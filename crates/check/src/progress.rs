@@ -58,6 +58,7 @@ pub struct Share<'a> {
     units: u64,
     items: u64,
     steps: std::sync::atomic::AtomicU64,
+    finished: std::sync::atomic::AtomicBool,
 }
 
 impl<'a> Share<'a> {
@@ -67,10 +68,15 @@ impl<'a> Share<'a> {
             units,
             items,
             steps: Default::default(),
+            finished: Default::default(),
         }
     }
     /// Units reached after `s` steps.
     fn at(&self, s: u64) -> u64 {
+        if self.items == 0 {
+            // Only `finish` counts a stage of no steps.
+            return 0;
+        }
         if s >= self.items {
             return self.units;
         }
@@ -89,6 +95,9 @@ impl<'a> Share<'a> {
     /// The stage is over (steps left out, or fewer than planned): its units are all counted.
     pub fn finish(&self) {
         use std::sync::atomic::Ordering::Relaxed;
+        if self.finished.swap(true, Relaxed) {
+            return;
+        }
         let before = self.steps.swap(self.items, Relaxed).min(self.items);
         let d = self.units - self.at(before);
         if d > 0 {
