@@ -204,7 +204,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
 
     rep.pass_start(1);
     let prog = &opts.progress;
-    prog.start(1, u64::from(p0.fs.geo.group_count));
+    // Pass 1 sets its own maximum, which depends on how it reads (`pass1::schedule`).
     let tuning = &opts.tuning;
     let limits = memory_limits(tuning);
     let mut early = (tuning.pipeline && tuning.max_memory.is_none())
@@ -245,8 +245,10 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         );
     }
     rep.pass_start(3);
-    prog.start(3, 1);
-    let p3 = pass3::run(&p1, &p2, policy, &mut f);
+    // As e2fsck counts: pass 3 by directory, pass 4 by group, pass 5 by group twice (the
+    // block bitmaps, then the inode bitmaps).
+    prog.start(3, p2.dirs.len() as u64);
+    let p3 = pass3::run(&p1, &p2, policy, &mut f, prog);
     crate::pathname::name_dirs(&p0.fs, &p2.dirs, &mut f.0);
     flush(rep, &mut f, &mut all);
     if p2.dirs.spill_failed() {
@@ -273,12 +275,13 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         };
     }
     rep.pass_start(4);
-    prog.start(4, 1);
-    pass4::run(&p0.fs, &p1, &p2, policy, &mut f);
+    let groups = u64::from(p0.fs.geo.group_count);
+    prog.start(4, groups);
+    pass4::run(&p0.fs, &p1, &p2, policy, &mut f, prog);
     flush(rep, &mut f, &mut all);
     rep.pass_start(5);
-    prog.start(5, 1);
-    let p5 = pass5::run(&p0, &p1, policy, &mut f);
+    prog.start(5, 2 * groups);
+    let p5 = pass5::run(&p0, &p1, policy, &mut f, prog);
     flush(rep, &mut f, &mut all);
     // After the passes, as e2fsck does: the orphan file, then the quota files.
     crate::orphan::check(&p0.fs, policy, &mut f);

@@ -17,7 +17,14 @@ pub struct Pass3Facts {
     pub root_ok: bool,
 }
 
-pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings) -> Pass3Facts {
+/// `progress` advances by one per directory (the root first), as e2fsck's does.
+pub fn run(
+    p1: &Pass1Facts,
+    p2: &Pass2Facts,
+    policy: Policy,
+    out: &mut Findings,
+    progress: &crate::progress::Progress,
+) -> Pass3Facts {
     let root_is_dir = p2.dirs.contains_key(&ROOT);
     if !p1.inode_used.get(u64::from(ROOT - 1)) || !root_is_dir {
         if !p1.inode_used.get(u64::from(ROOT - 1)) {
@@ -33,6 +40,7 @@ pub fn run(p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings)
     let mut chain: Vec<u32> = Vec::new();
     let mut on_chain = Bitmap::new(n + 1);
     for (dir, links) in p2.dirs.iter() {
+        progress.advance(1);
         if dir == ROOT {
             continue;
         }

@@ -25,7 +25,15 @@ const LINK_MAX: u16 = 65000;
 /// Bitmap words (64 inodes each) one worker looks through at a time.
 const WORDS_PER_TASK: usize = 1024;
 
-pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut Findings) {
+/// `progress` advances to the group count as the in-use inodes are looked through.
+pub fn run(
+    fs: &Fs,
+    p1: &Pass1Facts,
+    p2: &Pass2Facts,
+    policy: Policy,
+    out: &mut Findings,
+    progress: &crate::progress::Progress,
+) {
     let geo = &fs.geo;
     let sb = &fs.sb;
     let quota = [
@@ -44,9 +52,12 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
     // closer look (none referenced, a count that differs, a directory past the link limit);
     // those are then judged one by one in inode order, so the findings come in e2fsck's order.
     let words = p1.inode_used.word_count();
-    let suspects: Vec<u64> = (0..words.div_ceil(WORDS_PER_TASK))
+    let tasks = words.div_ceil(WORDS_PER_TASK);
+    let share = crate::progress::Share::new(progress, u64::from(geo.group_count), tasks as u64);
+    let suspects: Vec<u64> = (0..tasks)
         .into_par_iter()
         .flat_map_iter(|t| {
+            share.step(1);
             let first = (t * WORDS_PER_TASK * 64) as u64;
             let (mut at_refs, mut at_links) = (p2.refs.position(first), p1.links.position(first));
             p1.inode_used
@@ -142,6 +153,7 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, p2: &Pass2Facts, policy: Policy, out: &mut 
             );
         }
     }
+    share.finish();
 }
 
 /// Does the inode's extra space begin with the in-inode attribute magic? (Only when the inode

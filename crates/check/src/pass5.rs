@@ -117,9 +117,17 @@ fn report_diffs(
     }
 }
 
-pub fn run(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> Pass5Facts {
-    let blocks = check_blocks(p0, p1, policy, out);
-    let inodes = check_inodes(p0, p1, policy, out);
+/// `progress` advances by one per group compared, blocks then inodes (twice the group count
+/// in all), as e2fsck's does.
+pub fn run(
+    p0: &Pass0Facts,
+    p1: &Pass1Facts,
+    policy: Policy,
+    out: &mut Findings,
+    progress: &crate::progress::Progress,
+) -> Pass5Facts {
+    let blocks = check_blocks(p0, p1, policy, out, progress);
+    let inodes = check_inodes(p0, p1, policy, out, progress);
     // e2fsck checks the inode bitmap's padding first, then the block bitmap's.
     if inodes.padding_bad {
         out.report(policy, P::P5_INODE_BMAP_PADDING, ProblemCtx::default());
@@ -185,7 +193,13 @@ fn uninit_block_marks(fs: &Fs) -> Bitmap {
 }
 
 /// Block bitmap differences and free block counts.
-fn check_blocks(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> Half {
+fn check_blocks(
+    p0: &Pass0Facts,
+    p1: &Pass1Facts,
+    policy: Policy,
+    out: &mut Findings,
+    progress: &crate::progress::Progress,
+) -> Half {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let used = &p1.block_used;
@@ -196,7 +210,11 @@ fn check_blocks(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Find
     // with the latter unless the bitmap differences get fixed.
     let block_groups: Vec<BlockGroup> = (0..geo.group_count)
         .into_par_iter()
-        .map(|g| compare_blocks(p0, used, &uninit_marks, g))
+        .map(|g| {
+            let c = compare_blocks(p0, used, &uninit_marks, g);
+            progress.advance(1);
+            c
+        })
         .collect();
     let mut diffs = Vec::new();
     let mut group_free = Vec::with_capacity(block_groups.len());
@@ -268,13 +286,23 @@ fn check_blocks(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Find
 }
 
 /// Inode bitmap differences, free inode and directory counts.
-fn check_inodes(p0: &Pass0Facts, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> Half {
+fn check_inodes(
+    p0: &Pass0Facts,
+    p1: &Pass1Facts,
+    policy: Policy,
+    out: &mut Findings,
+    progress: &crate::progress::Progress,
+) -> Half {
     let fs = &p0.fs;
     let geo = &fs.geo;
     // Inodes, the same way.
     let inode_groups: Vec<InodeGroup> = (0..geo.group_count)
         .into_par_iter()
-        .map(|g| compare_inodes(p0, p1, g))
+        .map(|g| {
+            let c = compare_inodes(p0, p1, g);
+            progress.advance(1);
+            c
+        })
         .collect();
     let mut idiffs = Vec::new();
     let mut free_inodes = 0u64;

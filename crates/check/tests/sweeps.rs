@@ -2,7 +2,8 @@
 //! pass 1 starts checking, every block the check reads (extent tree blocks, indirect blocks
 //! at every level, directory blocks, bitmaps) was read by a sweep already, so the checks
 //! issue no scattered reads of their own. Images are built with mke2fs -d (skipped without
-//! it) and checked in memory through a device that logs every read.
+//! it) and checked in memory through a device that logs every read. Pass 1's progress counts
+//! the sweeps, and every pass reaches its maximum.
 
 mod common;
 
@@ -10,15 +11,29 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use ffsck_check::{check, CheckOptions, Finding, Reporter};
+use ffsck_check::{check, CheckOptions, Finding, Progress, Reporter};
 use ffsck_io::device_kind::IoMode;
 use ffsck_io::stream;
 use ffsck_io::{Device, MemDevice};
 
-/// A device that logs every read `(offset, len, by the stream's reader)`, in order.
+/// A device that logs every read `(offset, len, by the stream's reader)`, in order, and the
+/// check's progress `(pass, done, total)` as each read starts.
 struct Logged {
     inner: MemDevice,
     reads: Mutex<Vec<(u64, u64, bool)>>,
+    progress: Arc<Progress>,
+    seen: Mutex<Vec<(u64, u64, u64)>>,
+}
+
+impl Logged {
+    fn new(bytes: Vec<u8>) -> Self {
+        Logged {
+            inner: MemDevice::new(bytes),
+            reads: Mutex::default(),
+            progress: Arc::default(),
+            seen: Mutex::default(),
+        }
+    }
 }
 
 impl Device for Logged {
@@ -27,10 +42,10 @@ impl Device for Logged {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> ffsck_io::Result<()> {
         let swept = std::thread::current().name() == Some(stream::READER_THREAD);
-        self.reads
-            .lock()
-            .unwrap()
-            .push((offset, buf.len() as u64, swept));
+        let mut reads = self.reads.lock().unwrap();
+        self.seen.lock().unwrap().push(self.progress.snapshot());
+        reads.push((offset, buf.len() as u64, swept));
+        drop(reads);
         self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> ffsck_io::Result<()> {
@@ -103,10 +118,7 @@ fn sweeps_cover_checks(fs_type: &str, extra: &[&str]) {
     assert!(st.success(), "mke2fs failed");
     let bytes = std::fs::read(&img).unwrap();
     let bs = 1024u64 << u32_at(&bytes, 1024 + 24);
-    let dev = Arc::new(Logged {
-        inner: MemDevice::new(bytes),
-        reads: Mutex::default(),
-    });
+    let dev = Arc::new(Logged::new(bytes));
     let mut opts = CheckOptions {
         threads: 2,
         ..CheckOptions::default()
@@ -175,10 +187,7 @@ fn backups_agreeing_with_the_primary_cost_one_read() {
     let sb = &bytes[1024..2048];
     let bs = 1024u64 << u32_at(sb, 24);
     let (blocks, first, per_group) = (u32_at(sb, 4), u32_at(sb, 20), u32_at(sb, 32));
-    let dev = Arc::new(Logged {
-        inner: MemDevice::new(bytes),
-        reads: Mutex::default(),
-    });
+    let dev = Arc::new(Logged::new(bytes));
     let mut opts = CheckOptions {
         threads: 1,
         ..CheckOptions::default()
@@ -214,4 +223,112 @@ fn backups_agreeing_with_the_primary_cost_one_read() {
         .filter(|(_, (off, _, _))| backup_offsets.contains(off))
         .collect();
     assert_eq!(backup_reads, 1, "backup superblocks read: {which:?}");
+}
+
+/// The progress of each pass as the next one starts (and of the last, at the end).
+#[derive(Default)]
+struct Passes {
+    progress: Arc<Progress>,
+    ends: Vec<(u64, u64, u64)>,
+}
+
+impl Reporter for Passes {
+    fn pass_start(&mut self, pass: u8) {
+        if pass > 1 {
+            self.ends.push(self.progress.snapshot());
+        }
+    }
+    fn finding(&mut self, f: &Finding) {
+        eprintln!("{:?}: {}", f.problem, f.message().trim_end());
+    }
+}
+
+/// `-C` and the bar follow the progress counters: with `--io sequential` pass 1 advances while
+/// the sweeps read (on a hard disk most of the pass), not only while the groups are checked
+/// once the sweeps are over; and every pass ends at its maximum (passes 3 to 5 counting as
+/// e2fsck counts: directories, groups, twice the groups).
+#[test]
+fn progress_moves_during_the_sweeps_and_every_pass_reaches_its_maximum() {
+    let Some(mke2fs) = mke2fs() else {
+        common::skip("SKIPPED: mke2fs not installed");
+        return;
+    };
+    for io in [IoMode::Sequential, IoMode::Parallel] {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("tree");
+        std::fs::create_dir(&src).unwrap();
+        tree(&src);
+        let img = dir.path().join("img");
+        // Small groups: several inode tables to sweep.
+        let st = Command::new(&mke2fs)
+            .args([
+                "-q", "-F", "-t", "ext4", "-b", "1024", "-g", "2048", "-N", "512",
+            ])
+            .arg("-d")
+            .arg(&src)
+            .arg(&img)
+            .arg("8M")
+            .status()
+            .unwrap();
+        assert!(st.success(), "mke2fs failed");
+        let bytes = std::fs::read(&img).unwrap();
+        let groups = (u32_at(&bytes, 1024 + 4) - u32_at(&bytes, 1024 + 20))
+            .div_ceil(u32_at(&bytes, 1024 + 32));
+        assert!(groups >= 4, "{groups} groups");
+        let dev = Arc::new(Logged::new(bytes));
+        let mut opts = CheckOptions {
+            threads: 2,
+            ..CheckOptions::default()
+        };
+        opts.tuning.io = io;
+        opts.progress = dev.progress.clone();
+        let mut rep = Passes {
+            progress: dev.progress.clone(),
+            ..Passes::default()
+        };
+        let out = check(dev.clone(), &opts, &mut rep);
+        assert_eq!(out.exit_code, 0, "the built image is clean");
+        rep.ends.push(dev.progress.snapshot());
+        let passes: Vec<u64> = rep.ends.iter().map(|e| e.0).collect();
+        assert_eq!(passes, [1, 2, 3, 4, 5], "{io:?}: {:?}", rep.ends);
+        for &(pass, done, total) in &rep.ends {
+            assert!(total > 0, "{io:?}: pass {pass} has no maximum");
+            assert_eq!(
+                done, total,
+                "{io:?}: pass {pass} ended at {done} of {total}"
+            );
+        }
+        let dirs = dev.progress.total_of(3);
+        assert!(dirs >= 3, "{io:?}: pass 3 counts {dirs} directories");
+        assert_eq!(dev.progress.total_of(4), groups);
+        assert_eq!(dev.progress.total_of(5), 2 * groups);
+        if io != IoMode::Sequential {
+            assert_eq!(dev.progress.total_of(1), groups);
+            continue;
+        }
+        // The scan reads the inode tables a second time (from the cache on a real disk),
+        // once the sweeps of the tables and of the tree blocks are over: by then pass 1's
+        // count has moved by at least half of its maximum.
+        let reads = dev.reads.lock().unwrap().clone();
+        let seen = dev.seen.lock().unwrap().clone();
+        let bs = 1024u64;
+        let table0 = u64::from(u32::from_le_bytes(
+            std::fs::read(&img).unwrap()[2048 + 8..2048 + 12]
+                .try_into()
+                .unwrap(),
+        )) * bs;
+        let second = reads
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.2 && r.0 <= table0 && table0 < r.0 + r.1)
+            .map(|(i, _)| i)
+            .nth(1)
+            .expect("the scan reads the first inode table through the stream");
+        let (pass, done, total) = seen[second];
+        assert_eq!(pass, 1);
+        assert!(
+            2 * done >= total && done < total,
+            "pass 1 at {done} of {total} when the sweeps end"
+        );
+    }
 }

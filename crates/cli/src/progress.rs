@@ -158,6 +158,11 @@ impl Lines {
                     let _ = writeln!(f, "{p} 0 {t} {dev}");
                     let _ = writeln!(f, "{p} {t} {t} {dev}");
                 }
+                // A pass starts at 0, as e2fsck's lines do, even when it was under way at
+                // the first sample.
+                if done != 0 {
+                    let _ = writeln!(f, "{pass} 0 {total} {dev}");
+                }
             }
         }
         if self.last != Some((pass, done)) {

@@ -87,7 +87,7 @@ pub fn run(
     p0: &Pass0Facts,
     policy: Policy,
     out: &mut Findings,
-    progress: &crate::progress::Progress,
+    progress: &std::sync::Arc<crate::progress::Progress>,
 ) -> Pass1Facts {
     let io = ffsck_io::device_kind::IoMode::Parallel;
     run_with(p0, policy, out, progress, None, &Default::default(), io)
@@ -99,7 +99,7 @@ pub fn run_with(
     p0: &Pass0Facts,
     policy: Policy,
     out: &mut Findings,
-    progress: &crate::progress::Progress,
+    progress: &std::sync::Arc<crate::progress::Progress>,
     stage: Option<&mut dyn Stage>,
     limits: &crate::spill::Limits,
     io: ffsck_io::device_kind::IoMode,

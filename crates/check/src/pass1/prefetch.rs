@@ -27,11 +27,12 @@
 use super::itable::table_range;
 use crate::fs::Fs;
 use crate::pass0::Pass0Facts;
+use crate::progress::{Progress, Share, SWEEP_UNITS};
 use ffsck_format::extent::Node;
 use ffsck_format::inode::{flags as iflags, FileType, RawInode};
 use ffsck_io::stream::{self, ReadPlan, StreamConfig};
 use rayon::prelude::*;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Sweeps after the first: an extent tree's depth (at most 5 in practice) or an indirect
 /// tree's 3 levels, plus the directory blocks.
@@ -105,8 +106,11 @@ impl Drop for DirSweep {
 }
 
 /// Run the sweeps (see the module's documentation): the first ones here, the directory
-/// blocks' in the background (see [`DirSweep`]).
-pub(super) fn prefetch(fs: &Fs, p0: &Pass0Facts) -> DirSweep {
+/// blocks' in the background (see [`DirSweep`]). Each of the three kinds of sweep (tables,
+/// tree blocks, directory blocks) advances pass 1's `progress` by [`SWEEP_UNITS`] per group
+/// as it reads.
+pub(super) fn prefetch(fs: &Fs, p0: &Pass0Facts, progress: &Arc<Progress>) -> DirSweep {
+    let stage_units = SWEEP_UNITS * u64::from(fs.geo.group_count);
     let bs = u64::from(fs.geo.block_size);
     // Every read from here on is hinted in disk order: the kernel's own read-ahead would
     // only add reads between them (of data blocks, guessing from several threads' reads).
@@ -129,6 +133,7 @@ pub(super) fn prefetch(fs: &Fs, p0: &Pass0Facts) -> DirSweep {
     let found = Mutex::new(Found::default());
     let limit = sweep_blocks(fs);
     let workers = rayon::current_num_threads().max(1);
+    let share = Share::new(progress, stage_units, plan.len() as u64);
     stream::run(&*fs.dev, &plan, &StreamConfig::default(), |s| {
         (0..workers).into_par_iter().for_each(|_| {
             let mut mine = Found::default();
@@ -136,23 +141,34 @@ pub(super) fn prefetch(fs: &Fs, p0: &Pass0Facts) -> DirSweep {
                 if piece.id < tables && piece.is_full() {
                     note_table(fs, &piece, &mut mine);
                 }
+                share.step(1);
             }
             lock(&found).append(mine, limit);
         });
     });
+    share.finish();
     let mut found = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    // How many levels the trees have is known only by reading them: each level's sweep
+    // counts for half the units the tree stage has left.
+    let mut left = stage_units;
     for _ in 0..MAX_LEVELS {
         if found.next.is_empty() {
             break;
         }
         let level = std::mem::take(&mut found.next);
-        found.append(sweep_refs(fs, level), limit);
+        let units = left / 2;
+        left -= units;
+        let share = Share::new(progress, units, level.len() as u64);
+        found.append(sweep_refs(fs, level, &share), limit);
+        share.finish();
     }
+    progress.advance(left);
     let mut data = std::mem::take(&mut found.data);
     data.sort_unstable();
     data.dedup();
     data.truncate(limit);
     let dev = fs.dev.clone();
+    let shared = progress.clone();
     let spawned = std::thread::Builder::new()
         .name("ffsck-dir-sweep".into())
         .spawn(move || {
@@ -160,9 +176,22 @@ pub(super) fn prefetch(fs: &Fs, p0: &Pass0Facts) -> DirSweep {
             for blk in data {
                 plan.add(blk * bs, bs);
             }
-            stream::run(&*dev, &plan, &scattered(), |s| while s.recv().is_some() {});
+            let share = Share::new(&shared, stage_units, plan.len() as u64);
+            stream::run(&*dev, &plan, &scattered(), |s| {
+                while s.recv().is_some() {
+                    share.step(1);
+                }
+            });
+            share.finish();
         });
-    DirSweep(spawned.ok())
+    match spawned {
+        Ok(h) => DirSweep(Some(h)),
+        Err(_) => {
+            // No thread: the checks read the directory blocks themselves.
+            progress.advance(stage_units);
+            DirSweep(None)
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -190,7 +219,7 @@ fn scattered() -> StreamConfig {
 
 /// Read `refs` (sorted here, duplicates dropped, capped) in one ordered sweep and return
 /// what the blocks point at.
-fn sweep_refs(fs: &Fs, mut refs: Vec<Ref>) -> Found {
+fn sweep_refs(fs: &Fs, mut refs: Vec<Ref>, share: &Share<'_>) -> Found {
     refs.sort_unstable();
     refs.dedup_by_key(|r| r.blk);
     let bs = u64::from(fs.geo.block_size);
@@ -206,6 +235,7 @@ fn sweep_refs(fs: &Fs, mut refs: Vec<Ref>) -> Found {
         (0..workers).into_par_iter().for_each(|_| {
             let mut mine = Found::default();
             while let Some(piece) = s.recv() {
+                share.step(1);
                 let Some(r) = refs.get(piece.id) else {
                     continue;
                 };

@@ -8,6 +8,7 @@ use crate::facts::{DirBlockSpill, Partial, Stage};
 use crate::latch::Latches;
 use crate::pass0::Pass0Facts;
 use crate::problem::Latch;
+use crate::progress::SWEEP_UNITS;
 use crate::report::{Findings, Policy};
 use ffsck_format::Compat;
 use ffsck_io::device_kind::IoMode;
@@ -197,7 +198,7 @@ pub(super) fn scan_groups(
     scan: &Scan,
     p0: &Pass0Facts,
     out: &mut Findings,
-    progress: &crate::progress::Progress,
+    progress: &std::sync::Arc<crate::progress::Progress>,
     stage: Option<&mut dyn Stage>,
     limits: &crate::spill::Limits,
     io: IoMode,
@@ -228,7 +229,13 @@ pub(super) fn scan_groups(
     // The tables, bitmaps, tree blocks and directory blocks, in ascending sweeps before
     // the checks read them (see `prefetch`); the directory blocks' sweep runs until this
     // function returns.
-    let _dir_sweep = streamed.then(|| super::prefetch::prefetch(fs, p0));
+    // Streamed, pass 1's progress counts the sweeps as well as the scan (a stage of
+    // `SWEEP_UNITS` per group each): on a hard disk the sweeps are most of its time.
+    // Otherwise it counts groups, as e2fsck's does.
+    let per_group = if streamed { SWEEP_UNITS } else { 1 };
+    let stages = if streamed { 4 } else { 1 };
+    progress.start(1, stages * per_group * group_count as u64);
+    let _dir_sweep = streamed.then(|| super::prefetch::prefetch(fs, p0, progress));
     if !streamed {
         (0..ahead.min(group_count)).for_each(hint_table);
     }
@@ -245,7 +252,7 @@ pub(super) fn scan_groups(
             all.append(&mut o.dir_blocks);
             o.dir_blocks = Vec::new();
         }
-        progress.advance(1);
+        progress.advance(per_group);
         o
     };
     let scan_groups = |r: std::ops::Range<usize>| -> Vec<GroupOut> {

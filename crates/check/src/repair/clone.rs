@@ -178,7 +178,7 @@ pub fn apply(
                 p0,
                 crate::report::Policy::No,
                 &mut scratch,
-                &crate::engine::Progress::default(),
+                &std::sync::Arc::default(),
             );
             &rescan.block_used
         }

@@ -16,6 +16,7 @@ mod json;
 mod max_memory;
 mod perf_modes;
 mod problem_families;
+mod progress_lines;
 mod recovery_fast_commit;
 mod superblock_strict;
 mod thread_determinism;

@@ -7,9 +7,12 @@
 //! Example: `ffsck-lab hdd --image aged.img --out out/hdd` traces `e2fsck -fn` and
 //! `ffsck -fn --io sequential --threads T` for T in 1, 2, 4 (`--ffsck-io` for another
 //! plan) and models them at queue depths 1 and 32;
-//! `--trace out/hdd/*.trace.json` replays saved traces with other disk parameters.
+//! `--trace out/hdd/*.trace.json` replays saved traces with other disk parameters;
+//! `--summary aged=out/hdd-aged4 fresh=out/hdd-fresh4 ... --out out/hdd-sum` tabulates and
+//! plots several such folders against image size ([`summary`]).
 
 pub mod model;
+pub mod summary;
 pub mod trace;
 
 use std::path::PathBuf;
@@ -25,11 +28,16 @@ use trace::Trace;
 #[derive(clap::Args, Debug, Clone)]
 pub struct HddArgs {
     /// Image to trace the checkers on (root: a direct-I/O loop device and tracefs).
-    #[arg(long, required_unless_present = "traces")]
+    #[arg(long, required_unless_present_any = ["traces", "summary"])]
     pub image: Option<PathBuf>,
     /// Replay traces saved by an earlier run instead of tracing.
     #[arg(long = "trace", num_args = 1..)]
     pub traces: Vec<PathBuf>,
+    /// Summarise earlier `hdd` result folders instead of tracing, each as KIND=DIR (e.g.
+    /// `aged=out/hdd-aged4 fresh=out/hdd-fresh4`): one table (`summary.md`) and one figure
+    /// (`hdd-summary.svg`) of modeled seconds against image size, per kind.
+    #[arg(long, num_args = 1.., conflicts_with_all = ["image", "traces"])]
+    pub summary: Vec<PathBuf>,
     /// Directory for the report, the results, the traces and the figure.
     #[arg(long)]
     pub out: PathBuf,
@@ -97,6 +105,11 @@ impl HddReport {
 }
 
 pub fn main(args: &HddArgs) -> Result<()> {
+    if !args.summary.is_empty() {
+        print!("{}", summary::run(&args.summary, &args.out)?);
+        eprintln!("wrote {}", args.out.join("summary.md").display());
+        return Ok(());
+    }
     let report = run(args)?;
     print!("{}", render(&report));
     eprintln!("wrote {}", args.out.join("report.md").display());
