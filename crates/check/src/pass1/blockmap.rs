@@ -36,6 +36,12 @@ pub(super) struct BlockWalk {
     /// metadata: bad mappings are passed over without a report.
     pub(super) quiet: bool,
     pub(super) last_cluster: Option<u64>,
+    /// The last extent met (first logical block, physical block, length): e2fsck names it
+    /// when it reports an extent block whose checksum alone is wrong.
+    pub(super) last_extent: (u64, u64, u64),
+    /// Extent blocks with a wrong checksum being walked: the finding's index and the block.
+    /// Once the block's subtree is walked, the finding names the last extent in it.
+    pub(super) csum_pending: Vec<(usize, u64)>,
 }
 
 impl BlockWalk {
@@ -349,6 +355,7 @@ impl Visitor for Mapper<'_, '_, '_> {
             return Step::Stop;
         }
         if self.extents {
+            self.w.last_extent = (m.lblk, m.pblk, m.len);
             self.map_extent(m, span)
         } else {
             self.map_data_block(m.pblk, m.lblk)
@@ -422,8 +429,21 @@ impl Visitor for Mapper<'_, '_, '_> {
         Step::Go
     }
 
-    fn leave(&mut self, _pblk: u64, level: u32) {
+    fn leave(&mut self, pblk: u64, level: u32) {
         self.w.quiet = self.outer_quiet[(level as usize).min(15)];
+        if let Some(&(at, blk)) = self.w.csum_pending.last() {
+            if blk == pblk {
+                self.w.csum_pending.pop();
+                let (lblk, last, len) = self.w.last_extent;
+                if let Some(f) = self.out.findings.0.get_mut(at) {
+                    if f.problem == P::P1_EXTENT_ONLY_CSUM_INVALID {
+                        f.ctx.num = lblk;
+                        f.ctx.blk2 = last;
+                        f.ctx.num2 = len;
+                    }
+                }
+            }
+        }
     }
 
     fn damage(&mut self, d: Damage) -> Step {
@@ -431,6 +451,7 @@ impl Visitor for Mapper<'_, '_, '_> {
         match d {
             Damage::DataOutOfRange(m) if !self.extents => self.illegal(m.pblk, m.lblk as i64),
             Damage::DataOutOfRange(m) => {
+                self.w.last_extent = (m.lblk, m.pblk, m.len);
                 let ctx = ProblemCtx {
                     ino,
                     blk: m.pblk,
@@ -508,7 +529,16 @@ impl Visitor for Mapper<'_, '_, '_> {
                     blk: idx.child,
                     ..Default::default()
                 };
-                self.flag(P::P1_EXTENT_ONLY_CSUM_INVALID, ctx);
+                let at = self.out.findings.0.len();
+                self.w.last_extent = (idx.start, 0, 0);
+                if self.flag(P::P1_EXTENT_ONLY_CSUM_INVALID, ctx)
+                    || self.out.findings.0.len() > at
+                {
+                    // Bounded by the walk's depth: one entry per open node.
+                    if self.w.csum_pending.len() < 16 {
+                        self.w.csum_pending.push((at, idx.child));
+                    }
+                }
                 Step::Go
             }
             Damage::IndexStart {
