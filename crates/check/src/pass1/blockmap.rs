@@ -531,8 +531,7 @@ impl Visitor for Mapper<'_, '_, '_> {
                 };
                 let at = self.out.findings.0.len();
                 self.w.last_extent = (idx.start, 0, 0);
-                if self.flag(P::P1_EXTENT_ONLY_CSUM_INVALID, ctx)
-                    || self.out.findings.0.len() > at
+                if self.flag(P::P1_EXTENT_ONLY_CSUM_INVALID, ctx) || self.out.findings.0.len() > at
                 {
                     // Bounded by the walk's depth: one entry per open node.
                     if self.w.csum_pending.len() < 16 {

@@ -560,3 +560,58 @@ fn a_fix_that_restarts_e2fsck_shows_the_restarted_run() {
     );
     assert_eq!(ours.code(), theirs.code());
 }
+
+/// An extent leaf whose checksum alone is wrong: e2fsck names the last extent in it
+/// ("(logical block N, physical block N, len N)" on a line of its own); ffsck prints the same
+/// lines. (ffsck named the leaf block: "(blk N)".)
+#[test]
+fn an_extent_block_with_a_bad_checksum_names_its_last_extent() {
+    use std::io::{Seek, SeekFrom, Write};
+    let Some(t) = common::tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    // Ten one-block runs with holes between them: more than the inode's four slots, so the
+    // extents live in a leaf block.
+    let mut f = std::fs::File::create(tree.join("sparse")).unwrap();
+    for i in 0..10u64 {
+        f.seek(SeekFrom::Start(i * 8192)).unwrap();
+        f.write_all(&[b'x'; 1024]).unwrap();
+    }
+    drop(f);
+    let path = dir.path().join("fs.img");
+    let ok = Command::new(&t.mke2fs)
+        .args(["-q", "-F", "-t", "ext4", "-b", "1024", "-d"])
+        .arg(&tree)
+        .arg(&path)
+        .arg("16M")
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(ok, "test setup: mke2fs");
+    let img = common::Image { dir, path };
+    let ex = common::debugfs_r(&t, &img.path, "ex /sparse");
+    let leaf: u64 = ex
+        .lines()
+        .find(|l| l.trim_start().starts_with("0/ 1"))
+        .and_then(|l| l.split_whitespace().nth(7))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("test setup: no leaf block in\n{ex}"));
+    // A byte of an unused slot (covered by the checksum, not by any check).
+    common::patch(&img.path, leaf * 1024 + 1000, &[0x5a]);
+    let (ours, theirs) = both_fy(&t, &img);
+    let want = between(&theirs.stdout, "Pass 1:", "Pass 2:");
+    assert!(
+        want.iter().any(|l| l.starts_with("\t(logical block ")),
+        "test setup: e2fsck found no bad checksum:\n{}",
+        theirs.stdout
+    );
+    assert_eq!(
+        between(&ours.stdout, "Pass 1:", "Pass 2:"),
+        want,
+        "\nffsck:\n{}\ne2fsck:\n{}",
+        ours.stdout,
+        theirs.stdout
+    );
+}
