@@ -540,16 +540,13 @@ impl Visitor for Mapper<'_, '_, '_> {
                 }
                 Step::Go
             }
-            Damage::IndexStart {
-                index,
-                first,
-                depth,
-            } => {
+            Damage::IndexStart { index, first, .. } => {
+                // e2fsck names the level of the node holding the index entry (the root 0).
                 let ctx = ProblemCtx {
                     ino,
                     blk: index.start,
                     blk2: first,
-                    num: u64::from(depth),
+                    num: u64::from(index.level.saturating_sub(1)),
                     ..Default::default()
                 };
                 self.flag(P::P1_EXTENT_INDEX_START_INVALID, ctx);

@@ -566,31 +566,8 @@ fn a_fix_that_restarts_e2fsck_shows_the_restarted_run() {
 /// lines. (ffsck named the leaf block: "(blk N)".)
 #[test]
 fn an_extent_block_with_a_bad_checksum_names_its_last_extent() {
-    use std::io::{Seek, SeekFrom, Write};
     let Some(t) = common::tools() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("tree");
-    std::fs::create_dir_all(&tree).unwrap();
-    // Ten one-block runs with holes between them: more than the inode's four slots, so the
-    // extents live in a leaf block.
-    let mut f = std::fs::File::create(tree.join("sparse")).unwrap();
-    for i in 0..10u64 {
-        f.seek(SeekFrom::Start(i * 8192)).unwrap();
-        f.write_all(&[b'x'; 1024]).unwrap();
-    }
-    drop(f);
-    let path = dir.path().join("fs.img");
-    let ok = Command::new(&t.mke2fs)
-        .args(["-q", "-F", "-t", "ext4", "-b", "1024", "-d"])
-        .arg(&tree)
-        .arg(&path)
-        .arg("16M")
-        .output()
-        .unwrap()
-        .status
-        .success();
-    assert!(ok, "test setup: mke2fs");
-    let img = common::Image { dir, path };
+    let img = sparse_image(&t);
     let ex = common::debugfs_r(&t, &img.path, "ex /sparse");
     let leaf: u64 = ex
         .lines()
@@ -614,4 +591,57 @@ fn an_extent_block_with_a_bad_checksum_names_its_last_extent() {
         ours.stdout,
         theirs.stdout
     );
+}
+
+/// An ext4 image (1 KiB blocks) holding `/sparse`: ten one-block runs with holes between
+/// them, more than the inode's four slots, so its extents live in a leaf block.
+fn sparse_image(t: &common::Tools) -> common::Image {
+    use std::io::{Seek, SeekFrom, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    let mut f = std::fs::File::create(tree.join("sparse")).unwrap();
+    for i in 0..10u64 {
+        f.seek(SeekFrom::Start(i * 8192)).unwrap();
+        f.write_all(&[b'x'; 1024]).unwrap();
+    }
+    drop(f);
+    let path = dir.path().join("fs.img");
+    let ok = Command::new(&t.mke2fs)
+        .args(["-q", "-F", "-t", "ext4", "-b", "1024", "-d"])
+        .arg(&tree)
+        .arg(&path)
+        .arg("16M")
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(ok, "test setup: mke2fs");
+    common::Image { dir, path }
+}
+
+/// An index entry whose start differs from its child's first extent: e2fsck names the level
+/// of the node holding the entry (the root is 0) and words it on two lines; ffsck prints the
+/// same lines. (ffsck said "level 1 ... does not match the next level's 0" on one line.)
+#[test]
+fn an_index_start_mismatch_is_worded_as_e2fsck_words_it() {
+    let Some(t) = common::tools() else { return };
+    let img = sparse_image(&t);
+    // i_block[3]: the first index entry's logical start (the child's first extent is at 0).
+    common::debugfs_w(&t, &img.path, "sif /sparse block[3] 1");
+    let (ours, theirs) = both_fy(&t, &img);
+    let want = between(&theirs.stdout, "Pass 1:", "Pass 2:");
+    assert!(
+        want.iter().any(|l| l.starts_with("Interior extent node level 0 ")),
+        "test setup: e2fsck found no index start mismatch:\n{}",
+        theirs.stdout
+    );
+    assert_eq!(
+        between(&ours.stdout, "Pass 1:", "Pass 2:"),
+        want,
+        "\nffsck:\n{}\ne2fsck:\n{}",
+        ours.stdout,
+        theirs.stdout
+    );
+    assert_eq!(ours.code(), theirs.code());
 }
