@@ -487,9 +487,9 @@ catalogue! {
     P1_INODE_IS_GARBAGE = 0x010067, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} seems to contain garbage.";
     P1_INODE_ONLY_CSUM_INVALID = 0x010068, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino} passes checks, but checksum does not match inode.";
     P1_INODE_EA_ALLOC_COLLISION = 0x010069, Clear, 0, Xattr, 0, "Inode {ino} extended attribute is corrupt (allocation collision).";
-    P1_EXTENT_ONLY_CSUM_INVALID = 0x01006A, Fix, PREEN_OK | QUIET, BlockMap, REMAPS | MAP, "Inode {ino} extent block passes checks, but checksum does not match extent (blk {blk})\n";
+    P1_EXTENT_ONLY_CSUM_INVALID = 0x01006A, Fix, PREEN_OK | QUIET, BlockMap, REMAPS | MAP, "Inode {ino} extent block passes checks, but checksum does not match extent\n\t(logical block {num}, physical block {blk2}, len {num2})\n";
     P1_EA_BLOCK_ONLY_CSUM_INVALID = 0x01006C, Fix, PREEN_OK, Xattr, 0, "Inode {ino} extended attribute block {blk} passes checks, but checksum does not match block.  ";
-    P1_EXTENT_INDEX_START_INVALID = 0x01006D, Fix, PREEN_OK, BlockMap, REMAPS | MAP, "Interior extent node level {num} of inode {ino}: logical start {blk} does not match the next level's {blk2}.";
+    P1_EXTENT_INDEX_START_INVALID = 0x01006D, Fix, PREEN_OK, BlockMap, REMAPS | MAP, "Interior extent node level {num} of inode {ino}:\nLogical start {blk} does not match logical start {blk2} at next level.";
     P1_EXTENT_END_OUT_OF_BOUNDS = 0x01006E, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino}, end of extent exceeds allowed value (logical block {num}, physical block {blk}, len {num2})\n";
     P1_INLINE_DATA_FEATURE = 0x01006F, Fix, PREEN_OK, Features, 0, "Inode {ino} has inline data, but superblock is missing INLINE_DATA feature\n";
     P1_INLINE_DATA_SET = 0x010070, Clear, PREEN_OK, Clear, RESHAPES | INODE, "Inode {ino} has INLINE_DATA_FL flag on filesystem without inline data support.\n";

@@ -282,6 +282,11 @@ pub trait Reporter: Send {
     /// Progress within a pass: `done` of `total` units.
     fn progress(&mut self, _pass: u8, _done: u64, _total: u64) {}
     fn finding(&mut self, f: &Finding);
+    /// A repair restarts the check from the beginning, as e2fsck does after a fix that
+    /// changes what the passes before it saw (an inode table moved, a group's unused inodes
+    /// area reset, the bad-blocks inode cleared): what follows is shown under pass headers of
+    /// its own, after "Restarting ... from the beginning...".
+    fn restart(&mut self) {}
     /// Whether a person answers the questions (an interactive repair): the repair then shows
     /// each new fix through [`Reporter::ask`] before deciding on it, instead of reporting
     /// its findings after the policy decided.

@@ -36,7 +36,12 @@ struct Held {
     /// The rank being written, and the rank of the pass under way.
     cur: u8,
     live: u8,
+    /// Added to every rank: a restarted check's sections follow all of the run before.
+    base: u8,
 }
+
+/// The ranks one run of the passes spans: a restart moves the base by this much.
+const RUN_RANKS: u8 = 32;
 
 impl Held {
     /// The index of the section of `rank`, made if there is none.
@@ -93,6 +98,7 @@ impl Sink {
             bytes: 0,
             cur: 0,
             live: 0,
+            base: 0,
         });
         self.holding = true;
     }
@@ -104,7 +110,7 @@ impl Sink {
     /// A pass starts: its section is written from now on.
     pub fn pass_start(&mut self, pass: u8) {
         if let Some(h) = held().as_mut() {
-            h.live = pass.saturating_mul(2);
+            h.live = h.base.saturating_add(pass.saturating_mul(2));
             h.cur = h.live;
             h.section(h.cur);
         }
@@ -118,7 +124,7 @@ impl Sink {
         let Some(h) = g.as_mut() else {
             return false;
         };
-        let to = rank.unwrap_or(h.live);
+        let to = rank.map_or(h.live, |r| h.base.saturating_add(r));
         let changed = to != h.cur;
         if changed && end_line {
             h.part(Stream::Out).push(b'\n');
@@ -130,12 +136,22 @@ impl Sink {
     /// Put `header` at the start of the section of `rank`, once.
     pub fn header(&mut self, rank: u8, header: &str) {
         if let Some(h) = held().as_mut() {
-            let i = h.section(rank);
+            let i = h.section(h.base.saturating_add(rank));
             let parts = &mut h.sections[i].parts;
             let text = header.as_bytes();
             if !parts.first().is_some_and(|(_, b)| b.starts_with(text)) {
                 parts.insert(0, (Stream::Out, text.to_vec()));
             }
+        }
+    }
+
+    /// The check restarts from the beginning: what follows goes to sections after every
+    /// section so far (ranks run on; past the last, a restarted run shares the last one's).
+    pub fn restart(&mut self) {
+        if let Some(h) = held().as_mut() {
+            h.base = h.base.saturating_add(RUN_RANKS).min(u8::MAX - RUN_RANKS);
+            h.live = h.base;
+            h.cur = h.base;
         }
     }
 
@@ -247,6 +263,33 @@ mod tests {
             text.concat(),
             "Pass 0\nPass 1\nPass 2\nlate 2\nE:warning 2\nPass 3\nPass 3A\nin 3A\nPass 4\n\
              Pass 5\ndiffs:\nend\n"
+        );
+    }
+
+    /// After a restart, the passes run again in sections after all of the first run's, and a
+    /// later round's finding goes under the restarted run's pass, not the first run's.
+    #[test]
+    fn a_restart_starts_sections_after_the_first_run() {
+        let mut sink = Sink::new();
+        sink.hold();
+        for pass in 0..=2u8 {
+            sink.pass_start(pass);
+            let _ = writeln!(sink, "Pass {pass}");
+        }
+        let _ = writeln!(sink, "Restarting");
+        sink.restart();
+        for pass in 0..=5u8 {
+            sink.pass_start(pass);
+            let _ = writeln!(sink, "Pass {pass}");
+        }
+        sink.select(Some(2), false);
+        let _ = writeln!(sink, "late 1");
+        sink.header(7, "Pass 3A\n");
+        let text: Vec<u8> = take().into_iter().flat_map(|(_, b)| b).collect();
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            "Pass 0\nPass 1\nPass 2\nRestarting\nPass 0\nPass 1\nlate 1\nPass 2\nPass 3\n\
+             Pass 3A\nPass 4\nPass 5\n"
         );
     }
 }

@@ -722,6 +722,17 @@ impl Reporter for Terminal {
         }
     }
 
+    fn restart(&mut self) {
+        if std::mem::take(&mut self.line_open) {
+            let _ = writeln!(self.out);
+        }
+        let _ = writeln!(self.out, "Restarting ffsck from the beginning...");
+        self.out.restart();
+        self.last_pass = 0;
+        self.latches.clear();
+        self.headers_shown.clear();
+    }
+
     fn asks(&self) -> bool {
         self.interactive
     }

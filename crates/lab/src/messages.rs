@@ -168,6 +168,12 @@ pub fn filter_line(line: &str) -> Option<String> {
     {
         line = line.replace("e2fsck", "PROG").replace("ffsck", "PROG");
     }
+    // e2fsck says "Restarting e2fsck from the beginning...", ffsck names itself.
+    for tool in ["e2fsck", "ffsck"] {
+        if line == format!("Restarting {tool} from the beginning...") {
+            line = "Restarting PROG from the beginning...".into();
+        }
+    }
     line = replace_word_after(&line, "while trying to open ", "test.img");
     line = replace_word_after(&line, "he filesystem on ", "test.img");
     if let Some((first, rest)) = line.split_once(' ') {
@@ -508,6 +514,10 @@ mod tests {
         assert_eq!(
             filter_line("../e2fsck/e2fsck: Superblock invalid").as_deref(),
             Some("PROG: Superblock invalid")
+        );
+        assert_eq!(
+            filter_line("Restarting e2fsck from the beginning..."),
+            filter_line("Restarting ffsck from the beginning...")
         );
         assert_eq!(
             filter_line("ffsck: Superblock invalid").as_deref(),

@@ -38,6 +38,12 @@ pub(super) struct BlockWalk {
     pub(super) last_cluster: Option<u64>,
     /// How full each level of the extent tree is (for pass 1E's offer).
     pub(super) shape: super::optimize::TreeShape,
+    /// The last extent met (first logical block, physical block, length): e2fsck names it
+    /// when it reports an extent block whose checksum alone is wrong.
+    pub(super) last_extent: (u64, u64, u64),
+    /// Extent blocks with a wrong checksum being walked: the finding's index and the block.
+    /// Once the block's subtree is walked, the finding names the last extent in it.
+    pub(super) csum_pending: Vec<(usize, u64)>,
 }
 
 impl BlockWalk {
@@ -385,6 +391,7 @@ impl Visitor for Mapper<'_, '_, '_> {
             return Step::Stop;
         }
         if self.extents {
+            self.w.last_extent = (m.lblk, m.pblk, m.len);
             self.map_extent(m, span)
         } else {
             self.map_data_block(m.pblk, m.lblk)
@@ -464,8 +471,21 @@ impl Visitor for Mapper<'_, '_, '_> {
         Step::Go
     }
 
-    fn leave(&mut self, _pblk: u64, level: u32) {
+    fn leave(&mut self, pblk: u64, level: u32) {
         self.w.quiet = self.outer_quiet[(level as usize).min(15)];
+        if let Some(&(at, blk)) = self.w.csum_pending.last() {
+            if blk == pblk {
+                self.w.csum_pending.pop();
+                let (lblk, last, len) = self.w.last_extent;
+                if let Some(f) = self.out.findings.0.get_mut(at) {
+                    if f.problem == P::P1_EXTENT_ONLY_CSUM_INVALID {
+                        f.ctx.num = lblk;
+                        f.ctx.blk2 = last;
+                        f.ctx.num2 = len;
+                    }
+                }
+            }
+        }
     }
 
     fn damage(&mut self, d: Damage) -> Step {
@@ -473,6 +493,7 @@ impl Visitor for Mapper<'_, '_, '_> {
         match d {
             Damage::DataOutOfRange(m) if !self.extents => self.illegal(m.pblk, m.lblk as i64),
             Damage::DataOutOfRange(m) => {
+                self.w.last_extent = (m.lblk, m.pblk, m.len);
                 let ctx = ProblemCtx {
                     ino,
                     blk: m.pblk,
@@ -550,19 +571,24 @@ impl Visitor for Mapper<'_, '_, '_> {
                     blk: idx.child,
                     ..Default::default()
                 };
-                self.flag(P::P1_EXTENT_ONLY_CSUM_INVALID, ctx);
+                let at = self.out.findings.0.len();
+                self.w.last_extent = (idx.start, 0, 0);
+                if self.flag(P::P1_EXTENT_ONLY_CSUM_INVALID, ctx) || self.out.findings.0.len() > at
+                {
+                    // Bounded by the walk's depth: one entry per open node.
+                    if self.w.csum_pending.len() < 16 {
+                        self.w.csum_pending.push((at, idx.child));
+                    }
+                }
                 Step::Go
             }
-            Damage::IndexStart {
-                index,
-                first,
-                depth,
-            } => {
+            Damage::IndexStart { index, first, .. } => {
+                // e2fsck names the level of the node holding the index entry (the root 0).
                 let ctx = ProblemCtx {
                     ino,
                     blk: index.start,
                     blk2: first,
-                    num: u64::from(depth),
+                    num: u64::from(index.level.saturating_sub(1)),
                     ..Default::default()
                 };
                 self.flag(P::P1_EXTENT_INDEX_START_INVALID, ctx);

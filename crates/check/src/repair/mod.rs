@@ -118,6 +118,9 @@ struct Repair<'r> {
     /// An interactive run, and its answers.
     asks: bool,
     answers: Answers,
+    /// The next round shows its pass headers: the first round, and the round after a
+    /// restart (e2fsck's second run from the beginning).
+    fresh: bool,
 }
 
 /// Check and repair the file system on `dev`, staging every change in an overlay. Nothing is
@@ -138,6 +141,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         last: None,
         asks,
         answers: Answers::new(opts.policy),
+        fresh: true,
     };
     r.prepare();
     while r.rounds < MAX_ROUNDS && r.round() {}
@@ -249,7 +253,10 @@ impl Repair<'_> {
             || out.fatal.is_some()
             || halt_at.is_some()
             || self.rounds == MAX_ROUNDS;
-        self.report(&seen, held, &out, upto, final_round);
+        let restart_at = (!self.asks)
+            .then(|| order::restart_point(&out.findings[..upto], restart && !final_round))
+            .flatten();
+        self.report(&seen, held, &out, upto, final_round, restart_at);
         // `-D`: once nothing is left to fix, rebuild every directory and check once more.
         if optimize_next {
             self.optimized = true;
@@ -359,6 +366,10 @@ impl Repair<'_> {
     /// round is not reported yet, unless no later round comes: the round that makes it reports
     /// it as fixed. (Interactive runs showed this round's findings when asking: what is left
     /// is a fix held back in the last round.)
+    ///
+    /// `restart_at`: e2fsck restarts from the beginning at the end of that pass. A round that
+    /// makes only that fix (`stop`) shows nothing of the passes after it, and the next round
+    /// is shown as the restarted run; otherwise the rest of this round is.
     fn report(
         &mut self,
         seen: &[Finding],
@@ -366,6 +377,7 @@ impl Repair<'_> {
         out: &Outcome,
         upto: usize,
         final_round: bool,
+        restart_at: Option<(u8, bool)>,
     ) {
         // A problem left unfixed on an inode an earlier pass fixes this round was found on
         // the inode as it was: the next round finds it again if it is still there.
@@ -395,25 +407,55 @@ impl Repair<'_> {
             };
             !shown && (!deferred || final_round)
         };
-        let mut decided = out.findings.iter();
+        // Once a group's unused inodes area is reset, its other inodes are no longer in it:
+        // e2fsck reports the first entry of each group only.
+        let mut groups_reset = std::collections::HashSet::new();
+        let show: Vec<bool> = out
+            .findings
+            .iter()
+            .map(|f| {
+                let after_stop = restart_at.is_some_and(|(at, stop)| stop && f.problem.pass() > at);
+                let again = restart_at.is_some()
+                    && f.fixed
+                    && f.problem == P::P2_INOREF_IN_UNUSED
+                    && !groups_reset.insert(f.ctx.group);
+                report_now(f) && !after_stop && !again
+            })
+            .collect();
+        let mut decided = out.findings.iter().zip(&show);
+        let mut restarted = false;
         for ev in held.0 {
             match ev {
-                Event::Pass(p) if self.rounds == 1 && !asks => self.rep.pass_start(p),
+                Event::Pass(p) if self.fresh && !asks => {
+                    if let Some((at, stop)) = restart_at.filter(|&(at, _)| p > at) {
+                        if stop {
+                            continue;
+                        }
+                        if !std::mem::replace(&mut restarted, true) {
+                            self.rep.restart();
+                            for q in 0..=at {
+                                self.rep.pass_start(q);
+                            }
+                        }
+                    }
+                    self.rep.pass_start(p)
+                }
                 Event::Pass(_) => {}
                 Event::Found => {
-                    if let Some(f) = decided.next() {
-                        if report_now(f) {
-                            self.rep.finding(f);
-                        }
+                    if let Some((f, true)) = decided.next() {
+                        self.rep.finding(f);
                     }
                 }
             }
         }
-        for f in &out.findings {
-            if report_now(f) {
-                self.findings.push(f.clone());
-            }
+        for (f, _) in out.findings.iter().zip(&show).filter(|(_, &s)| s) {
+            self.findings.push(f.clone());
         }
+        let stopped = restart_at.is_some_and(|(_, stop)| stop);
+        if stopped {
+            self.rep.restart();
+        }
+        self.fresh = stopped;
     }
 
     /// Why the repaired state must not be committed: the problems it leaves, or nothing when

@@ -133,3 +133,23 @@ pub(super) fn decide(
         }
     }
 }
+
+/// Fixes after which e2fsck restarts from the beginning once the pass that found them ends:
+/// the bad-blocks inode cleared because it lists itself, a group's unused inodes area reset.
+const RESTARTS: &[P] = &[P::P1_BADBLOCKS_IN_BADBLOCKS, P::P2_INOREF_IN_UNUSED];
+
+/// Where e2fsck would restart from the beginning in a round that made `fixes`: after the
+/// pass given, and whether the round made nothing else (`alone`: a round whose fix restarts
+/// the check, as moving an inode table does, restarts after the last pass that found one).
+pub(super) fn restart_point(findings: &[Finding], alone: bool) -> Option<(u8, bool)> {
+    let fixed = findings.iter().filter(|f| f.fixed);
+    if alone {
+        let at = fixed.map(|f| f.problem.pass()).max()?;
+        return Some((at.max(1), true));
+    }
+    fixed
+        .filter(|f| RESTARTS.contains(&f.problem))
+        .map(|f| f.problem.pass())
+        .min()
+        .map(|at| (at, false))
+}
