@@ -86,13 +86,17 @@ fn a_lost_inode_table_with_the_project_quota_file_converges_in_one_run() {
     };
     let img = one_group(&t, &["-O", "quota,project"]);
     let prj = common::debugfs_number(&t, &img.path, "stats", "Project quota inode:");
-    assert!(prj > 11, "test setup: the project quota file in an ordinary inode ({prj})");
+    assert!(
+        prj > 11,
+        "test setup: the project quota file in an ordinary inode ({prj})"
+    );
     // The only group's inode table pointer beyond the end: every inode is lost, the project
     // quota file's with them.
     common::debugfs_script(&t, &img, &["set_bg 0 inode_table 11013"]);
     let run = common::assert_one_run_repairs(&t, &img, "lost inode table", &[1]);
     assert!(
-        run.stdout.contains("Update quota info for quota type 2? yes"),
+        run.stdout
+            .contains("Update quota info for quota type 2? yes"),
         "the project quota file is rewritten\n{}",
         run.stdout
     );
