@@ -351,8 +351,10 @@ fn read_primary(
                         "it is an external journal device (journal_dev), not a file system".into(),
                     ));
                 }
+                // A primary whose checksum fails is damaged: its unknown bits are judged
+                // with the copy finally used (a backup, or this one with the bits cleared).
                 let unsupported = sb.incompat().unsupported();
-                if unsupported != 0 {
+                if unsupported != 0 && crate::superblock::csum_reject(&sb).is_none() {
                     return Err(OpenFailure::Unsupported(
                         ffsck_format::Incompat(unsupported).names().join(" "),
                     ));
@@ -425,7 +427,10 @@ fn choose(
                         out.0.truncate(i);
                     }
                     match primary_sb.and_then(|sb| candidate(dev, sb, 0, false).ok()) {
-                        Some(c) => c,
+                        Some(mut c) => {
+                            clear_unknown_features(&mut c.sb, policy, out);
+                            c
+                        }
                         None => return Err(OpenFailure::Corrupt(e.why)),
                     }
                 }
@@ -464,6 +469,45 @@ fn choose(
         f.ctx.blk = chosen.sb_block;
     }
     Ok(chosen)
+}
+
+/// Feature bits no kernel defines, in a primary used although its checksum fails (no backup
+/// could be): the checksum says the copy was damaged, so such a bit is taken for the damage
+/// (a bit flip), not for a newer kernel's feature, and cleared; answered no, the check goes
+/// on without them (exit 4), as with the other fields set when no copy could be used. A copy
+/// whose checksum holds keeps them and is refused, as e2fsck refuses any unknown feature.
+fn clear_unknown_features(sb: &mut RawSuperblock, policy: Policy, out: &mut Findings) {
+    let fields: [(&'static str, u32, u32); 3] = [
+        (
+            "s_feature_compat",
+            sb.s_feature_compat.get(),
+            sb.compat().unknown(),
+        ),
+        (
+            "s_feature_incompat",
+            sb.s_feature_incompat.get(),
+            sb.incompat().unknown(),
+        ),
+        (
+            "s_feature_ro_compat",
+            sb.s_feature_ro_compat.get(),
+            sb.ro_compat().unknown(),
+        ),
+    ];
+    for (field, was, unknown) in fields {
+        if unknown == 0 {
+            continue;
+        }
+        let now = was & !unknown;
+        let ctx = ProblemCtx {
+            str: Some(field.into()),
+            num: u64::from(was),
+            num2: u64::from(now),
+            ..Default::default()
+        };
+        out.report(policy, P::P0_SB_FIELD_REBUILT, ctx);
+        crate::superblock::set_field(sb, field, u64::from(now));
+    }
 }
 
 /// The primary as e2fsck takes it when no copy opens (libext2fs told to ignore superblock
@@ -532,6 +576,14 @@ fn refuse(dev: &dyn Device, sb: &RawSuperblock, geo: &Geometry) -> Result<(), Op
     if unsupported != 0 {
         return Err(OpenFailure::Unsupported(
             ffsck_format::Incompat(unsupported).names().join(" "),
+        ));
+    }
+    // e2fsck refuses an unknown compatible feature as well (it may name metadata a check
+    // would have to know).
+    let unknown_compat = sb.compat().unknown();
+    if unknown_compat != 0 {
+        return Err(OpenFailure::Unsupported(
+            ffsck_format::Compat(unknown_compat).names().join(" "),
         ));
     }
     // A read-only-compatible feature this checker does not know may change what a consistent

@@ -639,6 +639,9 @@ pub fn set_field(sb: &mut RawSuperblock, field: &str, v: u64) {
         "s_rev_level" => sb.s_rev_level.set(v as u32),
         "s_log_groups_per_flex" => sb.s_log_groups_per_flex = v as u8,
         "s_checksum_type" => sb.s_checksum_type = v as u8,
+        "s_feature_compat" => sb.s_feature_compat.set(v as u32),
+        "s_feature_incompat" => sb.s_feature_incompat.set(v as u32),
+        "s_feature_ro_compat" => sb.s_feature_ro_compat.set(v as u32),
         _ => {}
     }
 }

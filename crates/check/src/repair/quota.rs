@@ -11,7 +11,7 @@ use crate::pass0::Pass0Facts;
 use crate::problem::Fixer;
 use crate::quota;
 use crate::report::Finding;
-use ffsck_format::inode::flags;
+use ffsck_format::inode::{flags, mode};
 use ffsck_format::Incompat;
 use ffsck_io::Device;
 
@@ -56,7 +56,24 @@ fn rewrite(
     let Some(inode) = read_inode(p0, dev, ino) else {
         return false;
     };
-    let extents = inode.flags() & flags::EXTENTS != 0 && geo.incompat.has(Incompat::EXTENTS);
+    // A quota file in an ordinary inode that nothing uses (its inode table was lost): the
+    // inode is made anew, in use, as e2fsck makes a quota inode, so the next check owns its
+    // blocks (whatever its old map names is not its own). One in use by another file is left
+    // alone.
+    // A reserved quota inode without links (cleared for a bad mode) is made anew as well: its
+    // blocks are still its own.
+    let idx = u64::from(ino) - 1;
+    let reserved = ino < geo.first_ino;
+    let fresh = if reserved {
+        inode.links_count() == 0
+    } else {
+        !facts.inode_used.get(idx)
+    };
+    if !reserved && !fresh && inode.i_mode.get() & mode::S_IFMT != mode::S_IFREG {
+        return false;
+    }
+    let extents =
+        geo.incompat.has(Incompat::EXTENTS) && (fresh || inode.flags() & flags::EXTENTS != 0);
     let mut old = Vec::new();
     let mut visit = |v: Visit| -> bool {
         match v {
@@ -65,7 +82,9 @@ fn rewrite(
         }
         true
     };
-    filemap::walk(fs, &inode.block_bytes(), extents, false, &mut visit);
+    if reserved || !fresh {
+        filemap::walk(fs, &inode.block_bytes(), extents, false, &mut visit);
+    }
     let start = old.first().copied().unwrap_or(geo.first_data_block);
     for &b in &old {
         if geo.is_valid_block(b) {
@@ -91,6 +110,11 @@ fn rewrite(
         let _ = dev.write_at(&block, pblk * bs as u64);
     }
     let size = bytes.len() as u64;
+    if fresh {
+        super::newjournal::fresh_inode(p0, dev, ino, &file, size, extents);
+        facts.inode_used.set(idx);
+        return true;
+    }
     let sectors = file.blocks() * (bs as u64 / 512);
     edit(p0, dev, ino, |i| {
         i.i_size_lo.set(size as u32);

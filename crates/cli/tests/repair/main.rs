@@ -16,6 +16,7 @@ mod repair_dirs;
 mod repair_extent_opt;
 mod repair_hints;
 mod repair_journal;
+mod repair_lone_super;
 mod repair_lpf;
 mod repair_quota;
 mod repair_relocate;
