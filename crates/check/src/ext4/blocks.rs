@@ -329,6 +329,11 @@ pub(crate) struct Walk<'r, R: BlockReader + ?Sized> {
     pub holes: bool,
     /// Edit mode (see the module header): `enter` and `rewrite` around each block.
     edit: bool,
+    /// The file's end in blocks (`i_size` rounded up), when the extent tree's last entries
+    /// are bounded by it, as libext2fs bounds them: the last index entry of a node covers
+    /// from its start to this end, counted modulo 2^32 as libext2fs's 32-bit length wraps.
+    /// `None`: the last entries reach 2^32.
+    pub eof: Option<u64>,
     /// One buffer per level, reused.
     bufs: Vec<Vec<u8>>,
 }
@@ -345,6 +350,7 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
             csum_seed: None,
             holes: false,
             edit: false,
+            eof: None,
             bufs: Vec::new(),
         }
     }
@@ -551,7 +557,8 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
                         if self.edit {
                             v.enter(None);
                         }
-                        let step = self.entries(&node, Span::new(0, 1 << 32, 0), v);
+                        let hi = self.eof.unwrap_or(1 << 32);
+                        let step = self.entries(&node, Span::new(0, hi, 0), v);
                         if self.edit && step != Step::Stop {
                             v.rewrite(None, root);
                         }
@@ -588,14 +595,17 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
                 }
             } else {
                 let idx = node.index(i);
+                let start = u64::from(idx.ei_block.get());
                 let end = if i + 1 < node.len() {
                     u64::from(node.index(i + 1).ei_block.get())
+                } else if self.eof.is_some() {
+                    start + (span.hi.wrapping_sub(start) & 0xFFFF_FFFF)
                 } else {
                     span.hi
                 };
                 let index = Index {
                     child: idx.leaf(),
-                    start: u64::from(idx.ei_block.get()),
+                    start,
                     end,
                     level: span.level + 1,
                 };
@@ -713,6 +723,22 @@ impl<'r> Walk<'r, Fs> {
     pub fn over(fs: &'r Fs) -> Self {
         Self::new(fs, fs.geo.first_data_block, fs.geo.blocks_count)
     }
+
+    /// A walk over `fs` of the extent tree of a file of `size` bytes: its last entries are
+    /// bounded by the file's end (see [`Walk::eof`]).
+    pub fn over_file(fs: &'r Fs, size: u64) -> Self {
+        let mut w = Self::over(fs);
+        w.eof = Some(size.div_ceil(fs.block_size() as u64));
+        w
+    }
+}
+
+/// Whether a leaf extent ending at `end` (exclusive) beyond its parent's range is allowed
+/// anyway, as e2fsck allows it: it lies past the end of the file (`eof` blocks, none for an
+/// empty file) and is unwritten (preallocated), or the file is a verity file (whose Merkle
+/// tree sits past the end).
+pub(crate) fn past_eof_allowed(end: u64, eof: u64, unwritten: bool, verity: bool) -> bool {
+    eof > 0 && end > eof && (unwritten || verity)
 }
 
 /// Whether the extent block in `buf` (with `eh_max` slots) carries the right tail checksum
