@@ -599,7 +599,7 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
                 let end = if i + 1 < node.len() {
                     u64::from(node.index(i + 1).ei_block.get())
                 } else if self.eof.is_some() {
-                    start + (span.hi.wrapping_sub(start) & 0xFFFF_FFFF)
+                    bounded_end(start, span.hi)
                 } else {
                     span.hi
                 };
@@ -733,6 +733,19 @@ impl<'r> Walk<'r, Fs> {
     }
 }
 
+/// The end (exclusive) of the last index entry of a node, starting at `start`, whose parent
+/// allows up to `hi`: libext2fs gives it the 32-bit length `hi - start` (wrapping), and e2fsck
+/// bounds the extents below it by the entry's last block, `start + length - 1`, unless that
+/// is block 0 (or wraps below it): then they are not bounded (2^32 here), as in an empty
+/// file whose preallocated extents all lie past its end.
+pub(crate) fn bounded_end(start: u64, hi: u64) -> u64 {
+    let len = hi.wrapping_sub(start) & 0xFFFF_FFFF;
+    match (start + len).checked_sub(1) {
+        Some(last) if last > 0 => last + 1,
+        _ => 1 << 32,
+    }
+}
+
 /// Whether a leaf extent ending at `end` (exclusive) beyond its parent's range is allowed
 /// anyway, as e2fsck allows it: it lies past the end of the file (`eof` blocks, none for an
 /// empty file) and is unwritten (preallocated), or the file is a verity file (whose Merkle
@@ -759,6 +772,23 @@ fn le4(b: &[u8], i: usize) -> [u8; 4] {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_last_index_entry_is_bounded_as_libext2fs_bounds_it() {
+        use super::bounded_end;
+        // A file of 100 blocks: the last entry covers up to its end.
+        assert_eq!(bounded_end(40, 100), 100);
+        // An empty file: the wrapped length runs to 2^32 (or is 0 from block 0): unbounded.
+        assert_eq!(bounded_end(8, 0), 1 << 32);
+        assert_eq!(bounded_end(0, 0), 1 << 32);
+        // A last block of 0 does not bound either (start 0, one block; start 1, none).
+        assert_eq!(bounded_end(0, 1), 1 << 32);
+        assert_eq!(bounded_end(1, 1), 1 << 32);
+        // An entry starting at the file's end bounds everything below it out.
+        assert_eq!(bounded_end(5, 5), 5);
+        // A start flipped past the end wraps as a 32-bit length.
+        assert_eq!(bounded_end(200, 100), 100 + (1 << 32));
+    }
+
     use super::*;
 
     const BS: usize = 1024;

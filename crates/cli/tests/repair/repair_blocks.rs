@@ -540,3 +540,31 @@ fn a_leaf_extent_flipped_past_the_file_end_is_the_one_dropped() {
     );
     assert_tree_kept(&t, &img, &["sparse"]);
 }
+
+/// An empty file with preallocated (unwritten) extents under an index node: libext2fs gives
+/// the last index entry the wrapped length 0, so e2fsck bounds nothing below it and calls the
+/// file clean (as the corpus's f_uninit_ext_past_eof). With the file's end bounding the last
+/// entries, ffsck reported every extent as ending past the allowed value.
+#[test]
+fn preallocated_extents_of_an_empty_file_under_an_index_are_sound() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-O", "^metadata_csum"], "16M");
+    common::debugfs_w(&t, &img.path, "write /dev/null /prealloc");
+    for s in [0, 8, 16, 24, 32, 40] {
+        common::debugfs_w(&t, &img.path, &format!("fallocate /prealloc {s} {}", s + 3));
+    }
+    common::debugfs_w(&t, &img.path, "sif /prealloc size 0");
+    let stat = common::debugfs_r(&t, &img.path, "stat /prealloc");
+    assert!(
+        stat.contains("(ETB0)") && stat.contains("(40-43[u])"),
+        "test setup: no indexed preallocated extents\n{stat}"
+    );
+    let (e2, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2, 0, "test setup: e2fsck must call it clean\n{out}");
+    let check = common::check_n(&img.path, 1);
+    assert_eq!(check.code(), 0, "{}", check.describe());
+    let run = ffsck(&["-fy"], &img);
+    assert_eq!(run.code(), 0, "{}", run.stdout);
+    let after = common::debugfs_r(&t, &img.path, "stat /prealloc");
+    assert!(after.contains("(40-43[u])"), "{after}");
+}
