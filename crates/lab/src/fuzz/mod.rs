@@ -373,25 +373,25 @@ pub fn run(args: &FuzzArgs) -> Result<Summary> {
     let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..args.jobs.max(1) {
-            s.spawn(|| loop {
-                let Some(&i) = indices.get(next.fetch_add(1, Ordering::SeqCst)) else {
-                    break;
-                };
-                if load_case(&args.out, i).is_some() {
-                    continue;
-                }
-                match run_one(&ctx, i) {
-                    Ok(rec) => {
-                        ran.fetch_add(1, Ordering::SeqCst);
-                        if !args.quiet {
-                            eprintln!("{}", report::progress_line(&rec));
-                        }
-                        let text = serde_json::to_string_pretty(&rec).unwrap_or_default() + "\n";
-                        if let Err(e) = std::fs::write(case_path(&args.out, i), text) {
-                            errors.lock().unwrap().push(format!("case {i}: {e}"));
-                        }
+            s.spawn(|| {
+                while let Some(&i) = indices.get(next.fetch_add(1, Ordering::SeqCst)) {
+                    if load_case(&args.out, i).is_some() {
+                        continue;
                     }
-                    Err(e) => errors.lock().unwrap().push(format!("case {i}: {e:#}")),
+                    match run_one(&ctx, i) {
+                        Ok(rec) => {
+                            ran.fetch_add(1, Ordering::SeqCst);
+                            if !args.quiet {
+                                eprintln!("{}", report::progress_line(&rec));
+                            }
+                            let text =
+                                serde_json::to_string_pretty(&rec).unwrap_or_default() + "\n";
+                            if let Err(e) = std::fs::write(case_path(&args.out, i), text) {
+                                errors.lock().unwrap().push(format!("case {i}: {e}"));
+                            }
+                        }
+                        Err(e) => errors.lock().unwrap().push(format!("case {i}: {e:#}")),
+                    }
                 }
             });
         }
