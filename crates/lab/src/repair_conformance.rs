@@ -451,14 +451,49 @@ fn keeps(ours: &str, theirs: &str, original: Option<&str>) -> bool {
             })
 }
 
+/// The part of `path` below the entries e2fsck reconnected (`lost+found/#N`, and `#M` in it
+/// when lost+found itself was reconnected): `Some("")` for such an entry itself, `Some("x/y")`
+/// under it, `None` for a path through no reconnected entry.
+fn below_reconnected(path: &str) -> Option<&str> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let j = parts.iter().position(|p| *p == "lost+found")?;
+    let n = parts[j + 1..]
+        .iter()
+        .take_while(|p| p.starts_with('#'))
+        .count();
+    if n == 0 {
+        return None;
+    }
+    let head: usize = parts[..=j + n].iter().map(|p| p.len() + 1).sum();
+    Some(path.get(head..).unwrap_or(""))
+}
+
+/// Whether `ours` holds elsewhere an entry e2fsck reconnected, or holds under it: the same
+/// entry (type, size, content) at a path ending as it does below the reconnected entry (any
+/// path for the reconnected entry itself). e2fsck moves whole subtrees into lost+found (and
+/// lost+found into a new one) where ffsck left them in place.
+fn kept_elsewhere(ours: &Tree, path: &str, what: &str) -> bool {
+    let Some(tail) = below_reconnected(path) else {
+        return false;
+    };
+    ours.iter().any(|(p, w)| {
+        w == what && (tail.is_empty() || p == tail || p.ends_with(&format!("/{tail}")))
+    })
+}
+
 /// The entries of `theirs` that `ours` lacks or holds differently, as "path (what)", judged by
-/// [`keeps`] against `original` (the tree before the damage, when known).
+/// [`keeps`] against `original` (the tree before the damage, when known). An entry e2fsck
+/// reconnected to lost+found that `ours` lacks there counts as kept when `ours` holds it
+/// elsewhere (see [`kept_elsewhere`]).
 pub(crate) fn lost(ours: &Tree, theirs: &Tree, original: Option<&Tree>) -> Vec<String> {
     theirs
         .iter()
         .filter(|(path, what)| {
             let before = original.and_then(|t| t.get(*path)).map(String::as_str);
-            !ours.get(*path).is_some_and(|o| keeps(o, what, before))
+            match ours.get(*path) {
+                Some(o) => !keeps(o, what, before),
+                None => !kept_elsewhere(ours, path, what),
+            }
         })
         .map(|(path, what)| {
             let kind = match what.as_bytes().first() {
@@ -759,6 +794,38 @@ mod tests {
         assert_eq!(chunk_hashes(&[0; 5000]), "0.0");
         assert_ne!(chunk_hashes(b"abc"), "0");
         assert_ne!(content_hash(b"abc"), content_hash(b"abd"));
+    }
+
+    #[test]
+    fn what_e2fsck_reconnected_and_ffsck_kept_in_place_is_not_lost() {
+        // e2fsck lost the root's '..', reconnected its directories, and then lost+found itself
+        // into a new lost+found (seed 1000, case 234); ffsck kept the tree in place.
+        let theirs = t(&[
+            ("lost+found", "d"),
+            ("lost+found/#42", "d"),
+            ("lost+found/#42/#13", "d"),
+            ("lost+found/#42/#13/f", "f 3 01"),
+            ("lost+found/#42/#34", "f 5 07"),
+        ]);
+        let ours = t(&[
+            ("lost+found", "d"),
+            ("d1", "d"),
+            ("d1/f", "f 3 01"),
+            ("g", "f 5 07"),
+        ]);
+        assert!(lost(&ours, &theirs, None).is_empty());
+        // Not when the content differs, or the name below the reconnected entry does.
+        let ours = t(&[("lost+found", "d"), ("d1/f", "f 3 02"), ("d1/h", "f 3 01")]);
+        assert_eq!(
+            lost(&ours, &theirs, None),
+            vec![
+                "/lost+found/#42/#13/f (file, missing)".to_owned(),
+                "/lost+found/#42/#34 (file, missing)".to_owned()
+            ]
+        );
+        assert_eq!(below_reconnected("lost+found/#42/#13/f"), Some("f"));
+        assert_eq!(below_reconnected("lost+found/#42"), Some(""));
+        assert_eq!(below_reconnected("a/#4/f"), None);
     }
 
     #[test]

@@ -99,6 +99,35 @@ fn small_run_is_reproducible_resumable_and_consistent() {
     assert_eq!(again.ran_now, 0);
     assert_eq!(again.counts, sa.counts);
     assert!(a.join("summary.md").is_file() && a.join("summary.json").is_file());
+    // `--only` runs just the cases named, each with the profile and damage of the full run.
+    let c = tmp.path().join("c");
+    let only = ["--seed", "3", "--only", "4,1,4", "--no-minimize"];
+    let sc = fuzz::run(&args(&ffsck, &c, &only)).unwrap();
+    assert_eq!((sc.cases, sc.ran_now), (2, 2));
+    let mut done: Vec<String> = std::fs::read_dir(c.join("cases"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    done.sort();
+    assert_eq!(done, ["case-00001.json", "case-00004.json"]);
+    for i in [1, 4] {
+        let p = c.join("cases").join(format!("case-{i:05}.json"));
+        let r: CaseRecord = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        let full = &ra[i];
+        assert_eq!(
+            (&r.image, &r.damage, r.case_seed, r.index),
+            (&full.image, &full.damage, full.case_seed, i)
+        );
+    }
+}
+
+#[test]
+fn only_selects_sorted_distinct_indices() {
+    let a: FuzzArgs = ffsck_lab::parse_args(&["--out", "/x", "--cases", "7"]).unwrap();
+    assert_eq!(a.indices(), (0..7).collect::<Vec<_>>());
+    let b: FuzzArgs =
+        ffsck_lab::parse_args(&["--out", "/x", "--only", "509,313,509", "--cases", "7"]).unwrap();
+    assert_eq!(b.indices(), [313, 509]);
 }
 
 #[test]

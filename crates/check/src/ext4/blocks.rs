@@ -331,6 +331,11 @@ pub(crate) struct Walk<'r, R: BlockReader + ?Sized> {
     pub holes: bool,
     /// Edit mode (see the module header): `enter` and `rewrite` around each block.
     edit: bool,
+    /// The file's end in blocks (`i_size` rounded up), when the extent tree's last entries
+    /// are bounded by it, as libext2fs bounds them: the last index entry of a node covers
+    /// from its start to this end, counted modulo 2^32 as libext2fs's 32-bit length wraps.
+    /// `None`: the last entries reach 2^32.
+    pub eof: Option<u64>,
     /// One buffer per level, reused.
     bufs: Vec<Vec<u8>>,
 }
@@ -347,6 +352,7 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
             csum_seed: None,
             holes: false,
             edit: false,
+            eof: None,
             bufs: Vec::new(),
         }
     }
@@ -554,7 +560,8 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
                         if self.edit {
                             v.enter(None);
                         }
-                        let step = self.entries(&node, Span::new(0, 1 << 32, 0), v);
+                        let hi = self.eof.unwrap_or(1 << 32);
+                        let step = self.entries(&node, Span::new(0, hi, 0), v);
                         if self.edit && step != Step::Stop {
                             v.rewrite(None, root);
                         }
@@ -591,14 +598,17 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
                 }
             } else {
                 let idx = node.index(i);
+                let start = u64::from(idx.ei_block.get());
                 let end = if i + 1 < node.len() {
                     u64::from(node.index(i + 1).ei_block.get())
+                } else if self.eof.is_some() {
+                    bounded_end(start, span.hi)
                 } else {
                     span.hi
                 };
                 let index = Index {
                     child: idx.leaf(),
-                    start: u64::from(idx.ei_block.get()),
+                    start,
                     end,
                     level: span.level + 1,
                 };
@@ -717,6 +727,35 @@ impl<'r> Walk<'r, Fs> {
     pub fn over(fs: &'r Fs) -> Self {
         Self::new(fs, fs.geo.first_data_block, fs.geo.blocks_count)
     }
+
+    /// A walk over `fs` of the extent tree of a file of `size` bytes: its last entries are
+    /// bounded by the file's end (see [`Walk::eof`]).
+    pub fn over_file(fs: &'r Fs, size: u64) -> Self {
+        let mut w = Self::over(fs);
+        w.eof = Some(size.div_ceil(fs.block_size() as u64));
+        w
+    }
+}
+
+/// The end (exclusive) of the last index entry of a node, starting at `start`, whose parent
+/// allows up to `hi`: libext2fs gives it the 32-bit length `hi - start` (wrapping), and e2fsck
+/// bounds the extents below it by the entry's last block, `start + length - 1`, unless that
+/// is block 0 (or wraps below it): then they are not bounded (2^32 here), as in an empty
+/// file whose preallocated extents all lie past its end.
+pub(crate) fn bounded_end(start: u64, hi: u64) -> u64 {
+    let len = hi.wrapping_sub(start) & 0xFFFF_FFFF;
+    match (start + len).checked_sub(1) {
+        Some(last) if last > 0 => last + 1,
+        _ => 1 << 32,
+    }
+}
+
+/// Whether a leaf extent ending at `end` (exclusive) beyond its parent's range is allowed
+/// anyway, as e2fsck allows it: it lies past the end of the file (`eof` blocks, none for an
+/// empty file) and is unwritten (preallocated), or the file is a verity file (whose Merkle
+/// tree sits past the end).
+pub(crate) fn past_eof_allowed(end: u64, eof: u64, unwritten: bool, verity: bool) -> bool {
+    eof > 0 && end > eof && (unwritten || verity)
 }
 
 /// Whether the extent block in `buf` (with `eh_max` slots) carries the right tail checksum
@@ -737,6 +776,23 @@ fn le4(b: &[u8], i: usize) -> [u8; 4] {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_last_index_entry_is_bounded_as_libext2fs_bounds_it() {
+        use super::bounded_end;
+        // A file of 100 blocks: the last entry covers up to its end.
+        assert_eq!(bounded_end(40, 100), 100);
+        // An empty file: the wrapped length runs to 2^32 (or is 0 from block 0): unbounded.
+        assert_eq!(bounded_end(8, 0), 1 << 32);
+        assert_eq!(bounded_end(0, 0), 1 << 32);
+        // A last block of 0 does not bound either (start 0, one block; start 1, none).
+        assert_eq!(bounded_end(0, 1), 1 << 32);
+        assert_eq!(bounded_end(1, 1), 1 << 32);
+        // An entry starting at the file's end bounds everything below it out.
+        assert_eq!(bounded_end(5, 5), 5);
+        // A start flipped past the end wraps as a 32-bit length.
+        assert_eq!(bounded_end(200, 100), 100 + (1 << 32));
+    }
+
     use super::*;
 
     const BS: usize = 1024;

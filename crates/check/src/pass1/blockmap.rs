@@ -151,7 +151,7 @@ pub(super) fn check_blocks(
         // The resize inode is walked with or without its feature (as e2fsck does, unless it is
         // cleared): its double-indirect block is in use until then.
         {
-            let mut walk = Walk::over(fs);
+            let mut walk = Walk::over_file(fs, inode.size());
             if extents && fs.has_metadata_csum() {
                 let gen = inode.i_generation.get();
                 walk.csum_seed = Some(ffsck_format::csum::inode_seed(fs.csum_seed, ino, gen));

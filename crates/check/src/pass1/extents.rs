@@ -2,13 +2,21 @@
 //! directory blocks and gaps, then the count, claim and directory-block list of the extent.
 
 use super::blockmap::{dir_block_limit, Mapper};
-use crate::ext4::blocks::{Mapping, Span, Step};
+use crate::ext4::blocks::{self, Mapping, Span, Step};
 use crate::facts::DirBlock;
 use crate::problem::Problem as P;
 use crate::report::ProblemCtx;
 use ffsck_format::Incompat;
 
 impl Mapper<'_, '_, '_> {
+    /// [`blocks::past_eof_allowed`] for this inode.
+    fn past_eof_allowed(&self, end: u64, unwritten: bool) -> bool {
+        let inode = self.ic.inode;
+        let eof = inode.size().div_ceil(self.scan.fs.block_size() as u64);
+        let verity = inode.flags() & ffsck_format::inode::flags::VERITY != 0;
+        blocks::past_eof_allowed(end, eof, unwritten, verity)
+    }
+
     /// One extent leaf entry whose start is in range. `span` is its node's.
     pub(super) fn map_extent(&mut self, m: Mapping, span: &mut Span) -> Step {
         let geo = &self.scan.fs.geo;
@@ -29,7 +37,10 @@ impl Mapper<'_, '_, '_> {
         };
         let problem = if lblk < span.next_start {
             Some(P::P1_OUT_OF_ORDER_EXTENTS)
-        } else if lblk + len > span.hi && span.level > 0 {
+        } else if lblk + len > span.hi
+            && span.level > 0
+            && !self.past_eof_allowed(lblk + len, unwritten)
+        {
             Some(P::P1_EXTENT_END_OUT_OF_BOUNDS)
         } else if len == 0 {
             Some(P::P1_EXTENT_LENGTH_ZERO)

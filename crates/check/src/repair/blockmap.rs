@@ -12,8 +12,8 @@
 
 use super::clone::write_node;
 use super::inode::edit;
+use crate::ext4::blocks::{past_eof_allowed, Visitor, Walk};
 use crate::ext4::blocks::{Damage, Edit, Edits, Index, Indirect, Mapping, NodeInfo, Span, Step};
-use crate::ext4::blocks::{Visitor, Walk};
 use crate::fs::Fs;
 use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
@@ -126,8 +126,10 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
                 pending: None,
                 first: None,
                 changed: false,
+                eof: inode.size().div_ceil(fs.block_size() as u64),
+                verity: inode.flags() & iflags::VERITY != 0,
             };
-            Walk::over(fs).edit_extents(&mut iblock, &mut t);
+            Walk::over_file(fs, inode.size()).edit_extents(&mut iblock, &mut t);
             let changed = t.changed;
             // An emptied root becomes an empty leaf.
             if changed && iblock[2] == 0 && iblock[3] == 0 {
@@ -279,6 +281,9 @@ struct Tree<'a> {
     first: Option<u64>,
     /// Whether the root changed.
     changed: bool,
+    /// The file's end in blocks, and whether it is a verity file (`past_eof_allowed`).
+    eof: u64,
+    verity: bool,
 }
 
 /// One node being walked.
@@ -298,7 +303,9 @@ impl Tree<'_> {
     fn bad(&self, m: &Mapping, f: &Frame) -> bool {
         let geo = &self.fs.geo;
         m.lblk < f.next_start
-            || (m.lblk + m.len > f.hi && f.level > 0)
+            || (m.lblk + m.len > f.hi
+                && f.level > 0
+                && !past_eof_allowed(m.lblk + m.len, self.eof, m.uninit, self.verity))
             || m.len == 0
             || m.pblk + m.len > geo.blocks_count
             || (self.is_dir

@@ -37,6 +37,10 @@ pub struct FuzzArgs {
     /// Number of cases.
     #[arg(long, default_value_t = 100)]
     pub cases: usize,
+    /// Run only these case indices of the seed (comma-separated, e.g. `509,313`), each with
+    /// the profile and damage it has in a full run; `--cases` is then ignored.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<usize>,
     /// Cases run in parallel [default: 2].
     #[arg(long, default_value_t = 2)]
     pub jobs: usize,
@@ -79,6 +83,18 @@ pub struct FuzzArgs {
     /// No per-case progress lines.
     #[arg(long)]
     pub quiet: bool,
+}
+
+impl FuzzArgs {
+    /// The case indices this run covers: `--only` (sorted, without repeats) when given, else
+    /// `0..--cases`.
+    pub fn indices(&self) -> Vec<usize> {
+        if self.only.is_empty() {
+            return (0..self.cases).collect();
+        }
+        let set: BTreeSet<usize> = self.only.iter().copied().collect();
+        set.into_iter().collect()
+    }
 }
 
 /// Everything kept about one case (`OUT/cases/case-NNNNN.json`).
@@ -351,31 +367,31 @@ pub fn run(args: &FuzzArgs) -> Result<Summary> {
         regressions,
         written: Mutex::new(written),
     };
+    let indices = args.indices();
     let next = AtomicUsize::new(0);
     let ran = AtomicUsize::new(0);
     let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..args.jobs.max(1) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                if i >= args.cases {
-                    break;
-                }
-                if load_case(&args.out, i).is_some() {
-                    continue;
-                }
-                match run_one(&ctx, i) {
-                    Ok(rec) => {
-                        ran.fetch_add(1, Ordering::SeqCst);
-                        if !args.quiet {
-                            eprintln!("{}", report::progress_line(&rec));
-                        }
-                        let text = serde_json::to_string_pretty(&rec).unwrap_or_default() + "\n";
-                        if let Err(e) = std::fs::write(case_path(&args.out, i), text) {
-                            errors.lock().unwrap().push(format!("case {i}: {e}"));
-                        }
+            s.spawn(|| {
+                while let Some(&i) = indices.get(next.fetch_add(1, Ordering::SeqCst)) {
+                    if load_case(&args.out, i).is_some() {
+                        continue;
                     }
-                    Err(e) => errors.lock().unwrap().push(format!("case {i}: {e:#}")),
+                    match run_one(&ctx, i) {
+                        Ok(rec) => {
+                            ran.fetch_add(1, Ordering::SeqCst);
+                            if !args.quiet {
+                                eprintln!("{}", report::progress_line(&rec));
+                            }
+                            let text =
+                                serde_json::to_string_pretty(&rec).unwrap_or_default() + "\n";
+                            if let Err(e) = std::fs::write(case_path(&args.out, i), text) {
+                                errors.lock().unwrap().push(format!("case {i}: {e}"));
+                            }
+                        }
+                        Err(e) => errors.lock().unwrap().push(format!("case {i}: {e:#}")),
+                    }
                 }
             });
         }
@@ -384,8 +400,9 @@ pub fn run(args: &FuzzArgs) -> Result<Summary> {
     if !errors.is_empty() {
         bail!("harness errors:\n{}", errors.join("\n"));
     }
-    let records: Vec<CaseRecord> = (0..args.cases)
-        .filter_map(|i| load_case(&args.out, i))
+    let records: Vec<CaseRecord> = indices
+        .iter()
+        .filter_map(|&i| load_case(&args.out, i))
         .collect();
     let mut summary = report::summarize(args.seed, &records);
     summary.ran_now = ran.into_inner();
