@@ -704,7 +704,7 @@ mod tests {
     const PLACEHOLDERS: &[&str] = &[
         "ino", "ino2", "dir", "dirpath", "dirname", "blk", "blk2", "group", "num", "num:o", "num2",
         "name", "str", "block", "Block", "path", "blk:time", "num:x", "num2:x", "strpath",
-        "inopath",
+        "inopath", "ino:6", "blk:6", "blk2:6", "num:i",
     ];
 
     fn placeholders(i: &ProblemInfo) -> Vec<&str> {
