@@ -122,10 +122,11 @@ pub struct Args {
     /// Interactive repair (e2fsck's -r, its default anyway): no effect.
     #[arg(short = 'r')]
     pub interactive_flag: bool,
-    /// Extended options, comma separated (e2fsck's -E; may be repeated): ea_ver=2,
-    /// journal_only, readahead_kb=N, discard, nodiscard, no_optimize_extents,
-    /// inode_count_fullmap, no_inode_count_fullmap, fixes_only, unshare_blocks,
-    /// check_encoding, problem_log=FILE. See EXTENDED OPTIONS in ffsck(8).
+    /// Extended options, comma separated (e2fsck's -E; may be repeated): ea_ver=1|2,
+    /// journal_only, fragcheck, readahead_kb=N, discard, nodiscard, optimize_extents,
+    /// no_optimize_extents, inode_count_fullmap, no_inode_count_fullmap, bmap2extent,
+    /// fixes_only, unshare_blocks, check_encoding, problem_log=FILE. See EXTENDED OPTIONS in
+    /// ffsck(8).
     #[arg(short = 'E', value_name = "OPTIONS")]
     pub extended: Vec<String>,
     /// The device name to print (e2fsck's undocumented -N, which its test suite uses): in
