@@ -27,6 +27,8 @@ pub struct CheckOptions {
     /// The time the check runs at, in seconds since the epoch (set by the caller's clock; 0
     /// when there is none). A repair stamps it as the last-check and last-write times.
     pub now: i64,
+    /// `-l`, `-L`, `-c`: a repair first rewrites the bad-blocks inode from this list.
+    pub bad_blocks: Option<crate::repair::bblist::BadBlockList>,
 }
 
 impl Default for CheckOptions {
@@ -41,6 +43,7 @@ impl Default for CheckOptions {
             optimize_dirs: false,
             tuning: Tuning::default(),
             now: 0,
+            bad_blocks: None,
         }
     }
 }
@@ -215,6 +218,11 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     flush(rep, &mut f, &mut all);
     if !p1.dup_blocks.is_empty() {
         pass1b::run(&p0.fs, &p1, policy, &mut f);
+        flush(rep, &mut f, &mut all);
+    }
+    if p1.rebuilds_extents {
+        let header = crate::problem::Problem::P1E_PASS_HEADER;
+        f.report(policy, header, crate::ProblemCtx::default());
         flush(rep, &mut f, &mut all);
     }
     rep.pass_start(2);

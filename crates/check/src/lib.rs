@@ -45,7 +45,7 @@ pub use ext4::clock::Clock;
 pub use overrides::{Overrides, ProblemOverride, DEFAULT_TIME_FUDGE};
 pub use pass0::SuperHint;
 pub use problem::Problem;
-pub use repair::{mark::backup_differs, repair, RepairOutcome};
+pub use repair::{bblist::BadBlockList, mark::backup_differs, repair, RepairOutcome};
 pub use report::{exit, Collect, Finding, Findings, Mode, Policy, ProblemCtx, Reporter};
 
 /// A thread pool of `threads` workers, for tests that run parallel code at several counts.

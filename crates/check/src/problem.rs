@@ -346,6 +346,9 @@ catalogue! {
     P0_GDT_UNINIT = 0x000036, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Group descriptor {group} marked uninitialized without feature set.\n";
     P0_GDT_ITABLE_UNUSED = 0x000038, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Group descriptor {group} has invalid unused inodes count {num}.";
     P0_BB_UNINIT_LAST = 0x000039, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Last group block bitmap uninitialized.";
+    // -l, -L, -c: the bad-blocks inode rewritten from a list before the passes.
+    P0_BB_LIST_ILLEGAL = -, None, INFO, -, 0, "Bad block {blk} out of range; ignored.";
+    P0_BB_LIST_UPDATE = -, None, INFO | NOT_A_FIX, -, 0, "{name}: Updating bad block inode.";
     P0_ADD_UUID = 0x000009, None, PREEN_OK | NOT_A_FIX | QUIET, Superblock, 0, "Filesystem did not have a UUID; generating one.\n";
     P0_BACKUP_JNL = 0x00002D, None, PREEN_OK | NOT_A_FIX, Superblock, 0, "Backing up journal inode block information.\n";
     P0_DIRHASH_HINT = 0x000034, None, PREEN_OK | NOT_A_FIX, Superblock, 0, "Adding dirhash hint to filesystem.\n";

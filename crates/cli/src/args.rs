@@ -98,18 +98,17 @@ pub struct Args {
     #[arg(short = 'C', allow_negative_numbers = true)]
     pub progress_fd: Option<i32>,
     /// e2fsck's -c: find bad blocks with badblocks(8) and add them to the bad-block inode
-    /// (-cc: its non-destructive read-write test). Not supported yet: refused (exit 16).
+    /// (-cc: its non-destructive read-write test); implies -f.
     #[arg(short = 'c', action = clap::ArgAction::Count)]
     pub badblocks_scan: u8,
     /// With -c: keep the blocks already on the bad-block list (no effect without -c).
     #[arg(short = 'k')]
     pub keep_badblocks: bool,
-    /// Add the blocks listed in FILE to the bad-block list (e2fsck's -l). Not supported yet:
-    /// refused (exit 16).
+    /// Add the blocks listed in FILE (one number a line) to the bad-block list (e2fsck's -l);
+    /// implies -f.
     #[arg(short = 'l', value_name = "BAD_BLOCKS_FILE")]
     pub add_badblocks: Option<PathBuf>,
-    /// Replace the bad-block list with the blocks listed in FILE (e2fsck's -L). Not supported
-    /// yet: refused (exit 16).
+    /// Replace the bad-block list with the blocks listed in FILE (e2fsck's -L); implies -f.
     #[arg(short = 'L', value_name = "BAD_BLOCKS_FILE")]
     pub set_badblocks: Option<PathBuf>,
     /// Debugging output (e2fsck's -d): accepted; ffsck prints nothing more with it.

@@ -59,7 +59,7 @@ impl Opened {
 pub struct Holds(#[allow(dead_code)] Vec<File>);
 
 /// The description of an OS error without Rust's " (os error N)" suffix, as strerror gives it.
-fn strerror(e: &std::io::Error) -> String {
+pub(crate) fn strerror(e: &std::io::Error) -> String {
     let s = e.to_string();
     match s.find(" (os error ") {
         Some(i) => s[..i].to_string(),

@@ -1,8 +1,6 @@
 //! e2fsck's `-E` extended options and the conflicts between its flags: parsed, checked and
-//! refused with e2fsck's words and exit codes, before anything is opened. An option whose
-//! effect ffsck does not have is refused ("ffsck does not support ... yet", exit 16) rather
-//! than accepted and ignored; one that is ffsck's behaviour anyway is accepted (ffsck(8),
-//! EXTENDED OPTIONS, says why).
+//! refused with e2fsck's words and exit codes, before anything is opened. An option that is
+//! ffsck's behaviour anyway is accepted (ffsck(8), EXTENDED OPTIONS, says why).
 
 use crate::args::Args;
 use ffsck_check::exit;
@@ -143,13 +141,6 @@ fn fatal(msg: &str) -> Refusal {
     }
 }
 
-fn unsupported(what: &str) -> Refusal {
-    Refusal {
-        message: format!("ffsck: ffsck does not support {what} yet."),
-        code: exit::USAGE,
-    }
-}
-
 /// e2fsck's refusals of flag combinations, in e2fsck's order, then ffsck's refusals of the
 /// flags whose effect it does not have. Returns the parsed `-E` options otherwise.
 pub fn check(args: &Args) -> Result<Extended, Refusal> {
@@ -191,15 +182,6 @@ pub fn check(args: &Args) -> Result<Extended, Refusal> {
             message: "The -c and the -l/-L options may not be both used at the same time.".into(),
             code: exit::USAGE,
         });
-    }
-    if args.badblocks_scan > 0 {
-        return Err(unsupported("-c (a badblocks scan)"));
-    }
-    if args.add_badblocks.is_some() {
-        return Err(unsupported("-l (adding to the bad-block list)"));
-    }
-    if args.set_badblocks.is_some() {
-        return Err(unsupported("-L (replacing the bad-block list)"));
     }
     Ok(Extended {
         fixes_only,

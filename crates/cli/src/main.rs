@@ -4,6 +4,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod args;
+mod badblocks;
 mod config;
 mod device;
 mod discard;
@@ -425,6 +426,14 @@ fn check(
 ) -> Stage<(ffsck_check::Outcome, i32)> {
     let (policy, dev_name, dev) = (s.policy, &s.dev_name, &o.dev);
     let prog = Arc::new(Progress::default());
+    let bad_blocks = badblocks::list(
+        args,
+        &s.device,
+        &**dev,
+        policy.mode == Mode::Preen,
+        dev_name,
+    )
+    .map_err(|(msg, code)| fatal(msg, code))?;
     let opts = CheckOptions {
         policy,
         superblock: SuperHint {
@@ -446,6 +455,7 @@ fn check(
             .as_ref()
             .map(|j| j.clone() as Arc<dyn Device>),
         now,
+        bad_blocks,
     };
     // The bar's ETA follows the run-time model (its sample costs a few reads); a bar turned
     // on later by SIGUSR1 does without.
@@ -564,8 +574,12 @@ impl Settings {
             .or(cfg.max_memory)
             .or_else(|| cfg.scratch_directory.is_some().then_some(0));
         Settings {
-            // unshare_blocks implies -f, as in e2fsck.
-            force: args.force || ext.unshare_blocks,
+            // unshare_blocks and a bad-block list (-c, -l, -L) imply -f, as in e2fsck.
+            force: args.force
+                || ext.unshare_blocks
+                || args.badblocks_scan > 0
+                || args.add_badblocks.is_some()
+                || args.set_badblocks.is_some(),
             verbose: args.verbose || cfg.report_verbose,
             timing: if cfg.report_time {
                 args.timing.max(2)

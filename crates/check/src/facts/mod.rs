@@ -267,6 +267,8 @@ pub struct Pass1Facts {
     /// Inodes whose inode-table block is on the bad-blocks list, ascending: counted in
     /// use but never read, and no directory entry may name them.
     pub bb_inodes: Vec<u32>,
+    /// An extent tree's rebuild was agreed to (pass 1E's header follows passes 1B–1D).
+    pub rebuilds_extents: bool,
 }
 
 impl Pass1Facts {

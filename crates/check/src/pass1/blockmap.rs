@@ -72,8 +72,9 @@ impl BlockWalk {
         }
     }
     pub(super) fn note_data(&mut self, lblk: u64, pblk: u64, is_dir: bool, ino: u32) {
-        // e2fsck leaves the resize inode out: its blocks are backups spread over groups.
-        if ino != ffsck_format::ino::RESIZE {
+        // e2fsck leaves the resize inode out (its blocks are backups spread over groups), and
+        // the bad-blocks list (it is no file).
+        if ino != ffsck_format::ino::RESIZE && ino != ffsck_format::ino::BAD {
             if self.prev_pblk.is_some_and(|p| p + 1 != pblk) {
                 self.fragmented = true;
             }
@@ -376,7 +377,9 @@ impl Mapper<'_, '_, '_> {
         if ic.ino != ino::RESIZE {
             scan.claim(out, b, 1);
         }
-        let broke = w.prev_pblk.filter(|&p| p + 1 != b && ic.ino != ino::RESIZE);
+        let broke = w
+            .prev_pblk
+            .filter(|&p| p + 1 != b && ic.ino != ino::RESIZE && ic.ino != ino::BAD);
         w.note_data(lblk, b, self.is_dir, ic.ino);
         if let Some(prev) = broke {
             self.fragcheck(prev, b, lblk as i64, None);
@@ -419,7 +422,7 @@ impl Visitor for Mapper<'_, '_, '_> {
         // An indirect block comes before the blocks it maps: a file laid out as data,
         // indirect block, data… is contiguous.
         let mut broke = None;
-        if ic.ino != ino::RESIZE {
+        if ic.ino != ino::RESIZE && ic.ino != ino::BAD {
             if let Some(prev) = w.prev_pblk.filter(|&p| p + 1 != blk) {
                 w.fragmented = true;
                 broke = Some(prev);

@@ -193,7 +193,7 @@ fn finish(
             );
         }
     }
-    optimize::header(policy, out);
+    let rebuilds_extents = optimize::agreed(out);
     dup_blocks.sort_unstable();
     dup_blocks.dedup();
     // Pass 2 reads blocks in this order. With dir_index, e2fsck checks every directory's
@@ -241,6 +241,7 @@ fn finish(
         quota,
         policies,
         bb_inodes: scan.bb_inodes,
+        rebuilds_extents,
     }
 }
 

@@ -7,7 +7,7 @@ use super::blockmap::BlockWalk;
 use super::{report, GroupOut, InodeCheck, Scan};
 use crate::ext4::blocks::NodeInfo;
 use crate::problem::Problem as P;
-use crate::report::{Findings, Policy, ProblemCtx};
+use crate::report::{Findings, ProblemCtx};
 use ffsck_format::ino;
 use ffsck_format::inode::flags as iflags;
 
@@ -89,9 +89,10 @@ pub(super) fn offer(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &Bl
     }
 }
 
-/// At the end of pass 1: e2fsck's pass 1E header, when a rebuild was agreed to.
-pub(super) fn header(policy: Policy, out: &mut Findings) {
-    let agreed = out.0.iter().any(|f| {
+/// At the end of pass 1: whether a rebuild was agreed to (the engine then says e2fsck's
+/// pass 1E header, after passes 1B–1D).
+pub(super) fn agreed(out: &Findings) -> bool {
+    out.0.iter().any(|f| {
         f.fixed
             && matches!(
                 f.problem,
@@ -99,10 +100,7 @@ pub(super) fn header(policy: Policy, out: &mut Findings) {
                     | P::P1E_CAN_COLLAPSE_EXTENT_TREE
                     | P::P1E_CONVERT_BMAP
             )
-    });
-    if agreed {
-        out.report(policy, P::P1E_PASS_HEADER, ProblemCtx::default());
-    }
+    })
 }
 
 #[cfg(test)]

@@ -186,3 +186,68 @@ pub(super) fn write_desc(p0: &Pass0Facts, dev: &dyn Device, g: u32, gd: &RawGrou
     let off = blk * u64::from(geo.block_size) + u64::from(g % geo.descs_per_block) * ds as u64;
     let _ = dev.write_at(&gd.as_bytes()[..ds.min(64)], off);
 }
+
+/// Mark `taken` in use and `freed` free in the on-disk block bitmaps, with the groups' and
+/// the superblock's free counts and checksums brought along, as libext2fs's allocator keeps
+/// them: for a change made before the check has facts to rebuild from (the bad-block list).
+/// Groups whose bitmap is uninitialised or unreadable are left to pass 5.
+pub(super) fn mark_blocks(p0: &Pass0Facts, dev: &dyn Device, taken: &[u64], freed: &[u64]) {
+    let fs = &p0.fs;
+    let geo = &fs.geo;
+    let bs = fs.block_size();
+    let ratio = u64::from(geo.cluster_ratio.max(1));
+    let mut by_group: std::collections::BTreeMap<u32, Vec<(u64, bool)>> = Default::default();
+    for (&b, used) in taken
+        .iter()
+        .map(|b| (b, true))
+        .chain(freed.iter().map(|b| (b, false)))
+    {
+        if b >= geo.first_data_block && b < geo.blocks_count {
+            by_group
+                .entry(geo.group_of_block(b))
+                .or_default()
+                .push((b, used));
+        }
+    }
+    let mut sb = fs.sb.clone();
+    let mut free = sb.free_blocks_count() as i64;
+    for (g, changes) in by_group {
+        let mut gd = fs.groups[g as usize].clone();
+        let uninit = fs.has_group_csum() && gd.flags() & BG_BLOCK_UNINIT != 0;
+        if uninit || !p0.groups[g as usize].block_bitmap_ok {
+            continue;
+        }
+        let Some(mut bits) = fs.read_block(gd.block_bitmap()) else {
+            continue;
+        };
+        let first = geo.group_first_block(g);
+        let mut delta = 0i64;
+        for (b, used) in changes {
+            let c = ((b - first) / ratio) as usize;
+            let Some(byte) = bits.get_mut(c / 8) else {
+                continue;
+            };
+            let was = *byte >> (c % 8) & 1 != 0;
+            if was != used {
+                *byte ^= 1 << (c % 8);
+                delta += if used { -1 } else { 1 };
+            }
+        }
+        if delta == 0 {
+            continue;
+        }
+        let _ = dev.write_at(&bits, gd.block_bitmap() * bs as u64);
+        gd.set_free_blocks_count((i64::from(gd.free_blocks_count()) + delta).max(0) as u32);
+        if fs.has_metadata_csum() {
+            let bc =
+                ffsck_format::verify::bitmap_checksum(&bits, geo.clusters_per_group, fs.csum_seed);
+            gd.set_block_bitmap_csum(if geo.desc_size >= 64 { bc } else { bc & 0xFFFF });
+        }
+        gd.update_checksum(&fs.sb, g, geo.desc_size as usize);
+        write_desc(p0, dev, g, &gd);
+        free += delta * ratio as i64;
+    }
+    sb.set_free_blocks_count(free.max(0) as u64);
+    sb.update_checksum();
+    let _ = dev.write_at(sb.as_bytes(), 1024);
+}

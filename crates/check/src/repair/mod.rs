@@ -9,6 +9,7 @@
 //! root and `/lost+found`, decide, report, and apply the fixer table (`fixers`).
 
 mod alloc;
+pub mod bblist;
 mod blockmap;
 mod clear;
 mod clone;
@@ -170,6 +171,14 @@ impl Repair<'_> {
             let (p0, replayed) = orphans::recover(p0, self.ov.clone(), &self.opts);
             for f in replayed.into_iter().chain(orphans::release(&p0, &*self.ov)) {
                 self.tell(f);
+            }
+        }
+        // -l, -L, -c: the bad-blocks inode from the list, before the passes see it.
+        if let Some(list) = self.opts.bad_blocks.clone() {
+            if let Some(p0) = open(&self.ov, &self.opts) {
+                for f in bblist::update(&p0, &*self.ov, &list, self.opts.now) {
+                    self.tell(f);
+                }
             }
         }
     }

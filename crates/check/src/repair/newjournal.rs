@@ -54,6 +54,41 @@ const TOO_SMALL: &str = "Journal must be at least 1024 blocks: while trying to c
 const UNSUPPORTED: &str =
     "Operation not supported for inodes containing extents: while trying to create journal";
 
+/// Indirect blocks to write: each block's number and contents.
+pub(super) type Tables = Vec<(u64, Vec<u8>)>;
+
+/// A block map of `blocks` (logical block `i` is `blocks[i]`), its indirect blocks taken
+/// free in `used` from `first` on (and marked there): the `i_block` words and the indirect
+/// blocks to write. `None` when there is no room.
+pub(super) fn map_given(
+    used: &mut Bitmap,
+    first: u64,
+    end: u64,
+    blocks: &[u64],
+    bs: usize,
+) -> Option<([u8; 60], Tables)> {
+    let mut cur = Cursor {
+        used,
+        next: first,
+        first,
+        end,
+        budget: end.saturating_sub(first),
+        taken: Vec::new(),
+    };
+    let mut given = blocks.iter().copied();
+    let mapping = block_map_of(&mut cur, blocks.len() as u64, bs, &mut |_| given.next());
+    match mapping {
+        Some(Mapping {
+            shape: Shape::Blocks { root, tables },
+            ..
+        }) => Some((root, tables)),
+        _ => {
+            cur.undo();
+            None
+        }
+    }
+}
+
 /// Free blocks taken in disk order from a goal, wrapping once around the file system.
 struct Cursor<'a> {
     used: &'a mut Bitmap,
@@ -157,6 +192,17 @@ impl Mapping {
 /// Map `total` blocks with a block map: twelve direct blocks, then single, double and triple
 /// indirect blocks, each taken just before the first block it maps.
 fn block_map(cur: &mut Cursor, total: u64, bs: usize) -> Option<Mapping> {
+    block_map_of(cur, total, bs, &mut |c| c.take())
+}
+
+/// Map `total` blocks with a block map: each logical block's data block from `next_data` (in
+/// logical order), the indirect blocks taken from `cur` as they are needed.
+fn block_map_of(
+    cur: &mut Cursor,
+    total: u64,
+    bs: usize,
+    next_data: &mut dyn FnMut(&mut Cursor) -> Option<u64>,
+) -> Option<Mapping> {
     let p = (bs / 4) as u64;
     let mut i_block = [0u32; 15];
     let mut meta: Vec<(u64, Vec<u8>)> = Vec::new();
@@ -174,7 +220,7 @@ fn block_map(cur: &mut Cursor, total: u64, bs: usize) -> Option<Mapping> {
     };
     for l in 0..total {
         if l < 12 {
-            let b = cur.take()?;
+            let b = next_data(cur)?;
             i_block[l as usize] = u32::try_from(b).ok()?;
             data.push(b);
             continue;
@@ -219,7 +265,7 @@ fn block_map(cur: &mut Cursor, total: u64, bs: usize) -> Option<Mapping> {
                 put(&mut meta[dind].1, (r / p) % p, b);
             }
         }
-        let b = cur.take()?;
+        let b = next_data(cur)?;
         put(&mut meta[ind].1, r % p, u32::try_from(b).ok()?);
         data.push(b);
     }

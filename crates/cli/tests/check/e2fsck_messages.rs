@@ -324,23 +324,37 @@ fn passes_1b_to_1d_print_as_e2fsck_prints_them() {
     common::debugfs_w(&t, &img.path, &format!("sif /a/f4 block[1] {b3}"));
     common::debugfs_w(&t, &img.path, &format!("sif /b/x block[0] {b5}"));
     let (ours, theirs) = both_fy(&t, &img);
-    let want = between(&theirs.stdout, "Running additional passes", "Pass 2:");
-    assert!(
-        want.iter().any(|l| l.starts_with("File /a/f4 (inode #")),
-        "test setup: e2fsck found no shared blocks:\n{}",
-        theirs.stdout
-    );
-    assert_eq!(
-        between(&ours.stdout, "Running additional passes", "Pass 2:"),
-        want,
-        "\nffsck:\n{}\ne2fsck:\n{}",
-        ours.stdout,
-        theirs.stdout
+    same_section(
+        &ours,
+        &theirs,
+        ("Running additional passes", "Pass 2:"),
+        |l| l.starts_with("File /a/f4 (inode #"),
+        "test setup: e2fsck found no shared blocks",
     );
     assert_eq!(ours.code(), theirs.code());
 }
 
 /// e2fsck -fy and ffsck -fy on copies of one image, both named `test`: their outputs.
+/// The lines of e2fsck's output from `from` to `to` are ffsck's too; `setup` (what the test
+/// is about) must be among e2fsck's, or the image did not show the case.
+fn same_section(
+    ours: &common::Run,
+    theirs: &common::Run,
+    (from, to): (&str, &str),
+    setup: impl Fn(&str) -> bool,
+    what: &str,
+) {
+    let want = between(&theirs.stdout, from, to);
+    assert!(want.iter().any(|l| setup(l)), "{what}:\n{}", theirs.stdout);
+    assert_eq!(
+        between(&ours.stdout, from, to),
+        want,
+        "\nffsck:\n{}\ne2fsck:\n{}",
+        ours.stdout,
+        theirs.stdout
+    );
+}
+
 fn both_fy(t: &common::Tools, img: &common::Image) -> (common::Run, common::Run) {
     let theirs_img = img.aux("e2fsck.img");
     std::fs::copy(&img.path, &theirs_img).unwrap();
@@ -363,18 +377,12 @@ fn latched_problems_print_their_answer_word() {
     common::debugfs_w(&t, &img.path, "sif /a/f5 block[1] 99999999");
     common::debugfs_w(&t, &img.path, "sif /a/f5 block[2] 99999998");
     let (ours, theirs) = both_fy(&t, &img);
-    let want = between(&theirs.stdout, "Pass 1:", "Pass 2:");
-    assert!(
-        want.iter().any(|l| l.ends_with("  CLEARED.")),
-        "test setup: e2fsck latched nothing:\n{}",
-        theirs.stdout
-    );
-    assert_eq!(
-        between(&ours.stdout, "Pass 1:", "Pass 2:"),
-        want,
-        "\nffsck:\n{}\ne2fsck:\n{}",
-        ours.stdout,
-        theirs.stdout
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 1:", "Pass 2:"),
+        |l| l.ends_with("  CLEARED."),
+        "test setup: e2fsck latched nothing",
     );
 }
 
@@ -578,18 +586,12 @@ fn an_extent_block_with_a_bad_checksum_names_its_last_extent() {
     // A byte of an unused slot (covered by the checksum, not by any check).
     common::patch(&img.path, leaf * 1024 + 1000, &[0x5a]);
     let (ours, theirs) = both_fy(&t, &img);
-    let want = between(&theirs.stdout, "Pass 1:", "Pass 2:");
-    assert!(
-        want.iter().any(|l| l.starts_with("\t(logical block ")),
-        "test setup: e2fsck found no bad checksum:\n{}",
-        theirs.stdout
-    );
-    assert_eq!(
-        between(&ours.stdout, "Pass 1:", "Pass 2:"),
-        want,
-        "\nffsck:\n{}\ne2fsck:\n{}",
-        ours.stdout,
-        theirs.stdout
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 1:", "Pass 2:"),
+        |l| l.starts_with("\t(logical block "),
+        "test setup: e2fsck found no bad checksum",
     );
 }
 

@@ -9,6 +9,7 @@ mod journal_reset;
 mod mark_checked;
 mod repair;
 mod repair_badblocks;
+mod repair_bblist;
 mod repair_blocks;
 mod repair_commit;
 mod repair_converge;
