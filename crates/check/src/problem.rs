@@ -578,7 +578,7 @@ catalogue! {
     P2_SPLIT_DOT = 0x020024, Split, 0, Salvage, RESHAPES, "Directory entry for '.' in {dirpath} is big.\n";
     P2_BAD_FIFO = 0x020025, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal FIFO.\n";
     P2_BAD_SOCKET = 0x020026, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal socket.\n";
-    P2_SET_FILETYPE = 0x020027, None, PREEN_OK | NO_OK | NO_NOMSG, Dirent, 0, "Setting filetype for entry '{name}' in {dirpath} to {num}.";
+    P2_SET_FILETYPE = 0x020027, None, PREEN_OK | NO_OK | NO_NOMSG, Dirent, 0, "Setting filetype for entry '{name}' in {dirpath} to {num2}.";
     P2_BAD_FILETYPE = 0x020028, Fix, 0, Dirent, 0, "Entry '{name}' in {dirpath} has an incorrect filetype (was {num}, should be {num2}).\n";
     P2_CLEAR_FILETYPE = 0x020029, Clear, 0, Dirent, 0, "Entry '{name}' in {dirpath} has filetype set.\n";
     P2_NULL_NAME = 0x020030, Clear, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has a zero-length name.\n";
@@ -740,6 +740,27 @@ mod tests {
             }
             assert_eq!((code >> 16) as u8, p.pass(), "{}: code {code:#08x}", i.name);
         }
+    }
+
+    /// The type an entry is given is the one it should have (`num2`), as e2fsck says it.
+    #[test]
+    fn a_filetype_is_set_to_the_inodes_type() {
+        let f = Finding {
+            problem: Problem::P2_SET_FILETYPE,
+            ctx: ProblemCtx {
+                dir: 14,
+                num: 0,
+                num2: 1,
+                name: Some("f0".into()),
+                path: Note(Some("/d0".into())),
+                ..Default::default()
+            },
+            fixed: true,
+        };
+        assert_eq!(
+            f.message(),
+            "Setting filetype for entry 'f0' in /d0 (14) to 1."
+        );
     }
 
     #[test]
