@@ -175,6 +175,11 @@ impl RawInode {
         out.copy_from_slice(self.i_block.as_bytes());
         out
     }
+    /// Put `bytes` into `i_block` as they lie on disk (the inverse of `block_bytes`): a
+    /// block map's pointers, an extent root, a fast symlink's target.
+    pub fn set_block_bytes(&mut self, bytes: &[u8; 60]) {
+        self.i_block.as_mut_bytes().copy_from_slice(bytes);
+    }
     pub fn extra_isize(&self) -> u16 {
         self.i_extra_isize.get()
     }

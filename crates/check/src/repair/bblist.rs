@@ -149,10 +149,7 @@ pub(super) fn update(
     let size = blocks.len() as u64 * bs as u64;
     let now = now.clamp(0, i64::from(u32::MAX)) as u32;
     edit(p0, dev, ino::BAD, |n| {
-        for (k, w) in n.i_block.iter_mut().enumerate() {
-            let b = &root[4 * k..4 * k + 4];
-            w.set(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-        }
+        n.set_block_bytes(&root);
         n.i_flags.set(n.i_flags.get() & !flags::EXTENTS);
         n.i_blocks_lo.set(sectors as u32);
         n.l_i_blocks_high.set((sectors >> 32) as u16);

@@ -158,26 +158,10 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
         };
         if changed {
             edit(p0, dev, ino, |n| {
-                for (k, w) in n.i_block.iter_mut().enumerate() {
-                    w.set(u32::from_le_bytes([
-                        iblock[4 * k],
-                        iblock[4 * k + 1],
-                        iblock[4 * k + 2],
-                        iblock[4 * k + 3],
-                    ]));
-                }
+                n.set_block_bytes(&iblock);
             });
         }
     }
-}
-
-pub(super) fn word(buf: &[u8], i: usize) -> u64 {
-    u64::from(u32::from_le_bytes([
-        buf[4 * i],
-        buf[4 * i + 1],
-        buf[4 * i + 2],
-        buf[4 * i + 3],
-    ]))
 }
 
 /// Largest logical block a directory may map without `large_dir`.

@@ -266,14 +266,7 @@ impl Cloner<'_, '_> {
         };
         edit(self.p0, self.dev, self.ino, |i| {
             if changed {
-                for (k, w) in i.i_block.iter_mut().enumerate() {
-                    w.set(u32::from_le_bytes([
-                        iblock[4 * k],
-                        iblock[4 * k + 1],
-                        iblock[4 * k + 2],
-                        iblock[4 * k + 3],
-                    ]));
-                }
+                i.set_block_bytes(&iblock);
             }
             if let Some(b) = new_acl {
                 set_acl(i, b);

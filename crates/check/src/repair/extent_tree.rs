@@ -116,10 +116,7 @@ fn set_root(
     more: impl FnOnce(&mut ffsck_format::inode::RawInode),
 ) {
     edit(p0, dev, ino, |n| {
-        for (k, w) in n.i_block.iter_mut().enumerate() {
-            let b = &root[4 * k..4 * k + 4];
-            w.set(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-        }
+        n.set_block_bytes(root);
         more(n);
     });
 }

@@ -495,14 +495,7 @@ pub fn grow(
     let _ = dev.write_at(&b, blk * bs as u64);
     let huge = fs.geo.ro_compat.has(ffsck_format::RoCompat::HUGE_FILE);
     edit(p0, dev, dir, |i| {
-        for (k, w) in i.i_block.iter_mut().enumerate() {
-            w.set(u32::from_le_bytes([
-                ib[4 * k],
-                ib[4 * k + 1],
-                ib[4 * k + 2],
-                ib[4 * k + 3],
-            ]));
-        }
+        i.set_block_bytes(&ib);
         let size = (n + 1) * bs as u64;
         i.i_size_lo.set(size as u32);
         i.i_size_high.set((size >> 32) as u32);
@@ -565,14 +558,7 @@ pub(super) fn create_dir(
         ib[16..18].copy_from_slice(&1u16.to_le_bytes());
         ib[18..20].copy_from_slice(&((blk >> 32) as u16).to_le_bytes());
         ib[20..24].copy_from_slice(&(blk as u32).to_le_bytes());
-        for (k, w) in inode.i_block.iter_mut().enumerate() {
-            w.set(u32::from_le_bytes([
-                ib[4 * k],
-                ib[4 * k + 1],
-                ib[4 * k + 2],
-                ib[4 * k + 3],
-            ]));
-        }
+        inode.set_block_bytes(&ib);
     } else {
         inode.i_block[0].set(blk as u32);
     }

@@ -486,10 +486,7 @@ pub(super) fn fresh_inode(
         if extent_mapped {
             i.i_flags.set(flags::EXTENTS);
         }
-        for (k, w) in i.i_block.iter_mut().enumerate() {
-            let r = &file.root[4 * k..4 * k + 4];
-            w.set(u32::from_le_bytes([r[0], r[1], r[2], r[3]]));
-        }
+        i.set_block_bytes(&file.root);
         if large {
             // The fields up to the creation time (32 bytes past the classic inode).
             i.i_extra_isize.set(32);

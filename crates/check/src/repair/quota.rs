@@ -124,10 +124,7 @@ fn rewrite(
         if extents {
             i.i_flags.set(i.i_flags.get() | flags::EXTENTS);
         }
-        for (k, w) in i.i_block.iter_mut().enumerate() {
-            let r = &file.root[4 * k..4 * k + 4];
-            w.set(u32::from_le_bytes([r[0], r[1], r[2], r[3]]));
-        }
+        i.set_block_bytes(&file.root);
     });
     true
 }

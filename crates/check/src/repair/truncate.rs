@@ -8,7 +8,6 @@
 //! Every walk is bounded: the mapping blocks read are capped by the file-system size, and
 //! depths by the format (3 indirect levels, 5 extent levels).
 
-use super::blockmap::word;
 use super::clone::write_node;
 use super::inode::edit;
 use crate::ext4::blocks::{Damage, Edit, Edits, Index, Indirect, Mapping, Span, Step};
@@ -74,9 +73,7 @@ pub fn to_size(p0: &Pass0Facts, dev: &dyn Device, ino: u32) {
     let huge = inode.flags() & iflags::HUGE_FILE != 0;
     let units = if huge { count } else { count * (bs / 512) };
     edit(p0, dev, ino, |n| {
-        for (k, w) in n.i_block.iter_mut().enumerate() {
-            w.set(word(&iblock, k) as u32);
-        }
+        n.set_block_bytes(&iblock);
         n.i_blocks_lo.set(units as u32);
         n.l_i_blocks_high.set((units >> 32) as u16);
     });
