@@ -19,8 +19,6 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use zerocopy::FromBytes;
 
-/// `s_flags` bit: the file system hashes names as unsigned chars.
-const FLAGS_UNSIGNED_HASH: u32 = 0x2;
 /// Child block numbers keep their top four bits for future use.
 const DX_BLOCK_MASK: u32 = 0x0fff_ffff;
 /// The last child of a node covers hashes up to this value.
@@ -114,7 +112,7 @@ pub fn read_roots_of<F: crate::facts::Facts + ?Sized>(
             }
         }
     }
-    let unsigned = fs.sb.s_flags.get() & FLAGS_UNSIGNED_HASH != 0;
+    let unsigned = fs.sb.unsigned_dir_hash();
     let list: Vec<(u32, (u32, u32, u64))> = dirs.into_iter().collect();
     list.into_par_iter()
         .map(|(ino, (numblocks, listed, root))| {
@@ -145,6 +143,11 @@ pub fn read_roots_of<F: crate::facts::Facts + ?Sized>(
 
 /// The hash of one name as the index stores it, `None` when we cannot compute it.
 pub fn name_hash(fs: &Fs, dx: &DxDir, name: &[u8]) -> Option<u32> {
+    name_hashes(fs, dx, name).map(|(major, _)| major)
+}
+
+/// The major and minor hashes of one name (see [`name_hash`]).
+pub fn name_hashes(fs: &Fs, dx: &DxDir, name: &[u8]) -> Option<(u32, u32)> {
     let seed = fs.sb.s_hash_seed.map(|w| w.get());
     if dx.hash_version == hash::SIPHASH {
         return None;
@@ -156,11 +159,11 @@ pub fn name_hash(fs: &Fs, dx: &DxDir, name: &[u8]) -> Option<u32> {
         }
         let folded = name.to_ascii_lowercase();
         return Some(
-            ffsck_format::dirhash::name_hash(dx.hash_version, &folded, &seed).unwrap_or(0),
+            ffsck_format::dirhash::name_hashes(dx.hash_version, &folded, &seed).unwrap_or((0, 0)),
         );
     }
     // An unknown version hashes every name to 0, as e2fsck's library does.
-    Some(ffsck_format::dirhash::name_hash(dx.hash_version, name, &seed).unwrap_or(0))
+    Some(ffsck_format::dirhash::name_hashes(dx.hash_version, name, &seed).unwrap_or((0, 0)))
 }
 
 /// Is block `lblk > 0` of an indexed directory an interior node (one empty entry spanning the

@@ -43,6 +43,9 @@ pub struct Overrides {
     pub fragcheck: bool,
     /// `-E ea_ver=1`: xattr blocks carry the version-1 magic; `None` (or 2): version 2.
     pub ea_ver: Option<u8>,
+    /// `indexed_dir_slack_percentage`: the free share (percent) of each leaf of a directory
+    /// pass 3A indexes; `None`: e2fsck's default, 20.
+    pub dir_slack: Option<u8>,
 }
 
 impl Overrides {
@@ -55,6 +58,7 @@ impl Overrides {
         convert_block_maps: false,
         fragcheck: false,
         ea_ver: None,
+        dir_slack: None,
     };
 
     fn problem(&self, p: Problem) -> Option<&ProblemOverride> {

@@ -270,6 +270,7 @@ pub fn run_with(
     let now: Clock = now.into();
     let primary_sb = read_primary(&*dev, hint, policy, out)?;
     let chosen = choose(&*dev, hint, policy, primary_sb, out)?;
+    let chosen = fit_device(&*dev, chosen, policy, out);
     let Candidate {
         sb,
         geo,
@@ -415,6 +416,20 @@ fn choose(
             match (backup, first) {
                 (Some(b), _) => b,
                 (None, Ok(c)) => c,
+                // No backup to take: a primary whose checksum names the one byte damaged
+                // is used with that byte put back.
+                (None, Err(e)) if corrected(dev, primary_sb.as_ref()).is_some() => {
+                    let Some((c, r)) = corrected(dev, primary_sb.as_ref()) else {
+                        return Err(OpenFailure::Corrupt(e.why));
+                    };
+                    if e.why == crate::superblock::CSUM_MISMATCH {
+                        if let Some(i) = open_failed.take() {
+                            out.0.truncate(i);
+                        }
+                    }
+                    report_rebuilt(out, policy, &r);
+                    c
+                }
                 // No backup to take: a primary wrong only in its checksum is used, the
                 // checksum a finding of its own (below).
                 (None, Err(e))
@@ -439,19 +454,8 @@ fn choose(
                         return Err(OpenFailure::Corrupt(e.why));
                     };
                     // Answered no, the check goes on with the values they should have (exit 4).
-                    for r in fields {
-                        let ctx = ProblemCtx {
-                            str: Some(r.field.into()),
-                            num: r.was,
-                            num2: r.now,
-                            ..Default::default()
-                        };
-                        let p = if r.field == "s_inodes_count" {
-                            P::P0_INODE_COUNT_WRONG
-                        } else {
-                            P::P0_SB_FIELD_REBUILT
-                        };
-                        out.report(policy, p, ctx);
+                    for r in &fields {
+                        report_rebuilt(out, policy, r);
                     }
                     c
                 }
@@ -469,6 +473,52 @@ fn choose(
         f.ctx.blk = chosen.sb_block;
     }
     Ok(chosen)
+}
+
+/// A primary that claims more blocks than the device holds, and whose checksum fails as it
+/// stands but holds with the device's size as the block count: the checksum names the damaged
+/// field and its value, so the count is set (a finding; answered no, the check goes on with
+/// it, exit 4). Without that proof a device shorter than the file system cannot be told from
+/// a damaged count (a truncated partition looks the same), and it stays e2fsck's question.
+fn fit_device(dev: &dyn Device, c: Candidate, policy: Policy, out: &mut Findings) -> Candidate {
+    let dev_blocks = dev.size() / u64::from(c.geo.block_size);
+    let proven = c.sb_block == 0
+        && dev_blocks < c.geo.blocks_count
+        && c.sb.has_metadata_csum()
+        && !c.sb.checksum_ok();
+    if !proven {
+        return c;
+    }
+    let mut t = c.sb.clone();
+    crate::superblock::set_field(&mut t, "s_blocks_count", dev_blocks);
+    if !t.checksum_ok() {
+        return c;
+    }
+    match candidate(dev, t, 0, true) {
+        Ok(fixed) if fixed.descs_ok => {
+            let ctx = ProblemCtx {
+                str: Some("s_blocks_count".into()),
+                num: c.geo.blocks_count,
+                num2: dev_blocks,
+                ..Default::default()
+            };
+            out.report(policy, P::P0_SB_FIELD_REBUILT, ctx);
+            fixed
+        }
+        _ => c,
+    }
+}
+
+/// The primary with the one byte its failing checksum names put back
+/// (`superblock::csum_correction`), if the result passes every rule, its descriptors check
+/// and the root directory is where they put it.
+fn corrected(
+    dev: &dyn Device,
+    sb: Option<&RawSuperblock>,
+) -> Option<(Candidate, crate::superblock::Rebuilt)> {
+    let (fixed, r) = crate::superblock::csum_correction(sb?)?;
+    let c = candidate(dev, fixed, 0, true).ok()?;
+    (c.descs_ok && root_is_a_directory(dev, &c)).then_some((c, r))
 }
 
 /// Feature bits no kernel defines, in a primary used although its checksum fails (no backup
@@ -521,52 +571,186 @@ fn despite_errors(
     sb: Option<&RawSuperblock>,
 ) -> Option<(Candidate, Vec<crate::superblock::Rebuilt>)> {
     let sb = sb?;
-    let csum_was_ok = crate::superblock::csum_reject(sb).is_none();
     // The block size as it stands first, then the ones that may have been damaged.
     let seeds = std::iter::once(None).chain(
         crate::superblock::block_size_seeds(sb)
             .into_iter()
             .map(Some),
     );
-    seeds.into_iter().find_map(|seed| {
-        let log = seed
-            .as_ref()
-            .map_or(sb.s_log_block_size.get(), |r| r.now as u32);
-        let dev_blocks = dev.size() >> (10 + log.min(16));
-        let (mut fixed, fields) = crate::superblock::rebuild_fields(sb, dev_blocks, seed)?;
-        if csum_was_ok {
-            fixed.update_checksum();
+    seeds
+        .into_iter()
+        .find_map(|seed| rebuild(dev, sb, seed))
+        .or_else(|| inode_size_fix(dev, sb))
+}
+
+/// `sb` with `seed` set and the fields that then follow (`rebuild_fields`), if the result
+/// opens and holds up: descriptors that check and a root directory where they put it, and
+/// for a restored magic number proof that it is an ext2/3/4 superblock (`proves_ext`).
+fn rebuild(
+    dev: &dyn Device,
+    sb: &RawSuperblock,
+    seed: Option<crate::superblock::Rebuilt>,
+) -> Option<(Candidate, Vec<crate::superblock::Rebuilt>)> {
+    let csum_was_ok = crate::superblock::csum_reject(sb).is_none();
+    let log = seed
+        .as_ref()
+        .filter(|r| r.field == "s_log_block_size")
+        .map_or(sb.s_log_block_size.get(), |r| r.now as u32);
+    let dev_blocks = dev.size() >> (10 + log.min(16));
+    let (mut fixed, fields) = crate::superblock::rebuild_fields(sb, dev_blocks, seed)?;
+    if csum_was_ok {
+        fixed.update_checksum();
+    }
+    let strict = csum_was_ok || fixed.checksum_ok();
+    let c = candidate(dev, fixed, 0, strict).ok()?;
+    let count_only = fields.iter().all(|r| r.field == "s_inodes_count");
+    let magic = fields.iter().any(|r| r.field == "s_magic");
+    let usable = count_only || (c.descs_ok && root_is_a_directory(dev, &c));
+    (usable && (!magic || proves_ext(dev, sb, &c))).then_some((c, fields))
+}
+
+/// An inode size no file system can have (not a power of two from 128 bytes to the block
+/// size): each size it could have had is tried, and taken only when it is the one size that
+/// puts a root directory (mode, links, "." and ".." in its first block, and with
+/// metadata_csum a good inode checksum) where the descriptors put the inode table. A wrong
+/// size reads the root from the middle of inode 1 or from another inode.
+fn inode_size_fix(
+    dev: &dyn Device,
+    sb: &RawSuperblock,
+) -> Option<(Candidate, Vec<crate::superblock::Rebuilt>)> {
+    let log = sb.s_log_block_size.get();
+    let isz = u32::from(sb.s_inode_size.get());
+    let bs = 1024u32.checked_shl(log).filter(|_| log <= 6)?;
+    let valid = (128..=bs).contains(&isz) && isz.is_power_of_two();
+    if sb.s_rev_level.get() == 0 || valid {
+        return None;
+    }
+    let mut found = None;
+    let sizes = (7..=16u32).map(|l| 1u32 << l).filter(|&s| s <= bs);
+    for size in sizes {
+        let seed = crate::superblock::Rebuilt {
+            field: "s_inode_size",
+            was: u64::from(isz),
+            now: u64::from(size),
+        };
+        let Some((c, fields)) = rebuild(dev, sb, Some(seed)) else {
+            continue;
+        };
+        if !(root_has_dots(dev, &c) && root_csum_ok(dev, &c)) {
+            continue;
         }
-        let strict = csum_was_ok || fixed.checksum_ok();
-        let c = candidate(dev, fixed, 0, strict).ok()?;
-        let count_only = fields.iter().all(|r| r.field == "s_inodes_count");
-        (count_only || (c.descs_ok && root_is_a_directory(dev, &c))).then_some((c, fields))
-    })
+        if found.is_some() {
+            return None;
+        }
+        found = Some((c, fields));
+    }
+    found
+}
+
+/// The root inode's bytes, read where `c`'s layout puts it.
+fn root_inode(dev: &dyn Device, c: &Candidate) -> Option<Vec<u8>> {
+    let gd = c.gds.first()?;
+    let bs = u64::from(c.geo.block_size);
+    let isz = u64::from(c.geo.inode_size);
+    let off = gd
+        .inode_table()
+        .checked_mul(bs)?
+        .checked_add(isz * u64::from(ffsck_format::ino::ROOT - 1))?;
+    let mut raw = vec![0u8; (isz as usize).max(ffsck_format::inode::GOOD_OLD_INODE_SIZE)];
+    dev.read_at(&mut raw, off).ok()?;
+    Some(raw)
 }
 
 /// The root inode, read where `c`'s layout puts it, is a directory with links: the check a
 /// superblock whose fields were set from the others must pass before it is used (a wrong
 /// block size or group size puts the inode table elsewhere).
 fn root_is_a_directory(dev: &dyn Device, c: &Candidate) -> bool {
-    let Some(gd) = c.gds.first() else {
+    root_inode(dev, c).is_some_and(|raw| {
+        let inode = ffsck_format::RawInode::parse(&raw);
+        inode.mode() & ffsck_format::inode::mode::S_IFMT == ffsck_format::inode::mode::S_IFDIR
+            && inode.links_count() >= 2
+    })
+}
+
+/// With metadata_csum, the root inode's checksum holds under `c` (which seeds it and sizes
+/// the inode); without it there is nothing to hold.
+fn root_csum_ok(dev: &dyn Device, c: &Candidate) -> bool {
+    if !c.sb.has_metadata_csum() {
+        return true;
+    }
+    root_inode(dev, c).is_some_and(|raw| {
+        let (want, stored, _) =
+            ffsck_format::inode::inode_checksum(&raw, c.sb.csum_seed(), ffsck_format::ino::ROOT);
+        want == stored
+    })
+}
+
+/// Proof that a superblock whose magic number was damaged (`orig`, as read) is an ext2/3/4
+/// superblock all the same, once `c` (it with the magic restored, and any field that then
+/// follows) has passed the opening rules and its descriptors check: its own checksum holds
+/// (as it stands, or with the magic restored), or every group descriptor's checksum holds
+/// under it, or the root directory it locates begins with "." and ".." naming inode 2. A
+/// device that holds something else (or nothing) gives none of these by chance.
+fn proves_ext(dev: &dyn Device, orig: &RawSuperblock, c: &Candidate) -> bool {
+    let csum = orig.has_metadata_csum() && {
+        let mut t = orig.clone();
+        t.s_magic.set(ffsck_format::EXT2_MAGIC);
+        orig.checksum_ok() || t.checksum_ok()
+    };
+    let ds = c.geo.desc_size as usize;
+    let sealed = c.sb.has_group_csum()
+        && c.gds
+            .iter()
+            .enumerate()
+            .all(|(g, gd)| gd.compute_checksum(&c.sb, g as u32, ds) == Some(gd.bg_checksum.get()));
+    csum || sealed || root_has_dots(dev, c)
+}
+
+/// The root directory's first block (or its inline data) names inode 2 as "." and "..".
+fn root_has_dots(dev: &dyn Device, c: &Candidate) -> bool {
+    use ffsck_format::inode::flags;
+    const ROOT: u32 = ffsck_format::ino::ROOT;
+    let Some(raw) = root_inode(dev, c) else {
         return false;
     };
-    let bs = u64::from(c.geo.block_size);
-    let isz = u64::from(c.geo.inode_size);
-    let Some(off) = gd
-        .inode_table()
-        .checked_mul(bs)
-        .and_then(|o| o.checked_add(isz * u64::from(ffsck_format::ino::ROOT - 1)))
-    else {
-        return false;
+    let inode = ffsck_format::RawInode::parse(&raw);
+    let words: Vec<u32> = inode.i_block.iter().map(|w| w.get()).collect();
+    if inode.flags() & flags::INLINE_DATA != 0 {
+        // An inline directory starts with its parent's number; the root is its own parent.
+        return words[0] == ROOT;
+    }
+    let blk = if inode.flags() & flags::EXTENTS != 0 {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        match ffsck_format::extent::Node::parse(&bytes) {
+            Ok(n) if n.is_leaf() && !n.is_empty() => n.extent(0).start(),
+            _ => return false,
+        }
+    } else {
+        u64::from(words[0])
     };
-    let mut raw = [0u8; 28];
-    if dev.read_at(&mut raw, off).is_err() {
+    if blk < c.geo.first_data_block || blk >= c.geo.blocks_count {
         return false;
     }
-    let mode = u16::from_le_bytes([raw[0], raw[1]]);
-    let links = u16::from_le_bytes([raw[26], raw[27]]);
-    mode & 0o170000 == ffsck_format::inode::mode::S_IFDIR && links >= 2
+    let bs = u64::from(c.geo.block_size);
+    let mut buf = vec![0u8; bs as usize];
+    if blk
+        .checked_mul(bs)
+        .is_none_or(|o| dev.read_at(&mut buf, o).is_err())
+    {
+        return false;
+    }
+    let entry = |at: usize, name: &[u8]| -> Option<usize> {
+        let head = buf.get(at..at + 8)?;
+        let ino = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let rec_len = usize::from(u16::from_le_bytes([head[4], head[5]]));
+        let name_len = usize::from(head[6]);
+        let ok = ino == ROOT
+            && name_len == name.len()
+            && rec_len >= 12
+            && buf.get(at + 8..at + 8 + name_len) == Some(name);
+        ok.then_some(rec_len)
+    };
+    entry(0, b".").is_some_and(|len| entry(len, b"..").is_some())
 }
 
 /// Refuse what ffsck does not check (unknown incompatible or read-only-compatible features,
@@ -762,17 +946,34 @@ fn check_hints(fs: &Fs, policy: Policy, journal_ok: bool, out: &mut Findings) {
         }
     }
     if sb.compat().has(Compat::DIR_INDEX)
-        && sb.s_flags.get() & (FLAGS_SIGNED_HASH | FLAGS_UNSIGNED_HASH) == 0
+        && sb.s_flags.get()
+            & (ffsck_format::superblock::FLAGS_SIGNED_HASH
+                | ffsck_format::superblock::FLAGS_UNSIGNED_HASH)
+            == 0
     {
         out.report(policy, P::P0_DIRHASH_HINT, ProblemCtx::default());
     }
 }
 
+/// Report a superblock field put back from the file system's own evidence: in e2fsck's
+/// words for the inode count, as ffsck's own finding for the rest.
+fn report_rebuilt(out: &mut Findings, policy: Policy, r: &crate::superblock::Rebuilt) {
+    let p = if r.field == "s_inodes_count" {
+        P::P0_INODE_COUNT_WRONG
+    } else {
+        P::P0_SB_FIELD_REBUILT
+    };
+    let ctx = ProblemCtx {
+        str: Some(r.field.into()),
+        num: r.was,
+        num2: r.now,
+        ..Default::default()
+    };
+    out.report(policy, p, ctx);
+}
+
 /// `s_jnl_backup_type` of a superblock whose `s_jnl_blocks` copy the journal inode's map.
 pub(crate) const JNL_BACKUP_BLOCKS: u8 = 1;
-/// `s_flags`: directory hashes were computed with signed or unsigned chars.
-pub(crate) const FLAGS_SIGNED_HASH: u32 = 1;
-const FLAGS_UNSIGNED_HASH: u32 = 2;
 
 /// What the superblock keeps of the journal inode (`s_jnl_blocks`): its 15 `i_block` words,
 /// then the high and low words of its size.

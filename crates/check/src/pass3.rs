@@ -48,7 +48,6 @@ pub fn run(
         // A directory's links are looked up only once the walk reaches it unfinished (most
         // walks end at their first parent, which is done: no lookup at all).
         let mut cur = dir;
-        let mut cur_links = links;
         // Reconnected to /lost+found: its `..` is fixed once it has its new parent.
         let mut connected = false;
         // A chain can never be longer than the number of directories.
@@ -56,12 +55,16 @@ pub fn run(
             if done.get(u64::from(cur)) {
                 break;
             }
-            if cur != dir {
-                cur_links = p2.dirs.get(&cur).unwrap_or_default();
-            }
+            // (Back at `dir` after a loop, its own links again.)
+            let cur_links = if cur == dir {
+                links
+            } else {
+                p2.dirs.get(&cur).unwrap_or_default()
+            };
             if on_chain.get(u64::from(cur)) {
-                // Reconnected to /lost+found, as an unconnected directory is: the loop's
-                // other entry for it is then a second link, dropped by the next pass 2.
+                // Reconnected to /lost+found, as an unconnected directory is; the repair
+                // also drops the entry that closed the loop (in its parent's directory), so
+                // the next pass 2 cannot choose it over the new one.
                 let yes = out.report(
                     policy,
                     P::P3_LOOPED_DIR,

@@ -412,8 +412,11 @@ catalogue! {
     P0_JOURNAL_CORRUPTED = -, None, 0, -, 0, "Journal corrupted: {str}.";
     P0_JOURNAL_FC_NOT_REPLAYED = -, None, INFO, -, 0, "The journal holds fast commits for transaction {num}, after the last full commit; they were not replayed, so their changes are missing from this check.";
     P0_INODE_COUNT_WRONG = 0x00000D, Fix, SB_ERROR, Superblock, 0, "Inode count in the superblock is {num}, should be {num2}.\n";
-    // e2fsck has no code for this: it stops at a superblock no copy of which opens. ffsck sets
-    // a field that the rest of the superblock gives a value to (see superblock::rebuild_fields).
+    // e2fsck has no code for this: it stops at a superblock no copy of which opens (its
+    // PR_0_SB_CORRUPT, ffsck's P0_SB_CORRUPT, is what ffsck still says without proof). ffsck
+    // sets a field that the rest of the superblock gives a value to (superblock::
+    // rebuild_fields), or that the file system proves (pass0: a magic number, an inode size, a
+    // block count its checksum names).
     P0_SB_FIELD_REBUILT = -, Fix, SB_ERROR, Superblock, 0, "The superblock's {str} is {num}, should be {num2} (no backup superblock could be used).";
 
     // ---- Pass 1: inodes, blocks and sizes ----
@@ -460,7 +463,7 @@ catalogue! {
     P1_TOOBIG_DIR = 0x010044, Clear, 0, BlockMap, REMAPS | MAP, "{Block} ({blk}) causes directory to be too big.";
     P1_TOOBIG_REG = 0x010045, Clear, 0, -, 0, "{Block} ({blk}) causes file to be too big.";
     P1_TOOBIG_SYMLINK = 0x010046, Clear, 0, BlockMap, REMAPS | MAP, "{Block} ({blk}) causes symlink to be too big.";
-    P1_HTREE_SET = 0x010047, ClearHtree, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has INDEX_FL flag set on a file system without htree support.\n";
+    P1_HTREE_SET = 0x010047, ClearHtree, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has INDEX_FL flag set on filesystem without htree support.\n";
     P1_HTREE_NODIR = 0x010048, ClearHtree, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has INDEX_FL flag set but is not a directory.\n";
     P1_HTREE_BADROOT = 0x010049, ClearHtree, PREEN_OK, Salvage, RESHAPES, "HTREE directory inode {ino} has an invalid root node.\n";
     P1_HTREE_HASHV = 0x01004A, ClearHtree, PREEN_OK, Salvage, RESHAPES, "HTREE directory inode {ino} has an unsupported hash version ({num})\n";
@@ -477,11 +480,11 @@ catalogue! {
     P1_EXTENT_ENDS_BEYOND = 0x010059, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent\n\t(logical block {num}, physical block {blk}, invalid len {num2})\n";
     // e2fsck clears this inode; the next round clears its entries (as for P1_MISSING_EXTENT_HEADER
     // and pass 2's P2_BAD_MODE..P2_INVALID_SYMLINK).
-    P1_EXTENTS_SET = 0x01005A, Clear, PREEN_OK, Clear, RESHAPES | INODE, "Inode {ino} has EXTENTS_FL flag set on a file system without extents support.\n";
-    P1_EXTENT_FEATURE = 0x01005B, Fix, PREEN_OK, Features, ALONE | REMAPS, "Inode {ino} is in extent format, but the superblock is missing the EXTENTS feature\n";
+    P1_EXTENTS_SET = 0x01005A, Clear, PREEN_OK, Clear, RESHAPES | INODE, "Inode {ino} has EXTENTS_FL flag set on filesystem without extents support.\n";
+    P1_EXTENT_FEATURE = 0x01005B, Fix, PREEN_OK, Features, ALONE | REMAPS, "Inode {ino} is in extent format, but superblock is missing EXTENTS feature\n";
     P1_UNSET_EXTENT_FL = 0x01005C, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino} missing EXTENT_FL, but is in extents format\n";
     P1_FAST_SYMLINK_EXTENT_FL = 0x01005D, Clear, PREEN_OK, Inode, INODE | MAP, "Fast symlink {ino} has EXTENT_FL set.";
-    P1_OUT_OF_ORDER_EXTENTS = 0x01005E, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has out of order extents (invalid logical block {num}, physical block {blk}, len {num2})\n";
+    P1_OUT_OF_ORDER_EXTENTS = 0x01005E, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has out of order extents\n\t(invalid logical block {num}, physical block {blk}, len {num2})\n";
     P1_EXTENT_HEADER_INVALID = 0x01005F, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent node (blk {blk}, lblk {num})\n";
     P1_QUOTA_BAD_MODE = 0x010062, Clear, PREEN_OK, Inode, INODE | MAP, "Quota inode is not a regular file.";
     P1_QUOTA_INODE_NOT_CLEAR = 0x010063, Clear, PREEN_OK, Inode, 0, "Quota inode is not in use, but contains data.";
@@ -499,18 +502,19 @@ catalogue! {
     P1_CRITICAL_METADATA_COLLISION = 0x010071, None, INFO, -, 0, "Inode {ino} block {blk} conflicts with critical metadata, skipping block checks.\n";
     P1_COLLAPSE_DBLOCK = 0x010072, Fix, 0, BlockMap, REMAPS | MAP, "Directory inode {ino} block {blk} should be at block {blk2}.";
     P1_UNINIT_DBLOCK = 0x010073, Fix, PREEN_OK, BlockMap, REMAPS | MAP, "Directory inode {ino} has extent marked uninitialized at block {num}.";
-    P1_MISALIGNED_CLUSTER = 0x010074, Clear, 0, -, 0, "Inode {ino} logical block {num} (physical block {blk}) violates cluster allocation rules.\n";
+    P1_MISALIGNED_CLUSTER = 0x010074, None, INFO, -, 0, "Inode {ino} logical block {num} (physical block {blk}) violates cluster allocation rules.\nWill fix in pass 1B.";
     P1_INLINE_DATA_NO_ATTR = 0x010075, Truncate, 0, Inode, INODE | MAP, "Inode {ino} has INLINE_DATA_FL flag but extended attribute not found.";
     P1_SPECIAL_EXTENTS_IDATA = 0x010076, Clear, PREEN_OK, Inode, INODE | MAP, "Special (device/socket/fifo) file (inode {ino}) has extents\nor inline-data flag set.";
-    P1_CLEAR_INLINE_DATA_FOR_EXTENT = 0x010077, Clear, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, and i_block holds an extent tree: clear INLINE_DATA_FL.\n";
-    P1_CLEAR_EXTENT_FOR_INLINE_DATA = 0x010078, Clear, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, and is small enough for inline data: clear EXTENTS_FL.\n";
-    P1_CLEAR_EXTENT_INLINE_DATA_FLAGS = 0x010079, Clear, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has INLINE_DATA_FL and EXTENTS_FL set, but i_block looks like a block map: clear both flags.\n";
-    P1_CLEAR_EXTENT_INLINE_DATA_INODE = 0x01007A, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} has extent and inline-data flags set but i_block contains junk.\n";
+    P1_CLEAR_INLINE_DATA_FOR_EXTENT = 0x010077, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has extent header but inline data flag is set.\n";
+    P1_CLEAR_EXTENT_FOR_INLINE_DATA = 0x010078, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino} seems to have inline data but extent flag is set.\n";
+    P1_CLEAR_EXTENT_INLINE_DATA_FLAGS = 0x010079, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino} seems to have block map but inline data and extent flags set.\n";
+    P1_CLEAR_EXTENT_INLINE_DATA_INODE = 0x01007A, ClearInode, 0, Clear, RESHAPES | INODE, "Inode {ino} has inline data and extent flags set but i_block contains junk.\n";
     P1_BAD_PRIMARY_SUPERBLOCK = 0x010019, Clear, 0, BlockMap, REMAPS | MAP, "The primary superblock ({blk}) is on the bad block list.\n\nIf the block is really bad, the filesystem can not be fixed.\nYou can remove this block from the bad block list and hope\nthat the block is really OK.  But there are no guarantees.\n\n";
     P1_BAD_PRIMARY_GROUP_DESCRIPTOR = 0x01001A, Clear, 0, BlockMap, REMAPS | MAP, "Block {blk} in the primary group descriptors is on the bad block list\n\nIf the block is really bad, the filesystem can not be fixed.\nYou can remove this block from the bad block list and hope\nthat the block is really OK.  But there are no guarantees.\n\n";
     P1_BADBLOCKS_IN_BADBLOCKS = 0x01007B, ClearInode, 0, Inode, INODE | MAP, "Bad block list says the bad block list inode is bad.";
     P1_EXTENT_BAD_MAX_DEPTH = 0x01007F, Fix, NO_OK | PREEN_OK, ExtentTree, MAP, "Inode {ino} extent tree could be more shallow ({num}; could be <= {num2})\n";
-    P1_MISSING_EXTENT_HEADER = 0x010081, Fix, PREEN_OK, Clear, RESHAPES | INODE, "Inode {ino} has EXTENTS_FL flag set but no extent header.";
+    P1_NO_BIGALLOC_BLOCKMAP_FILES = 0x010080, Fix, 0, ExtentTree, MAP, "Inode {ino} on bigalloc filesystem cannot be block mapped.";
+    P1_MISSING_EXTENT_HEADER = 0x010081, ClearInode, PREEN_OK, Clear, RESHAPES | INODE, "Inode {ino} has corrupt extent header.";
     P1_ATTR_VALUE_EA_INODE = 0x010083, Clear, PREEN_OK, Xattr, 0, "Inode {ino} has illegal extended attribute value inode {num}.\n";
     P1_CASEFOLD_NONDIR = 0x010088, ClearFlag, 0, Inode, INODE | MAP, "Inode {ino} has the casefold flag set but is not a directory.";
     P1_CASEFOLD_FEATURE = 0x010089, ClearFlag, 0, Inode, INODE | MAP, "Directory {ino} has the casefold flag, but the\ncasefold feature is not enabled.";
@@ -572,8 +576,8 @@ catalogue! {
     P2_DOT_DOT_NULL_TERM = 0x020017, Fix, 0, Salvage, RESHAPES, "'..' directory entry in directory inode {dir} is not NULL terminated\n";
     P2_BAD_CHAR_DEV = 0x020018, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal character device.\n";
     P2_BAD_BLOCK_DEV = 0x020019, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal block device.\n";
-    P2_DUP_DOT = 0x02001A, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is a duplicate '.' entry.\n";
-    P2_DUP_DOT_DOT = 0x02001B, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is a duplicate '..' entry.\n";
+    P2_DUP_DOT = 0x02001A, Fix, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is duplicate '.' entry.\n";
+    P2_DUP_DOT_DOT = 0x02001B, Fix, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is duplicate '..' entry.\n";
     P2_FINAL_RECLEN = 0x02001D, Fix, KEPT, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has rec_len of {num}, should be {num2}.\n";
     P2_SPLIT_DOT = 0x020024, Split, 0, Salvage, RESHAPES, "Directory entry for '.' in {dirpath} is big.\n";
     P2_BAD_FIFO = 0x020025, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal FIFO.\n";
@@ -597,7 +601,7 @@ catalogue! {
     P2_HTREE_HASH_ORDER = 0x02003F, ClearHtree, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has an unordered hash table\n";
     P2_HTREE_BAD_DEPTH = 0x020040, None, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} has invalid depth ({num2})";
     P2_DUPLICATE_DIRENT = 0x020041, Clear, 0, Salvage, RESHAPES, "Duplicate entry '{name}' found in directory {dir}.";
-    P2_NON_UNIQUE_FILE = 0x020042, Fix, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has a non-unique filename";
+    P2_NON_UNIQUE_FILE = 0x020042, Null, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has a non-unique filename.\nRename to {str}";
     P2_REPORT_DUP_DIRENT = 0x020043, None, INFO, -, 0, "Duplicate entry '{name}' found.\n\tMarking {dirpath} to be rebuilt.\n";
     P2_BLOCKS_HI_ZERO = 0x020044, Clear, PREEN_OK, Inode, INODE | MAP, "i_blocks_hi for inode {ino} ({strpath}) is {num}, should be zero.\n";
     P2_INOREF_BG_INO_UNINIT = 0x020046, Fix, PREEN_OK, Unused, ALONE, "Entry '{name}' in {dirpath} references inode {ino} in group {group} where _INODE_UNINIT is set.\n";
@@ -626,6 +630,13 @@ catalogue! {
     P3_LPF_INLINE_DATA = 0x030018, Clear, 0, Lpf, 0, "/lost+found has inline data\n";
     P3_LPF_ENCRYPTED = 0x03001B, Clear, 0, Lpf, 0, "/lost+found is encrypted\n";
     P3_LOOPED_DIR = 0x03001D, Connect, 0, Connect, COUNTS | INODE, "Recursively looped directory inode {ino} ({dir})\n";
+
+    // ---- Pass 3A: directories rebuilt ----
+    // Offered by the repair, once nothing else is left to fix, for each directory e2fsck's
+    // pass 3A rebuilds unasked: an unindexed one of three blocks or more on a `dir_index`
+    // file system (not /lost+found), and under -D every one. e2fsck says only its pass
+    // header, "Pass 3A: Optimizing directories", which the front end prints.
+    P3A_OPTIMIZE_DIR = 0x031004, None, PREEN_OK | NO_OK | NOT_A_FIX | PREEN_NOMSG | NOMSG, Salvage, 0, "Optimizing directory {dir}.";
 
     // ---- Pass 4: reference counts ----
     P4_ZERO_LEN_INODE = 0x040001, Clear, PREEN_OK | NO_OK, Clear, COUNTS | INODE, "Unattached zero-length inode {ino}.";

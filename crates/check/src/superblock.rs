@@ -1,6 +1,7 @@
 //! The superblock rules a copy must pass to be used (those of libext2fs's open and e2fsck's
 //! superblock check), the comparison of the primary's feature, journal and revision fields with
-//! the backup superblocks, and the rebuilding of fields from the others when no copy can be used.
+//! the backup superblocks, and the rebuilding of fields from the others when no copy can be used
+//! (pass 0 takes a rebuilt copy only once the file system proves it: `pass0::despite_errors`).
 //!
 //! A primary that breaks a rule is not used: pass 0 reads a backup instead (and a repair
 //! writes that backup over the primary). A primary whose features or journal fields differ,
@@ -482,6 +483,9 @@ fn geometry_fix(sb: &RawSuperblock, e: &GeometryError, dev_blocks: u64) -> Optio
         GeometryError::BadFirstIno(v) => {
             rebuilt("s_first_ino", v, ffsck_format::ino::GOOD_OLD_FIRST)
         }
+        // Only a candidate: pass 0 takes a restored magic number on proof that the rest is an
+        // ext2/3/4 superblock (`pass0::proves_ext`), never on the fields' word alone.
+        GeometryError::BadMagic => rebuilt("s_magic", sb.s_magic.get(), ffsck_format::EXT2_MAGIC),
         _ => None,
     }
 }
@@ -616,6 +620,8 @@ pub fn block_size_seeds(sb: &RawSuperblock) -> Vec<Rebuilt> {
 /// Set one of the fields `rebuild_fields` names (others are left alone).
 pub fn set_field(sb: &mut RawSuperblock, field: &str, v: u64) {
     match field {
+        "s_magic" => sb.s_magic.set(v as u16),
+        "s_inode_size" => sb.s_inode_size.set(v as u16),
         "s_inodes_count" => sb.s_inodes_count.set(v as u32),
         "s_blocks_count" => {
             sb.s_blocks_count_lo.set(v as u32);
@@ -642,6 +648,129 @@ pub fn set_field(sb: &mut RawSuperblock, field: &str, v: u64) {
         "s_feature_compat" => sb.s_feature_compat.set(v as u32),
         "s_feature_incompat" => sb.s_feature_incompat.set(v as u32),
         "s_feature_ro_compat" => sb.s_feature_ro_compat.set(v as u32),
-        _ => {}
+        // Any other field of up to eight bytes, by the field table (a checksum correction).
+        other => {
+            let known = ffsck_format::fields::SUPERBLOCK
+                .iter()
+                .find(|f| f.0 == other && f.2 <= 8);
+            if let Some(&(_, off, size)) = known {
+                use zerocopy::IntoBytes;
+                sb.as_mut_bytes()[off..off + size].copy_from_slice(&v.to_le_bytes()[..size]);
+            }
+        }
+    }
+}
+
+/// Bytes the superblock checksum covers (all but the checksum itself).
+const CSUM_COVERED: usize = 0x3FC;
+
+/// The one damaged byte that explains a superblock checksum that fails, when exactly one
+/// does: crc32c is affine, so the checksum of the copy with byte `p` changed by `e` differs
+/// from the stored one by a value that depends only on `p` and `e`, and each of the
+/// 255 × 1020 single-byte changes (and a change of the stored checksum itself) is tested.
+/// The copy with that byte put back, and the field it belongs to (its value before and
+/// after), when the byte is in a field of at most eight bytes and is not the checksum.
+pub fn csum_correction(sb: &RawSuperblock) -> Option<(RawSuperblock, Rebuilt)> {
+    use zerocopy::IntoBytes;
+    if !sb.has_metadata_csum() || sb.checksum_ok() {
+        return None;
+    }
+    let crc = |b: &[u8]| ffsck_format::csum::ext4_crc32c(!0, &b[..CSUM_COVERED]);
+    let bytes = sb.as_bytes();
+    let stored = sb.s_checksum.get();
+    // The change a byte's error must make to the checksum.
+    let syndrome = crc(bytes) ^ stored;
+    let zero = crc(&[0u8; CSUM_COVERED]);
+    let mut unit = [0u8; CSUM_COVERED];
+    let mut found: Option<(usize, u8)> = None;
+    // The stored checksum damaged in one byte: a match of its own.
+    let mut matches = usize::from(syndrome.to_le_bytes().iter().filter(|&&b| b != 0).count() == 1);
+    for p in 0..CSUM_COVERED {
+        let mut bit = [0u32; 8];
+        for (k, l) in bit.iter_mut().enumerate() {
+            unit[p] = 1 << k;
+            *l = crc(&unit) ^ zero;
+        }
+        unit[p] = 0;
+        let mut by_err = [0u32; 256];
+        for e in 1..256usize {
+            let low = e.trailing_zeros() as usize;
+            by_err[e] = by_err[e & (e - 1)] ^ bit[low];
+            if by_err[e] == syndrome {
+                matches += 1;
+                found = Some((p, e as u8));
+            }
+        }
+        if matches > 1 {
+            return None;
+        }
+    }
+    let (p, e) = found.filter(|_| matches == 1)?;
+    let &(name, off, size) = ffsck_format::fields::SUPERBLOCK
+        .iter()
+        .find(|f| (f.1..f.1 + f.2).contains(&p) && f.2 <= 8)?;
+    let mut fixed = sb.clone();
+    fixed.as_mut_bytes()[p] ^= e;
+    let value = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        w[..size].copy_from_slice(&b[off..off + size]);
+        u64::from_le_bytes(w)
+    };
+    let r = Rebuilt {
+        field: name,
+        was: value(sb.as_bytes()),
+        now: value(fixed.as_bytes()),
+    };
+    fixed.checksum_ok().then_some((fixed, r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zerocopy::IntoBytes;
+
+    /// A superblock with metadata_csum and a few fields set, its checksum good.
+    fn sealed() -> RawSuperblock {
+        let mut sb = RawSuperblock::parse(&[0u8; 1024]).unwrap();
+        sb.s_magic.set(ffsck_format::EXT2_MAGIC);
+        sb.s_feature_ro_compat.set(RoCompat::METADATA_CSUM);
+        sb.s_inodes_count.set(2048);
+        sb.s_reserved_gdt_blocks.set(31);
+        sb.s_uuid = [7; 16];
+        sb.update_checksum();
+        sb
+    }
+
+    #[test]
+    fn one_damaged_byte_is_named_by_the_checksum() {
+        let good = sealed();
+        for (off, xor, field, was, now) in [
+            (0xCEusize, 0x40u8, "s_reserved_gdt_blocks", 95u64, 31u64),
+            (0x01, 0x80, "s_inodes_count", 2048 ^ 0x8000, 2048),
+            (0x38, 0xFF, "s_magic", 0xEF53 ^ 0xFF, 0xEF53),
+        ] {
+            let mut bad = good.clone();
+            bad.as_mut_bytes()[off] ^= xor;
+            let (fixed, r) = csum_correction(&bad).expect(field);
+            assert_eq!((r.field, r.was, r.now), (field, was, now));
+            assert_eq!(fixed.as_bytes(), good.as_bytes());
+        }
+    }
+
+    #[test]
+    fn no_correction_without_a_single_explanation() {
+        let good = sealed();
+        // A good checksum, two damaged bytes, the checksum itself damaged, a field too wide.
+        assert!(csum_correction(&good).is_none());
+        let mut two = good.clone();
+        two.as_mut_bytes()[0x20] ^= 1;
+        two.as_mut_bytes()[0x300] ^= 1;
+        assert!(csum_correction(&two).is_none());
+        let mut sum = good.clone();
+        sum.as_mut_bytes()[0x3FD] ^= 0x10;
+        assert!(csum_correction(&sum).is_none());
+        let mut uuid = good.clone();
+        uuid.as_mut_bytes()[0x68] ^= 2;
+        assert!(csum_correction(&uuid).is_none());
     }
 }

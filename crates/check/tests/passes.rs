@@ -221,3 +221,31 @@ fn latch_questions_come_once_ahead_of_their_group() {
         "{codes:?}"
     );
 }
+
+/// Pass 0, one group and so no backup: a zeroed magic number is restored when the rest proves
+/// the superblock (ext4: its checksum; ext2: the root directory's "." and ".."), and refused
+/// when nothing does (ext2 with the root directory's block zeroed too).
+#[test]
+fn pass0_magic_restored_only_on_proof() {
+    for o in flavours() {
+        let mut img = Image::build(o);
+        img.set_sb_u16(0x38, 0);
+        let (codes, exit) = run(img.finish());
+        assert!(
+            codes.iter().any(|c| c == "P0_SB_FIELD_REBUILT"),
+            "{o:?}: {codes:?}"
+        );
+        assert_eq!(exit, 4, "{o:?}: {codes:?}");
+    }
+    let mut img = Image::build(Options::ext2());
+    let root = img.file_block(ino::ROOT, 0);
+    let at = Image::block_offset(root);
+    img.bytes_mut()[at..at + ffsck_testfs::BLOCK].fill(0);
+    img.set_sb_u16(0x38, 0);
+    let (codes, exit) = run(img.finish());
+    assert_eq!(exit, 8, "{codes:?}");
+    assert!(
+        !codes.iter().any(|c| c == "P0_SB_FIELD_REBUILT"),
+        "{codes:?}"
+    );
+}

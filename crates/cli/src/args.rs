@@ -72,7 +72,9 @@ pub struct Args {
     /// Preen: fix only what is safe without a human.
     #[arg(short = 'p', short_alias = 'a')]
     pub preen: bool,
-    /// Optimize directories: rebuild (and index) every directory (with -y or -p).
+    /// Optimize directories: pass 3A rebuilds every directory as e2fsck does, indexing those
+    /// of two blocks or more on a dir_index file system (with -y or -p). Without it a repair
+    /// still indexes unindexed directories of three blocks or more, as e2fsck does.
     #[arg(short = 'D')]
     pub optimize: bool,
     /// Check even if the file system seems clean.

@@ -393,6 +393,10 @@ impl Config {
             convert_block_maps: false,
             fragcheck: false,
             ea_ver: None,
+            // Out of range, e2fsck takes its default.
+            dir_slack: self
+                .indexed_dir_slack_percentage
+                .map(|v| if v > 100 { 20 } else { v as u8 }),
             broken_clock: self.broken_system_clock,
             time_fudge: Some(if self.accept_time_fudge {
                 ffsck_check::DEFAULT_TIME_FUDGE

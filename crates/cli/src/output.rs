@@ -629,6 +629,14 @@ impl Reporter for Terminal {
     }
     fn finding(&mut self, f: &Finding) {
         crate::report::finding(f);
+        // Pass 3A's rebuilds have no message of their own: e2fsck says its pass header.
+        if f.problem == Problem::P3A_OPTIMIZE_DIR {
+            if f.fixed && self.out.holding() && self.policy.mode != Mode::Preen {
+                self.out
+                    .header(PASS_3A, "Pass 3A: Optimizing directories\n");
+            }
+            return;
+        }
         let flags = self.policy.flags(f.problem);
         if flags & ffsck_check::problem::flag::NOMSG != 0 {
             return;
@@ -645,7 +653,8 @@ impl Reporter for Terminal {
         // Once the passes are over, what a later repair round finds goes under its own pass;
         // what e2fsck finds while rebuilding directories goes under pass 3A.
         let pass_3a = self.out.holding() && rebuilds_directory(f);
-        if pass_3a {
+        // e2fsck's pass 3A header is not said when preening.
+        if pass_3a && self.policy.mode != Mode::Preen {
             self.out
                 .header(PASS_3A, "Pass 3A: Optimizing directories\n");
         }

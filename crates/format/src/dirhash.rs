@@ -22,13 +22,19 @@ const DEFAULT_STATE: [u32; 4] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5
 /// Hash `name` with `version` (already adjusted for the unsigned flag: 3..=5 are the unsigned
 /// forms of 0..=2) and the superblock's `s_hash_seed`. Returns the major hash with bit 0 clear.
 pub fn name_hash(version: u8, name: &[u8], seed: &[u32; 4]) -> Result<u32, HashError> {
+    name_hashes(version, name, seed).map(|(major, _)| major)
+}
+
+/// The major hash (bit 0 clear) and the minor hash of `name`, as [`name_hash`]. An index
+/// orders entries of equal major hash by the minor one (the legacy hash has none: 0).
+pub fn name_hashes(version: u8, name: &[u8], seed: &[u32; 4]) -> Result<(u32, u32), HashError> {
     let mut state = if seed.iter().all(|&w| w == 0) {
         DEFAULT_STATE
     } else {
         *seed
     };
-    let h = match version {
-        hash::LEGACY | hash::LEGACY_UNSIGNED => legacy(name, version == hash::LEGACY_UNSIGNED),
+    let (h, minor) = match version {
+        hash::LEGACY | hash::LEGACY_UNSIGNED => (legacy(name, version == hash::LEGACY_UNSIGNED), 0),
         hash::HALF_MD4 | hash::HALF_MD4_UNSIGNED => {
             let unsigned = version == hash::HALF_MD4_UNSIGNED;
             // One round per 32 bytes; each round packs the remaining length into its pad.
@@ -36,7 +42,7 @@ pub fn name_hash(version: u8, name: &[u8], seed: &[u32; 4]) -> Result<u32, HashE
                 let rest = &name[start..];
                 half_md4_round(&mut state, &pack_words::<8>(rest, rest.len(), unsigned));
             }
-            state[1]
+            (state[1], state[2])
         }
         hash::TEA | hash::TEA_UNSIGNED => {
             let unsigned = version == hash::TEA_UNSIGNED;
@@ -44,11 +50,11 @@ pub fn name_hash(version: u8, name: &[u8], seed: &[u32; 4]) -> Result<u32, HashE
                 let rest = &name[start..];
                 tea_round(&mut state, &pack_words::<4>(rest, rest.len(), unsigned));
             }
-            state[0]
+            (state[0], state[1])
         }
         v => return Err(HashError::Unsupported(v)),
     };
-    Ok(h & !1)
+    Ok((h & !1, minor))
 }
 
 /// A byte as the original C code saw it: sign-extended when `char` is signed.
@@ -228,6 +234,23 @@ mod tests {
         // With a seed (UUID 01234567-89ab-cdef-0123-456789abcdef as little-endian words).
         let seed = [0x6745_2301, 0xefcd_ab89, 0x6745_2301, 0xefcd_ab89];
         assert_eq!(name_hash(hash::HALF_MD4, b"hello", &seed), Ok(0xa26e4a80));
+    }
+
+    /// Minor hashes from `debugfs -R "dx_hash -h ALG lost+found"` (e2fsprogs 1.47).
+    #[test]
+    fn minor_hashes_match_debugfs() {
+        let cases = [
+            (hash::LEGACY, (0x5e2aba24, 0)),
+            (hash::HALF_MD4, (0x591de422, 0x6ffc56e0)),
+            (hash::TEA, (0x2dbf9e80, 0xbfebee4f)),
+        ];
+        for (v, want) in cases {
+            assert_eq!(
+                name_hashes(v, b"lost+found", &[0; 4]),
+                Ok(want),
+                "version {v}"
+            );
+        }
     }
 
     #[test]

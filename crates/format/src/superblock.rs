@@ -121,6 +121,10 @@ pub const STATE_VALID: u16 = 0x0001;
 pub const STATE_ERROR: u16 = 0x0002;
 pub const STATE_ORPHANS: u16 = 0x0004;
 
+/// `s_flags`: directory names were hashed as signed, or as unsigned, chars.
+pub const FLAGS_SIGNED_HASH: u32 = 0x1;
+pub const FLAGS_UNSIGNED_HASH: u32 = 0x2;
+
 /// `s_checksum_type` value for crc32c, the only one defined.
 pub const CHECKSUM_TYPE_CRC32C: u8 = 1;
 
@@ -143,6 +147,11 @@ impl RawSuperblock {
     }
     pub fn has_metadata_csum(&self) -> bool {
         self.ro_compat().has(RoCompat::METADATA_CSUM)
+    }
+    /// Directory names are hashed as unsigned chars (the legacy, half-MD4 and TEA hashes
+    /// then use their unsigned versions).
+    pub fn unsigned_dir_hash(&self) -> bool {
+        self.s_flags.get() & FLAGS_UNSIGNED_HASH != 0
     }
     /// Group descriptors carry a checksum (crc16 with `uninit_bg`, crc32c with `metadata_csum`).
     pub fn has_group_csum(&self) -> bool {

@@ -54,7 +54,8 @@ pub struct StreamConfig {
     pub max_gap: u64,
     /// Bytes of read buffers the reader keeps alive before it waits for consumers.
     pub budget: u64,
-    /// Requests hinted to the device ([`Device::will_need`]) ahead of the one being read.
+    /// Requests hinted to the device ([`Device::will_need`]) ahead of the one being read
+    /// (once the first request not in memory is read, alone: see `Reader::run`).
     /// 0 by default: on Linux a `WILLNEED` hint reads only the first readahead window of a
     /// range, so the rest is read on demand later, after hints for ranges further on: the
     /// disk sees the requests out of order (measured with `ffsck-lab hdd`: an ascending plan
@@ -132,8 +133,14 @@ impl ReadPlan {
             let end = off.saturating_add(len);
             cur = Some(match cur {
                 None => (off, end, pos),
-                // Overlapping or touching: same request, whatever its size.
-                Some((s, e, f)) if off <= e => (s, e.max(end), f),
+                // Overlapping: same request, whatever its size (a range is never split).
+                // Touching ranges are cut at `max_request` like ranges across a small gap:
+                // a run of adjacent blocks (a flex group's directory blocks laid out after
+                // its inode tables) would otherwise be one request of many MiB, of which a
+                // hint reads only the first read-ahead window; the rest was read when the
+                // reader got there, after the hints for further on (`ffsck-lab hdd`: seven
+                // seeks across the disk and back on a file system of 1M inodes).
+                Some((s, e, f)) if off < e => (s, e.max(end), f),
                 Some((s, e, f)) if off - e <= cfg.max_gap => {
                     if end - s <= cfg.max_request {
                         (s, end, f)
@@ -425,9 +432,7 @@ impl Reader<'_> {
             }
         };
         let ahead = self.cfg.ahead;
-        if ahead > 0 {
-            hint(&self.reqs[..self.reqs.len().min(ahead + 1)]);
-        }
+        let mut started = false;
         for (i, req) in self.reqs.iter().enumerate() {
             {
                 let mut st = self.shared.lock();
@@ -443,12 +448,25 @@ impl Reader<'_> {
                 }
                 st.in_flight += req.len;
             }
-            if ahead > 0 {
-                if let Some(next) = self.reqs.get(i + ahead + 1) {
+            // The window is hinted only once the first request the device must read is in:
+            // a disk given the whole window at once (command queueing) serves first the
+            // request nearest its head, wherever the last sweep left it, and the sweep would
+            // run from there, backwards. Requests in memory already (read through by an
+            // earlier sweep) go by without one. From then on the window moves one request
+            // at a time, `ahead` past the one being read.
+            let cold = if started {
+                if let Some(next) = self.reqs.get(i + ahead) {
                     hint(std::slice::from_ref(next));
                 }
-            }
+                false
+            } else {
+                ahead > 0 && self.dev.is_cached(req.offset) != Some(true)
+            };
             self.read(req);
+            if cold {
+                started = true;
+                hint(&self.reqs[i + 1..self.reqs.len().min(i + 1 + ahead)]);
+            }
         }
         self.finish_oversized();
         self.shared.lock().done = true;

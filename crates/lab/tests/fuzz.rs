@@ -149,6 +149,7 @@ fn judge_wants_exactly_the_known_failures() {
             })
             .collect(),
         outputs: Default::default(),
+        expect: vec![],
     };
     assert!(regress::judge(&reg(&[]), &[]).is_ok());
     assert!(regress::judge(&reg(&[]), &[Check::FfsckOnlyRepairs]).is_ok());
@@ -157,6 +158,11 @@ fn judge_wants_exactly_the_known_failures() {
     assert!(e.contains("fails missed"), "{e}");
     let e = regress::judge(&reg(&[Check::Missed]), &[]).unwrap_err();
     assert!(e.contains("now passes missed"), "{e}");
+    let mut want = reg(&[]);
+    want.expect = vec![Check::FfsckOnlyRepairs];
+    assert!(regress::judge(&want, &[Check::FfsckOnlyRepairs]).is_ok());
+    let e = regress::judge(&want, &[]).unwrap_err();
+    assert!(e.contains("no longer shows ffsck-only-repairs"), "{e}");
 }
 
 #[test]

@@ -281,3 +281,90 @@ mod tests {
         assert_eq!(leaf_area(&b).len(), 1024);
     }
 }
+
+/// The name e2fsck gives an entry whose name clashes: `name` mutated (`mutate_name`) until it
+/// is none of `taken` (at most 10,000 tries; the last try otherwise).
+pub(crate) fn renamed(name: &[u8], taken: &std::collections::HashSet<Vec<u8>>) -> Vec<u8> {
+    let mut new = name.to_vec();
+    for _ in 0..10_000u32 {
+        mutate_name(&mut new);
+        if !taken.contains(&new) {
+            break;
+        }
+    }
+    new
+}
+
+/// The next name e2fsck tries for a clashing entry: `~0` put at the end (overwriting the last
+/// characters when that keeps the length within the same 4-byte slot), then counted up
+/// (`~1`, … `~9`, `~10` …).
+pub(crate) fn mutate_name(name: &mut Vec<u8>) {
+    let len = name.len();
+    if len == 0 {
+        name.extend_from_slice(b"~0");
+        return;
+    }
+    let digits = name.iter().rev().take_while(|c| c.is_ascii_digit()).count();
+    let tilde = digits > 0 && digits < len && name[len - digits - 1] == b'~';
+    if !tilde {
+        let grown = if (len - 1) % 4 < 2 {
+            len + 2
+        } else {
+            (len + 3) & !3
+        };
+        let grown = grown.clamp(2, fdir::NAME_MAX);
+        name.resize(grown, 0);
+        name[grown - 2] = b'~';
+        name[grown - 1] = b'0';
+        return;
+    }
+    // Count up the digits; past all nines the number gains a digit in front of the tilde.
+    for i in (len - digits..len).rev() {
+        if name[i] == b'9' {
+            name[i] = b'0';
+        } else {
+            name[i] += 1;
+            return;
+        }
+    }
+    // All nines: the character before the tilde moves on instead (as e2fsck does).
+    match len - digits - 1 {
+        1 => match name[0] {
+            b'z' => name[0] = b'A',
+            b'Z' => {
+                name[0] = b'~';
+                name[1] = b'0';
+            }
+            c => name[0] = c.wrapping_add(1),
+        },
+        0 => name[0] = b'a',
+        at => {
+            name[at] = b'1';
+            name[at - 1] = b'~';
+        }
+    }
+}
+
+#[cfg(test)]
+mod mutate_tests {
+    use super::mutate_name as mutate;
+
+    fn next(s: &str) -> String {
+        let mut v = s.as_bytes().to_vec();
+        mutate(&mut v);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn names_are_mutated_as_e2fsck_renames_them() {
+        // 16 characters: the suffix replaces the last two.
+        assert_eq!(next("modules.conf.old"), "modules.conf.o~0");
+        // 6 characters ((6-1) % 4 = 1): the suffix is appended.
+        assert_eq!(next("test-0"), "test-0~0");
+        assert_eq!(next("abc"), "ab~0");
+        assert_eq!(next("x~0"), "x~1");
+        assert_eq!(next("x~9"), "y~0");
+        assert_eq!(next("ab~99"), "a~100");
+        assert_eq!(next("~9"), "a0");
+    }
+}

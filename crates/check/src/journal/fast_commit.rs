@@ -868,6 +868,10 @@ impl<'a> Replayer<'a> {
                 groups.insert(g);
             }
         }
+        // As e2fsck at the end of a fast-commit replay: every group's free counts from its
+        // bitmaps, and the superblock's from the groups, whatever the commits touched (the
+        // kernel leaves the superblock's counts behind the descriptors').
+        groups.extend(0..geo.group_count);
         let ds = geo.desc_size as usize;
         let ipg = geo.inodes_per_group as usize;
         for &g in &groups {
@@ -914,9 +918,6 @@ impl<'a> Replayer<'a> {
                 d[at..at + ds.min(64)].copy_from_slice(&gd.as_bytes()[..ds.min(64)]);
                 self.put(blk, d);
             }
-        }
-        if groups.is_empty() {
-            return;
         }
         // The superblock's free counts: the sums of the groups' (as e2fsck recomputes them).
         let (mut fb, mut fi) = (0u64, 0u64);

@@ -144,7 +144,10 @@ pub(super) fn check_blocks(
         && matches!(ft, FileType::Regular | FileType::Directory)
         && extent_header_valid(&inode.block_bytes())
         && report(scan, out, ic, P::P1_UNSET_EXTENT_FL, ProblemCtx::ino(ino));
-    if inline || no_map {
+    // An extent flag the file system cannot have (its question declined, on a reserved
+    // inode): libext2fs cannot iterate such a map, and e2fsck walks none of it.
+    let unreadable = fl & iflags::EXTENTS != 0 && !scan.extent_fs;
+    if inline || no_map || unreadable {
         // Inline data, fast symlink targets and device numbers live in the inode: nothing to
         // map (only the xattr block above counts).
     } else {
@@ -194,7 +197,10 @@ pub(super) fn check_blocks(
     if w.exhausted {
         return w;
     }
-    check_sizes(scan, ic, out, &w, ft, inline || no_map);
+    // A file that maps nothing keeps the size its kind allows (checked with the kind), but
+    // a reserved inode's is judged as e2fsck judges any map's: no larger than one can address.
+    let no_size = inline || (no_map && ino >= geo.first_ino);
+    check_sizes(scan, ic, out, &w, ft, no_size);
     charge_quota(scan, ic, out, w.num_blocks);
     if !(inline || no_map) && ino != ino::BAD {
         super::optimize::offer(scan, ic, out, &w);

@@ -88,6 +88,21 @@ impl Mapper<'_, '_, '_> {
             }
         }
         let usable = len.min(geo.blocks_count.saturating_sub(pblk));
+        if ratio > 1 && misaligned(self.w.prev_pblk, self.w.last_block, pblk, lblk, ratio) {
+            // Each of its blocks is claimed twice, as e2fsck does, so pass 1B names them and
+            // pass 1D's clone puts them where their logical offset in the cluster says.
+            for j in 0..usable {
+                let ctx = ProblemCtx {
+                    ino,
+                    blk: pblk + j,
+                    num: lblk + j,
+                    ..Default::default()
+                };
+                self.flag(P::P1_MISALIGNED_CLUSTER, ctx);
+                self.scan.claim(self.out, pblk + j, 1);
+                self.scan.claim(self.out, pblk + j, 1);
+            }
+        }
         let w = &mut *self.w;
         w.count(pblk, usable, ratio);
         if w.num_blocks > geo.blocks_count {
@@ -121,5 +136,48 @@ impl Mapper<'_, '_, '_> {
         }
         span.next_start = lblk + len;
         Step::Go
+    }
+}
+
+/// Whether an extent starting at logical block `lblk`, physical `pblk`, breaks bigalloc's
+/// rule (clusters of `ratio` blocks): a block's offset in its logical cluster must be its
+/// offset in its physical cluster, and one logical cluster may not span two physical ones.
+/// `prev_pblk` and `last_lblk` are where the previous extent ended.
+fn misaligned(
+    prev_pblk: Option<u64>,
+    last_lblk: Option<u64>,
+    pblk: u64,
+    lblk: u64,
+    ratio: u64,
+) -> bool {
+    if lblk % ratio != pblk % ratio {
+        return true;
+    }
+    match (prev_pblk, last_lblk) {
+        (Some(pp), Some(ll)) => {
+            !lblk.is_multiple_of(ratio) && lblk / ratio == ll / ratio && pblk / ratio != pp / ratio
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::misaligned;
+
+    #[test]
+    fn misaligned_follows_both_bigalloc_rules() {
+        // Offsets 3 and 3 in 16-block clusters: fine, alone or after a neighbour.
+        assert!(!misaligned(None, None, 1955, 259, 16));
+        assert!(!misaligned(Some(1954), Some(258), 1955, 259, 16));
+        // Offset 8 logical, 4 physical.
+        assert!(misaligned(None, None, 1956, 264, 16));
+        // Same offset (9), but logical cluster 16 continues in physical cluster 200 after
+        // the previous extent ended in physical cluster 122.
+        assert!(misaligned(Some(1957), Some(264), 3209, 265, 16));
+        // A new logical cluster may start anywhere aligned.
+        assert!(!misaligned(Some(1957), Some(264), 3200, 272, 16));
+        // Without clusters nothing is misaligned.
+        assert!(!misaligned(Some(7), Some(9), 100, 3, 1));
     }
 }

@@ -42,7 +42,6 @@ pub(super) fn check_inode(
     // check (as e2fsck). Answered no, it is checked like any other.
     if judged.garbage
         && inode.links_count() > 0
-        && ino >= geo.first_ino
         && out
             .findings
             .report(scan.policy, P::P1_INODE_IS_GARBAGE, ProblemCtx::ino(ino))
@@ -105,6 +104,26 @@ pub(super) fn check_inode(
         let fixed = nondir && report(scan, out, &mut ic, P::P1_CASEFOLD_NONDIR, ctx.clone());
         if !fixed && !geo.incompat.has(Incompat::CASEFOLD) {
             report(scan, out, &mut ic, P::P1_CASEFOLD_FEATURE, ctx);
+        }
+    }
+
+    // A reserved inode with the extent flag on a file system without extents (the root's is
+    // judged with its mapping): e2fsck asks before it tells reserved inodes apart, for those
+    // in use and for the bad-blocks and journal inodes whatever their links.
+    if ino < geo.first_ino
+        && ino != ino::ROOT
+        && inode.flags() & iflags::EXTENTS != 0
+        && !scan.extent_fs
+        && (links != 0 || ino == ino::BAD || ino == ino::JOURNAL)
+    {
+        let ctx = ProblemCtx::ino(ino);
+        let feature_on = Node::parse(&inode.block_bytes()).is_ok()
+            && report(scan, out, &mut ic, P::P1_EXTENT_FEATURE, ctx.clone());
+        // Either fix leaves a reserved inode in use; turned on, the next round checks its
+        // tree as an extent tree, and cleared, it maps nothing.
+        if feature_on || report(scan, out, &mut ic, P::P1_EXTENTS_SET, ctx) {
+            out.bits.set(GroupBits::USED, ino - 1);
+            return;
         }
     }
 

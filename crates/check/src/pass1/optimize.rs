@@ -9,7 +9,8 @@ use crate::ext4::blocks::NodeInfo;
 use crate::problem::Problem as P;
 use crate::report::{Findings, ProblemCtx};
 use ffsck_format::ino;
-use ffsck_format::inode::flags as iflags;
+use ffsck_format::inode::{flags as iflags, FileType};
+use ffsck_format::RoCompat;
 
 /// Levels of a tree whose fill is kept (the root is level 0); deeper levels are not judged.
 const LEVELS: usize = 5;
@@ -76,6 +77,17 @@ pub(super) fn offer(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &Bl
     }
     let overrides = scan.policy.overrides();
     let ctx = ProblemCtx::ino(ino);
+    // A bigalloc file system has no block-mapped files or directories (as e2fsck: those
+    // that map data are rewritten as extent trees).
+    let ft = ic.inode.file_type();
+    if fs.geo.ro_compat.has(RoCompat::BIGALLOC)
+        && matches!(ft, FileType::Regular | FileType::Directory)
+        && fl & iflags::EXTENTS == 0
+        && (w.last_block.is_some() || data_blocks_on_disk(scan, ic))
+        && report(scan, out, ic, P::P1_NO_BIGALLOC_BLOCKMAP_FILES, ctx.clone())
+    {
+        return;
+    }
     if overrides.convert_block_maps {
         report(scan, out, ic, P::P1E_CONVERT_BMAP, ctx);
         return;
@@ -89,6 +101,19 @@ pub(super) fn offer(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &Bl
     }
 }
 
+/// Whether `i_blocks` counts more than the inode's xattr block: the blocks of a map the walk
+/// passed over (in critical metadata) still count as data, as e2fsck counts them.
+fn data_blocks_on_disk(scan: &Scan, ic: &InodeCheck) -> bool {
+    let geo = &scan.fs.geo;
+    let huge = geo.ro_compat.has(RoCompat::HUGE_FILE);
+    let acl = if ic.inode.file_acl() != 0 {
+        u64::from(geo.block_size) * u64::from(geo.cluster_ratio.max(1)) / 512
+    } else {
+        0
+    };
+    ic.inode.blocks_raw(huge) > acl
+}
+
 /// At the end of pass 1: whether a rebuild was agreed to (the engine then says e2fsck's
 /// pass 1E header, after passes 1B–1D).
 pub(super) fn agreed(out: &Findings) -> bool {
@@ -99,6 +124,7 @@ pub(super) fn agreed(out: &Findings) -> bool {
                 P::P1E_CAN_NARROW_EXTENT_TREE
                     | P::P1E_CAN_COLLAPSE_EXTENT_TREE
                     | P::P1E_CONVERT_BMAP
+                    | P::P1_NO_BIGALLOC_BLOCKMAP_FILES
             )
     })
 }

@@ -383,7 +383,10 @@ pub(super) fn check_block_into<F: Facts + ?Sized>(
     }
     let before = bo.findings.0.len();
     check_entries(ctx, db.ino, db.lblk, db.pblk, &buf[..max], 0, bo, false, dx);
-    if failed_csum && bo.findings.0.len() == before {
+    // As e2fsck: the checksum alone is reported when no finding of the block was fixed (a
+    // fix rewrites the block with its checksum); under -n an unprinted finding such as
+    // P2_SET_FILETYPE must not hide it.
+    if failed_csum && !bo.findings.0[before..].iter().any(|f| f.fixed) {
         bo.findings.report(
             ctx.policy,
             P::P2_LEAF_NODE_ONLY_CSUM_INVALID,

@@ -171,8 +171,9 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
         problem = Some(P::P2_NULL_NAME);
     }
     if let Some(p) = problem {
-        out.report(policy, p, pctx());
-        if p == P::P2_BAD_INO {
+        // Fixed, the entry is cleared (as e2fsck zeroes its inode): it names nothing, and
+        // counts neither as a link nor as a name.
+        if out.report(policy, p, pctx()) || p == P::P2_BAD_INO {
             return false;
         }
     }
@@ -298,29 +299,31 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
 
 /// An inline directory: `..` in the first 4 bytes of `i_block`, entries after it and in the
 /// `system.data` attribute.
-pub(super) fn check_inline_dir<F: Facts + ?Sized>(ctx: &Ctx<F>, dir: u32) -> BlockOut {
+/// One part of inline directory `dir`: 0, the parent and the entries in `i_block`; 1, those
+/// in the `system.data` attribute. Findings name the part by block number, as e2fsck does,
+/// which also checks the two parts as two blocks.
+pub(super) fn check_inline_dir<F: Facts + ?Sized>(ctx: &Ctx<F>, dir: u32, part: u32) -> BlockOut {
     let mut bo = BlockOut::default();
     let Some(raw) = einode::read(ctx.fs, dir) else {
         return bo;
     };
     let inode = RawInode::parse(&raw);
     let ib = inode.block_bytes();
-    let parent = u32::from_le_bytes([ib[0], ib[1], ib[2], ib[3]]);
-    // The implicit '.' and '..' count as references like real entries.
-    bo.count_ref(dir);
-    bo.events.push(Event::DotDot {
-        dir,
-        target: parent,
-    });
-    if parent != 0 && parent <= ctx.fs.geo.inodes_count {
-        bo.count_ref(parent);
-    }
     let size = inode.size() as usize;
-    // Findings name the part of an inline directory by block number: 0 for the entries in
-    // `i_block` (after the parent), 1 for those in the `system.data` attribute.
-    let first = &ib[4..60.min(size.max(4))];
-    check_entries(ctx, dir, 0, 0, first, 2, &mut bo, true, None);
-    if size > 60 {
+    if part == 0 {
+        let parent = u32::from_le_bytes([ib[0], ib[1], ib[2], ib[3]]);
+        // The implicit '.' and '..' count as references like real entries.
+        bo.count_ref(dir);
+        bo.events.push(Event::DotDot {
+            dir,
+            target: parent,
+        });
+        if parent != 0 && parent <= ctx.fs.geo.inodes_count {
+            bo.count_ref(parent);
+        }
+        let first = &ib[4..60.min(size.max(4))];
+        check_entries(ctx, dir, 0, 0, first, 2, &mut bo, true, None);
+    } else if size > 60 {
         if let Some(extra) = einode::inline_data(&raw) {
             check_entries(ctx, dir, 1, 0, &extra, 2, &mut bo, true, None);
         }

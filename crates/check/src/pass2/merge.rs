@@ -157,12 +157,16 @@ pub(super) fn report_duplicate_names(
         }
     }
     names.sort();
+    // The names taken so far: a renamed entry's new name is none of them (as the rebuild
+    // renames it).
+    let mut taken: std::collections::HashSet<Vec<u8>> =
+        names.iter().map(|(n, _)| n.clone()).collect();
     for w in names.windows(2) {
         let (prev, cur) = (&w[0], &w[1]);
         if prev.0 != cur.0 {
             continue;
         }
-        let pctx = ProblemCtx {
+        let mut pctx = ProblemCtx {
             dir,
             ino: dir,
             name: Some(display_name(&cur.0)),
@@ -174,6 +178,9 @@ pub(super) fn report_duplicate_names(
         if encrypted && out.report(policy, P::P2_NON_UNIQUE_FILE_NO_RENAME, pctx.clone()) {
             continue;
         }
+        let new = crate::ext4::dir::renamed(&cur.0, &taken);
+        pctx.str = Some(display_name(&new));
+        taken.insert(new);
         out.report(policy, P::P2_NON_UNIQUE_FILE, pctx);
     }
 }

@@ -74,22 +74,32 @@ pub fn run_with(
     let mut m = Merge::new(DirTable::new(&p1.dirs, limits));
     // The root is its own parent.
     m.dirs.update(&rino::ROOT, |r| r.parent = rino::ROOT);
-    blocks::check_windows(&ctx, p1, &mut m, early_outs, progress, out);
-    if !m.aborted {
-        // Inline directories have no blocks: their pseudo-blocks come last.
-        let inline_outs: Vec<BlockOut> = inline_dirs(p1)
+    // Inline directories have no blocks: e2fsck lists the two parts of each as blocks 0 and
+    // 1 at block number 0, so the first parts come before every block (which entry of a
+    // directory linked twice is its parent depends on it) and the second parts after the
+    // directories' first blocks (here: after all blocks).
+    let inline = inline_dirs(p1);
+    let inline_part = |part: u32| {
+        let parts: Vec<BlockOut> = inline
             .par_iter()
             .map(|&i| {
-                let mut bo = entries::check_inline_dir(&ctx, i);
+                let mut bo = entries::check_inline_dir(&ctx, i, part);
                 ctx.add_refs(&mut bo);
                 bo
             })
             .collect();
         let mut outs = Outs::default();
-        for mut bo in inline_outs {
+        for mut bo in parts {
             outs.push(&mut bo);
         }
-        m.merge(fs, policy, vec![outs], out);
+        outs
+    };
+    m.merge(fs, policy, vec![inline_part(0)], out);
+    if !m.aborted {
+        blocks::check_windows(&ctx, p1, &mut m, early_outs, progress, out);
+    }
+    if !m.aborted {
+        m.merge(fs, policy, vec![inline_part(1)], out);
     }
     let refs = refs.finish();
     let entries = refs.total();
@@ -111,8 +121,8 @@ pub fn run_with(
     }
 }
 
-/// Inline directories, in inode order: they have no blocks, and are checked as pseudo-blocks
-/// after the blocks. (Their kind has the inline bit, so it is not a plain directory's: they
+/// Inline directories, in inode order: they have no blocks, and are checked as two
+/// pseudo-blocks each, one before the blocks and one after. (Their kind has the inline bit, so it is not a plain directory's: they
 /// are among the other kinds.)
 fn inline_dirs(p1: &Pass1Facts) -> Vec<u32> {
     p1.kinds

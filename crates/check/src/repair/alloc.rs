@@ -187,11 +187,21 @@ pub(super) fn write_desc(p0: &Pass0Facts, dev: &dyn Device, g: u32, gd: &RawGrou
     let _ = dev.write_at(&gd.as_bytes()[..ds.min(64)], off);
 }
 
-/// Mark `taken` in use and `freed` free in the on-disk block bitmaps, with the groups' and
-/// the superblock's free counts and checksums brought along, as libext2fs's allocator keeps
-/// them: for a change made before the check has facts to rebuild from (the bad-block list).
-/// Groups whose bitmap is uninitialised or unreadable are left to pass 5.
-pub(super) fn mark_blocks(p0: &Pass0Facts, dev: &dyn Device, taken: &[u64], freed: &[u64]) {
+/// Mark `taken` in use and `freed` free in the on-disk block bitmaps. With `counts`, the
+/// groups' and the superblock's free counts come along, as libext2fs's allocator keeps them
+/// (a change made before the check has facts to rebuild from: the bad-block list). Without,
+/// only the bits and their checksums change, as e2fsck's repairs that take a block in the
+/// middle of a check leave them (pass 1D's clones, a directory's hole filled): pass 5 then
+/// finds the counts wrong, not the bitmap. Bitmaps are read through `dev`, so the marks of
+/// several steps of a round add up. Groups whose bitmap is uninitialised or unreadable are
+/// left to pass 5.
+pub(super) fn mark_blocks(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    taken: &[u64],
+    freed: &[u64],
+    counts: bool,
+) {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let bs = fs.block_size();
@@ -217,9 +227,13 @@ pub(super) fn mark_blocks(p0: &Pass0Facts, dev: &dyn Device, taken: &[u64], free
         if uninit || !p0.groups[g as usize].block_bitmap_ok {
             continue;
         }
-        let Some(mut bits) = fs.read_block(gd.block_bitmap()) else {
+        let mut bits = vec![0u8; bs];
+        if dev
+            .read_at(&mut bits, gd.block_bitmap() * bs as u64)
+            .is_err()
+        {
             continue;
-        };
+        }
         let first = geo.group_first_block(g);
         let mut delta = 0i64;
         for (b, used) in changes {
@@ -237,7 +251,9 @@ pub(super) fn mark_blocks(p0: &Pass0Facts, dev: &dyn Device, taken: &[u64], free
             continue;
         }
         let _ = dev.write_at(&bits, gd.block_bitmap() * bs as u64);
-        gd.set_free_blocks_count((i64::from(gd.free_blocks_count()) + delta).max(0) as u32);
+        if counts {
+            gd.set_free_blocks_count((i64::from(gd.free_blocks_count()) + delta).max(0) as u32);
+        }
         if fs.has_metadata_csum() {
             let bc =
                 ffsck_format::verify::bitmap_checksum(&bits, geo.clusters_per_group, fs.csum_seed);
@@ -246,6 +262,9 @@ pub(super) fn mark_blocks(p0: &Pass0Facts, dev: &dyn Device, taken: &[u64], free
         gd.update_checksum(&fs.sb, g, geo.desc_size as usize);
         write_desc(p0, dev, g, &gd);
         free += delta * ratio as i64;
+    }
+    if !counts {
+        return;
     }
     sb.set_free_blocks_count(free.max(0) as u64);
     sb.update_checksum();

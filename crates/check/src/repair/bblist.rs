@@ -144,7 +144,7 @@ pub(super) fn update(
         .copied()
         .filter(|b| blocks.binary_search(b).is_err() && !tables.iter().any(|t| t.0 == *b))
         .collect();
-    super::alloc::mark_blocks(p0, dev, &taken, &freed);
+    super::alloc::mark_blocks(p0, dev, &taken, &freed, true);
     let sectors = (blocks.len() + tables.len()) as u64 * (bs as u64 / 512);
     let size = blocks.len() as u64 * bs as u64;
     let now = now.clamp(0, i64::from(u32::MAX)) as u32;

@@ -201,6 +201,9 @@ pub fn apply(
     if let Some(f) = facts {
         taken.iter_ones().for_each(|b| f.block_used.set(b));
     }
+    // As e2fsck's clone: the copies' blocks are marked in the bitmap, the counts left to pass 5.
+    let taken: Vec<u64> = taken.iter_ones().collect();
+    super::alloc::mark_blocks(p0, dev, &taken, &[], false);
 }
 
 struct Cloner<'a, 'b> {
@@ -288,9 +291,16 @@ impl Cloner<'_, '_> {
         }
     }
 
-    /// Copy `n` blocks from `from` to a new run; the new run's first block.
+    /// Copy `n` blocks from `from` to a new run at the same offset in its cluster; the new
+    /// run's first block.
     fn copy(&mut self, from: u64, n: u64, limit: u64) -> Option<u64> {
         let offset = from % u64::from(self.fs.geo.cluster_ratio.max(1));
+        self.copy_at(from, n, offset, limit)
+    }
+
+    /// Copy `n` blocks from `from` to a new run starting `offset` blocks into a cluster; the
+    /// new run's first block.
+    fn copy_at(&mut self, from: u64, n: u64, offset: u64, limit: u64) -> Option<u64> {
         let to = self.alloc.run(n, offset, limit)?;
         let bs = self.fs.geo.block_size as u64;
         let mut done = 0;
@@ -383,7 +393,11 @@ impl Cloner<'_, '_> {
                 if shared.is_empty() {
                     continue;
                 }
-                if let Some(to) = self.copy(start, len, u64::MAX) {
+                // With bigalloc the copy sits where the extent's logical offset in its
+                // cluster says, as e2fsck places a clone: a misaligned extent is aligned.
+                let lblk = u64::from(u32::from_le_bytes([e[0], e[1], e[2], e[3]]));
+                let offset = lblk % u64::from(geo.cluster_ratio.max(1));
+                if let Some(to) = self.copy_at(start, len, offset, u64::MAX) {
                     for b in shared {
                         self.dups.release(b);
                     }

@@ -1,14 +1,18 @@
 //! Fill a hole in a directory (`P2_DIRECTORY_HOLE`), as e2fsck's "Allocate" does: take a free
 //! block, write an empty directory block into it (block 0 gets `.` and `..`), map it at the
-//! hole and account for it in the inode's size and block count. The bitmaps and free counts
-//! follow in the next round's allocation rebuild, which sees the block in use.
+//! hole and account for it in the inode's size and block count. The block is marked in the
+//! round's allocation facts and in the on-disk bitmap, as e2fsck's allocator marks it; the
+//! free counts are left for pass 5 to find wrong, as e2fsck leaves them.
 //!
 //! Mapped here: direct blocks of a block-mapped inode and the slots of its single indirect
-//! block (when that block exists), and extent inodes whose whole tree fits in the inode
-//! (depth 0) with a free slot. Anything else is left alone.
+//! block (when that block exists), and any sound extent tree, rebuilt with the new block as
+//! pass 1E rebuilds trees (`extent_tree::remap`), deeper when the root overflows. On bigalloc
+//! the block goes at its logical offset in a cluster: the cluster the directory holds for
+//! that logical cluster already, or a wholly free one. Anything else is left alone.
 
-use super::inode;
+use super::{extent_tree, inode};
 use crate::engine::AllocFacts;
+use crate::ext4::blocks::Mapping;
 use crate::pass0::Pass0Facts;
 use crate::problem::Fixer;
 use crate::report::Finding;
@@ -18,127 +22,207 @@ use ffsck_format::inode::flags as iflags;
 use ffsck_io::Device;
 use std::collections::HashSet;
 
-const EXTENT_MAGIC: u16 = 0xF30A;
 /// Direct block pointers of a block-mapped inode.
 const DIRECT: u32 = 12;
 
 /// Fill the holes the fixes among `fixes` name.
-pub fn apply(p0: &Pass0Facts, dev: &dyn Device, facts: Option<&AllocFacts>, fixes: &[&Finding]) {
+pub fn apply(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    facts: Option<&mut AllocFacts>,
+    fixes: &[&Finding],
+) -> bool {
     let Some(facts) = facts else {
-        return;
+        return false;
     };
     let mut taken: HashSet<u64> = HashSet::new();
+    let mut nodes_changed = false;
     let mut cursor = p0.fs.geo.first_data_block.max(1);
     for f in fixes.iter().filter(|f| f.problem.fixed_by(Fixer::DirHole)) {
         let (dir, lblk) = (f.ctx.dir, f.ctx.num);
         let Ok(lblk) = u32::try_from(lblk) else {
             continue;
         };
-        fill(p0, dev, facts, &mut taken, &mut cursor, dir, lblk);
+        nodes_changed |= fill(p0, dev, facts, &mut taken, &mut cursor, dir, lblk);
     }
+    let mut taken: Vec<u64> = taken.into_iter().collect();
+    taken.sort_unstable();
+    taken.iter().for_each(|&b| facts.block_used.set(b));
+    super::alloc::mark_blocks(p0, dev, &taken, &[], false);
+    nodes_changed
 }
 
-/// The next block neither in use nor taken by an earlier fill, from `cursor` on.
+/// The next block neither in use nor taken by an earlier fill, from `cursor` on. On bigalloc
+/// the whole cluster must be free, and the block taken is the one at `lblk`'s offset in it
+/// (a file's logical and physical blocks share their offset in a cluster).
 fn free_block(
     p0: &Pass0Facts,
     facts: &AllocFacts,
     taken: &HashSet<u64>,
     cursor: &mut u64,
+    lblk: u32,
 ) -> Option<u64> {
-    let end = p0.fs.geo.blocks_count.min(facts.block_used.len());
-    while *cursor < end {
-        let b = *cursor;
-        *cursor += 1;
-        if !facts.block_used.get(b) && !taken.contains(&b) {
-            return Some(b);
+    let geo = &p0.fs.geo;
+    let ratio = u64::from(geo.cluster_ratio.max(1));
+    let end = geo.blocks_count.min(facts.block_used.len());
+    // Clusters start at multiples of the ratio from the first data block.
+    let base = geo.first_data_block;
+    *cursor = base + (cursor.saturating_sub(base)).div_ceil(ratio) * ratio;
+    while *cursor + ratio <= end {
+        let c0 = *cursor;
+        *cursor += ratio;
+        if (c0..c0 + ratio).all(|b| !facts.block_used.get(b) && !taken.contains(&b)) {
+            return Some(c0 + u64::from(lblk) % ratio);
         }
     }
     None
 }
 
+/// On bigalloc, where `lblk` must go when another block of its logical cluster is mapped
+/// already: the same physical cluster, at `lblk`'s offset.
+fn in_mapped_cluster(ratio: u64, runs: &[Mapping], lblk: u32) -> Option<u64> {
+    if ratio <= 1 {
+        return None;
+    }
+    let (lblk, cluster) = (u64::from(lblk), u64::from(lblk) / ratio);
+    runs.iter().find_map(|r| {
+        // The run's first logical block in `lblk`'s cluster, if it has one.
+        let l = r.lblk.max(cluster * ratio);
+        (l < r.lblk + r.len && l / ratio == cluster)
+            .then(|| (r.pblk + (l - r.lblk)) - l % ratio + lblk % ratio)
+    })
+}
+
+/// Fill logical block `lblk` of directory `dir` with a new empty block. Returns whether the
+/// extent tree took or freed mapping blocks in `facts` (the allocation is then rebuilt).
 fn fill(
     p0: &Pass0Facts,
     dev: &dyn Device,
-    facts: &AllocFacts,
+    facts: &mut AllocFacts,
     taken: &mut HashSet<u64>,
     cursor: &mut u64,
     dir: u32,
     lblk: u32,
-) {
+) -> bool {
     let fs = &p0.fs;
     let bs = fs.block_size();
     let Some(ino) = super::inode::read_inode(p0, dev, dir) else {
-        return;
+        return false;
     };
     let flags = ino.flags();
     if flags & iflags::INLINE_DATA != 0 {
-        return;
+        return false;
     }
-    let extents = flags & iflags::EXTENTS != 0;
     let mut iblock: Vec<u32> = ino.i_block.iter().map(|w| w.get()).collect();
-    // The single indirect block to map the new block in: (its number, contents, slot offset).
+    // Where the new block is mapped: a tree rebuilt with it, a slot of the single indirect
+    // block (its number, contents, slot offset), or a direct slot.
+    let mut runs = None;
     let mut indirect: Option<(u64, Vec<u8>, usize)> = None;
     // Check the slot is free before taking a block.
-    if extents {
-        let hdr = iblock[0];
-        let (magic, entries, max, depth) = (
-            hdr as u16,
-            (hdr >> 16) as u16,
-            iblock[1] as u16,
-            (iblock[1] >> 16) as u16,
-        );
-        if magic != EXTENT_MAGIC || depth != 0 || entries >= max || max > 4 {
-            return;
+    if flags & iflags::EXTENTS != 0 {
+        let Some(r) = extent_tree::runs_of(p0, dev, dir) else {
+            return false;
+        };
+        if r.iter()
+            .any(|m| (m.lblk..m.lblk + m.len).contains(&u64::from(lblk)))
+        {
+            return false;
         }
+        runs = Some(r);
     } else if lblk >= DIRECT {
-        // Through the single indirect block, when it exists and its slot is empty.
         let per = (bs / 4) as u32;
         let ind = u64::from(iblock[DIRECT as usize]);
         if lblk - DIRECT >= per || ind == 0 || ind >= fs.geo.blocks_count {
-            return;
+            return false;
         }
         let mut table = vec![0u8; bs];
         if dev.read_at(&mut table, ind * bs as u64).is_err() {
-            return;
+            return false;
         }
         let at = (lblk - DIRECT) as usize * 4;
         if table[at..at + 4] != [0; 4] {
-            return;
+            return false;
         }
         indirect = Some((ind, table, at));
     } else if iblock[lblk as usize] != 0 {
-        return;
+        return false;
     }
-    let Some(pblk) = free_block(p0, facts, taken, cursor) else {
-        return;
+    let ratio = u64::from(fs.geo.cluster_ratio.max(1));
+    // A block in a cluster the directory holds already costs no new cluster.
+    let shared = runs
+        .as_deref()
+        .and_then(|r| in_mapped_cluster(ratio, r, lblk))
+        .filter(|&b| b < fs.geo.blocks_count && !taken.contains(&b) && !facts.block_used.get(b));
+    let Some(pblk) = shared.or_else(|| free_block(p0, facts, taken, cursor, lblk)) else {
+        return false;
     };
-    if extents {
-        // Leaf extents start at word 3: (ee_block, ee_len | start_hi << 16, start_lo).
-        let entries = (iblock[0] >> 16) as usize;
-        let mut list: Vec<[u32; 3]> = (0..entries)
-            .map(|i| [iblock[3 + i * 3], iblock[4 + i * 3], iblock[5 + i * 3]])
-            .collect();
-        if list.iter().any(|e| {
-            let len = (e[1] & 0xFFFF) % 32768;
-            (e[0]..e[0].saturating_add(len)).contains(&lblk)
-        }) {
-            return;
+    // The new block's contents first: it is free until mapped, so a mapping that fails
+    // below leaves nothing behind.
+    if dev
+        .write_at(&empty_block(p0, dev, dir, lblk), pblk * bs as u64)
+        .is_err()
+    {
+        return false;
+    }
+    let mut nodes_changed = false;
+    if runs.is_some() {
+        facts.block_used.set(pblk);
+        let add = Mapping {
+            lblk: u64::from(lblk),
+            pblk,
+            len: 1,
+            uninit: false,
+        };
+        match extent_tree::remap(p0, dev, facts, dir, Some(add)) {
+            Some(changed) => nodes_changed = changed,
+            None => {
+                facts.block_used.clear(pblk);
+                return false;
+            }
         }
-        let at = list.iter().position(|e| e[0] > lblk).unwrap_or(list.len());
-        list.insert(at, [lblk, 1 | (((pblk >> 32) as u32) << 16), pblk as u32]);
-        for (i, e) in list.iter().enumerate() {
-            iblock[3 + i * 3..6 + i * 3].copy_from_slice(e);
-        }
-        iblock[0] = u32::from(EXTENT_MAGIC) | ((list.len() as u32) << 16);
     } else {
         let Ok(p) = u32::try_from(pblk) else {
-            return;
+            return false;
         };
         match &mut indirect {
-            Some((_, table, at)) => table[*at..*at + 4].copy_from_slice(&p.to_le_bytes()),
+            Some((ind, table, at)) => {
+                table[*at..*at + 4].copy_from_slice(&p.to_le_bytes());
+                if dev.write_at(table, *ind * bs as u64).is_err() {
+                    return false;
+                }
+            }
             None => iblock[lblk as usize] = p,
         }
     }
+    taken.insert(pblk);
+    // i_blocks counts whole clusters.
+    let sectors = if shared.is_some() {
+        0
+    } else {
+        ratio * (bs / 512) as u64
+    };
+    let want_size = (u64::from(lblk) + 1) * bs as u64;
+    let block_mapped = runs.is_none();
+    inode::edit(p0, dev, dir, |i| {
+        if block_mapped {
+            for (w, v) in i.i_block.iter_mut().zip(&iblock) {
+                w.set(*v);
+            }
+        }
+        let blocks = u64::from(i.i_blocks_lo.get()) + sectors;
+        i.i_blocks_lo.set(blocks as u32);
+        if i.size() < want_size {
+            i.i_size_lo.set(want_size as u32);
+            i.i_size_high.set((want_size >> 32) as u32);
+        }
+    });
+    nodes_changed
+}
+
+/// An empty directory block for logical block `lblk` of `dir`: block 0 holds `.` and `..`.
+fn empty_block(p0: &Pass0Facts, dev: &dyn Device, dir: u32, lblk: u32) -> Vec<u8> {
+    let fs = &p0.fs;
+    let bs = fs.block_size();
     let mut buf = vec![0u8; bs];
     let csum = fs.has_metadata_csum();
     let cap = if csum { bs - fdir::TAIL_SIZE } else { bs };
@@ -169,26 +253,5 @@ fn fill(
         buf[n - fdir::TAIL_SIZE + 7] = fdir::ft::CSUM_TAIL;
         super::dirent::set_leaf_csum(p0, dev, dir, &mut buf);
     }
-    if dev.write_at(&buf, pblk * bs as u64).is_err() {
-        return;
-    }
-    if let Some((ind, table, _)) = &indirect {
-        if dev.write_at(table, ind * bs as u64).is_err() {
-            return;
-        }
-    }
-    taken.insert(pblk);
-    let sectors = (bs / 512) as u64;
-    let want_size = (u64::from(lblk) + 1) * bs as u64;
-    inode::edit(p0, dev, dir, |i| {
-        for (w, v) in i.i_block.iter_mut().zip(&iblock) {
-            w.set(*v);
-        }
-        let blocks = u64::from(i.i_blocks_lo.get()) + sectors;
-        i.i_blocks_lo.set(blocks as u32);
-        if i.size() < want_size {
-            i.i_size_lo.set(want_size as u32);
-            i.i_size_high.set((want_size >> 32) as u32);
-        }
-    });
+    buf
 }

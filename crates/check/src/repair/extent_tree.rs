@@ -6,7 +6,8 @@
 //!   its node blocks; the blocks no longer used, `i_blocks` and the bitmaps are left to the
 //!   next round's fixes, and a tree that would need new blocks is left as it is.
 //! - Pass 1E (`P1E_CAN_NARROW_EXTENT_TREE`, `P1E_CAN_COLLAPSE_EXTENT_TREE`, and under `-E
-//!   bmap2extent` `P1E_CONVERT_BMAP`, which also rewrites block maps) rebuilds a sound
+//!   bmap2extent` `P1E_CONVERT_BMAP`, which also rewrites block maps, as does
+//!   `P1_NO_BIGALLOC_BLOCKMAP_FILES` for a block map on bigalloc) rebuilds a sound
 //!   mapping completely in the round: adjacent runs merged, old mapping blocks reused as
 //!   leaves (more taken from the free blocks when a block map had too few), the rest freed
 //!   in the allocation facts, `i_blocks` and the quota usage brought along, so the round's
@@ -48,7 +49,8 @@ pub fn apply(
         match f.problem {
             P::P1E_CAN_NARROW_EXTENT_TREE
             | P::P1E_CAN_COLLAPSE_EXTENT_TREE
-            | P::P1E_CONVERT_BMAP => {
+            | P::P1E_CONVERT_BMAP
+            | P::P1_NO_BIGALLOC_BLOCKMAP_FILES => {
                 // An inode with other fixes this round is rebuilt in the next one, from
                 // the mapping and counts those fixes leave (the check offers it again).
                 let busy = fixes
@@ -99,7 +101,7 @@ fn shallower(p0: &Pass0Facts, dev: &dyn Device, ino: u32) {
 }
 
 /// The checksum seed of inode `ino`'s extent blocks (0 without `metadata_csum`).
-fn seed_of(fs: &Fs, ino: u32, generation: u32) -> u32 {
+pub(super) fn seed_of(fs: &Fs, ino: u32, generation: u32) -> u32 {
     if fs.has_metadata_csum() {
         ffsck_format::csum::inode_seed(fs.csum_seed, ino, generation)
     } else {
@@ -124,10 +126,10 @@ fn set_root(
 /// What a walk of a sound mapping holds: its data runs in logical order (adjacent ones
 /// merged) and the blocks holding the mapping (extent nodes or indirect blocks).
 #[derive(Default)]
-struct Gathered {
-    runs: Vec<Mapping>,
-    blocks: Vec<u64>,
-    damaged: bool,
+pub(super) struct Gathered {
+    pub runs: Vec<Mapping>,
+    pub blocks: Vec<u64>,
+    pub damaged: bool,
 }
 
 impl Visitor for Gathered {
@@ -169,7 +171,7 @@ impl Visitor for Gathered {
 }
 
 /// Leaf entries for `runs`: each run split into extents no longer than the format allows.
-fn leaf_entries(runs: &[Mapping]) -> Option<Vec<[u8; 12]>> {
+pub(super) fn leaf_entries(runs: &[Mapping]) -> Option<Vec<[u8; 12]>> {
     let mut out = Vec::new();
     for r in runs {
         let max = if r.uninit {
@@ -197,15 +199,28 @@ fn leaf_entries(runs: &[Mapping]) -> Option<Vec<[u8; 12]>> {
 /// Pass 1E's rebuild of inode `ino` (see the module header). Returns whether blocks were
 /// taken or freed in `facts`.
 fn optimize(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, ino: u32) -> bool {
+    remap(p0, dev, facts, ino, None).unwrap_or(false)
+}
+
+/// Rebuild the sound mapping of inode `ino` as pass 1E does, with `add` (a run of blocks the
+/// caller has taken, mapped nowhere yet) put in its logical place: the way a directory's hole
+/// is filled in a tree of any depth. `None` when nothing was written (a damaged or
+/// overlapping mapping, no room for the nodes); otherwise whether mapping blocks were taken
+/// or freed in `facts`.
+pub(super) fn remap(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    facts: &mut AllocFacts,
+    ino: u32,
+    add: Option<Mapping>,
+) -> Option<bool> {
     let fs = &p0.fs;
     let geo = &fs.geo;
-    let Some((_, raw)) = read_raw(p0, dev, ino) else {
-        return false;
-    };
+    let (_, raw) = read_raw(p0, dev, ino)?;
     let inode = ffsck_format::inode::RawInode::parse(&raw);
     let fl = inode.flags();
     if fl & iflags::INLINE_DATA != 0 || inode.i_links_count.get() == 0 {
-        return false;
+        return None;
     }
     let mut got = Gathered::default();
     let mut walk = Walk::over(fs);
@@ -219,11 +234,18 @@ fn optimize(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, ino: u32)
         walk.block_map(&iblock, &mut got);
     }
     if got.damaged {
-        return false;
+        return None;
     }
-    let Some(leaves) = leaf_entries(&got.runs) else {
-        return false;
-    };
+    if let Some(m) = add {
+        let overlaps = |r: &Mapping| r.lblk < m.lblk + m.len && m.lblk < r.lblk + r.len;
+        if fl & iflags::EXTENTS == 0 || m.len == 0 || got.runs.iter().any(overlaps) {
+            return None;
+        }
+        let at = got.runs.partition_point(|r| r.lblk < m.lblk);
+        got.runs.insert(at, m);
+        got.runs = joined(std::mem::take(&mut got.runs));
+    }
+    let leaves = leaf_entries(&got.runs)?;
     let mut old = got.blocks;
     old.sort_unstable();
     old.dedup();
@@ -235,17 +257,13 @@ fn optimize(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, ino: u32)
     if nodes.len() < need {
         let mut alloc = Alloc::new(fs, &facts.block_used);
         for _ in nodes.len()..need {
-            let Some(b) = alloc.run(1, 0, geo.blocks_count) else {
-                return false;
-            };
+            let b = alloc.run(1, 0, geo.blocks_count)?;
             taken.push(b);
         }
         nodes.extend(&taken);
     }
     let seed = seed_of(fs, ino, inode.i_generation.get());
-    let Some(root) = rebuild(fs, dev, seed, &leaves, &nodes) else {
-        return false;
-    };
+    let root = rebuild(fs, dev, seed, &leaves, &nodes)?;
     let freed: Vec<u64> = old.iter().copied().skip(need).collect();
     // `i_blocks`: each mapping block is a cluster of its own, counted in 512-byte units, or
     // in blocks for a huge file.
@@ -286,7 +304,43 @@ fn optimize(p0: &Pass0Facts, dev: &dyn Device, facts: &mut AllocFacts, ino: u32)
             facts.quota.charge(&raw, (new - gone) * cluster, 0);
         }
     }
-    !(taken.is_empty() && freed.is_empty())
+    Some(!(taken.is_empty() && freed.is_empty()))
+}
+
+/// The data runs of inode `ino`'s extent tree as `dev` has it, in logical order; `None` when
+/// the tree is not sound enough to be rebuilt by `remap`.
+pub(super) fn runs_of(p0: &Pass0Facts, dev: &dyn Device, ino: u32) -> Option<Vec<Mapping>> {
+    let fs = &p0.fs;
+    let inode = read_inode(p0, dev, ino)?;
+    if inode.flags() & iflags::EXTENTS == 0 {
+        return None;
+    }
+    let mut got = Gathered::default();
+    let mut walk = Walk::over(fs);
+    walk.csum_seed = fs
+        .has_metadata_csum()
+        .then(|| seed_of(fs, ino, inode.i_generation.get()));
+    walk.extents(&inode.block_bytes(), &mut got);
+    (!got.damaged).then_some(got.runs)
+}
+
+/// Runs in logical order with each run that continues the one before it on disk (and is
+/// written or unwritten alike) joined to it.
+fn joined(runs: Vec<Mapping>) -> Vec<Mapping> {
+    let mut out: Vec<Mapping> = Vec::with_capacity(runs.len());
+    for m in runs {
+        match out.last_mut() {
+            Some(last)
+                if last.lblk + last.len == m.lblk
+                    && last.pblk + last.len == m.pblk
+                    && last.uninit == m.uninit =>
+            {
+                last.len += m.len;
+            }
+            _ => out.push(m),
+        }
+    }
+    out
 }
 
 /// Gather the leaf entries (in tree order) and node blocks under `buf`, a node expected no
@@ -348,7 +402,7 @@ fn header(buf: &mut [u8], entries: usize, max: usize, depth: u16) {
 }
 
 /// Entries an extent block holds, leaving room for a checksum tail where there is one.
-fn per_node(fs: &Fs) -> usize {
+pub(super) fn per_node(fs: &Fs) -> usize {
     let bs = fs.block_size();
     let per = (bs - 12) / 12;
     if fs.has_metadata_csum() {
@@ -359,7 +413,7 @@ fn per_node(fs: &Fs) -> usize {
 }
 
 /// Blocks the shallowest tree of `entries` leaf entries needs below the inode.
-fn nodes_needed(entries: usize, per: usize) -> usize {
+pub(super) fn nodes_needed(entries: usize, per: usize) -> usize {
     let (mut level, mut total) = (entries, 0);
     while level > ROOT_ENTRIES {
         level = level.div_ceil(per);

@@ -13,7 +13,9 @@ use zerocopy::IntoBytes;
 /// The (incompat, ro_compat) bits the fixes among `fixes` turn on.
 fn feature_bits(fixes: &[&Finding]) -> (u32, u32) {
     fixes.iter().fold((0, 0), |(i, r), f| match f.problem {
-        P::P1_EXTENT_FEATURE | P::P1E_CONVERT_BMAP => (i | Incompat::EXTENTS, r),
+        P::P1_EXTENT_FEATURE | P::P1E_CONVERT_BMAP | P::P1_NO_BIGALLOC_BLOCKMAP_FILES => {
+            (i | Incompat::EXTENTS, r)
+        }
         P::P1_INLINE_DATA_FEATURE => (i | Incompat::INLINE_DATA, r),
         P::P2_FEATURE_LARGE_FILES => (i, r | RoCompat::LARGE_FILE),
         P::P4_DIR_NLINK_FEATURE => (i, r | RoCompat::DIR_NLINK),

@@ -41,6 +41,8 @@ pub(super) struct Round<'a> {
     pub plan: &'a connect::Plan,
     /// A step took or freed blocks (quota files, the orphan file): the allocation is rebuilt.
     pub blocks_changed: bool,
+    /// The free share of an indexed directory's leaves a pass-3A rebuild keeps (percent).
+    pub dir_slack: u8,
 }
 
 impl Round<'_> {
@@ -104,10 +106,17 @@ pub(super) const FIXERS: &[Step] = &[
         dirent::apply(r.p0, r.dev, r.dirs, r.fixes)
     }),
     step(Fixer::Salvage, When::InOrder, |r| {
-        salvage::apply(r.p0, r.dev, r.dirs, r.fixes)
+        r.blocks_changed |= salvage::apply(
+            r.p0,
+            r.dev,
+            r.dirs,
+            r.alloc.as_deref_mut(),
+            r.fixes,
+            r.dir_slack,
+        );
     }),
     step(Fixer::DirHole, When::InOrder, |r| {
-        dirhole::apply(r.p0, r.dev, r.alloc.as_deref(), r.fixes)
+        r.blocks_changed |= dirhole::apply(r.p0, r.dev, r.alloc.as_deref_mut(), r.fixes);
     }),
     step(Fixer::Resize, When::InOrder, |r| {
         if let Some(facts) = r.alloc.as_deref_mut() {

@@ -45,21 +45,22 @@ fn read_block(p0: &Pass0Facts, dev: &dyn Device, pblk: u64) -> Option<Vec<u8>> {
     dev.read_at(&mut b, pblk * bs as u64).ok().map(|_| b)
 }
 
+/// The inode the root directory's entry `lost+found` names, if any.
+pub(super) fn inode_of(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs) -> Option<u32> {
+    dirs.blocks(ROOT).into_iter().find_map(|pblk| {
+        let b = read_block(p0, dev, pblk)?;
+        let found = edir::leaf_entries(&b)
+            .good()
+            .find(|e| e.inode != 0 && e.name == NAME)
+            .map(|e| e.inode);
+        found
+    })
+}
+
 fn lookup(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs) -> Found {
-    let mut ino = 0;
-    for pblk in dirs.blocks(ROOT) {
-        if let Some(b) = read_block(p0, dev, pblk) {
-            if ino == 0 {
-                ino = edir::leaf_entries(&b)
-                    .good()
-                    .find(|e| e.inode != 0 && e.name == NAME)
-                    .map_or(0, |e| e.inode);
-            }
-        }
-    }
-    if ino == 0 {
+    let Some(ino) = inode_of(p0, dev, dirs) else {
         return Found::Missing;
-    }
+    };
     let Some(inode) = read_inode(p0, dev, ino) else {
         return Found::Unusable(P::P3_LPF_NOTDIR, ino);
     };
@@ -86,7 +87,7 @@ fn proposal(problem: P, ctx: ProblemCtx) -> Finding {
 
 /// Where the findings of this step go: before the first finding of pass 4, so they read as the
 /// end of pass 3.
-fn position(findings: &[Finding]) -> usize {
+pub(super) fn position(findings: &[Finding]) -> usize {
     findings
         .iter()
         .position(|f| f.problem.pass() >= 4)

@@ -29,6 +29,7 @@ mod newjournal;
 mod order;
 mod orphans;
 mod quota;
+mod rehash;
 mod resize;
 mod root;
 mod salvage;
@@ -111,7 +112,7 @@ struct Repair<'r> {
     first_files: Option<crate::facts::Counts>,
     rounds: usize,
     preen_halt: bool,
-    /// `-D`'s rebuild of every directory was made.
+    /// Pass 3A's rebuilds (of every directory under `-D`) were offered.
     optimized: bool,
     /// No room was found for a new `/lost+found`: lost files go to the root instead.
     lpf_root: bool,
@@ -250,31 +251,32 @@ impl Repair<'_> {
                     .position(|f| self.opts.policy.leaves_error(f))
             })
             .flatten();
-        let upto = halt_at.unwrap_or(out.findings.len());
-        let no_fixes = !out.findings[..upto].iter().any(|f| f.fixed);
-        let optimize_next = no_fixes
-            && self.opts.optimize_dirs
+        let mut upto = halt_at.unwrap_or(out.findings.len());
+        let mut no_fixes = !out.findings[..upto].iter().any(|f| f.fixed);
+        // Pass 3A: once nothing else is left to fix, the directories e2fsck rebuilds unasked
+        // (every one under -D) are offered, and the check runs once more.
+        if no_fixes
             && !self.optimized
             && out.fatal.is_none()
             && halt_at.is_none()
-            && self.rounds < MAX_ROUNDS;
-        let final_round = (no_fixes && !optimize_next)
-            || out.fatal.is_some()
-            || halt_at.is_some()
-            || self.rounds == MAX_ROUNDS;
+            && self.rounds < MAX_ROUNDS
+        {
+            self.optimized = true;
+            if let Some(p0) = &p0 {
+                let (at, n) = self.offer_pass_3a(p0, &dirs, &mut out.findings);
+                if n > 0 {
+                    held.insert_found(at, n);
+                    upto = out.findings.len();
+                    no_fixes = false;
+                }
+            }
+        }
+        let final_round =
+            no_fixes || out.fatal.is_some() || halt_at.is_some() || self.rounds == MAX_ROUNDS;
         let restart_at = (!self.asks)
             .then(|| order::restart_point(&out.findings[..upto], restart && !final_round))
             .flatten();
         self.report(&seen, held, &out, upto, final_round, restart_at);
-        // `-D`: once nothing is left to fix, rebuild every directory and check once more.
-        if optimize_next {
-            self.optimized = true;
-            if let Some(p0) = &p0 {
-                salvage::optimize_all(p0, &*self.ov, &dirs);
-            }
-            self.last = Some(out);
-            return true;
-        }
         if no_fixes || out.fatal.is_some() {
             self.preen_halt = halt_at.is_some();
             self.last = Some(out);
@@ -291,6 +293,12 @@ impl Repair<'_> {
                 fixes: &fixes,
                 plan: &plan,
                 blocks_changed: false,
+                dir_slack: self
+                    .opts
+                    .policy
+                    .overrides()
+                    .dir_slack
+                    .unwrap_or(rehash::DEFAULT_SLACK),
             };
             fixers::apply(&mut round, alone);
         }
@@ -337,6 +345,61 @@ impl Repair<'_> {
         {
             held.insert_found(at, n);
         }
+    }
+
+    /// Pass 3A's offers, as e2fsck's pass 3A picks its directories: under -D every directory;
+    /// otherwise, on a `dir_index` file system, each unindexed one of three blocks or more but
+    /// `/lost+found`. Directories whose index keeps the hash in the entries (encrypted and
+    /// casefolded) and inline ones are left alone. The offers go before the first finding of
+    /// pass 4; returns where, and how many.
+    fn offer_pass_3a(
+        &self,
+        p0: &Pass0Facts,
+        dirs: &Dirs,
+        findings: &mut Vec<Finding>,
+    ) -> (usize, usize) {
+        let fs = &p0.fs;
+        let bs = fs.block_size() as u64;
+        let all = self.opts.optimize_dirs;
+        let policy = self.opts.policy;
+        if policy.mode == Mode::No
+            || !policy.answer(P::P3A_OPTIMIZE_DIR)
+            || (!all && !fs.geo.compat.has(ffsck_format::Compat::DIR_INDEX))
+        {
+            return (0, 0);
+        }
+        let lpf = lpf::inode_of(p0, &*self.ov, dirs);
+        let mut offers = Vec::new();
+        // A directory of fewer than three blocks is not read again unless all are rebuilt
+        // (a size of more blocks than the directory maps is a problem pass 1 reports).
+        for (&dir, _) in dirs.0.iter().filter(|(_, b)| all || b.len() >= 3) {
+            let Some(inode) = inode::read_inode(p0, &*self.ov, dir) else {
+                continue;
+            };
+            let fl = inode.flags();
+            use ffsck_format::inode::flags as iflags;
+            if fl & iflags::INLINE_DATA != 0
+                || fl & (iflags::ENCRYPT | iflags::CASEFOLD) == iflags::ENCRYPT | iflags::CASEFOLD
+            {
+                continue;
+            }
+            let wanted =
+                all || (fl & iflags::INDEX == 0 && inode.size() / bs >= 3 && lpf != Some(dir));
+            if wanted {
+                offers.push(Finding {
+                    problem: P::P3A_OPTIMIZE_DIR,
+                    ctx: ProblemCtx {
+                        dir,
+                        ..ProblemCtx::default()
+                    },
+                    fixed: true,
+                });
+            }
+        }
+        let at = lpf::position(findings);
+        let n = offers.len();
+        findings.splice(at..at, offers);
+        (at, n)
     }
 
     /// Decide which fixes this round makes (`order::decide`), and place the reconnections
@@ -749,10 +812,6 @@ mod tests {
         ),
         (P::P1_INODE_TOOBIG, "never reported: no check finds it yet"),
         (P::P1_TOOBIG_REG, "never reported: no check finds it yet"),
-        (
-            P::P1_MISALIGNED_CLUSTER,
-            "never reported: no check finds it yet",
-        ),
         (
             P::P1_EA_INODE_NONREG,
             "never reported: no check finds it yet",

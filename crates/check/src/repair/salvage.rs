@@ -1,28 +1,32 @@
 //! Directory salvage and rebuild, as e2fsck's pass 2 salvage and pass 3A ("Optimizing
 //! directories") do it: read every live entry a directory still has (tolerating corrupt record
 //! lengths, entries running past the block and garbage blocks), make the names unique, and
-//! write the directory again into the blocks it already owns, with `.` and `..` first and a
-//! checksum tail in every leaf. Indexed directories get a fresh htree (sorted by name hash, one
-//! or two index levels) when it fits in their blocks; otherwise, and for plain directories, the
-//! result is linear and the index flag is cleared.
+//! write the directory again.
 //!
-//! The rebuild never allocates or frees blocks and never changes the mapping, so the allocation
-//! facts stay right; entries it keeps are re-checked by the next round (bad inode numbers, file
-//! types, link counts and a `..` it had to invent are fixed there).
+//! - A directory e2fsck rebuilds in pass 3A (an index it cleared, duplicate names, a leaf
+//!   without a checksum tail, pass 3A's own offer, `-D`) is laid out as e2fsck's rehash lays it
+//!   out and resized to fit (`rehash.rs`).
+//! - Any other, or one that cannot be resized, is written into the blocks it already owns,
+//!   with `.` and `..` first and a checksum tail in every leaf: an indexed one gets a fresh
+//!   htree (sorted by name hash, one or two index levels) when it fits in its blocks;
+//!   otherwise, and for plain directories, the result is linear and the index flag is cleared.
+//!   That rebuild never allocates or frees blocks and never changes the mapping, so the
+//!   allocation facts stay right.
+//!
+//! Entries a rebuild keeps are re-checked by the next round (bad inode numbers, file types,
+//! link counts and a `..` it had to invent are fixed there).
 
-use super::{dirent, inode, Dirs};
+use super::{dirent, inode, rehash, Dirs};
+use crate::engine::AllocFacts;
 use crate::htree::{self, DxDir};
 use crate::pass0::Pass0Facts;
-use crate::problem::{Fixer, Problem as P};
+use crate::problem::{Fixer, Problem as P, Prompt};
 use crate::report::Finding;
 use ffsck_format::dir::{self as fdir, hash, header_at, DX_ROOT_ENTRIES_OFFSET};
 use ffsck_format::inode::{flags as iflags, RawInode};
 use ffsck_format::{ino as rino, Compat};
 use ffsck_io::Device;
-use std::collections::{BTreeMap, HashSet};
-
-/// `s_flags` bit: the file system hashes names as unsigned `char`.
-const FLAGS_UNSIGNED_HASH: u32 = 0x2;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// The directory a finding asks to rebuild.
 fn target(f: &Finding) -> u32 {
@@ -40,18 +44,59 @@ fn rebuilds(p: P) -> bool {
     p.fixed_by(Fixer::Salvage) || p == P::P2_BAD_NAME
 }
 
+/// Problems after whose fix e2fsck rebuilds the directory in its pass 3A (`rehash`): an index
+/// cleared, duplicate names, a leaf without room for its checksum, and pass 3A's own offer.
+fn rehashes(p: P) -> bool {
+    p.fixed_by(Fixer::Salvage)
+        && (p.info().prompt == Prompt::ClearHtree
+            || matches!(
+                p,
+                P::P2_DUPLICATE_DIRENT
+                    | P::P2_NON_UNIQUE_FILE
+                    | P::P2_NON_UNIQUE_FILE_NO_RENAME
+                    | P::P2_LEAF_NODE_MISSING_CSUM
+                    | P::P3A_OPTIMIZE_DIR
+            ))
+}
+
 /// Rebuild every directory the fixes among `fixes` name. A second link to a directory
-/// (`P2_LINK_DIR`) is dropped by the rebuild of the directory holding it.
-pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding]) {
+/// (`P2_LINK_DIR`) is dropped by the rebuild of the directory holding it. A directory e2fsck
+/// rebuilds in pass 3A is laid out as e2fsck's rehash lays it out (`rehash`), taking and
+/// releasing blocks in `facts`, its leaves keeping `slack` percent free when indexed. Returns
+/// whether blocks were taken or released.
+pub fn apply(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    dirs: &Dirs,
+    mut facts: Option<&mut AllocFacts>,
+    fixes: &[&Finding],
+    slack: u8,
+) -> bool {
     let mut targets: BTreeMap<u32, Vec<(String, u32)>> = BTreeMap::new();
+    let mut rehash: BTreeSet<u32> = BTreeSet::new();
     for f in fixes.iter().filter(|f| rebuilds(f.problem)) {
         let dir = target(f);
         if dir == 0 {
             continue;
         }
+        if rehashes(f.problem) {
+            rehash.insert(dir);
+        }
         let drops = targets.entry(dir).or_default();
         if f.problem == P::P2_LINK_DIR {
             drops.push((f.ctx.name.clone().unwrap_or_default(), f.ctx.ino));
+        }
+    }
+    // A directory pass 3 found in a loop is reconnected to /lost+found (the connect fix);
+    // the entry that closed the loop, in the parent pass 2 chose for it, goes too (matched
+    // by inode alone), or the next pass 2 could choose that entry again, first in its order,
+    // and the loop come back.
+    for f in fixes.iter().filter(|f| f.problem == P::P3_LOOPED_DIR) {
+        if f.ctx.dir != 0 && f.ctx.ino != 0 {
+            targets
+                .entry(f.ctx.dir)
+                .or_default()
+                .push((String::new(), f.ctx.ino));
         }
     }
     // A `..` pass 3 wants to point elsewhere but that has no entry to edit (`dir` 0, or an
@@ -64,39 +109,58 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding])
             targets.entry(f.ctx.ino).or_default();
         }
     }
+    // `/lost+found` keeps the blocks it has (it is grown ahead of need).
+    let lpf = if rehash.is_empty() {
+        None
+    } else {
+        super::lpf::inode_of(p0, dev, dirs)
+    };
+    let mut changed = false;
     for (dir, drops) in targets {
-        rebuild(
+        let how = Rebuild {
+            rehash: rehash.contains(&dir).then_some(slack),
+            keep_blocks: lpf == Some(dir),
+        };
+        changed |= rebuild(
             p0,
             dev,
             dirs,
+            facts.as_deref_mut(),
             dir,
-            false,
+            how,
             &drops,
             parents.get(&dir).copied(),
         );
     }
+    changed
 }
 
-/// Rebuild every directory with more than one block (`-D`), as an htree where the file system
-/// has `dir_index`.
-pub fn optimize_all(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs) {
-    let list: Vec<u32> = dirs
-        .0
-        .iter()
-        .filter(|(_, b)| b.len() > 1)
-        .map(|(&d, _)| d)
-        .collect();
-    for dir in list {
-        rebuild(p0, dev, dirs, dir, true, &[], None);
-    }
+/// Whether `e` is the entry a drop names: by name and inode, or, without a name, the first
+/// entry naming the inode other than `.` and `..`.
+fn names_drop(e: &Entry, name: &str, ino: u32) -> bool {
+    e.ino == ino
+        && if name.is_empty() {
+            e.name != b"." && e.name != b".."
+        } else {
+            String::from_utf8_lossy(&e.name) == name
+        }
+}
+
+/// How a directory is rebuilt.
+#[derive(Clone, Copy)]
+struct Rebuild {
+    /// As e2fsck's pass 3A, with this slack in indexed leaves (percent); else in place.
+    rehash: Option<u8>,
+    /// The directory is `/lost+found`: it keeps all its blocks.
+    keep_blocks: bool,
 }
 
 /// One live entry kept for the rebuilt directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Entry {
-    ino: u32,
-    ftype: u8,
-    name: Vec<u8>,
+pub(super) struct Entry {
+    pub ino: u32,
+    pub ftype: u8,
+    pub name: Vec<u8>,
 }
 
 /// What the blocks of a directory still hold.
@@ -301,13 +365,7 @@ fn dedup(entries: Vec<Entry>, rename: bool) -> Vec<Entry> {
                 prev_ino = 0;
                 continue;
             }
-            let mut new = name.clone();
-            for _ in 0..10_000u32 {
-                mutate(&mut new);
-                if !taken.contains(&new) {
-                    break;
-                }
-            }
+            let new = crate::ext4::dir::renamed(&name, &taken);
             taken.insert(new.clone());
             e.name = new;
             prev_ino = e.ino;
@@ -317,58 +375,16 @@ fn dedup(entries: Vec<Entry>, rename: bool) -> Vec<Entry> {
     entries.into_iter().flatten().collect()
 }
 
-/// The next name e2fsck tries for a clashing entry: `~0` put at the end (overwriting the last
-/// characters when that keeps the length within the same 4-byte slot), then counted up
-/// (`~1`, … `~9`, `~10` …).
-fn mutate(name: &mut Vec<u8>) {
-    let len = name.len();
-    if len == 0 {
-        name.extend_from_slice(b"~0");
-        return;
-    }
-    let digits = name.iter().rev().take_while(|c| c.is_ascii_digit()).count();
-    let tilde = digits > 0 && digits < len && name[len - digits - 1] == b'~';
-    if !tilde {
-        let grown = if (len - 1) % 4 < 2 {
-            len + 2
-        } else {
-            (len + 3) & !3
-        };
-        let grown = grown.clamp(2, fdir::NAME_MAX);
-        name.resize(grown, 0);
-        name[grown - 2] = b'~';
-        name[grown - 1] = b'0';
-        return;
-    }
-    // Count up the digits; past all nines the number gains a digit in front of the tilde.
-    for i in (len - digits..len).rev() {
-        if name[i] == b'9' {
-            name[i] = b'0';
-        } else {
-            name[i] += 1;
-            return;
-        }
-    }
-    // All nines: the character before the tilde moves on instead (as e2fsck does).
-    match len - digits - 1 {
-        1 => match name[0] {
-            b'z' => name[0] = b'A',
-            b'Z' => {
-                name[0] = b'~';
-                name[1] = b'0';
-            }
-            c => name[0] = c.wrapping_add(1),
-        },
-        0 => name[0] = b'a',
-        at => {
-            name[at] = b'1';
-            name[at - 1] = b'~';
-        }
-    }
-}
-
 /// Put an entry at `off` with record length `rec`.
-fn put_entry(buf: &mut [u8], off: usize, rec: usize, bs: u32, ino: u32, ftype: u8, name: &[u8]) {
+pub(super) fn put_entry(
+    buf: &mut [u8],
+    off: usize,
+    rec: usize,
+    bs: u32,
+    ino: u32,
+    ftype: u8,
+    name: &[u8],
+) {
     buf[off..off + 4].copy_from_slice(&ino.to_le_bytes());
     let raw = fdir::encode_rec_len(rec as u32, bs);
     buf[off + 4..off + 6].copy_from_slice(&raw.to_le_bytes());
@@ -378,7 +394,7 @@ fn put_entry(buf: &mut [u8], off: usize, rec: usize, bs: u32, ino: u32, ftype: u
 }
 
 /// Put the checksum tail's header (its checksum is set when the block is written).
-fn put_tail(buf: &mut [u8]) {
+pub(super) fn put_tail(buf: &mut [u8]) {
     let n = buf.len();
     let t = &mut buf[n - fdir::TAIL_SIZE..];
     t.fill(0);
@@ -434,32 +450,33 @@ fn hash_version(p0: &Pass0Facts, old_root: Option<&[u8]>) -> u8 {
     old.unwrap_or(p0.fs.sb.s_def_hash_version).min(hash::TEA)
 }
 
-/// Rebuild directory `dir` in place, without the entries `drops` names (name as displayed,
-/// inode), with `..` naming `parent` when given. `optimize`: the directory was not found
-/// broken (`-D`).
+/// Rebuild directory `dir`, without the entries `drops` names (name as displayed, inode),
+/// with `..` naming `parent` when given: in place, or as e2fsck's pass 3A (`how.rehash`),
+/// resized in `facts`. Returns whether blocks were taken or released.
 #[allow(clippy::too_many_arguments)]
 fn rebuild(
     p0: &Pass0Facts,
     dev: &dyn Device,
     dirs: &Dirs,
+    facts: Option<&mut AllocFacts>,
     dir: u32,
-    optimize: bool,
+    how: Rebuild,
     drops: &[(String, u32)],
     parent: Option<u32>,
-) {
+) -> bool {
     let fs = &p0.fs;
     let bs = fs.block_size();
     let Some((off, raw)) = super::inode::read_raw(p0, dev, dir) else {
-        return;
+        return false;
     };
     let ino = RawInode::parse(&raw);
     let flags = ino.flags();
     if flags & iflags::INLINE_DATA != 0 {
         rebuild_inline(p0, dev, dir, off, raw, drops, parent);
-        return;
+        return false;
     }
     let Some(map) = dirs.0.get(&dir) else {
-        return;
+        return false;
     };
     let encrypted = flags & iflags::ENCRYPT != 0;
     let casefold = flags & iflags::CASEFOLD != 0;
@@ -469,26 +486,23 @@ fn rebuild(
     let mut blocks: Vec<(u32, Vec<u8>)> = Vec::new();
     for &(lblk, pblk) in map.iter().filter(|b| u64::from(b.0) < nblocks.max(1)) {
         if pblk == 0 || pblk >= fs.geo.blocks_count {
-            return;
+            return false;
         }
         let mut b = vec![0u8; bs];
         if dev.read_at(&mut b, pblk * bs as u64).is_err() {
-            return;
+            return false;
         }
         blocks.push((lblk, b));
     }
     // A hole in the middle stays a hole: the rebuild needs every block from 0 on.
     if blocks.is_empty() || blocks.iter().enumerate().any(|(i, b)| b.0 as usize != i) {
-        return;
+        return false;
     }
     let old_root = (flags & iflags::INDEX != 0).then(|| blocks[0].1.clone());
     let s = salvage(&blocks, bs, fs.geo.inodes_count);
     let mut entries = s.entries;
     for (name, ino) in drops {
-        if let Some(i) = entries
-            .iter()
-            .position(|e| e.ino == *ino && String::from_utf8_lossy(&e.name) == name.as_str())
-        {
+        if let Some(i) = entries.iter().position(|e| names_drop(e, name, *ino)) {
             entries.remove(i);
         }
     }
@@ -506,8 +520,19 @@ fn rebuild(
     let csum = fs.has_metadata_csum();
     let cap = if csum { bs - fdir::TAIL_SIZE } else { bs };
     let n = blocks.len();
+    // A directory whose names the index keeps in the entries (encrypted and casefolded) is
+    // not laid out again here.
+    if let (Some(slack), false) = (how.rehash, encrypted && casefold) {
+        let laid = rehash::layout(p0, dir, flags, size, &entries, dotdot, slack);
+        let old: Vec<u64> = map.iter().take(n).map(|b| b.1).collect();
+        if let Some(done) =
+            laid.and_then(|l| rehash::write(p0, dev, facts, dir, &old, l, how.keep_blocks))
+        {
+            return done;
+        }
+    }
     let want_index = fs.geo.compat.has(Compat::DIR_INDEX)
-        && (flags & iflags::INDEX != 0 || optimize)
+        && (flags & iflags::INDEX != 0 || how.rehash.is_some())
         && !encrypted
         && !casefold;
     let mut out: Vec<Vec<u8>> = Vec::new();
@@ -524,7 +549,7 @@ fn rebuild(
     if !indexed {
         let packed = pack(&entries, cap, 24);
         if packed.len() > n {
-            return;
+            return false;
         }
         for i in 0..n {
             let mut buf = vec![0u8; bs];
@@ -567,10 +592,11 @@ fn rebuild(
             });
         });
     }
+    false
 }
 
 /// Without the `filetype` feature entries carry no type.
-fn clear_types(buf: &mut [u8], bs: usize) {
+pub(super) fn clear_types(buf: &mut [u8], bs: usize) {
     let mut off = 0;
     for _ in 0..=bs / 12 {
         let Some(h) = header_at(buf, off, bs as u32) else {
@@ -587,7 +613,7 @@ fn clear_types(buf: &mut [u8], bs: usize) {
 }
 
 /// Set the dx tail checksum of a root (`root`) or interior node.
-fn set_dx_csum(p0: &Pass0Facts, dev: &dyn Device, dir: u32, buf: &mut [u8], root: bool) {
+pub(super) fn set_dx_csum(p0: &Pass0Facts, dev: &dyn Device, dir: u32, buf: &mut [u8], root: bool) {
     let Some(seed) = crate::ext4::inode::seed_from(&p0.fs, dev, dir) else {
         return;
     };
@@ -600,7 +626,7 @@ fn set_dx_csum(p0: &Pass0Facts, dev: &dyn Device, dir: u32, buf: &mut [u8], root
 }
 
 /// Write a dx entry table at `co`: limit, count, then (hash, block) pairs.
-fn put_table(buf: &mut [u8], co: usize, limit: usize, refs: &[(u32, u32)]) {
+pub(super) fn put_table(buf: &mut [u8], co: usize, limit: usize, refs: &[(u32, u32)]) {
     buf[co..co + 2].copy_from_slice(&(limit as u16).to_le_bytes());
     buf[co + 2..co + 4].copy_from_slice(&(refs.len() as u16).to_le_bytes());
     for (i, &(h, b)) in refs.iter().enumerate() {
@@ -630,7 +656,7 @@ fn build_htree(
     let bs = fs.block_size();
     let csum = fs.has_metadata_csum();
     let version = hash_version(p0, old_root);
-    let unsigned = fs.sb.s_flags.get() & FLAGS_UNSIGNED_HASH != 0;
+    let unsigned = fs.sb.unsigned_dir_hash();
     let dx = DxDir {
         numblocks: n as u32,
         hash_version: if unsigned { version + 3 } else { version },
@@ -804,10 +830,7 @@ fn rebuild_inline(
         .filter(|e| e.ino != 0 && !e.name.is_empty() && e.name != b"." && e.name != b"..")
         .collect();
     for (name, ino) in drops {
-        if let Some(i) = entries
-            .iter()
-            .position(|e| e.ino == *ino && String::from_utf8_lossy(&e.name) == name.as_str())
-        {
+        if let Some(i) = entries.iter().position(|e| names_drop(e, name, *ino)) {
             entries.remove(i);
         }
     }
@@ -863,28 +886,4 @@ fn rebuild_inline(
     }
     let mut inode = crate::ext4::inode::Inode { ino: dir, off, raw };
     crate::ext4::inode::write(fs, dev, &mut inode);
-}
-
-#[cfg(test)]
-mod mutate_tests {
-    use super::mutate;
-
-    fn next(s: &str) -> String {
-        let mut v = s.as_bytes().to_vec();
-        mutate(&mut v);
-        String::from_utf8(v).unwrap()
-    }
-
-    #[test]
-    fn names_are_mutated_as_e2fsck_renames_them() {
-        // 16 characters: the suffix replaces the last two.
-        assert_eq!(next("modules.conf.old"), "modules.conf.o~0");
-        // 6 characters ((6-1) % 4 = 1): the suffix is appended.
-        assert_eq!(next("test-0"), "test-0~0");
-        assert_eq!(next("abc"), "ab~0");
-        assert_eq!(next("x~0"), "x~1");
-        assert_eq!(next("x~9"), "y~0");
-        assert_eq!(next("ab~99"), "a~100");
-        assert_eq!(next("~9"), "a0");
-    }
 }

@@ -80,7 +80,7 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding], p0: &crate::pass0::Pass0Facts
                 // sets the same hint).
                 P::P0_DIRHASH_HINT => sb
                     .s_flags
-                    .set(sb.s_flags.get() | crate::pass0::FLAGS_SIGNED_HASH),
+                    .set(sb.s_flags.get() | ffsck_format::superblock::FLAGS_SIGNED_HASH),
                 P::P0_FUTURE_SB_LAST_MOUNT => {
                     sb.s_mtime.set(now as u32);
                     sb.s_mtime_hi = (now >> 32) as u8;

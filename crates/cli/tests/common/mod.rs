@@ -466,6 +466,18 @@ pub fn e2fsck_n(t: &Tools, img: &Path) -> (i32, String) {
     )
 }
 
+/// `e2fsck -fy` on a copy of `img` (left beside it, then removed): e2fsck's own answer to the
+/// damage a test is about to repair. Returns its standard output.
+pub fn e2fsck_fy_copy(t: &Tools, img: &Path) -> String {
+    let copy = img.with_extension("e2fsck-copy");
+    std::fs::copy(img, &copy).unwrap();
+    let mut cmd = Command::new(&t.e2fsck);
+    cmd.arg("-fy").arg(&copy).env("E2FSCK_CONFIG", "/dev/null");
+    let run = run_with_timeout(cmd, DEFAULT_TIMEOUT).expect("e2fsck timed out");
+    let _ = std::fs::remove_file(&copy);
+    run.stdout
+}
+
 /// The whole content of a file.
 pub fn read_all(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()

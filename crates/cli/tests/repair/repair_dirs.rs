@@ -77,7 +77,7 @@ fn ffsck(args: &[&str], img: &Path) -> common::Run {
 
 /// The damage is visible to e2fsck; one `ffsck -fy` leaves nothing for e2fsck or a second
 /// ffsck to find.
-fn repair_once(t: &Tools, img: &Img, what: &str) {
+fn repair_once(t: &Tools, img: &Img, what: &str) -> common::Run {
     let (before, out) = common::e2fsck_n(t, &img.path);
     assert_ne!(
         before, 0,
@@ -99,6 +99,7 @@ fn repair_once(t: &Tools, img: &Img, what: &str) {
         "{what}: second ffsck -fn:\n{}",
         again.stdout
     );
+    run
 }
 
 /// Names listed in directory `path` (debugfs `ls -p`: /inode/mode/uid/gid/name/size/).
@@ -269,7 +270,18 @@ fn duplicate_names_are_made_unique() {
             .position(|w| w == [1, 1, b'b'])
             .expect("test setup: entry 'b' in /small");
         common::patch(&img.path, blk * 1024 + at as u64 + 2, b"a");
-        repair_once(&t, &img, what);
+        // e2fsck on a copy names the new name in its question; ffsck asks the same.
+        let e2out = common::e2fsck_fy_copy(&t, &img.path);
+        let rename = |out: &str| -> Vec<String> {
+            out.lines()
+                .filter(|l| l.contains("non-unique") || l.starts_with("Rename to"))
+                .map(str::to_string)
+                .collect()
+        };
+        let want = rename(&e2out);
+        assert!(!want.is_empty(), "{what}: e2fsck renamed nothing");
+        let run = repair_once(&t, &img, what);
+        assert_eq!(rename(&run.stdout), want, "{what}:\n{}", run.stdout);
         let got = names(&t, &img.path, "/small");
         assert!(got.contains(&"a".to_string()), "{what}: {got:?}");
         assert_eq!(got.len(), 3, "{what}: a, a~0 and sub expected: {got:?}");

@@ -224,3 +224,43 @@ fn bmap2extent_rewrites_block_maps_as_extent_trees() {
         assert!(st.contains("EXTENTS:"), "{f}: {st}");
     }
 }
+
+/// A bigalloc file system maps files by extents only: a file whose extent root became a block
+/// map (its extent flag cleared, its words the data blocks) is reported as e2fsck reports it
+/// ("cannot be block mapped", under -n an error), and one `-fy` rewrites it as an extent tree
+/// under e2fsck's pass 1E header, its contents kept.
+#[test]
+fn bigalloc_block_map_is_rewritten_as_an_extent_tree() {
+    let Some(t) = common::tools() else { return };
+    let args = ["-O", "bigalloc", "-C", "65536", "-b", "4096"];
+    let img = common::mkfs(&t, "ext4", &args, "16M");
+    let want = common::tree_file(&img, "a/f1");
+    let n = want.len().div_ceil(4096) as u64;
+    assert!((1..=12).contains(&n), "test setup: /a/f1 has {n} blocks");
+    let mut cmds = vec!["sif /a/f1 flags 0".to_string()];
+    let names = (0..12)
+        .map(|i| i.to_string())
+        .chain(["IND", "DIND", "TIND"].map(String::from));
+    for (i, name) in names.enumerate() {
+        let b = if (i as u64) < n {
+            common::bmap(&t, &img.path, "/a/f1", i as u64)
+        } else {
+            0
+        };
+        cmds.push(format!("sif /a/f1 block[{name}] {b}"));
+    }
+    let cmds: Vec<&str> = cmds.iter().map(String::as_str).collect();
+    common::debugfs_script(&t, &img, &cmds);
+    common::expect_codes(&t, &img, 4, &["P1_NO_BIGALLOC_BLOCKMAP_FILES"], &[]);
+    let run = common::assert_one_run_repairs(&t, &img, "bigalloc block map", &[1]);
+    assert!(
+        run.stdout
+            .contains("on bigalloc filesystem cannot be block mapped.  Fix? yes")
+            && run.stdout.contains("Pass 1E: Optimizing extent trees"),
+        "{}",
+        run.stdout
+    );
+    let st = common::debugfs_r(&t, &img.path, "stat /a/f1");
+    assert!(st.contains("EXTENTS:"), "{st}");
+    assert_eq!(common::dump(&t, &img, "/a/f1"), want);
+}

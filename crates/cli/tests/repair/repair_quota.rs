@@ -209,3 +209,35 @@ fn an_unused_quota_inode_with_data_is_cleared() {
         assert!(stat.contains("Links: 0"), "inode {ino} not zeroed:\n{stat}");
     }
 }
+
+/// On bigalloc, where new blocks come in clusters, a quota file whose new contents fit its
+/// blocks is written in place: `mke2fs -d` leaves quota files that count only the root and
+/// lost+found, and one `ffsck -fy` makes them right as one `e2fsck -fy` does. (The rewrite
+/// used to need new blocks, which it cannot take on bigalloc, and answered yes to nothing.)
+#[test]
+fn a_stale_quota_file_on_bigalloc_is_rewritten_in_place() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(
+        &t,
+        "ext4",
+        &["-b", "4096", "-O", "quota,bigalloc", "-C", "65536"],
+        "16M",
+    );
+    let (code, out) = common::e2fsck_n(&t, &img.path);
+    assert_ne!(
+        code, 0,
+        "test setup: mke2fs -d left the quota files right\n{out}"
+    );
+    let copy = img.aux("e2fsck.img");
+    std::fs::copy(&img.path, &copy).unwrap();
+    e2fsck_fy(&t, &copy);
+    let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
+    let (code, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(code, 0, "e2fsck -fn after ffsck -fy:\n{out}");
+    assert_eq!(
+        lq(&t, &img.path),
+        lq(&t, &copy),
+        "usage differs from e2fsck's"
+    );
+}

@@ -5,12 +5,17 @@ use super::*;
 use crate::{MemDevice, Result};
 use std::collections::HashSet;
 
-/// A device that records every read it serves, and fails reads touching `bad`.
+/// A device that records every read it serves and every hint, and fails reads touching
+/// `bad`.
 struct Recording {
     inner: MemDevice,
     reads: Mutex<Vec<(u64, u64)>>,
     hints: Mutex<Vec<(u64, u64)>>,
+    /// Reads (`true`) and hints (`false`) in the order the device saw them.
+    events: Mutex<Vec<(bool, u64, u64)>>,
     bad: Option<u64>,
+    /// Bytes below this answer `is_cached` with yes (above it, no).
+    cached_below: Option<u64>,
 }
 
 impl Recording {
@@ -19,7 +24,9 @@ impl Recording {
             inner: MemDevice::new(data),
             reads: Mutex::new(Vec::new()),
             hints: Mutex::new(Vec::new()),
+            events: Mutex::new(Vec::new()),
             bad: None,
+            cached_below: None,
         }
     }
     fn reads(&self) -> Vec<(u64, u64)> {
@@ -33,6 +40,9 @@ impl Device for Recording {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         self.reads.lock().unwrap().push((offset, buf.len() as u64));
+        let mut events = self.events.lock().unwrap();
+        events.push((true, offset, buf.len() as u64));
+        drop(events);
         if let Some(bad) = self.bad {
             if offset <= bad && bad < offset + buf.len() as u64 {
                 return Err(IoError::Io {
@@ -54,6 +64,11 @@ impl Device for Recording {
     }
     fn will_need(&self, ranges: &[(u64, u64)]) {
         self.hints.lock().unwrap().extend_from_slice(ranges);
+        let mut events = self.events.lock().unwrap();
+        events.extend(ranges.iter().map(|&(o, l)| (false, o, l)));
+    }
+    fn is_cached(&self, offset: u64) -> Option<bool> {
+        self.cached_below.map(|below| offset < below)
     }
 }
 
@@ -137,8 +152,74 @@ fn any_number_of_consumers_get_their_bytes_from_one_ascending_coalesced_read_str
         // Coalesced: far fewer reads than ranges, each at most a request plus one range.
         assert!(reads.len() * 4 < plan.len(), "{} reads", reads.len());
         assert!(reads.iter().all(|&(_, l)| l <= cfg.max_request + 3 * 4096));
-        // The device heard about the requests before they were read.
-        assert_eq!(dev.hints.lock().unwrap().len(), reqs.len());
+        // The device heard about the requests after the first before they were read.
+        assert_eq!(dev.hints.lock().unwrap().len(), reqs.len() - 1);
+    }
+}
+
+/// What a disk with a command queue is given, in order: the first request of the plan the
+/// device must read (not in memory already) read alone, so the head starts the sweep at its
+/// low end wherever the last sweep left it; then every later request hinted once,
+/// ascending, at most `ahead` past the one being read, and each hinted before it is read.
+/// The same for any number of consumers.
+#[test]
+fn a_sweep_starts_with_its_first_cold_request_alone_then_hints_ascending_ahead_of_the_reads() {
+    let size = 16 << 20;
+    let data = pattern(size);
+    let cfg = StreamConfig {
+        max_request: 128 << 10,
+        max_gap: 64 << 10,
+        ahead: 8,
+        ..StreamConfig::default()
+    };
+    let plan = scattered(400, size as u64, 7);
+    let (_, reqs) = plan.schedule(&cfg);
+    assert!(reqs.len() > 3 * cfg.ahead, "{} requests", reqs.len());
+    let want: Vec<(u64, u64)> = reqs.iter().map(|r| (r.offset, r.len)).collect();
+    // The device says nothing of its cache, or holds the first five requests already.
+    for (cached_below, warm) in [(None, 0), (Some(want[5].0), 5)] {
+        for consumers in [1, 2, 4] {
+            let mut dev = Recording::new(data.clone());
+            dev.cached_below = cached_below;
+            run(&dev, &plan, &cfg, |s| {
+                std::thread::scope(|t| {
+                    for _ in 0..consumers {
+                        t.spawn(|| while s.recv().is_some() {});
+                    }
+                })
+            });
+            let case = format!("{consumers} consumers, {warm} cached");
+            let events = dev.events.lock().unwrap().clone();
+            let reads: Vec<(u64, u64)> =
+                events.iter().filter(|e| e.0).map(|e| (e.1, e.2)).collect();
+            assert_eq!(reads, want, "{case}: read once each, in plan order");
+            // Nothing hinted until the first cold request is read.
+            let first_hint = events.iter().position(|e| !e.0).unwrap();
+            assert_eq!(first_hint, warm + 1, "{case}");
+            let hints: Vec<(u64, u64)> =
+                events.iter().filter(|e| !e.0).map(|e| (e.1, e.2)).collect();
+            assert_eq!(
+                hints,
+                want[warm + 1..],
+                "{case}: hinted once each, ascending"
+            );
+            let (mut read, mut hinted) = (0usize, warm + 1);
+            for &(is_read, _, _) in &events {
+                if is_read {
+                    assert!(
+                        read <= warm || hinted > read,
+                        "{case}: read before its hint"
+                    );
+                    read += 1;
+                } else {
+                    hinted += 1;
+                    assert!(
+                        hinted <= read + cfg.ahead + 1,
+                        "{case}: hinted too far ahead"
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -192,6 +273,35 @@ fn overlapping_and_touching_ranges_share_one_request_and_far_ones_do_not() {
     assert_eq!(
         reqs.iter().map(|r| (r.offset, r.len)).collect::<Vec<_>>(),
         vec![(4096, 12288 + (512 << 10) + 4096), (far, 4096)]
+    );
+}
+
+/// A run of adjacent ranges is cut into requests of at most `max_request` at range
+/// boundaries, each starting where the last ended; overlapping ranges are never cut apart.
+#[test]
+fn touching_ranges_are_cut_at_the_request_size_and_overlapping_ones_are_not() {
+    let cfg = StreamConfig {
+        max_request: 128 << 10,
+        ..StreamConfig::default()
+    };
+    let mut plan = ReadPlan::new();
+    for i in 0..100u64 {
+        plan.add(i * 4096, 4096);
+    }
+    let (_, reqs) = plan.schedule(&cfg);
+    let got: Vec<(u64, u64)> = reqs.iter().map(|r| (r.offset, r.len)).collect();
+    let mut want: Vec<(u64, u64)> = (0..3).map(|i| (i * (128 << 10), 128 << 10)).collect();
+    want.push((3 * (128 << 10), 4 * 4096));
+    assert_eq!(got, want);
+    // Overlapping: one request, longer than max_request.
+    let mut plan = ReadPlan::new();
+    for i in 0..100u64 {
+        plan.add(i * 4096, 8192);
+    }
+    let (_, reqs) = plan.schedule(&cfg);
+    assert_eq!(
+        reqs.iter().map(|r| (r.offset, r.len)).collect::<Vec<_>>(),
+        vec![(0, 101 * 4096)]
     );
 }
 

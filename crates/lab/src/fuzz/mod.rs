@@ -292,6 +292,7 @@ fn write_regression(
         ),
         image: rec.image.clone(),
         damage: steps.to_vec(),
+        expect: Vec::new(),
         known_failing: checks
             .iter()
             .filter(|c| c.is_failure())

@@ -2,7 +2,9 @@
 //! and the damage list, never the image), and its replay. A recipe lists the checks that
 //! still fail under `known_failing`, each with the reason; a replay passes when exactly those
 //! fail, so a fixed case that regresses and a known failure that starts passing without
-//! being moved both show.
+//! being moved both show. A recipe may also name checks it `expect`s to see (such as
+//! `ffsck-only-repairs` for damage only ffsck's one run repairs, which no failing check would
+//! show regressing).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,6 +37,10 @@ pub struct Regression {
     /// Checks that still fail with the current ffsck (empty once fixed).
     #[serde(default)]
     pub known_failing: Vec<KnownFailing>,
+    /// Checks the replay must show although they are no failure (`ffsck-only-repairs`: one
+    /// `ffsck -fy` repairs what one `e2fsck -fy` does not).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expect: Vec<Check>,
     /// When found: each run's exit code and first lines.
     #[serde(default)]
     pub outputs: BTreeMap<String, String>,
@@ -101,6 +107,9 @@ pub fn judge(reg: &Regression, checks: &[Check]) -> std::result::Result<(), Stri
         if !reg.known_failing.iter().any(|k| k.check == *c) {
             problems.push(format!("fails {} (not listed in known_failing)", c.name()));
         }
+    }
+    for e in reg.expect.iter().filter(|e| !checks.contains(e)) {
+        problems.push(format!("no longer shows {} (listed in expect)", e.name()));
     }
     for k in &reg.known_failing {
         if !checks.contains(&k.check) {

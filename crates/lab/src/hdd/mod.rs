@@ -158,6 +158,12 @@ pub fn run(args: &HddArgs) -> Result<HddReport> {
         for (i, (label, cmd)) in commands(args)?.iter().enumerate() {
             eprintln!("tracing {label}: {cmd}");
             let t = trace::trace(image, label, cmd, args.read_ahead_kb)?;
+            if t.foreign_requests > 0 {
+                eprintln!(
+                    "  left out {} read requests other processes made on the device",
+                    t.foreign_requests
+                );
+            }
             let name = format!("{i:02}-{label}.trace.json");
             t.save(&args.out.join(&name))?;
             traces.push((t, Some(name)));

@@ -3,6 +3,14 @@
 //! the checker makes reaches the loop device as a request), its read-ahead set, caches
 //! dropped, and `block_rq_issue` / `block_rq_complete` for that device recorded in a private
 //! tracefs instance while the command runs. The loop device is always detached.
+//!
+//! The device is not ours alone: another process that opens it while the command runs (a
+//! test elsewhere on the machine still holding the loop device's name, a prober) adds its
+//! reads to the trace, and one such run at the device's end costs seconds of modeled seeks.
+//! So each request's issuer is recorded (tracefs `record-tgid`), and a request issued by a
+//! user process other than the traced command is left out and counted
+//! ([`Trace::foreign_requests`]); requests the kernel's workers issue are kept (they carry
+//! the command's queued reads).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -27,6 +35,10 @@ pub struct Trace {
     pub reqs: Vec<Req>,
     /// Write or other requests seen (a `-n` check should have none).
     pub other_requests: u64,
+    /// Read requests another process issued on the device while the command ran: left out
+    /// of `reqs` (see the module's documentation).
+    #[serde(default)]
+    pub foreign_requests: u64,
 }
 
 impl Trace {
@@ -87,6 +99,7 @@ fn from_jsonl(path: &Path, data: &[u8]) -> Result<Trace> {
             .unwrap_or(0),
         reqs,
         other_requests: other,
+        foreign_requests: 0,
     })
 }
 
@@ -187,6 +200,9 @@ pub fn trace(image: &Path, label: &str, command: &str, read_ahead_kb: u64) -> Re
     inst.write("tracing_on", "0")?;
     inst.write("buffer_size_kb", "65536")?;
     inst.write("trace_clock", "mono")?;
+    // Each line names its issuer's process (thread group), so other processes' reads of the
+    // device can be told from the command's.
+    inst.write("options/record-tgid", "1")?;
     let filter = format!("dev == {}", (major << 20) | minor);
     for ev in ["block_rq_issue", "block_rq_complete"] {
         inst.write(&format!("events/block/{ev}/filter"), &filter)?;
@@ -204,9 +220,15 @@ pub fn trace(image: &Path, label: &str, command: &str, read_ahead_kb: u64) -> Re
     inst.write("trace", "")?;
     inst.write("tracing_on", "1")?;
     let start = Instant::now();
-    let out = Command::new(prog)
+    let child = Command::new(prog)
         .args(args)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("run {prog}"))?;
+    let owner = child.id();
+    let out = child
+        .wait_with_output()
         .with_context(|| format!("run {prog}"))?;
     let wall_s = start.elapsed().as_secs_f64();
     // Requests still in flight complete within moments of the command's exit (it waited for
@@ -218,7 +240,7 @@ pub fn trace(image: &Path, label: &str, command: &str, read_ahead_kb: u64) -> Re
         bail!("the trace lost {lost} events (ring buffer overrun)");
     }
     let text = fs::read_to_string(inst.dir.join("trace"))?;
-    let (reqs, other_requests) = parse(&text)?;
+    let parsed = parse(&text, Some(owner), &kernel_thread)?;
     let device_bytes = fs::metadata(image)?.len();
     drop(inst);
     drop(lo);
@@ -229,9 +251,22 @@ pub fn trace(image: &Path, label: &str, command: &str, read_ahead_kb: u64) -> Re
         wall_s,
         device_bytes,
         read_ahead_kb,
-        reqs,
-        other_requests,
+        reqs: parsed.reqs,
+        other_requests: parsed.other,
+        foreign_requests: parsed.foreign,
     })
+}
+
+/// Whether the process `tgid` named `comm` in a trace line is a kernel thread (a block-layer
+/// worker dispatching queued requests, an interrupt): its requests may be anyone's, and are
+/// kept. A kernel thread has an empty command line; one that has exited since is known by
+/// its name.
+fn kernel_thread(tgid: u32, comm: &str) -> bool {
+    const KERNEL: [&str; 5] = ["kworker/", "ksoftirqd/", "kblockd", "<idle>", "swapper/"];
+    if KERNEL.iter().any(|k| comm.starts_with(k)) || tgid == 0 {
+        return true;
+    }
+    fs::read(format!("/proc/{tgid}/cmdline")).is_ok_and(|c| c.is_empty())
 }
 
 fn lost_events(dir: &Path) -> Result<u64> {
@@ -250,6 +285,19 @@ fn lost_events(dir: &Path) -> Result<u64> {
     Ok(lost)
 }
 
+/// The task that logged a trace line, as `comm-pid (tgid) [cpu]` opens it under
+/// `record-tgid`: its name and its process (thread group) id; `None` without the tgid
+/// column (or with `-------`, not known).
+fn issuer(line: &str) -> Option<(&str, u32)> {
+    let head = line.split_once(": block_rq_")?.0;
+    let close = head.find(") [")?;
+    let open = head[..close].rfind('(')?;
+    let tgid = head[open + 1..close].trim().parse().ok()?;
+    let task = head[..open].trim();
+    let comm = task.rsplit_once('-').map_or(task, |(c, _)| c);
+    Some((comm, tgid))
+}
+
 /// One event of the text trace: issue or complete, rwbs, start sector, sectors.
 fn event(line: &str) -> Option<(bool, &str, u64, u64)> {
     let (issue, rest) = if let Some((_, r)) = line.split_once("block_rq_issue: ") {
@@ -266,12 +314,25 @@ fn event(line: &str) -> Option<(bool, &str, u64, u64)> {
     Some((issue, rwbs, sector, sectors))
 }
 
+/// What [`parse`] found in a text trace.
+pub struct Parsed {
+    /// The read requests, in issue order.
+    pub reqs: Vec<Req>,
+    /// Requests that were not reads.
+    pub other: u64,
+    /// Read requests left out: issued by a user process other than `owner`.
+    pub foreign: u64,
+}
+
 /// The read requests of a text trace (events in trace order), and how many others it saw.
 /// A request issued again while outstanding (a requeue) counts once; a completion matches
-/// the oldest outstanding request at its sector.
-pub fn parse(text: &str) -> Result<(Vec<Req>, u64)> {
+/// the oldest outstanding request at its sector. With `owner`, a read issued by a process
+/// that is neither `owner` nor a kernel thread (`kernel(tgid, comm)`) is foreign: matched
+/// with its completion like the rest, then left out.
+pub fn parse(text: &str, owner: Option<u32>, kernel: &dyn Fn(u32, &str) -> bool) -> Result<Parsed> {
     use std::collections::{HashMap, VecDeque};
     let mut reqs: Vec<Req> = Vec::new();
+    let mut foreign: Vec<bool> = Vec::new();
     let mut open: HashMap<(u64, u64), VecDeque<usize>> = HashMap::new();
     let mut by_sector: HashMap<u64, VecDeque<usize>> = HashMap::new();
     let mut other = 0;
@@ -295,6 +356,9 @@ pub fn parse(text: &str) -> Result<(Vec<Req>, u64)> {
                 issue: seq as u64,
                 complete: u64::MAX,
             });
+            foreign.push(owner.is_some_and(|owner| {
+                issuer(line).is_some_and(|(comm, tgid)| tgid != owner && !kernel(tgid, comm))
+            }));
             open.entry((sector, sectors))
                 .or_default()
                 .push_back(reqs.len() - 1);
@@ -317,7 +381,17 @@ pub fn parse(text: &str) -> Result<(Vec<Req>, u64)> {
             r.complete = end;
         }
     }
-    Ok((reqs, other))
+    let left_out = foreign.iter().filter(|&&f| f).count() as u64;
+    let reqs = reqs
+        .into_iter()
+        .zip(foreign)
+        .filter_map(|(r, f)| (!f).then_some(r))
+        .collect();
+    Ok(Parsed {
+        reqs,
+        other,
+        foreign: left_out,
+    })
 }
 
 #[cfg(test)]
@@ -336,11 +410,42 @@ mod tests {
  x-3 [000] ..... 1.5: block_rq_issue: 7,1 W 4096 () 9 + 8 be,0,4 [x]
  x-3 [000] ..... 1.6: block_rq_issue: 7,1 R 4096 () 300 + 8 be,0,4 [x]
 ";
-        let (reqs, other) = parse(text).unwrap();
+        let Parsed { reqs, other, .. } = parse(text, None, &|_, _| false).unwrap();
         assert_eq!(other, 1);
         let got: Vec<(u64, u64)> = reqs.iter().map(|r| (r.sector, r.sectors)).collect();
         assert_eq!(got, vec![(2048, 8), (100, 16), (300, 8)]);
         assert!(reqs[1].complete < reqs[0].complete);
         assert!(reqs.iter().all(|r| r.complete > r.issue));
+    }
+
+    #[test]
+    fn reads_of_other_processes_are_left_out_and_counted() {
+        // Under record-tgid: the command (tgid 500, two threads), a kernel worker
+        // dispatching a queued request, and another process reading the same device.
+        let text = "\
+ ffsck-500     (    500) [000] ..... 1.0: block_rq_issue: 7,1 R 4096 () 2048 + 8 be,0,4 [ffsck]
+ ffsck-stream-501 (    500) [001] ..... 1.1: block_rq_issue: 7,1 R 8192 () 4096 + 16 be,0,4 [ffsck-stream]
+ e2fsck-900    (    900) [000] ..... 1.2: block_rq_issue: 7,1 RA 4096 () 16777088 + 8 be,0,6 [e2fsck]
+ kworker/1:1H-53 (     53) [001] ..... 1.3: block_rq_issue: 7,1 R 8192 () 8192 + 16 be,0,4 [kworker/1:1H]
+ <idle>-0      (-------) [001] ..s.. 1.4: block_rq_complete: 7,1 RA () 16777088 + 8 be,0,6 [0]
+ <idle>-0      (-------) [001] ..s.. 1.5: block_rq_complete: 7,1 R () 2048 + 8 be,0,4 [0]
+ <idle>-0      (-------) [001] ..s.. 1.6: block_rq_complete: 7,1 R () 4096 + 16 be,0,4 [0]
+ <idle>-0      (-------) [001] ..s.. 1.7: block_rq_complete: 7,1 R () 8192 + 16 be,0,4 [0]
+";
+        let kernel = |_: u32, comm: &str| comm.starts_with("kworker/");
+        let p = parse(text, Some(500), &kernel).unwrap();
+        let got: Vec<(u64, u64)> = p.reqs.iter().map(|r| (r.sector, r.sectors)).collect();
+        assert_eq!(got, vec![(2048, 8), (4096, 16), (8192, 16)]);
+        assert_eq!(p.foreign, 1);
+        assert!(p
+            .reqs
+            .iter()
+            .all(|r| r.complete > r.issue && r.complete < 100));
+        // Without an owner every read is kept.
+        assert_eq!(parse(text, None, &kernel).unwrap().reqs.len(), 4);
+        assert_eq!(
+            issuer(text.lines().nth(1).unwrap()),
+            Some(("ffsck-stream", 500))
+        );
     }
 }
