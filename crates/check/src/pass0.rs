@@ -416,55 +416,8 @@ fn choose(
             match (backup, first) {
                 (Some(b), _) => b,
                 (None, Ok(c)) => c,
-                // No backup to take: a primary whose checksum names the one byte damaged
-                // is used with that byte put back.
-                (None, Err(e)) if corrected(dev, primary_sb.as_ref()).is_some() => {
-                    let Some((c, r)) = corrected(dev, primary_sb.as_ref()) else {
-                        return Err(OpenFailure::Corrupt(e.why));
-                    };
-                    if e.why == crate::superblock::CSUM_MISMATCH {
-                        if let Some(i) = open_failed.take() {
-                            out.0.truncate(i);
-                        }
-                    }
-                    report_rebuilt(out, policy, &r);
-                    c
-                }
-                // No backup to take: a primary wrong only in its checksum is used, the
-                // checksum a finding of its own (below).
-                (None, Err(e))
-                    if e.why == crate::superblock::CSUM_MISMATCH
-                        && primary_sb
-                            .clone()
-                            .is_some_and(|sb| candidate(dev, sb, 0, false).is_ok()) =>
-                {
-                    if let Some(i) = open_failed.take() {
-                        out.0.truncate(i);
-                    }
-                    match primary_sb.and_then(|sb| candidate(dev, sb, 0, false).ok()) {
-                        Some(mut c) => {
-                            clear_unknown_features(&mut c.sb, policy, out);
-                            c
-                        }
-                        None => return Err(OpenFailure::Corrupt(e.why)),
-                    }
-                }
-                (None, Err(e)) if despite_errors(dev, primary_sb.as_ref()).is_some() => {
-                    let Some((c, fields)) = despite_errors(dev, primary_sb.as_ref()) else {
-                        return Err(OpenFailure::Corrupt(e.why));
-                    };
-                    // Answered no, the check goes on with the values they should have (exit 4).
-                    for r in &fields {
-                        report_rebuilt(out, policy, r);
-                    }
-                    c
-                }
                 (None, Err(e)) => {
-                    let why = match e.problem {
-                        P::P0_OPEN_FAILED | P::P0_SB_CSUM_BACKUP => e.why,
-                        _ => format!("{} = {}", e.why, e.num),
-                    };
-                    return Err(OpenFailure::Corrupt(why));
+                    without_backup(dev, primary_sb, &e, &mut open_failed, policy, out)?
                 }
             }
         }
@@ -473,6 +426,59 @@ fn choose(
         f.ctx.blk = chosen.sb_block;
     }
     Ok(chosen)
+}
+
+/// The primary was rejected and no backup can be taken: the primary is used if the damage is
+/// proved, in this order, else the open fails with the primary's fault.
+/// - its checksum names the one byte damaged: that byte is put back;
+/// - only its checksum is wrong: it is used as it stands, the checksum a finding of its own;
+/// - its checksum or the device proves the values of the fields that fail (answered no, the
+///   check goes on with those values, exit 4).
+///
+/// `open_failed` indexes the "primary failed" finding; it is dropped when the checksum was the
+/// only fault.
+fn without_backup(
+    dev: &dyn Device,
+    primary_sb: Option<RawSuperblock>,
+    e: &Reject,
+    open_failed: &mut Option<usize>,
+    policy: Policy,
+    out: &mut Findings,
+) -> Result<Candidate, OpenFailure> {
+    let csum_only = e.why == crate::superblock::CSUM_MISMATCH;
+    let mut drop_open_failed = |out: &mut Findings| {
+        if let Some(i) = open_failed.take() {
+            out.0.truncate(i);
+        }
+    };
+    if let Some((c, r)) = corrected(dev, primary_sb.as_ref()) {
+        if csum_only {
+            drop_open_failed(out);
+        }
+        report_rebuilt(out, policy, &r);
+        return Ok(c);
+    }
+    if csum_only {
+        if let Some(mut c) = primary_sb
+            .clone()
+            .and_then(|sb| candidate(dev, sb, 0, false).ok())
+        {
+            drop_open_failed(out);
+            clear_unknown_features(&mut c.sb, policy, out);
+            return Ok(c);
+        }
+    }
+    if let Some((c, fields)) = despite_errors(dev, primary_sb.as_ref()) {
+        for r in &fields {
+            report_rebuilt(out, policy, r);
+        }
+        return Ok(c);
+    }
+    let why = match e.problem {
+        P::P0_OPEN_FAILED | P::P0_SB_CSUM_BACKUP => e.why.clone(),
+        _ => format!("{} = {}", e.why, e.num),
+    };
+    Err(OpenFailure::Corrupt(why))
 }
 
 /// A primary that claims more blocks than the device holds, and whose checksum fails as it
