@@ -67,14 +67,7 @@ pub(super) fn map_given(
     blocks: &[u64],
     bs: usize,
 ) -> Option<([u8; 60], Tables)> {
-    let mut cur = Cursor {
-        used,
-        next: first,
-        first,
-        end,
-        budget: end.saturating_sub(first),
-        taken: Vec::new(),
-    };
+    let mut cur = Cursor::new(used, first, first, end, 1);
     let mut given = blocks.iter().copied();
     let mapping = block_map_of(&mut cur, blocks.len() as u64, bs, &mut |_| given.next());
     match mapping {
@@ -89,7 +82,11 @@ pub(super) fn map_given(
     }
 }
 
-/// Free blocks taken in disk order from a goal, wrapping once around the file system.
+/// Free blocks taken in disk order from a goal, wrapping once around the file system. On
+/// bigalloc a block is taken with its whole cluster: a mapping block gets a cluster of its own,
+/// as libext2fs allocates one, and data fills each cluster it opens in logical order, so a
+/// logical block's offset in its cluster is its physical block's (the rule the kernel and
+/// e2fsck hold a bigalloc file to).
 struct Cursor<'a> {
     used: &'a mut Bitmap,
     next: u64,
@@ -97,11 +94,33 @@ struct Cursor<'a> {
     end: u64,
     /// Blocks still to look at: one lap of the file system at most.
     budget: u64,
+    /// Blocks per cluster (1 without bigalloc).
+    ratio: u64,
+    /// The data cluster being filled: its next block and its end.
+    fill: Option<(u64, u64)>,
+    /// Every block taken (on bigalloc, every block of each cluster taken).
     taken: Vec<u64>,
 }
 
-impl Cursor<'_> {
+impl<'a> Cursor<'a> {
+    fn new(used: &'a mut Bitmap, next: u64, first: u64, end: u64, ratio: u64) -> Self {
+        Cursor {
+            used,
+            next,
+            first,
+            end,
+            budget: end.saturating_sub(first),
+            ratio: ratio.max(1),
+            fill: None,
+            taken: Vec::new(),
+        }
+    }
+
+    /// A free block for a mapping block (on bigalloc, the first of a free cluster).
     fn take(&mut self) -> Option<u64> {
+        if self.ratio > 1 {
+            return self.take_cluster();
+        }
         while self.budget > 0 {
             self.budget -= 1;
             if self.next >= self.end {
@@ -117,6 +136,46 @@ impl Cursor<'_> {
         }
         None
     }
+
+    /// The next data block of a file mapped from logical block 0 in order.
+    fn take_data(&mut self) -> Option<u64> {
+        if self.ratio == 1 {
+            return self.take();
+        }
+        if let Some((next, end)) = self.fill {
+            if next < end {
+                self.fill = Some((next + 1, end));
+                return Some(next);
+            }
+        }
+        let c = self.take_cluster()?;
+        self.fill = Some((c + 1, c + self.ratio));
+        Some(c)
+    }
+
+    /// A cluster none of whose blocks is in use, all marked taken; its first block.
+    fn take_cluster(&mut self) -> Option<u64> {
+        let r = self.ratio;
+        // Clusters start at multiples of the ratio (bigalloc has no first data block).
+        let align = |b: u64| b.div_ceil(r) * r;
+        while self.budget >= r {
+            self.budget -= r;
+            let mut c = align(self.next);
+            if c + r > self.end {
+                c = align(self.first);
+            }
+            self.next = c + r;
+            if c + r <= self.end && (c..c + r).all(|b| !self.used.get(b)) {
+                for b in c..c + r {
+                    self.used.set(b);
+                    self.taken.push(b);
+                }
+                return Some(c);
+            }
+        }
+        None
+    }
+
     /// Give back everything taken (the journal could not be made).
     fn undo(&mut self) {
         for &b in &self.taken {
@@ -285,7 +344,7 @@ fn extents(cur: &mut Cursor, total: u64, bs: usize, csum: bool) -> Option<Mappin
     let mut data = Vec::with_capacity(total as usize);
     let mut runs: Vec<(u64, u64, u64)> = Vec::new(); // (lblk, pblk, len)
     for l in 0..total {
-        let b = cur.take()?;
+        let b = cur.take_data()?;
         data.push(b);
         match runs.last_mut() {
             Some((_, p, n)) if *p + *n == b && *n < MAX_EXTENT => *n += 1,
@@ -326,6 +385,8 @@ fn extents(cur: &mut Cursor, total: u64, bs: usize, csum: bool) -> Option<Mappin
 pub(super) struct NewFile {
     pub root: [u8; 60],
     mapping: Mapping,
+    /// Blocks charged to the file: data and mapping blocks, whole clusters on bigalloc.
+    charged: u64,
 }
 
 impl NewFile {
@@ -333,9 +394,10 @@ impl NewFile {
     pub fn data(&self) -> &[u64] {
         &self.mapping.data
     }
-    /// Blocks the file takes in all (data and mapping blocks).
+    /// Blocks the file is charged in `i_blocks`: data and mapping blocks, each cluster whole
+    /// on bigalloc.
     pub fn blocks(&self) -> u64 {
-        self.mapping.data.len() as u64 + self.mapping.meta_blocks()
+        self.charged
     }
 }
 
@@ -355,18 +417,21 @@ pub(super) fn allocate(
 ) -> Option<NewFile> {
     let fs = &p0.fs;
     let geo = &fs.geo;
-    if geo.cluster_ratio > 1 || geo.block_size > 65536 {
+    let ratio = u64::from(geo.cluster_ratio.max(1));
+    // Bigalloc maps files by extents only.
+    if (ratio > 1 && !extent_mapped) || geo.block_size > 65536 {
         return None;
     }
     let bs = fs.block_size();
-    let mut cur = Cursor {
-        used: &mut facts.block_used,
-        next: start.max(geo.first_data_block),
-        first: geo.first_data_block.max(1),
-        end: geo.blocks_count,
-        budget: geo.blocks_count,
-        taken: Vec::new(),
-    };
+    let end = geo.blocks_count.min(facts.block_used.len());
+    let mut cur = Cursor::new(
+        &mut facts.block_used,
+        start.max(geo.first_data_block),
+        geo.first_data_block.max(1),
+        end,
+        ratio,
+    );
+    cur.budget = end;
     let mapping = if extent_mapped {
         extents(&mut cur, total, bs, fs.has_metadata_csum())
     } else {
@@ -398,7 +463,13 @@ pub(super) fn allocate(
             }
         }
     };
-    Some(NewFile { root, mapping })
+    let charged = cur.taken.len() as u64;
+    debug_assert!(charged >= mapping.data.len() as u64 + mapping.meta_blocks());
+    Some(NewFile {
+        root,
+        mapping,
+        charged,
+    })
 }
 
 /// Make the journal: take its blocks in `facts`, write them, inode 8 and the superblock.
@@ -418,7 +489,8 @@ pub fn create(
     if log < MIN_JOURNAL_BLOCKS {
         return (total, Err(TOO_SMALL));
     }
-    if geo.cluster_ratio > 1 || geo.block_size > 65536 {
+    // Bigalloc needs extents (`allocate` takes whole clusters there).
+    if (geo.cluster_ratio > 1 && !geo.incompat.has(Incompat::EXTENTS)) || geo.block_size > 65536 {
         return (total, Err(UNSUPPORTED));
     }
     let bs = fs.block_size();

@@ -241,3 +241,62 @@ fn a_stale_quota_file_on_bigalloc_is_rewritten_in_place() {
         "usage differs from e2fsck's"
     );
 }
+
+/// On bigalloc a quota file that must grow past its cluster takes whole new clusters, its data
+/// at the same offsets in them as its logical blocks: forty files given owners whose ids share
+/// no tree blocks make e2fsck's rewrite of the user quota file 26 blocks long, two clusters of
+/// 16. One `ffsck -fy` leaves the usage e2fsck leaves, the file charged whole clusters, and a
+/// file system e2fsck finds clean.
+#[test]
+fn a_quota_file_on_bigalloc_grows_by_whole_clusters() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(
+        &t,
+        "ext4",
+        &["-b", "4096", "-O", "quota,bigalloc", "-C", "65536"],
+        "32M",
+    );
+    common::settle(&t, &img.path);
+    let blocks_of = |path: &Path| {
+        let stat = common::debugfs_r(&t, path, "stat <3>");
+        let at = stat.find("Blockcount: ").expect("no block count") + 12;
+        stat[at..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = blocks_of(&img.path);
+    let files: Vec<String> = (1..=12)
+        .map(|i| format!("/a/f{i}"))
+        .chain((0..28).map(|i| {
+            let dir = ["b", "c", "c/d", "c/d/e"][i % 4];
+            format!("/{dir}/file{i:02}")
+        }))
+        .collect();
+    for (i, f) in files.iter().enumerate() {
+        let i = i as u64 + 1;
+        let uid = i * (1 << 24) / 3 + i * 65536 + i;
+        common::debugfs_w(&t, &img.path, &format!("sif {f} uid {uid}"));
+    }
+    let copy = img.aux("e2fsck.img");
+    std::fs::copy(&img.path, &copy).unwrap();
+    e2fsck_fy(&t, &copy);
+    // 4 KiB blocks, 16 to a cluster: e2fsck's file spans more than one cluster.
+    assert!(
+        blocks_of(&copy) > before && blocks_of(&copy) > 16 * 8,
+        "test setup: the quota file did not grow past a cluster ({before} -> {} sectors)",
+        blocks_of(&copy)
+    );
+    let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
+    let (code, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(code, 0, "e2fsck -fn after ffsck -fy:\n{out}");
+    assert_eq!(
+        lq(&t, &img.path),
+        lq(&t, &copy),
+        "usage differs from e2fsck's"
+    );
+    assert_eq!(blocks_of(&img.path), blocks_of(&copy), "block count");
+}
