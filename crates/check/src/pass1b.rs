@@ -138,17 +138,26 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> DupF
     if p1.dup_blocks.is_empty() {
         return facts;
     }
-    let dups: BTreeSet<u64> = p1.dup_blocks.iter().copied().collect();
     let geo = &fs.geo;
+    // On bigalloc a claim is on a cluster, as e2fsck's map of multiply-claimed blocks is: every
+    // block of a cluster claimed twice is listed, whichever of its blocks pass 1 saw twice.
+    let ratio = u64::from(geo.cluster_ratio.max(1));
+    let dups: BTreeSet<u64> = p1.dup_blocks.iter().map(|&b| b / ratio).collect();
     let isz = geo.inode_size as usize;
     // Each owner's blocks as its map lists them, and its modification time, for the messages.
     let mut in_file_order: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     let mut mtimes: BTreeMap<u32, u64> = BTreeMap::new();
     for (g, summary) in p1.summaries.iter().enumerate() {
-        if !dups
-            .iter()
-            .any(|&b| summary.may_contain(b, p1.bucket_shift))
-        {
+        // (A cluster's blocks are looked up one per bucket, and its last.)
+        let step = 1u64 << p1.bucket_shift.min(63);
+        let may_hold = |c: u64| {
+            let (lo, hi) = (c * ratio, c * ratio + ratio - 1);
+            (lo..=hi)
+                .step_by(step.try_into().unwrap_or(usize::MAX))
+                .chain(std::iter::once(hi))
+                .any(|b| summary.may_contain(b, p1.bucket_shift))
+        };
+        if !dups.iter().any(|&c| may_hold(c)) {
             continue;
         }
         let first = g as u32 * geo.inodes_per_group + 1;
@@ -169,7 +178,7 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> DupF
             let inode = RawInode::parse(&table[i * isz..(i + 1) * isz]);
             let mut mine = Vec::new();
             for_each_claimed_block(fs, ino, &inode, &mut |b| {
-                if dups.contains(&b) {
+                if dups.contains(&(b / ratio)) {
                     mine.push(b);
                 }
             });
@@ -183,6 +192,7 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> DupF
     }
     let names = Names::of(fs, p1, &facts);
     let dup = Dups {
+        ratio,
         facts: &facts,
         in_file_order: &in_file_order,
         mtimes: &mtimes,
@@ -194,6 +204,8 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> DupF
 
 /// What pass 1B learnt, for the messages of 1B-1D.
 struct Dups<'a> {
+    /// Blocks per claim unit: 1, or the cluster ratio on bigalloc.
+    ratio: u64,
     facts: &'a DupFacts,
     /// Each owner's multiply-claimed blocks in the order its map lists them.
     in_file_order: &'a BTreeMap<u32, Vec<u64>>,
@@ -216,15 +228,20 @@ impl Dups<'_> {
     /// its map lists, and for each block the owners from the highest inode number down.
     fn sharers(&self, ino: u32) -> Vec<u32> {
         let mine = self.in_file_order.get(&ino).map_or(&[][..], Vec::as_slice);
+        let r = self.ratio;
         let mut out: Vec<u32> = Vec::new();
         let mut seen = BTreeSet::new();
         for b in mine.iter().rev() {
+            let holds = |blocks: &Vec<u64>| match r {
+                1 => blocks.binary_search(b).is_ok(),
+                _ => blocks.iter().any(|x| x / r == b / r),
+            };
             for (&o, _) in self
                 .facts
                 .by_inode
                 .iter()
                 .rev()
-                .filter(|(&o, blocks)| o != ino && blocks.binary_search(b).is_ok())
+                .filter(|(&o, blocks)| o != ino && holds(blocks))
             {
                 if seen.insert(o) {
                     out.push(o);
@@ -295,17 +312,28 @@ fn report(fs: &Fs, p1: &Pass1Facts, dup: &Dups, policy: Policy, out: &mut Findin
             ..Default::default()
         },
     );
-    // Claims left on each shared block as the questions are answered: once an inode is
-    // cloned or deleted, the others may be left sole owners (as e2fsck tracks it).
+    // Claims left on each shared unit as the questions are answered: once an inode is cloned
+    // or deleted, the others may be left sole owners (as e2fsck tracks it). A unit is a block,
+    // or on bigalloc a cluster, claimed once by each inode that maps a block of it.
+    let r = dup.ratio;
+    let units = |blocks: &[u64]| -> Vec<u64> {
+        if r == 1 {
+            return blocks.to_vec();
+        }
+        let mut u: Vec<u64> = blocks.iter().map(|b| b / r).collect();
+        u.dedup();
+        u
+    };
+    let meta_unit = |u: u64| (u * r..u * r + r).any(|b| p1.metadata.get(b));
     let mut claims: BTreeMap<u64, u32> = BTreeMap::new();
     for blocks in facts.by_inode.values() {
-        for &b in blocks {
-            *claims.entry(b).or_insert(0) += 1;
+        for u in units(blocks) {
+            *claims.entry(u).or_insert(0) += 1;
         }
     }
-    let release = |claims: &mut BTreeMap<u64, u32>, blocks: &[u64]| {
-        for b in blocks {
-            if let Some(c) = claims.get_mut(b) {
+    let release = |claims: &mut BTreeMap<u64, u32>, mine: &[u64]| {
+        for u in mine {
+            if let Some(c) = claims.get_mut(u) {
                 *c = c.saturating_sub(1);
             }
         }
@@ -320,13 +348,14 @@ fn report(fs: &Fs, p1: &Pass1Facts, dup: &Dups, policy: Policy, out: &mut Findin
         .iter()
         .filter(|(&i, _)| i != BAD && i != RESIZE)
     {
+        let mine = units(blocks);
         let sharers = dup.sharers(ino);
-        let shares_metadata = blocks.iter().any(|&b| p1.metadata.get(b));
+        let shares_metadata = mine.iter().any(|&u| meta_unit(u));
         out.report(
             policy,
             P::P1D_DUP_FILE,
             ProblemCtx {
-                num: blocks.len() as u64,
+                num: mine.len() as u64,
                 num2: sharers.len() as u64 + u64::from(shares_metadata),
                 ..dup.ctx(ino)
             },
@@ -334,28 +363,37 @@ fn report(fs: &Fs, p1: &Pass1Facts, dup: &Dups, policy: Policy, out: &mut Findin
         if shares_metadata {
             out.report(policy, P::P1D_SHARE_METADATA, ProblemCtx::ino(ino));
         }
+        let others = sharers.len() as u64 + u64::from(shares_metadata);
         for o in sharers {
             out.report(policy, P::P1D_DUP_FILE_LIST, dup.ctx(o));
         }
-        let still_shared = blocks
+        let still_shared = mine
             .iter()
-            .filter(|&&b| p1.metadata.get(b) || claims.get(&b).is_some_and(|&c| c > 1))
+            .filter(|&&u| meta_unit(u) || claims.get(&u).is_some_and(|&c| c > 1))
             .count() as u64;
-        if still_shared == 0 {
+        // On bigalloc a file that shares a cluster only with itself (a logical cluster mapped
+        // to two physical ones, or a misaligned block) is cloned too, as e2fsck does; its
+        // copies take whole clusters.
+        let (dealt, need) = if r == 1 {
+            (still_shared == 0, still_shared)
+        } else {
+            (still_shared == 0 && others != 0, mine.len() as u64 * r)
+        };
+        if dealt {
             out.report(policy, P::P1D_DUP_BLOCKS_DEALT, ProblemCtx::ino(ino));
             continue;
         }
         if out.report(policy, P::P1D_CLONE_QUESTION, ProblemCtx::ino(ino)) {
-            if still_shared <= free {
-                free -= still_shared;
-                release(&mut claims, blocks);
+            if need <= free {
+                free -= need;
+                release(&mut claims, &mine);
                 continue;
             }
             // No room for the copies: deleting the file is what is left, as e2fsck offers.
             out.report(policy, P::P1D_CLONE_ERROR, ProblemCtx::ino(ino));
         }
         if out.report(policy, P::P1D_DELETE_QUESTION, ProblemCtx::ino(ino)) {
-            release(&mut claims, blocks);
+            release(&mut claims, &mine);
         }
     }
 }

@@ -13,6 +13,7 @@
 use super::inode::edit;
 use crate::bitmap::Bitmap;
 use crate::engine::AllocFacts;
+use crate::ext4::blocks::Mapping;
 use crate::fs::Fs;
 use crate::pass0::Pass0Facts;
 use crate::problem::{Fixer, Problem as P};
@@ -91,11 +92,20 @@ impl<'a> Alloc<'a> {
 }
 
 /// How many claims on each shared block are left, and which blocks are metadata.
+///
+/// On bigalloc a claim is on a cluster, once per inode that maps a block of it, and a
+/// cluster stays shared (every block of it is copied) until a clone or deletion leaves one
+/// claim, as e2fsck's map of multiply-claimed clusters: a file whose logical cluster maps to
+/// two physical ones shares a cluster with itself alone and is still cloned.
 struct Dups {
     claims: BTreeMap<u64, u32>,
     metadata: Bitmap,
     /// Inodes that list each block (for repointing a cloned xattr block).
     owners: BTreeMap<u64, Vec<u32>>,
+    /// Blocks per cluster (1 without bigalloc).
+    ratio: u64,
+    /// Bigalloc: the clusters still shared.
+    marked: std::collections::BTreeSet<u64>,
 }
 
 impl Dups {
@@ -124,19 +134,52 @@ impl Dups {
                 }
             });
         }
+        let ratio = u64::from(geo.cluster_ratio.max(1));
+        let mut marked = std::collections::BTreeSet::new();
+        if ratio > 1 {
+            // One claim per inode and cluster.
+            let mut per_cluster: BTreeMap<u64, std::collections::BTreeSet<u32>> = BTreeMap::new();
+            for (&b, inos) in &owners {
+                per_cluster.entry(b / ratio).or_default().extend(inos);
+            }
+            claims = per_cluster
+                .into_iter()
+                .map(|(c, inos)| (c, inos.len() as u32))
+                .collect();
+            marked = claims.keys().copied().collect();
+        }
         Dups {
             claims,
             metadata: crate::pass1::metadata_map(&p0.fs, &p0.groups),
             owners,
+            ratio,
+            marked,
         }
     }
+    fn meta_cluster(&self, c: u64) -> bool {
+        (c * self.ratio..(c + 1) * self.ratio).any(|b| self.metadata.get(b))
+    }
     fn shared(&self, b: u64) -> bool {
+        if self.ratio > 1 {
+            return self.marked.contains(&(b / self.ratio));
+        }
         match self.claims.get(&b) {
             None => false,
             Some(&c) => c > 1 || (c > 0 && self.metadata.get(b)),
         }
     }
     fn release(&mut self, b: u64) {
+        if self.ratio > 1 {
+            let c = b / self.ratio;
+            let left = self.claims.get_mut(&c).map(|n| {
+                *n = n.saturating_sub(1);
+                *n
+            });
+            if left.is_some_and(|n| n <= 1) && !self.meta_cluster(c) {
+                self.marked.remove(&c);
+            }
+            return;
+        }
         if let Some(c) = self.claims.get_mut(&b) {
             *c = c.saturating_sub(1);
         }
@@ -233,7 +276,10 @@ impl Cloner<'_, '_> {
         }
         let mut iblock = inode.block_bytes();
         let mut changed = false;
-        if has_mapping(fs, &inode) {
+        // On bigalloc an extent tree is cloned cluster by cluster, and written here.
+        let by_cluster = fs.geo.cluster_ratio > 1 && inode.flags() & iflags::EXTENTS != 0;
+        if has_mapping(fs, &inode) && by_cluster && self.clone_clusters(&inode) {
+        } else if has_mapping(fs, &inode) {
             if inode.flags() & iflags::EXTENTS != 0 {
                 changed = self.extent_node(&mut iblock, MAX_DEPTH + 1);
             } else {
@@ -289,6 +335,160 @@ impl Cloner<'_, '_> {
                 }
             }
         }
+    }
+
+    /// Bigalloc: clone the shared clusters of an extent-mapped inode as e2fsck does, block by
+    /// block in logical order. A block in a shared cluster moves to the physical cluster its
+    /// logical cluster's other blocks imply, when that is another one (one logical cluster
+    /// mapped to two physical ones is mended without a copy); else to a new cluster, at its
+    /// logical offset there, where the rest of its logical cluster follows it. The tree is
+    /// rebuilt from the new runs and `i_blocks` counts the clusters mapped. False when the
+    /// tree cannot be rebuilt (the extent-by-extent clone is used instead).
+    fn clone_clusters(&mut self, inode: &RawInode) -> bool {
+        let fs = self.fs;
+        let geo = &fs.geo;
+        let r = u64::from(geo.cluster_ratio.max(1));
+        let Some(tree) = super::extent_tree::tree_of(self.p0, self.dev, self.ino) else {
+            return false;
+        };
+        let old = tree.runs;
+        // The physical block `l` maps to: in `done` (this clone's result) below `at`, in the
+        // old runs from it on.
+        let lookup = |runs: &[Mapping], l: u64| {
+            runs.iter()
+                .find(|m| m.lblk <= l && l < m.lblk + m.len)
+                .map(|m| m.pblk + (l - m.lblk))
+        };
+        let implied = |done: &[Mapping], at: u64, l: u64| {
+            let base = l - l % r;
+            (base..base + r).filter(|&x| x != l).find_map(|x| {
+                let p = if x < at {
+                    lookup(done, x)
+                } else {
+                    lookup(&old, x)
+                }?;
+                Some(p - x % r + l % r)
+            })
+        };
+        let mut done: Vec<Mapping> = Vec::with_capacity(old.len());
+        let push = |done: &mut Vec<Mapping>, l: u64, p: u64, uninit: bool| match done.last_mut() {
+            Some(m) if m.lblk + m.len == l && m.pblk + m.len == p && m.uninit == uninit => {
+                m.len += 1;
+            }
+            _ => done.push(Mapping {
+                lblk: l,
+                pblk: p,
+                len: 1,
+                uninit,
+            }),
+        };
+        // The logical cluster last given a new home, and that home's first block.
+        let mut moving: Option<(u64, u64)> = None;
+        let mut released = std::collections::BTreeSet::new();
+        let mut changed = false;
+        let mut budget = geo.blocks_count;
+        for m in &old {
+            // A run with no shared cluster and outside the moving logical cluster stays.
+            let touches = (m.pblk / r..=(m.pblk + m.len - 1) / r).any(|c| self.dups.shared(c * r))
+                || moving
+                    .is_some_and(|(lc, _)| (m.lblk / r..=(m.lblk + m.len - 1) / r).contains(&lc));
+            if !touches {
+                done.push(*m);
+                continue;
+            }
+            for k in 0..m.len {
+                if budget == 0 {
+                    return false;
+                }
+                budget -= 1;
+                let (l, p) = (m.lblk + k, m.pblk + k);
+                let lc = l / r;
+                let to = match moving {
+                    Some((c, home)) if c == lc => Some(home + l % r),
+                    _ if self.dups.shared(p) => {
+                        let home = match implied(&done, l, l) {
+                            Some(q) if q / r != p / r && geo.is_valid_block(q) => q - l % r,
+                            _ => match self.alloc.run(1, l % r, u64::MAX) {
+                                Some(q) => q - l % r,
+                                None => return changed && self.finish(inode, done),
+                            },
+                        };
+                        moving = Some((lc, home));
+                        if released.insert(p / r) {
+                            self.dups.release(p);
+                        }
+                        Some(home + l % r)
+                    }
+                    _ => None,
+                };
+                match to {
+                    Some(q) => {
+                        let bs = u64::from(geo.block_size);
+                        let mut buf = vec![0u8; bs as usize];
+                        if self.fs.read_blocks_into(p, &mut buf).is_err() {
+                            buf.fill(0);
+                        }
+                        let _ = self.dev.write_at(&buf, q * bs);
+                        push(&mut done, l, q, m.uninit);
+                        changed = true;
+                    }
+                    None => push(&mut done, l, p, m.uninit),
+                }
+            }
+        }
+        changed && self.finish(inode, done)
+    }
+
+    /// Write the inode's tree anew for `runs` (bigalloc clone): its old node blocks reused,
+    /// more taken when it needs more, `i_blocks` set to the clusters the data and nodes take.
+    fn finish(&mut self, inode: &RawInode, runs: Vec<Mapping>) -> bool {
+        let fs = self.fs;
+        let geo = &fs.geo;
+        let r = u64::from(geo.cluster_ratio.max(1));
+        let Some(tree) = super::extent_tree::tree_of(self.p0, self.dev, self.ino) else {
+            return false;
+        };
+        let runs = super::extent_tree::joined(runs);
+        let Some(leaves) = super::extent_tree::leaf_entries(&runs) else {
+            return false;
+        };
+        let mut nodes = tree.blocks;
+        nodes.sort_unstable();
+        nodes.dedup();
+        let need = super::extent_tree::nodes_needed(leaves.len(), super::extent_tree::per_node(fs));
+        nodes.truncate(need);
+        while nodes.len() < need {
+            match self.alloc.run(1, 0, u64::MAX) {
+                Some(b) => nodes.push(b),
+                None => return false,
+            }
+        }
+        let Some(root) = super::extent_tree::rebuild(fs, self.dev, self.seed, &leaves, &nodes)
+        else {
+            return false;
+        };
+        let mut clusters: Vec<u64> = runs
+            .iter()
+            .flat_map(|m| m.pblk / r..=(m.pblk + m.len - 1) / r)
+            .collect();
+        clusters.sort_unstable();
+        clusters.dedup();
+        let huge = geo.ro_compat.has(ffsck_format::RoCompat::HUGE_FILE)
+            && inode.flags() & iflags::HUGE_FILE != 0;
+        let unit = if huge {
+            1
+        } else {
+            u64::from(geo.block_size) / 512
+        };
+        let count = (clusters.len() as u64 + nodes.len() as u64) * r * unit;
+        edit(self.p0, self.dev, self.ino, |i| {
+            i.set_block_bytes(&root);
+            i.i_blocks_lo.set(count as u32);
+            if geo.ro_compat.has(ffsck_format::RoCompat::HUGE_FILE) {
+                i.l_i_blocks_high.set((count >> 32) as u16);
+            }
+        });
+        true
     }
 
     /// Copy `n` blocks from `from` to a new run at the same offset in its cluster; the new

@@ -310,6 +310,12 @@ pub(super) fn remap(
 /// The data runs of inode `ino`'s extent tree as `dev` has it, in logical order; `None` when
 /// the tree is not sound enough to be rebuilt by `remap`.
 pub(super) fn runs_of(p0: &Pass0Facts, dev: &dyn Device, ino: u32) -> Option<Vec<Mapping>> {
+    tree_of(p0, dev, ino).map(|t| t.runs)
+}
+
+/// Inode `ino`'s extent tree as `dev` has it: its data runs in logical order and its node
+/// blocks; `None` when the tree is not sound enough to be rebuilt.
+pub(super) fn tree_of(p0: &Pass0Facts, dev: &dyn Device, ino: u32) -> Option<Gathered> {
     let fs = &p0.fs;
     let inode = read_inode(p0, dev, ino)?;
     if inode.flags() & iflags::EXTENTS == 0 {
@@ -321,12 +327,12 @@ pub(super) fn runs_of(p0: &Pass0Facts, dev: &dyn Device, ino: u32) -> Option<Vec
         .has_metadata_csum()
         .then(|| seed_of(fs, ino, inode.i_generation.get()));
     walk.extents(&inode.block_bytes(), &mut got);
-    (!got.damaged).then_some(got.runs)
+    (!got.damaged).then_some(got)
 }
 
 /// Runs in logical order with each run that continues the one before it on disk (and is
 /// written or unwritten alike) joined to it.
-fn joined(runs: Vec<Mapping>) -> Vec<Mapping> {
+pub(super) fn joined(runs: Vec<Mapping>) -> Vec<Mapping> {
     let mut out: Vec<Mapping> = Vec::with_capacity(runs.len());
     for m in runs {
         match out.last_mut() {

@@ -13,6 +13,11 @@ use zerocopy::IntoBytes;
 pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
     let now = p0.now.stamp();
     let huge = p0.fs.geo.ro_compat.has(RoCompat::HUGE_FILE);
+    let cloned: std::collections::BTreeSet<u32> = fixes
+        .iter()
+        .filter(|f| p0.fs.geo.cluster_ratio > 1 && f.problem.fixed_by(Fixer::Clone))
+        .map(|f| f.ctx.ino)
+        .collect();
     for f in fixes.iter().filter(|f| f.problem.fixed_by(Fixer::Inode)) {
         let (ino, want) = (f.ctx.ino, f.ctx.num2);
         edit(p0, dev, ino, |i| match f.problem {
@@ -22,6 +27,9 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
                 i.i_size_lo.set(want as u32);
                 i.i_size_high.set((want >> 32) as u32);
             }
+            // On bigalloc a file cloned this round has its count set by the clone, which moves
+            // misaligned blocks into the clusters the file already has.
+            P::P1_BAD_I_BLOCKS if cloned.contains(&ino) => {}
             P::P1_BAD_I_BLOCKS => {
                 i.i_blocks_lo.set(want as u32);
                 if huge {
