@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod journal_errno;
 mod journal_reset;
 mod mark_checked;
 mod repair;
