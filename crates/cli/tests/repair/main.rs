@@ -25,6 +25,7 @@ mod repair_quota;
 mod repair_relocate;
 mod repair_root;
 mod repair_sb_rebuild;
+mod repair_self_link;
 mod repair_superblock;
 mod repair_uninit;
 mod repair_xattr;
