@@ -569,10 +569,68 @@ fn despite_errors(
             .into_iter()
             .map(Some),
     );
-    seeds
-        .into_iter()
-        .find_map(|seed| rebuild(dev, sb, seed))
+    ipg_from_count(dev, sb)
+        .or_else(|| seeds.into_iter().find_map(|seed| rebuild(dev, sb, seed)))
         .or_else(|| inode_size_fix(dev, sb))
+}
+
+/// Inodes per group as the inode count gives them, taken over e2fsck's choice (the inode
+/// count the groups give, which trusts a grown inodes per group) on proof from the block
+/// bitmaps: the inode table the superblock's inodes per group would make runs over blocks a
+/// group's bitmap marks free, while the one the inode count makes is marked in use throughout.
+/// (A flipped high bit of `s_inodes_per_group` otherwise makes the check read file data as
+/// inodes, and clear them.)
+fn ipg_from_count(
+    dev: &dyn Device,
+    sb: &RawSuperblock,
+) -> Option<(Candidate, Vec<crate::superblock::Rebuilt>)> {
+    let bpg = u64::from(sb.s_blocks_per_group.get());
+    let fdb = u64::from(sb.s_first_data_block.get());
+    let groups = sb
+        .blocks_count()
+        .checked_sub(fdb)
+        .filter(|_| bpg > 0)?
+        .div_ceil(bpg);
+    let inodes = u64::from(sb.s_inodes_count.get());
+    let ipg = u64::from(sb.s_inodes_per_group.get());
+    if groups == 0 || !inodes.is_multiple_of(groups) || inodes / groups >= ipg {
+        return None;
+    }
+    let seed = crate::superblock::Rebuilt {
+        field: "s_inodes_per_group",
+        was: ipg,
+        now: inodes / groups,
+    };
+    let (c, fields) = rebuild(dev, sb, Some(seed))?;
+    let geo = &c.geo;
+    if geo.cluster_ratio != 1 || !c.descs_ok {
+        return None;
+    }
+    let bs = u64::from(geo.block_size);
+    let isz = u64::from(geo.inode_size);
+    let small = u64::from(geo.inode_blocks_per_group);
+    let big = (ipg * isz).div_ceil(bs);
+    let mut bitmap = vec![0u8; geo.block_size as usize];
+    let mut overruns = false;
+    for (g, gd) in c.gds.iter().enumerate() {
+        if gd.flags() & ffsck_format::group::BG_BLOCK_UNINIT != 0 {
+            continue;
+        }
+        let first = geo.group_first_block(g as u32);
+        let off = gd.block_bitmap().checked_mul(bs)?;
+        dev.read_at(&mut bitmap, off).ok()?;
+        let used = |b: u64| {
+            b.checked_sub(first)
+                .filter(|&i| i < 8 * bs)
+                .map(|i| bitmap[(i / 8) as usize] & (1 << (i % 8)) != 0)
+        };
+        let it = gd.inode_table();
+        if (it..it + small).any(|b| used(b) != Some(true)) {
+            return None;
+        }
+        overruns |= (it + small..it + big).any(|b| used(b) == Some(false));
+    }
+    overruns.then_some((c, fields))
 }
 
 /// `sb` with `seed` set and the fields that then follow (`rebuild_fields`), if the result
