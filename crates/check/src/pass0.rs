@@ -307,19 +307,11 @@ pub fn run_with(
     // The journal comes first: e2fsck checks it before the superblock fields.
     let journal = crate::journal::check(&fs, policy, sb_block != 0, journal_dev, out)
         .map_err(|a| OpenFailure::Journal(a.0))?;
+    let failed_write = recorded_error(&fs, policy, &journal, out);
     let states = check_groups(&fs, policy, out);
     check_uuid(&fs, policy, out);
     check_super_fields(&fs, policy, now.secs(), out);
     check_hints(&fs, policy, journal.journal.is_some(), out);
-    // A journal that recorded an error (s_errno) makes e2fsck clear it in the journal
-    // superblock; under -n that write fails, and the failure surfaces on the next metadata
-    // read, the resize inode's, which e2fsck then reports invalid. Reproduce that verdict.
-    let failed_write = policy.mode == Mode::No
-        && !fs.sb.incompat().has(Incompat::RECOVER)
-        && journal
-            .journal
-            .as_ref()
-            .is_some_and(|j| j.sb.s_errno.get() != 0);
     let resize_cleared = check_resize_inode(&fs, policy, failed_write, out);
     Ok(Pass0Facts {
         fs,
@@ -583,10 +575,68 @@ fn despite_errors(
             .into_iter()
             .map(Some),
     );
-    seeds
-        .into_iter()
-        .find_map(|seed| rebuild(dev, sb, seed))
+    ipg_from_count(dev, sb)
+        .or_else(|| seeds.into_iter().find_map(|seed| rebuild(dev, sb, seed)))
         .or_else(|| inode_size_fix(dev, sb))
+}
+
+/// Inodes per group as the inode count gives them, taken over e2fsck's choice (the inode
+/// count the groups give, which trusts a grown inodes per group) on proof from the block
+/// bitmaps: the inode table the superblock's inodes per group would make runs over blocks a
+/// group's bitmap marks free, while the one the inode count makes is marked in use throughout.
+/// (A flipped high bit of `s_inodes_per_group` otherwise makes the check read file data as
+/// inodes, and clear them.)
+fn ipg_from_count(
+    dev: &dyn Device,
+    sb: &RawSuperblock,
+) -> Option<(Candidate, Vec<crate::superblock::Rebuilt>)> {
+    let bpg = u64::from(sb.s_blocks_per_group.get());
+    let fdb = u64::from(sb.s_first_data_block.get());
+    let groups = sb
+        .blocks_count()
+        .checked_sub(fdb)
+        .filter(|_| bpg > 0)?
+        .div_ceil(bpg);
+    let inodes = u64::from(sb.s_inodes_count.get());
+    let ipg = u64::from(sb.s_inodes_per_group.get());
+    if groups == 0 || !inodes.is_multiple_of(groups) || inodes / groups >= ipg {
+        return None;
+    }
+    let seed = crate::superblock::Rebuilt {
+        field: "s_inodes_per_group",
+        was: ipg,
+        now: inodes / groups,
+    };
+    let (c, fields) = rebuild(dev, sb, Some(seed))?;
+    let geo = &c.geo;
+    if geo.cluster_ratio != 1 || !c.descs_ok {
+        return None;
+    }
+    let bs = u64::from(geo.block_size);
+    let isz = u64::from(geo.inode_size);
+    let small = u64::from(geo.inode_blocks_per_group);
+    let big = (ipg * isz).div_ceil(bs);
+    let mut bitmap = vec![0u8; geo.block_size as usize];
+    let mut overruns = false;
+    for (g, gd) in c.gds.iter().enumerate() {
+        if gd.flags() & ffsck_format::group::BG_BLOCK_UNINIT != 0 {
+            continue;
+        }
+        let first = geo.group_first_block(g as u32);
+        let off = gd.block_bitmap().checked_mul(bs)?;
+        dev.read_at(&mut bitmap, off).ok()?;
+        let used = |b: u64| {
+            b.checked_sub(first)
+                .filter(|&i| i < 8 * bs)
+                .map(|i| bitmap[(i / 8) as usize] & (1 << (i % 8)) != 0)
+        };
+        let it = gd.inode_table();
+        if (it..it + small).any(|b| used(b) != Some(true)) {
+            return None;
+        }
+        overruns |= (it + small..it + big).any(|b| used(b) == Some(false));
+    }
+    overruns.then_some((c, fields))
 }
 
 /// `sb` with `seed` set and the fields that then follow (`rebuild_fields`), if the result
@@ -1102,6 +1152,12 @@ fn check_super_fields(fs: &Fs, policy: Policy, now: u64, out: &mut Findings) {
 /// after the primary descriptors, and each of those lists its backup copies in the groups that
 /// carry a superblock.
 fn resize_inode_valid(fs: &Fs, raw: &ffsck_format::RawInode) -> bool {
+    resize_inode_walk(fs, raw).0
+}
+
+/// e2fsck's resize-inode check: whether the inode is valid, and how many blocks it read (the
+/// double-indirect block, then each reserved GDT block up to the first mismatch).
+fn resize_inode_walk(fs: &Fs, raw: &ffsck_format::RawInode) -> (bool, u32) {
     const DIND: usize = 13;
     let geo = &fs.geo;
     let blk = u64::from(raw.i_block[DIND].get());
@@ -1117,10 +1173,11 @@ fn resize_inode_valid(fs: &Fs, raw: &ffsck_format::RawInode) -> bool {
         || blk < geo.first_data_block
         || blk >= geo.blocks_count
     {
-        return false;
+        return (false, 0);
     }
+    let mut reads = 1;
     let Some(dind) = fs.read_block(blk) else {
-        return false;
+        return (false, reads);
     };
     let per_block = (geo.block_size / 4) as usize;
     let word = |buf: &[u8], i: usize| -> u64 {
@@ -1141,10 +1198,11 @@ fn resize_inode_valid(fs: &Fs, raw: &ffsck_format::RawInode) -> bool {
     for _ in 0..geo.reserved_gdt_blocks / 4 {
         gdt_off %= per_block;
         if word(&dind, gdt_off) != pblk {
-            return false;
+            return (false, reads);
         }
+        reads += 1;
         let Some(ind) = fs.read_block(pblk) else {
-            return false;
+            return (false, reads);
         };
         let mut ind_off = 0usize;
         for g in 1..geo.group_count {
@@ -1153,14 +1211,66 @@ fn resize_inode_valid(fs: &Fs, raw: &ffsck_format::RawInode) -> bool {
             }
             let expect = pblk + u64::from(g) * u64::from(geo.blocks_per_group);
             if ind_off >= per_block || word(&ind, ind_off) != expect {
-                return false;
+                return (false, reads);
             }
             ind_off += 1;
         }
         gdt_off += 1;
         pblk += 1;
     }
-    true
+    (true, reads)
+}
+
+/// A journal that recorded an error (`s_errno`) and is not replayed: e2fsck clears the error in
+/// the journal superblock (marking the file system as having errors), silently. A repair does
+/// the same. Under -n e2fsck's write of the journal superblock fails when its block cache
+/// evicts it: during the resize-inode check, which then calls the inode invalid and the run
+/// goes on (exit 0), or at pass 1's first large read, which aborts the run (exit 9). The first
+/// returns true (the resize inode is to be reported unreadable); the second is reported as the
+/// recorded error, which leaves the uncorrected exit bit. External journals are left alone.
+fn recorded_error(fs: &Fs, policy: Policy, journal: &JournalFacts, out: &mut Findings) -> bool {
+    let Some(j) = journal.journal.as_ref() else {
+        return false;
+    };
+    let errno = j.sb.s_errno.get();
+    if errno == 0 || j.ext.is_some() || fs.sb.incompat().has(Incompat::RECOVER) {
+        return false;
+    }
+    if journal.run_anyway {
+        return false;
+    }
+    let ctx = ProblemCtx {
+        str: Some((errno as i32).to_string()),
+        ..Default::default()
+    };
+    if policy.mode == Mode::No {
+        if jsb_write_fails_at_resize(fs, journal.journal_inum) {
+            return true;
+        }
+        out.report(policy, P::P0_JOURNAL_ERRNO, ctx);
+    } else if out.report(policy, P::P0_JOURNAL_ERRNO, ctx) {
+        crate::journal::clear_errno(fs, j);
+    }
+    false
+}
+
+/// Whether e2fsck's 8-block cache evicts the dirty journal superblock during its resize-inode
+/// check: it is evicted by the 8th block read after it was written, or written out (and
+/// failing) at the first read of more than 4 blocks, pass 1's inode scan. The resize check
+/// reads the resize inode's inode-table block (unless the journal inode's block holds it), its
+/// double-indirect block and a quarter of the reserved GDT blocks.
+fn jsb_write_fails_at_resize(fs: &Fs, journal_inum: u32) -> bool {
+    const RESIZE: u32 = ffsck_format::ino::RESIZE;
+    const CACHE_BLOCKS: u32 = 8;
+    let bs = u64::from(fs.geo.block_size);
+    let block_of = |ino: u32| fs.inode_offset(ino).map(|o| o / bs);
+    let mut reads = u32::from(block_of(RESIZE) != block_of(journal_inum));
+    if fs.sb.compat().has(Compat::RESIZE_INODE) && !fs.sb.incompat().has(Incompat::META_BG) {
+        if let Some(buf) = fs.read_inode(RESIZE) {
+            reads += resize_inode_walk(fs, &ffsck_format::RawInode::parse(&buf)).1;
+        }
+    }
+    reads >= CACHE_BLOCKS
 }
 
 /// The resize inode against the `resize_inode` feature (e2fsck's check after the superblock).

@@ -105,6 +105,9 @@ pub mod flag {
     /// it), such as a block map rewritten as an extent tree under `-E bmap2extent`. Reports
     /// and the problem log still list it.
     pub const NOMSG: u16 = 1024;
+    /// Not printed when the answer is yes: e2fsck makes the fix without a message (the
+    /// journal's recorded error cleared), yet a read-only check reports it.
+    pub const YES_NOMSG: u16 = 2048;
 }
 
 /// Which fixer of `repair` makes a problem's fix: its fix class. The repair's fixer table
@@ -406,6 +409,11 @@ catalogue! {
     P0_SB_JOURNAL_INUM_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock names journal inode {ino}, every backup superblock inode {ino2}.";
     P0_SB_JOURNAL_UUID_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock's journal UUID ({str}) differs from that of every backup superblock ({name}).";
     P0_SB_REV_LEVEL_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock's revision level ({num2}) differs from that of every backup superblock ({num}).";
+    // e2fsck has no code for this: it clears a journal's recorded error (s_errno) silently,
+    // marking the file system as having errors. Under -n its write of the journal superblock
+    // fails, which aborts its pass 1 (exit 9) unless the resize-inode check swallows the
+    // failure first (`pass0::jsb_write_fails_at_resize`); ffsck reports the error instead.
+    P0_JOURNAL_ERRNO = -, Clear, PREEN_OK | NOT_A_FIX | SB_ERROR | YES_NOMSG, Check, 0, "The journal superblock records an error ({str}).\n";
     P0_JOURNAL_RECOVERING = -, None, INFO, -, 0, "Recovering journal: {str}.";
     P0_JNL_TXN_CORRUPT = 0x00003A, None, 0, -, 0, "Journal transaction {num} was corrupt, replay was aborted.";
     P0_JOURNAL_CHECKSUM_ERROR = -, None, 0, -, 0, "Journal checksum error found: {str}.";

@@ -644,6 +644,9 @@ impl Reporter for Terminal {
         if !f.fixed && flags & ffsck_check::problem::flag::NO_NOMSG != 0 {
             return;
         }
+        if f.fixed && flags & ffsck_check::problem::flag::YES_NOMSG != 0 {
+            return;
+        }
         if self.suppressed(f.problem, flags) {
             return;
         }

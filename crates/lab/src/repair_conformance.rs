@@ -481,6 +481,27 @@ fn kept_elsewhere(ours: &Tree, path: &str, what: &str) -> bool {
     })
 }
 
+/// Whether `path`, an entry of e2fsck's result that `ours` lacks, is a name e2fsck made up
+/// (none before the damage: it rewrote a damaged directory block's names, and maybe blocks
+/// of the files they name) for an entry `ours` holds in the same directory under a name it
+/// had before the damage and e2fsck's result lacks (the name it rewrote), and keeps there as
+/// [`keeps`] judges against that name's original.
+fn renamed(ours: &Tree, theirs: &Tree, original: Option<&Tree>, path: &str, what: &str) -> bool {
+    let Some(before) = original else {
+        return false;
+    };
+    let parent = |p: &str| p.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
+    let dir = parent(path);
+    !before.contains_key(path)
+        && ours.iter().any(|(p, w)| {
+            parent(p) == dir
+                && !theirs.contains_key(p)
+                && before
+                    .get(p)
+                    .is_some_and(|b| keeps(w, what, Some(b.as_str())))
+        })
+}
+
 /// The entries of `theirs` that `ours` lacks or holds differently, as "path (what)", judged by
 /// [`keeps`] against `original` (the tree before the damage, when known). An entry e2fsck
 /// reconnected to lost+found that `ours` lacks there counts as kept when `ours` holds it
@@ -492,7 +513,10 @@ pub(crate) fn lost(ours: &Tree, theirs: &Tree, original: Option<&Tree>) -> Vec<S
             let before = original.and_then(|t| t.get(*path)).map(String::as_str);
             match ours.get(*path) {
                 Some(o) => !keeps(o, what, before),
-                None => !kept_elsewhere(ours, path, what),
+                None => {
+                    !kept_elsewhere(ours, path, what)
+                        && !renamed(ours, theirs, original, path, what)
+                }
             }
         })
         .map(|(path, what)| {
@@ -826,6 +850,35 @@ mod tests {
         assert_eq!(below_reconnected("lost+found/#42/#13/f"), Some("f"));
         assert_eq!(below_reconnected("lost+found/#42"), Some(""));
         assert_eq!(below_reconnected("a/#4/f"), None);
+    }
+
+    #[test]
+    fn a_name_e2fsck_made_up_is_not_lost() {
+        // A superblock whose inodes-per-group grew made e2fsck rewrite directory blocks it
+        // took for inodes (seed 2001, case 91): its names are garbled, ffsck kept the old.
+        let before = t(&[("big", "d"), ("big/0015_n", "f 100 01"), ("g", "f 1 02")]);
+        let theirs = t(&[("big", "d"), ("big/0015_\u{17}x", "f 100 01")]);
+        // e2fsck changed the content as well: ffsck's is the original.
+        let garbled = t(&[("big", "d"), ("big/0015_\u{17}x", "f 100 07")]);
+        let kept = t(&[("big", "d"), ("big/0015_n", "f 100 01")]);
+        assert!(lost(&kept, &garbled, Some(&before)).is_empty());
+        let ours = t(&[("big", "d"), ("big/0015_n", "f 100 01")]);
+        assert!(lost(&ours, &theirs, Some(&before)).is_empty());
+        // Not without the original, with other content, or in another directory.
+        assert_eq!(lost(&ours, &theirs, None).len(), 1);
+        let other = t(&[("big", "d"), ("big/0015_n", "f 100 09")]);
+        assert_eq!(lost(&other, &theirs, Some(&before)).len(), 1);
+        let before = t(&[("big", "d"), ("d/0015_n", "f 100 01")]);
+        let moved = t(&[("big", "d"), ("d/0015_n", "f 100 01")]);
+        assert_eq!(lost(&moved, &theirs, Some(&before)).len(), 1);
+        // Nor for a name e2fsck still holds: ffsck's file there is not the one renamed.
+        let before = t(&[("big", "d"), ("big/0015_n", "f 100 01")]);
+        let both = t(&[
+            ("big", "d"),
+            ("big/0015_n", "f 100 01"),
+            ("big/0015_\u{17}x", "f 100 02"),
+        ]);
+        assert_eq!(lost(&ours, &both, Some(&before)).len(), 1);
     }
 
     #[test]

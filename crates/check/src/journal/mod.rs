@@ -466,6 +466,33 @@ fn reset_super(fs: &Fs, runs: &Runs, total_len: u64) {
     }
 }
 
+/// Clear the error an internal journal's superblock records (`s_errno`), with its checksum, as
+/// e2fsck does when it does not replay the journal. Only a repair gets here (`fs.dev` is its
+/// overlay); the next round checks the result.
+pub(crate) fn clear_errno(fs: &Fs, journal: &Journal) {
+    use zerocopy::IntoBytes;
+    if journal.ext.is_some() {
+        return;
+    }
+    let Some(blk) = journal.runs.lookup(0) else {
+        return;
+    };
+    let Some(mut buf) = fs.read_block(blk) else {
+        return;
+    };
+    let Some(mut jsb) = JournalSuperblock::parse(&buf) else {
+        return;
+    };
+    jsb.s_errno.set(0);
+    if jsb.has_csum_v2or3() {
+        let c = jsb.compute_checksum();
+        jsb.s_checksum.set(c);
+    }
+    let n = jsb.as_bytes().len().min(buf.len());
+    buf[..n].copy_from_slice(&jsb.as_bytes()[..n]);
+    let _ = fs.dev.write_at(&buf, blk * fs.block_size() as u64);
+}
+
 /// Zero everything after the version-1 fields (in memory only).
 fn clear_v2_fields(jsb: &mut JournalSuperblock) {
     use zerocopy::IntoBytes;

@@ -99,9 +99,16 @@ pub(super) fn check_entries<F: Facts + ?Sized>(
                 }
                 bo.events.push(Event::DotDot { dir, target: ino });
             }
-        } else if ino == dir && ino != 0 {
-            bo.findings
-                .report(ctx.policy, P::P2_LINK_DOT, pctx(name, ino));
+        } else if ino == dir
+            && ino != 0
+            && bo
+                .findings
+                .report(ctx.policy, P::P2_LINK_DOT, pctx(name, ino))
+        {
+            // Fixed, the entry is cleared (as e2fsck does): it names nothing, so it neither
+            // counts as a link nor gives the directory a parent.
+            dot_state = dot_state.saturating_add(1);
+            continue;
         }
         if ino != 0 {
             let counted = check_entry(

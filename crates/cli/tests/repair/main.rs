@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod journal_errno;
 mod journal_reset;
 mod mark_checked;
 mod repair;
@@ -24,6 +25,7 @@ mod repair_quota;
 mod repair_relocate;
 mod repair_root;
 mod repair_sb_rebuild;
+mod repair_self_link;
 mod repair_superblock;
 mod repair_uninit;
 mod repair_xattr;

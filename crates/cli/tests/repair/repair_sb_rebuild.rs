@@ -225,3 +225,38 @@ fn a_byte_the_stale_checksum_names_is_put_back() {
     rebuilt_in_one_run(&t, &img, "s_reserved_gdt_blocks", "reserved GDT blocks");
     assert_eq!(common::read_all(&img.path)[at as usize], was);
 }
+
+#[test]
+fn a_grown_inodes_per_group_is_set_back_from_the_inode_count() {
+    let Some(t) = common::tools() else {
+        return common::skip("mke2fs, debugfs or e2fsck missing");
+    };
+    // A flipped bit makes s_inodes_per_group 4272 where the inode count says 176 (fuzzer
+    // seed 2001 case 91): e2fsck trusts the former and clears file data it reads as inodes;
+    // the block bitmap proves the longer inode table wrong (it runs over free blocks).
+    const IPG: u64 = SB + 0x28;
+    let img = one_group(&t, "ext2", "4096", &["-N", "176", "-I", "256"]);
+    assert_eq!(common::read_u32(&img.path, IPG), 176, "test setup");
+    common::patch(&img.path, IPG, &(176u32 | 4096).to_le_bytes());
+    rebuilt_in_one_run(
+        &t,
+        &img,
+        "s_inodes_per_group",
+        "ext2, inodes per group grown",
+    );
+    assert_eq!(common::read_u32(&img.path, IPG), 176);
+
+    // An inode count that is the damaged field keeps e2fsck's answer.
+    const INODES: u64 = SB;
+    let img = one_group(&t, "ext2", "4096", &["-N", "176", "-I", "256"]);
+    common::patch(&img.path, INODES, &168u32.to_le_bytes());
+    let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert!(
+        run.stdout
+            .contains("Inode count in the superblock is 168, should be 176"),
+        "{}",
+        run.stdout
+    );
+    let (after, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(after, 0, "e2fsck -fn after the repair\n{out}");
+}
