@@ -11,6 +11,7 @@ mod mark_checked;
 mod repair;
 mod repair_badblocks;
 mod repair_bblist;
+mod repair_bigalloc_clone;
 mod repair_blocks;
 mod repair_commit;
 mod repair_converge;
