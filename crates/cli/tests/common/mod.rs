@@ -180,13 +180,19 @@ pub fn mkfs(t: &Tools, fs_type: &str, args: &[&str], size: &str) -> Image {
     let tree = dir.path().join("tree");
     make_tree(&tree);
     let path = dir.path().join("fs.img");
-    std::fs::File::create(&path).unwrap();
+    mkfs_from(t, &tree, &path, fs_type, args, size);
+    Image { dir, path }
+}
+
+/// `mke2fs -q -F -t TYPE ARGS -d TREE IMAGE SIZE`: the image `path` made from `tree`.
+pub fn mkfs_from(t: &Tools, tree: &Path, path: &Path, fs_type: &str, args: &[&str], size: &str) {
+    std::fs::File::create(path).unwrap();
     let out = Command::new(&t.mke2fs)
         .args(["-q", "-F", "-t", fs_type])
         .args(args)
         .arg("-d")
-        .arg(&tree)
-        .arg(&path)
+        .arg(tree)
+        .arg(path)
         .arg(size)
         .env("MKE2FS_SYNC", "0")
         .output()
@@ -197,7 +203,6 @@ pub fn mkfs(t: &Tools, fs_type: &str, args: &[&str], size: &str) -> Image {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    Image { dir, path }
 }
 
 /// Runs `debugfs -w -R CMD IMAGE`; any message besides the version banner fails the test

@@ -40,21 +40,8 @@ impl Case {
             std::fs::write(tree.join("small").join(format!("s{i}")), b"y").unwrap();
         }
         let img = dir.path().join("fs.img");
-        let out = Command::new(&t.mke2fs)
-            .args(["-q", "-F", "-b", "1024", "-t", fs_type])
-            .args(args)
-            .arg("-d")
-            .arg(&tree)
-            .arg(&img)
-            .arg(size)
-            .env("MKE2FS_SYNC", "0")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "test setup: mke2fs failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args: Vec<&str> = ["-b", "1024"].iter().chain(args).copied().collect();
+        common::mkfs_from(t, &tree, &img, fs_type, &args, size);
         let copy = dir.path().join("e2fsck.img");
         std::fs::copy(&img, &copy).unwrap();
         Case { dir, img, copy }

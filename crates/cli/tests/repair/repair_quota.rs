@@ -210,6 +210,22 @@ fn an_unused_quota_inode_with_data_is_cleared() {
     }
 }
 
+/// One `ffsck -fy` of `img` fixes something (exit 1), leaves a file system e2fsck finds clean
+/// and the usage e2fsck's repair left in `copy`.
+fn repaired_as_e2fsck(t: &Tools, img: &Image, copy: &Path) {
+    let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
+    let (code, out) = common::e2fsck_n(t, &img.path);
+    assert_eq!(code, 0, "e2fsck -fn after ffsck -fy:\n{out}");
+    assert_eq!(lq(t, &img.path), lq(t, copy), "usage differs from e2fsck's");
+}
+
+/// An ext4 image with quota on bigalloc: 4 KiB blocks, 16 to a cluster.
+fn bigalloc_quota_image(t: &Tools, size: &str) -> Image {
+    let args = ["-b", "4096", "-O", "quota,bigalloc", "-C", "65536"];
+    common::mkfs(t, "ext4", &args, size)
+}
+
 /// On bigalloc, where new blocks come in clusters, a quota file whose new contents fit its
 /// blocks is written in place: `mke2fs -d` leaves quota files that count only the root and
 /// lost+found, and one `ffsck -fy` makes them right as one `e2fsck -fy` does. (The rewrite
@@ -217,12 +233,7 @@ fn an_unused_quota_inode_with_data_is_cleared() {
 #[test]
 fn a_stale_quota_file_on_bigalloc_is_rewritten_in_place() {
     let Some(t) = common::tools() else { return };
-    let img = common::mkfs(
-        &t,
-        "ext4",
-        &["-b", "4096", "-O", "quota,bigalloc", "-C", "65536"],
-        "16M",
-    );
+    let img = bigalloc_quota_image(&t, "16M");
     let (code, out) = common::e2fsck_n(&t, &img.path);
     assert_ne!(
         code, 0,
@@ -231,15 +242,7 @@ fn a_stale_quota_file_on_bigalloc_is_rewritten_in_place() {
     let copy = img.aux("e2fsck.img");
     std::fs::copy(&img.path, &copy).unwrap();
     e2fsck_fy(&t, &copy);
-    let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
-    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
-    let (code, out) = common::e2fsck_n(&t, &img.path);
-    assert_eq!(code, 0, "e2fsck -fn after ffsck -fy:\n{out}");
-    assert_eq!(
-        lq(&t, &img.path),
-        lq(&t, &copy),
-        "usage differs from e2fsck's"
-    );
+    repaired_as_e2fsck(&t, &img, &copy);
 }
 
 /// On bigalloc a quota file that must grow past its cluster takes whole new clusters, its data
@@ -250,12 +253,7 @@ fn a_stale_quota_file_on_bigalloc_is_rewritten_in_place() {
 #[test]
 fn a_quota_file_on_bigalloc_grows_by_whole_clusters() {
     let Some(t) = common::tools() else { return };
-    let img = common::mkfs(
-        &t,
-        "ext4",
-        &["-b", "4096", "-O", "quota,bigalloc", "-C", "65536"],
-        "32M",
-    );
+    let img = bigalloc_quota_image(&t, "32M");
     common::settle(&t, &img.path);
     let blocks_of = |path: &Path| {
         let stat = common::debugfs_r(&t, path, "stat <3>");
@@ -289,14 +287,6 @@ fn a_quota_file_on_bigalloc_grows_by_whole_clusters() {
         "test setup: the quota file did not grow past a cluster ({before} -> {} sectors)",
         blocks_of(&copy)
     );
-    let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
-    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
-    let (code, out) = common::e2fsck_n(&t, &img.path);
-    assert_eq!(code, 0, "e2fsck -fn after ffsck -fy:\n{out}");
-    assert_eq!(
-        lq(&t, &img.path),
-        lq(&t, &copy),
-        "usage differs from e2fsck's"
-    );
+    repaired_as_e2fsck(&t, &img, &copy);
     assert_eq!(blocks_of(&img.path), blocks_of(&copy), "block count");
 }
