@@ -76,6 +76,10 @@ pub fn run(
     let mut dir_nlink_set = false;
     for idx in suspects {
         let ino = idx as u32 + 1;
+        if p2.cleared.contains(&ino) {
+            // Cleared by pass 2 with its entry: no longer in use.
+            continue;
+        }
         let link_count = p1.links.get(idx);
         let mut counted = p2.refs.get(idx);
         let k = p1.kinds[idx as usize];

@@ -587,6 +587,9 @@ catalogue! {
     P2_CLEAR_FILETYPE = 0x020029, Clear, 0, Dirent, 0, "Entry '{name}' in {dirpath} has filetype set.\n";
     P2_NULL_NAME = 0x020030, Clear, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has a zero-length name.\n";
     P2_INVALID_SYMLINK = 0x020031, Clear, 0, Clear, RESHAPES | INODE, "Symlink {strpath} (inode #{ino}) is invalid.\n";
+    // The entry of an inode cleared at its first entry (the rows above) goes with it, as
+    // e2fsck zeroes it without a message of its own.
+    P2_CLEARED_INODE_ENTRY = -, None, PREEN_OK | NOMSG, Dirent, RESHAPES | INODE, "Entry '{name}' in {dirpath} names inode {ino}, which was cleared: the entry is cleared too.";
     P2_FILE_ACL_BAD = 0x020032, Clear, 0, Inode, INODE | MAP, "Extended attribute block for inode {ino} ({strpath}) is invalid ({blk}).\n";
     P2_FEATURE_LARGE_FILES = 0x020033, Fix, PREEN_OK | NO_OK, Features, 0, "File system contains large files, but lacks LARGE_FILE flag in superblock.\n";
     P2_HTREE_NOTREF = 0x020034, None, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} not referenced";

@@ -657,3 +657,44 @@ fn an_index_start_mismatch_is_worded_as_e2fsck_words_it() {
         theirs.stdout
     );
 }
+
+/// Inodes pass 2 clears whole (an impossible mode, a device with a block pointer, a fast and a
+/// slow symlink whose sizes are wrong): e2fsck clears each entry with its inode and frees the
+/// inode and its blocks in the same pass, so `-fy` says the clears and nothing more (no
+/// "deleted/unused inode" for the entries, no bitmap differences or counts for what was
+/// freed). ffsck's output is e2fsck's, line for line.
+#[test]
+fn pass_2_clears_a_bad_inode_with_its_entry_as_e2fsck_does() {
+    let Some(t) = common::tools() else { return };
+    // (Without dir_index: ffsck's pass 3A comes after pass 5, so its blocks would show there.)
+    let img = common::mkfs(&t, "ext4", &["-O", "^dir_index"], "16M");
+    let long = "t".repeat(100);
+    for cmd in [
+        "sif /a/f5 mode 0170644".to_string(),
+        "mknod cdev c 1 2".to_string(),
+        "sif /cdev flags 0x80000".to_string(),
+        "symlink /fast short-target".to_string(),
+        "sif /fast size 40".to_string(),
+        format!("symlink /slow /{long}"),
+        "sif /slow size 7".to_string(),
+    ] {
+        common::debugfs_w(&t, &img.path, &cmd);
+    }
+    let (ours, theirs) = both_fy(&t, &img);
+    assert!(
+        theirs.stdout.contains("is an illegal character device")
+            && theirs.stdout.contains("Symlink /slow")
+            && theirs.stdout.contains("Symlink /fast")
+            && theirs.stdout.contains("has invalid mode"),
+        "test setup: e2fsck said\n{}",
+        theirs.stdout
+    );
+    assert_eq!(ours.code(), theirs.code(), "{}", ours.stdout);
+    assert_eq!(
+        neutral(&ours.stdout),
+        neutral(&theirs.stdout),
+        "\nffsck:\n{}\ne2fsck:\n{}",
+        ours.stdout,
+        theirs.stdout
+    );
+}
