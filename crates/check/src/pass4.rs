@@ -132,7 +132,28 @@ pub fn run(
                 // Cleared: nothing left to reconnect.
                 continue;
             }
-            out.report(policy, P::P4_UNATTACHED_INODE, ProblemCtx::ino(ino));
+            if out.report(policy, P::P4_UNATTACHED_INODE, ProblemCtx::ino(ino)) {
+                // e2fsck's reconnection adds a link to the inode (but to one at the most a
+                // count holds) and counts the new entry; its count is then judged against
+                // that one entry. (The fix is made with the reconnection: `connect`.)
+                let links = if link_count == u16::MAX {
+                    link_count
+                } else {
+                    link_count + 1
+                };
+                if links != 1 {
+                    out.report(
+                        policy,
+                        P::P4_BAD_REF_COUNT,
+                        ProblemCtx {
+                            ino,
+                            num: u64::from(links),
+                            num2: 1,
+                            ..Default::default()
+                        },
+                    );
+                }
+            }
             // Not reconnected: the count cannot be judged.
             continue;
         }
