@@ -35,6 +35,10 @@ pub fn apply(
         }
         if deallocates(f.problem) && !reserved {
             deallocate(p0, dev, alloc.as_deref_mut(), ino);
+        } else if f.problem == P::P4_ZERO_LEN_INODE && !reserved {
+            // e2fsck frees the inode's bitmap bit and counts as it clears it (it has no
+            // blocks counted; any pointers it has are left as they are).
+            free_inode(p0, dev, alloc.as_deref_mut(), ino, &[]);
         }
         edit(p0, dev, ino, |i| {
             i.i_links_count.set(0);
@@ -125,8 +129,20 @@ fn deallocate(p0: &Pass0Facts, dev: &dyn Device, alloc: Option<&mut AllocFacts>,
         blocks.sort_unstable_by_key(|&b| b / ratio);
         blocks.dedup_by_key(|b| *b / ratio);
     }
-    let dir = ft == FileType::Directory;
-    super::lpf::release(p0, dev, ino, dir, &blocks);
+    free_inode(p0, dev, alloc, ino, &blocks);
+}
+
+/// Free inode `ino` and `blocks` on disk and in the round's allocation facts.
+fn free_inode(
+    p0: &Pass0Facts,
+    dev: &dyn Device,
+    alloc: Option<&mut AllocFacts>,
+    ino: u32,
+    blocks: &[u64],
+) {
+    let geo = &p0.fs.geo;
+    let dir = read_inode(p0, dev, ino).is_some_and(|i| i.file_type() == FileType::Directory);
+    super::lpf::release(p0, dev, ino, dir, blocks);
     if let Some(facts) = alloc {
         facts.inode_used.clear(u64::from(ino - 1));
         if dir {
@@ -135,7 +151,7 @@ fn deallocate(p0: &Pass0Facts, dev: &dyn Device, alloc: Option<&mut AllocFacts>,
                 *n = n.saturating_sub(1);
             }
         }
-        for &b in &blocks {
+        for &b in blocks {
             if b < facts.block_used.len() {
                 facts.block_used.clear(b);
             }
