@@ -212,5 +212,5 @@ pub(super) fn report_duplicate_names(
 }
 
 pub(super) fn display_name(raw: &[u8]) -> String {
-    String::from_utf8_lossy(raw).into_owned()
+    crate::ext4::dir::display_name(raw)
 }

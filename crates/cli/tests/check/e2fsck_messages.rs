@@ -698,3 +698,41 @@ fn pass_2_clears_a_bad_inode_with_its_entry_as_e2fsck_does() {
         theirs.stdout
     );
 }
+
+/// Paths as e2fsck finds them at message time: a directory whose `..` names a regular file
+/// is `<file>/<dir>` ("Entry '..' in <14>/<12> (12)"), and pass 3's `..` message names the
+/// directory, the `..` target and the parent it should have as e2fsck does.
+#[test]
+fn paths_are_found_as_e2fsck_finds_them() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-O", "^dir_index"], "16M");
+    common::debugfs_w(&t, &img.path, "mkdir /pd");
+    let dir = common::inode_of(&t, &img.path, "/pd");
+    let file = common::inode_of(&t, &img.path, "/a/f5");
+    let blk = common::bmap(&t, &img.path, "/pd", 0);
+    let bs = 1024u64 << common::read_u32(&img.path, 1024 + 24);
+    // The second entry of the directory's first block is `..`.
+    common::patch(&img.path, blk * bs + 12, &(file as u32).to_le_bytes());
+    let (ours, theirs) = both_fy(&t, &img);
+    let lines = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| l.starts_with("Entry '..' in <") || l.starts_with("'..' in "))
+            .map(str::to_string)
+            .collect()
+    };
+    let want = lines(&theirs.stdout);
+    assert!(
+        want.iter()
+            .any(|l| l.contains(&format!("in <{file}>/<{dir}> ({dir})")))
+            && want.iter().any(|l| l.starts_with("'..' in /pd ")),
+        "test setup: e2fsck said\n{}",
+        theirs.stdout
+    );
+    assert_eq!(
+        lines(&ours.stdout),
+        want,
+        "\nffsck:\n{}\ne2fsck:\n{}",
+        ours.stdout,
+        theirs.stdout
+    );
+}
