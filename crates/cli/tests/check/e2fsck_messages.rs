@@ -768,3 +768,36 @@ fn unattached_inodes_print_as_e2fsck_prints_them() {
         theirs.stdout
     );
 }
+
+/// e2fsck checks the blocks of a block-mapped file with an indirect block at the end of its
+/// group, after the files that follow it: a wrong `i_blocks` of such a file (the lower
+/// inode) is reported after that of a small file (the higher one), as e2fsck orders them.
+#[test]
+fn files_with_indirect_blocks_are_reported_in_e2fsck_order() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    std::fs::write(img.aux("big"), vec![7u8; 40 << 10]).unwrap();
+    std::fs::write(img.aux("small"), b"small").unwrap();
+    for (src, dst) in [("big", "/big"), ("small", "/small")] {
+        let cmd = format!("write {} {dst}", img.aux(src).display());
+        common::debugfs_w(&t, &img.path, &cmd);
+    }
+    common::debugfs_w(&t, &img.path, "sif /big blocks 4");
+    common::debugfs_w(&t, &img.path, "sif /small blocks 40");
+    let big = common::inode_of(&t, &img.path, "/big");
+    let (ours, theirs) = both_fy(&t, &img);
+    let first = format!("Inode {}, i_blocks is 40", big + 1);
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 1:", "Pass 2:"),
+        |l| l.starts_with(&first),
+        "test setup: e2fsck did not report the small file",
+    );
+    let at = |s: &str, what: &str| s.find(what).unwrap_or(usize::MAX);
+    assert!(
+        at(&theirs.stdout, &first) < at(&theirs.stdout, &format!("Inode {big}, i_blocks")),
+        "test setup: e2fsck's order\n{}",
+        theirs.stdout
+    );
+}
