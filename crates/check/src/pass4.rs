@@ -76,8 +76,11 @@ pub fn run(
     let mut dir_nlink_set = false;
     for idx in suspects {
         let ino = idx as u32 + 1;
-        if p2.cleared.contains(&ino) {
-            // Cleared by pass 2 with its entry: no longer in use.
+        if p2.cleared.contains(&ino)
+            || (p1.kinds[idx as usize] == 0 && ino != ffsck_format::ino::ROOT)
+        {
+            // Cleared by pass 2 with its entry, or whole by pass 1 (no kind left): no
+            // longer in use, as e2fsck has it.
             continue;
         }
         let link_count = p1.links.get(idx);

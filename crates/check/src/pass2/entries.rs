@@ -229,6 +229,10 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
     }
     if !ctx.p1.used(ino - 1) {
         out.report(policy, P::P2_UNUSED_INODE, pctx());
+    } else if k == 0 && ino != rino::ROOT && out.report(policy, P::P2_UNUSED_INODE, pctx()) {
+        // Pass 1 cleared the inode whole (it left it no kind): e2fsck has unmarked it, so
+        // its entry names an unused inode, and goes.
+        return false;
     }
     // File type of the entry against the inode's type. Directories and regular files keep
     // their type even when pass 1 found them bad (as e2fsck, which knows them by its maps).

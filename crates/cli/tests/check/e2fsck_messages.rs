@@ -801,3 +801,21 @@ fn files_with_indirect_blocks_are_reported_in_e2fsck_order() {
         theirs.stdout
     );
 }
+
+/// An inode pass 1 clears whole (the inline-data flag without the feature): e2fsck no longer
+/// counts it in use, so pass 2 finds its entry naming an unused inode, and says nothing else
+/// of the entry (no file type); pass 4 says nothing of the inode.
+#[test]
+fn an_entry_of_an_inode_pass_1_cleared_names_an_unused_inode() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-O", "^dir_index"], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a/f5 flags 0x10000000");
+    let (ours, theirs) = both_fy(&t, &img);
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 2:", "Pass 5:"),
+        |l| l.starts_with("Entry 'f5' in /a ") && l.contains("deleted/unused"),
+        "test setup: e2fsck did not find the entry unused",
+    );
+}
