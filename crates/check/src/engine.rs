@@ -237,7 +237,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
         &limits,
     );
     pass2::large_files(&p0.fs, p1.counts.large_files, policy, &mut f);
-    crate::pathname::name_dirs(&p0.fs, &p2.dirs, &mut f.0);
+    crate::pathname::name_dirs(&p0.fs, &mut f.0);
     flush(rep, &mut f, &mut all);
     if p1.dir_spill.as_ref().is_some_and(|s| s.failed())
         || p1.dirs.spill_failed()
@@ -257,7 +257,7 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     // block bitmaps, then the inode bitmaps).
     prog.start(3, p2.dirs.len() as u64);
     let p3 = pass3::run(&p1, &p2, policy, &mut f, prog);
-    crate::pathname::name_dirs(&p0.fs, &p2.dirs, &mut f.0);
+    crate::pathname::name_dirs(&p0.fs, &mut f.0);
     flush(rep, &mut f, &mut all);
     if p2.dirs.spill_failed() {
         return aborted(all, policy, SCRATCH_FAILED);

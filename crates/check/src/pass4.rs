@@ -76,6 +76,13 @@ pub fn run(
     let mut dir_nlink_set = false;
     for idx in suspects {
         let ino = idx as u32 + 1;
+        if p2.cleared.contains(&ino)
+            || (p1.kinds[idx as usize] == 0 && ino != ffsck_format::ino::ROOT)
+        {
+            // Cleared by pass 2 with its entry, or whole by pass 1 (no kind left): no
+            // longer in use, as e2fsck has it.
+            continue;
+        }
         let link_count = p1.links.get(idx);
         let mut counted = p2.refs.get(idx);
         let k = p1.kinds[idx as usize];
@@ -128,7 +135,28 @@ pub fn run(
                 // Cleared: nothing left to reconnect.
                 continue;
             }
-            out.report(policy, P::P4_UNATTACHED_INODE, ProblemCtx::ino(ino));
+            if out.report(policy, P::P4_UNATTACHED_INODE, ProblemCtx::ino(ino)) {
+                // e2fsck's reconnection adds a link to the inode (but to one at the most a
+                // count holds) and counts the new entry; its count is then judged against
+                // that one entry. (The fix is made with the reconnection: `connect`.)
+                let links = if link_count == u16::MAX {
+                    link_count
+                } else {
+                    link_count + 1
+                };
+                if links != 1 {
+                    out.report(
+                        policy,
+                        P::P4_BAD_REF_COUNT,
+                        ProblemCtx {
+                            ino,
+                            num: u64::from(links),
+                            num2: 1,
+                            ..Default::default()
+                        },
+                    );
+                }
+            }
             // Not reconnected: the count cannot be judged.
             continue;
         }

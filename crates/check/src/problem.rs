@@ -595,6 +595,9 @@ catalogue! {
     P2_CLEAR_FILETYPE = 0x020029, Clear, 0, Dirent, 0, "Entry '{name}' in {dirpath} has filetype set.\n";
     P2_NULL_NAME = 0x020030, Clear, 0, Salvage, RESHAPES, "Entry '{name}' in {dirpath} has a zero-length name.\n";
     P2_INVALID_SYMLINK = 0x020031, Clear, 0, Clear, RESHAPES | INODE, "Symlink {strpath} (inode #{ino}) is invalid.\n";
+    // The entry of an inode cleared at its first entry (the rows above) goes with it, as
+    // e2fsck zeroes it without a message of its own.
+    P2_CLEARED_INODE_ENTRY = -, None, PREEN_OK | NOMSG, Dirent, RESHAPES | INODE, "Entry '{name}' in {dirpath} names inode {ino}, which was cleared: the entry is cleared too.";
     P2_FILE_ACL_BAD = 0x020032, Clear, 0, Inode, INODE | MAP, "Extended attribute block for inode {ino} ({strpath}) is invalid ({blk}).\n";
     P2_FEATURE_LARGE_FILES = 0x020033, Fix, PREEN_OK | NO_OK, Features, 0, "File system contains large files, but lacks LARGE_FILE flag in superblock.\n";
     P2_HTREE_NOTREF = 0x020034, None, PREEN_OK, Salvage, RESHAPES, "Problem in HTREE directory inode {dir}: block #{num} not referenced";
@@ -631,7 +634,7 @@ catalogue! {
     P3_UNCONNECTED_DIR = 0x030003, Connect, 0, Connect, COUNTS | INODE, "Unconnected directory inode {ino} (was in {dirname})\n";
     P3_EXPAND_LF_DIR = 0x030002, Expand, 0, Lpf, 0, "No room in lost+found directory.";
     P3_NO_LF_DIR = 0x030004, Create, PREEN_OK, Lpf, 0, "/lost+found not found.";
-    P3_BAD_DOT_DOT = 0x030005, Fix, PREEN_OK, Dirent, COUNTS, "'..' in {str} ({ino}) is {dir}, should be {ino2}.\n";
+    P3_BAD_DOT_DOT = 0x030005, Fix, PREEN_OK, Dirent, COUNTS, "'..' in {inopath} is {path2} ({dir}), should be {path} ({ino2}).\n";
     P3_LPF_NO_SPACE = 0x030019, Null, 0, Lpf, 0, "Cannot allocate space for /lost+found.\nPlace lost files in root directory instead";
     P3_NO_SPACE_TO_RECOVER = 0x03001A, None, INFO, -, 0, "Insufficient space to recover lost files!\nMove data off the filesystem and re-run e2fsck.\n";
     P3_LPF_NOTDIR = 0x030017, Unlink, 0, Lpf, 0, "/lost+found is not a directory (ino={ino})\n";
@@ -726,7 +729,7 @@ mod tests {
     const PLACEHOLDERS: &[&str] = &[
         "ino", "ino2", "dir", "dirpath", "dirname", "blk", "blk2", "group", "num", "num:o", "num2",
         "name", "str", "block", "Block", "path", "blk:time", "num:x", "num2:x", "strpath",
-        "inopath", "ino:6", "blk:6", "blk2:6", "num:i",
+        "inopath", "ino:6", "blk:6", "blk2:6", "num:i", "path2",
     ];
 
     fn placeholders(i: &ProblemInfo) -> Vec<&str> {
@@ -797,6 +800,7 @@ mod tests {
             str: Some("str".into()),
             path: Note(Some("/".into())),
             ino_path: Note(Some("/d".into())),
+            path2: Note(Some("/e".into())),
         };
         for &p in Problem::ALL {
             let i = p.info();

@@ -38,6 +38,9 @@ pub struct ProblemCtx {
     /// The path of `ino`, a directory, for messages that name it (`{inopath}`).
     #[serde(skip)]
     pub ino_path: Note,
+    /// A third path, for the one message naming three (`{path2}`: `..`'s target).
+    #[serde(skip)]
+    pub path2: Note,
 }
 
 /// Text for the message only: a finding is the same finding whatever it says (two rounds
@@ -113,8 +116,10 @@ impl Finding {
             Some(p) => format!("{p} ({})", c.ino),
             None => c.ino.to_string(),
         };
-        let subs: [(&str, String); 23] = [
+        let path2 = c.path2.0.clone().unwrap_or_else(|| c.dir.to_string());
+        let subs: [(&str, String); 24] = [
             ("{inopath}", inopath),
+            ("{path2}", path2),
             // Right-aligned in six columns, as e2fsck's fragcheck lines print them.
             ("{ino:6}", format!("{:6}", c.ino)),
             ("{blk:6}", format!("{:6}", c.blk)),

@@ -13,6 +13,25 @@
 
 use ffsck_format::dir::{self as fdir, header_at, DirentHeader};
 
+/// A name as e2fsck prints it: a byte past 128 as `M-` and the byte less 128, a control
+/// character (or DEL) as `^` and the character it is a control of (`^@`, `^A`, `^?`).
+pub(crate) fn display_name(raw: &[u8]) -> String {
+    let mut s = String::with_capacity(raw.len());
+    for &b in raw {
+        let mut c = b;
+        if c > 128 {
+            s.push_str("M-");
+            c -= 128;
+        }
+        if c < 32 || c == 0x7f {
+            s.push('^');
+            c ^= 0x40;
+        }
+        s.push(char::from(c));
+    }
+    s
+}
+
 /// One well-formed entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Entry<'a> {
@@ -142,6 +161,16 @@ impl<'a> Iterator for Entries<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Names print as e2fsck's `safe_print` prints them: bytes past 128 as `M-`, control
+    /// characters and DEL as `^`, 128 itself as it is.
+    #[test]
+    fn names_print_with_e2fsck_escapes() {
+        assert_eq!(display_name(b"plain.txt"), "plain.txt");
+        assert_eq!(display_name(&[b'a', 0, 0x0a, 0x7f]), "a^@^J^?");
+        assert_eq!(display_name(&[0xc1, 0x81, 0xff, 0xa0]), "M-AM-^AM-^?M- ");
+        assert_eq!(display_name(&[0x80]), "\u{80}");
+    }
 
     /// Put an entry at `off` of `b`.
     fn put(b: &mut [u8], off: usize, ino: u32, rec_len: u16, name: &[u8], ft: u8) {

@@ -200,10 +200,14 @@ pub(super) fn check_blocks(
     // A file that maps nothing keeps the size its kind allows (checked with the kind), but
     // a reserved inode's is judged as e2fsck judges any map's: no larger than one can address.
     let no_size = inline || (no_map && ino >= geo.first_ino);
+    let offered = !(inline || no_map) && ino != ino::BAD;
+    if offered {
+        super::optimize::offer(scan, ic, out, &w, false);
+    }
     check_sizes(scan, ic, out, &w, ft, no_size);
     charge_quota(scan, ic, out, w.num_blocks);
-    if !(inline || no_map) && ino != ino::BAD {
-        super::optimize::offer(scan, ic, out, &w);
+    if offered {
+        super::optimize::offer(scan, ic, out, &w, true);
     }
     w
 }

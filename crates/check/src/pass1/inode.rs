@@ -659,7 +659,6 @@ fn check_file_type(
 /// blocks (`check_blocks`), the htree root and holes of a directory, or only what
 /// `i_blocks` claims of a file that maps nothing. Sets `kind::HTREE` in `k`.
 fn check_mapping(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, bad: bool, k: &mut u8) {
-    let geo = &scan.fs.geo;
     let (ino, inode) = (ic.ino, ic.inode);
     let (fl, ft) = (inode.flags(), inode.file_type());
     // Flag/feature consistency of the mapping.
@@ -679,6 +678,42 @@ fn check_mapping(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, bad: bool
     if ft == FileType::Symlink && !bad && fl & iflags::INLINE_DATA != 0 {
         return;
     }
+    let word = |i: usize| {
+        let b = inode.block_bytes();
+        u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+    };
+    // (A valid fast symlink's blocks are checked at once.)
+    let fast_symlink = ft == FileType::Symlink
+        && inode.size() > 0
+        && inode.size() < 60
+        && super::symlink_ok(scan.fs, inode, ic.raw);
+    let deferred = fl & (iflags::EXTENTS | iflags::INLINE_DATA) == 0
+        && !fast_symlink
+        && (word(12) != 0 || word(13) != 0 || word(14) != 0 || inode.file_acl() != 0);
+    let mark = out.findings.0.len();
+    check_blocks_of(scan, ic, out, k, ft, fl);
+    if deferred && out.findings.0.len() > mark {
+        let findings = out.findings.0.split_off(mark);
+        out.deferred.push(super::Deferred {
+            ind: word(12),
+            acl: inode.file_acl(),
+            ino,
+            findings,
+        });
+    }
+}
+
+/// The part of [`check_mapping`] e2fsck's `check_blocks` does.
+fn check_blocks_of(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    k: &mut u8,
+    ft: FileType,
+    fl: u32,
+) {
+    let geo = &scan.fs.geo;
+    let (ino, inode) = (ic.ino, ic.inode);
     if fl & iflags::INDEX != 0 {
         if !geo.compat.has(Compat::DIR_INDEX) {
             report(scan, out, ic, P::P1_HTREE_SET, ProblemCtx::ino(ino));

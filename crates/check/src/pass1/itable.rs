@@ -97,6 +97,9 @@ pub(super) fn scan_group_from(
                     csum_failed: csum_bad[i - done],
                 };
                 check_inode(scan, ino, raw, judged, &mut links, &mut k, &mut out);
+                if out.deferred.len() >= super::DEFERRED_MAX {
+                    out.flush_deferred();
+                }
                 let idx = ino - 1;
                 match k {
                     0 => {}
@@ -117,6 +120,7 @@ pub(super) fn scan_group_from(
     if let Ok(mut b) = scan.buffers.lock() {
         b.push(buf);
     }
+    out.flush_deferred();
     std::mem::take(&mut out.bits).flush(scan);
     out
 }

@@ -307,6 +307,34 @@ struct GroupOut {
     policies: Vec<(u32, u32)>,
     /// The group's bits of the shared inode bitmaps, or-ed into them when the group ends.
     bits: GroupBits,
+    /// The findings of block-mapped inodes' blocks, held as e2fsck holds such inodes (see
+    /// [`Deferred`]).
+    deferred: Vec<Deferred>,
+}
+
+/// e2fsck checks the blocks of a block-mapped inode with indirect blocks or an xattr block
+/// later than the rest of it: at the end of its group (or once 256 wait), in order of its
+/// indirect block, then its xattr block, then its number. What that check finds is held here
+/// until then, so the findings come in e2fsck's order.
+struct Deferred {
+    ind: u32,
+    acl: u64,
+    ino: u32,
+    findings: Vec<crate::report::Finding>,
+}
+
+/// How many inodes e2fsck holds before it checks their blocks (`process_inode_size`).
+const DEFERRED_MAX: usize = 256;
+
+impl GroupOut {
+    /// Add the held findings, in e2fsck's order.
+    fn flush_deferred(&mut self) {
+        let mut held = std::mem::take(&mut self.deferred);
+        held.sort_by_key(|d| (d.ind, d.acl, d.ino));
+        for d in held {
+            self.findings.0.extend(d.findings);
+        }
+    }
 }
 
 /// Shared, read-only state of the scan.

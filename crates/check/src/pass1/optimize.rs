@@ -65,7 +65,16 @@ impl TreeShape {
 /// rebuilding when it could be narrower or shorter, or, under `-E bmap2extent`, have any
 /// mapping rewritten as an extent tree. Only the root directory and ordinary inodes are
 /// offered, as e2fsck offers them.
-pub(super) fn offer(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &BlockWalk) {
+///
+/// e2fsck offers a rebuild at the end of the walk, before it judges the sizes, and a
+/// bigalloc file's block map after them: `after_sizes` says which of the two this call is.
+pub(super) fn offer(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    w: &BlockWalk,
+    after_sizes: bool,
+) {
     let fs = scan.fs;
     let ino = ic.ino;
     let fl = ic.inode.flags();
@@ -80,12 +89,18 @@ pub(super) fn offer(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, w: &Bl
     // A bigalloc file system has no block-mapped files or directories (as e2fsck: those
     // that map data are rewritten as extent trees).
     let ft = ic.inode.file_type();
-    if fs.geo.ro_compat.has(RoCompat::BIGALLOC)
+    let bigalloc_map = fs.geo.ro_compat.has(RoCompat::BIGALLOC)
         && matches!(ft, FileType::Regular | FileType::Directory)
         && fl & iflags::EXTENTS == 0
-        && (w.last_block.is_some() || data_blocks_on_disk(scan, ic))
-        && report(scan, out, ic, P::P1_NO_BIGALLOC_BLOCKMAP_FILES, ctx.clone())
-    {
+        && (w.last_block.is_some() || data_blocks_on_disk(scan, ic));
+    if after_sizes {
+        if bigalloc_map {
+            report(scan, out, ic, P::P1_NO_BIGALLOC_BLOCKMAP_FILES, ctx);
+        }
+        return;
+    }
+    if bigalloc_map && scan.policy.answer(P::P1_NO_BIGALLOC_BLOCKMAP_FILES) {
+        // Rewritten as an extent tree anyway (asked after the sizes).
         return;
     }
     if overrides.convert_block_maps {

@@ -7,6 +7,33 @@ use crate::report::{Findings, Policy, ProblemCtx};
 use ffsck_format::inode::{FileType, RawInode};
 use ffsck_format::Incompat;
 
+/// The problem for which the whole of a flagged inode is cleared (an impossible mode, a
+/// device, FIFO or socket with block pointers or flags it may not have, an invalid symlink),
+/// if any. (The symlink is judged as it is: an xattr block cleared first changes nothing
+/// `symlink_ok` looks at.)
+fn whole_clear(fs: &Fs, inode: &RawInode, raw: &[u8]) -> Option<P> {
+    let dev_ok = crate::pass1::device_inode_ok(inode);
+    match inode.file_type() {
+        FileType::Bad => Some(P::P2_BAD_MODE),
+        FileType::CharDev if !dev_ok => Some(P::P2_BAD_CHAR_DEV),
+        FileType::BlockDev if !dev_ok => Some(P::P2_BAD_BLOCK_DEV),
+        FileType::Fifo if !dev_ok => Some(P::P2_BAD_FIFO),
+        FileType::Socket if !dev_ok => Some(P::P2_BAD_SOCKET),
+        FileType::Symlink if !crate::pass1::symlink_ok(fs, inode, raw) => {
+            Some(P::P2_INVALID_SYMLINK)
+        }
+        _ => None,
+    }
+}
+
+/// Will the first entry naming flagged inode `ino` find it cleared? Then, as in e2fsck, the
+/// entry goes with it and nothing else of the entry is checked or counted.
+pub fn clears_whole(fs: &Fs, policy: Policy, ino: u32) -> bool {
+    einode::read(fs, ino).is_some_and(|raw| {
+        whole_clear(fs, &RawInode::parse(&raw), &raw).is_some_and(|p| policy.answer(p))
+    })
+}
+
 /// The fields e2fsck checks for an inode pass 1 flagged, reported at its first entry.
 ///
 /// Returns whether the inode is cleared (its mode or type-specific fields are impossible and
@@ -46,35 +73,19 @@ pub fn process_bad_inode(
     {
         acl = 0;
     }
-    let dev_ok = crate::pass1::device_inode_ok(&inode);
-    match ft {
-        FileType::Bad => {
-            return out.report(
-                policy,
-                P::P2_BAD_MODE,
-                ProblemCtx {
-                    num: u64::from(inode.mode()),
-                    ..ctx.clone()
+    if let Some(p) = whole_clear(fs, &inode, &raw) {
+        return out.report(
+            policy,
+            p,
+            ProblemCtx {
+                num: if p == P::P2_BAD_MODE {
+                    u64::from(inode.mode())
+                } else {
+                    0
                 },
-            );
-        }
-        FileType::CharDev if !dev_ok => {
-            return out.report(policy, P::P2_BAD_CHAR_DEV, ctx.clone());
-        }
-        FileType::BlockDev if !dev_ok => {
-            return out.report(policy, P::P2_BAD_BLOCK_DEV, ctx.clone());
-        }
-        FileType::Fifo if !dev_ok => {
-            return out.report(policy, P::P2_BAD_FIFO, ctx.clone());
-        }
-        FileType::Socket if !dev_ok => {
-            return out.report(policy, P::P2_BAD_SOCKET, ctx.clone());
-        }
-        // (Judged with the xattr block cleared above, if it was.)
-        FileType::Symlink if !crate::pass1::symlink_ok(fs, &inode, &raw) => {
-            return out.report(policy, P::P2_INVALID_SYMLINK, ctx.clone());
-        }
-        _ => {}
+                ..ctx.clone()
+            },
+        );
     }
     if inode.i_obso_faddr.get() != 0 {
         out.report(

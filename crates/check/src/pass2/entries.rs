@@ -4,7 +4,7 @@
 use super::blocks::Ctx;
 use super::merge::display_name;
 use super::names::NameSet;
-use super::out::{BlockOut, Event};
+use super::out::{BlockOut, EntryAt, Event};
 use crate::ext4::dir::{self as edir, Step};
 use crate::ext4::inode as einode;
 use crate::facts::{kind, Facts};
@@ -191,7 +191,24 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
     let k = ctx.p1.kind(ino - 1);
     if k & kind::BAD != 0 {
         let name = bo.keep_name(name);
-        bo.events.push(Event::BadInode { dir, ino, name });
+        let c = pctx();
+        let clears = super::bad_inode::clears_whole(fs, policy, ino);
+        bo.events.push(Event::BadInode {
+            dir,
+            ino,
+            name,
+            at: EntryAt {
+                pblk: c.blk,
+                lblk: c.num as u32,
+                off: c.num2 as u32,
+            },
+            clears,
+        });
+        if clears {
+            // e2fsck clears the inode at its first entry and the entry with it; a later
+            // entry then names an unused inode (the merge reports both).
+            return false;
+        }
     }
     let out = &mut bo.findings;
     let g = geo.group_of_inode(ino);
@@ -219,6 +236,10 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
     }
     if !ctx.p1.used(ino - 1) {
         out.report(policy, P::P2_UNUSED_INODE, pctx());
+    } else if k == 0 && ino != rino::ROOT && out.report(policy, P::P2_UNUSED_INODE, pctx()) {
+        // Pass 1 cleared the inode whole (it left it no kind): e2fsck has unmarked it, so
+        // its entry names an unused inode, and goes.
+        return false;
     }
     // File type of the entry against the inode's type. Directories and regular files keep
     // their type even when pass 1 found them bad (as e2fsck, which knows them by its maps).

@@ -17,6 +17,8 @@ pub(super) struct Merge {
     pub(super) dirs: DirTable,
     /// Flagged inodes whose fields were already checked (at their first entry).
     pub(super) bad_done: HashSet<u32>,
+    /// Flagged inodes cleared at their first entry (with the entry): pass 4 passes them by.
+    pub(super) cleared: BTreeSet<u32>,
     /// Directories marked for rebuilding (duplicate names), in e2fsck's sense: later blocks
     /// do not report duplicates again, their checksum problems are left to the rebuild, and
     /// their index is not validated.
@@ -32,6 +34,7 @@ impl Merge {
         Merge {
             dirs,
             bad_done: HashSet::new(),
+            cleared: BTreeSet::new(),
             rehash: BTreeSet::new(),
             dx_facts: BTreeMap::new(),
             aborted: false,
@@ -121,10 +124,33 @@ impl Merge {
                             }
                         }
                     }
-                    Event::BadInode { dir, ino, name } => {
+                    Event::BadInode {
+                        dir,
+                        ino,
+                        name,
+                        at,
+                        clears,
+                    } => {
+                        let name = display_name(name.get(&names));
+                        let entry = ProblemCtx {
+                            dir,
+                            ino,
+                            blk: at.pblk,
+                            num: u64::from(at.lblk),
+                            num2: u64::from(at.off),
+                            name: Some(name.clone()),
+                            ..Default::default()
+                        };
                         if self.bad_done.insert(ino) {
-                            let name = display_name(name.get(&names));
-                            let _ = process_bad_inode(fs, policy, dir, ino, &name, out);
+                            if process_bad_inode(fs, policy, dir, ino, &name, out) {
+                                self.cleared.insert(ino);
+                                if clears {
+                                    out.report(policy, P::P2_CLEARED_INODE_ENTRY, entry);
+                                }
+                            }
+                        } else if clears && self.cleared.contains(&ino) {
+                            // A later entry of an inode cleared at its first one.
+                            out.report(policy, P::P2_UNUSED_INODE, entry);
                         }
                     }
                 }
@@ -186,5 +212,5 @@ pub(super) fn report_duplicate_names(
 }
 
 pub(super) fn display_name(raw: &[u8]) -> String {
-    String::from_utf8_lossy(raw).into_owned()
+    crate::ext4::dir::display_name(raw)
 }

@@ -46,6 +46,9 @@ pub struct Pass2Facts {
     /// A directory block was found corrupted and not salvaged: like e2fsck, the check
     /// cannot go on past pass 2.
     pub aborted: bool,
+    /// Flagged inodes cleared at their first entry, as e2fsck deallocates them in pass 2:
+    /// pass 4 passes them by.
+    pub cleared: std::collections::BTreeSet<u32>,
 }
 
 /// Pass 2, taking the blocks a pipelined check already checked during pass 1 from `early`
@@ -108,6 +111,7 @@ pub fn run_with(
         rehash,
         dx_facts,
         aborted,
+        cleared,
         ..
     } = m;
     if !aborted {
@@ -118,6 +122,7 @@ pub fn run_with(
         dirs,
         entries,
         aborted,
+        cleared,
     }
 }
 

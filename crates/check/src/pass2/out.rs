@@ -12,8 +12,24 @@ pub(super) enum Event {
     DotDot { dir: u32, target: u32 },
     /// Directory `dir` has an entry for the directory `child`.
     Subdir { dir: u32, child: u32, name: NameRef },
-    /// An entry names an inode pass 1 flagged: check its fields (once).
-    BadInode { dir: u32, ino: u32, name: NameRef },
+    /// An entry names an inode pass 1 flagged: check its fields (once). The entry is at
+    /// offset `off` of block `lblk` (physical `pblk`) of `dir`; `clears` says the inode will
+    /// be cleared, and the entry with it (nothing else of it was checked or counted).
+    BadInode {
+        dir: u32,
+        ino: u32,
+        name: NameRef,
+        at: EntryAt,
+        clears: bool,
+    },
+}
+
+/// Where a directory entry is: physical block, logical block, offset in the block.
+#[derive(Clone, Copy)]
+pub(super) struct EntryAt {
+    pub(super) pblk: u64,
+    pub(super) lblk: u32,
+    pub(super) off: u32,
 }
 
 /// An entry name kept in its block output's name buffer, so an event costs no allocation of
@@ -67,10 +83,18 @@ impl Event {
                 child,
                 name: at(name),
             },
-            Event::BadInode { dir, ino, name } => Event::BadInode {
+            Event::BadInode {
+                dir,
+                ino,
+                name,
+                at: entry,
+                clears,
+            } => Event::BadInode {
                 dir,
                 ino,
                 name: at(name),
+                at: entry,
+                clears,
             },
         }
     }

@@ -16,7 +16,7 @@ use ffsck_format::dir as fdir;
 use ffsck_format::inode::{FileType, RawInode};
 use ffsck_format::{ino as rino, Incompat};
 use ffsck_io::Device;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// The blocks of `/lost+found` with the new entries in place, and the inodes they link.
 #[derive(Default)]
@@ -127,15 +127,43 @@ fn dotdot_of(b: &[u8], pblk: u64) -> Option<(u64, u32)> {
 /// Hold back this round's reference-count fixes of the inodes the reconnections change (the
 /// reconnected inodes, `/lost+found`, the old parents): the next round counts them again.
 pub fn hold_counts(plan: &Plan, findings: &mut [Finding]) {
+    follow_reconnections(findings);
     if plan.linked.is_empty() {
         return;
     }
+    let reconnected: HashSet<u32> = findings
+        .iter()
+        .filter(|f| f.fixed && f.problem == P::P4_UNATTACHED_INODE)
+        .map(|f| f.ctx.ino)
+        .collect();
     let mut touched: HashSet<u32> = plan.linked.clone();
     touched.insert(plan.lpf);
     touched.extend(plan.dotdots.iter().map(|d| d.2));
     for f in findings.iter_mut() {
-        if f.fixed && f.problem == P::P4_BAD_REF_COUNT && touched.contains(&f.ctx.ino) {
+        if f.fixed
+            && f.problem == P::P4_BAD_REF_COUNT
+            && touched.contains(&f.ctx.ino)
+            && !reconnected.contains(&f.ctx.ino)
+        {
             f.fixed = false;
+        }
+    }
+}
+
+/// The count pass 4 judges for an unattached inode it reconnects (the one entry in
+/// `/lost+found`, as e2fsck judges it) is made exactly when the reconnection is.
+pub fn follow_reconnections(findings: &mut [Finding]) {
+    let unattached: HashMap<u32, bool> = findings
+        .iter()
+        .filter(|f| f.problem == P::P4_UNATTACHED_INODE)
+        .map(|f| (f.ctx.ino, f.fixed))
+        .collect();
+    for f in findings
+        .iter_mut()
+        .filter(|f| f.problem == P::P4_BAD_REF_COUNT)
+    {
+        if let Some(&made) = unattached.get(&f.ctx.ino) {
+            f.fixed &= made;
         }
     }
 }

@@ -21,6 +21,7 @@ pub fn clears(p: P) -> bool {
         P::P2_BAD_INO
             | P::P2_BB_INODE
             | P::P2_UNUSED_INODE
+            | P::P2_CLEARED_INODE_ENTRY
             | P::P2_LINK_DOT
             | P::P2_LINK_ROOT
             | P::P2_DUP_DOT

@@ -95,7 +95,7 @@ pub(super) const FIXERS: &[Step] = &[
         xattr::apply(r.p0, r.dev, r.fixes)
     }),
     step(Fixer::Clear, When::InOrder, |r| {
-        clear::apply(r.p0, r.dev, r.fixes)
+        clear::apply(r.p0, r.dev, r.alloc.as_deref_mut(), r.fixes)
     }),
     step(Fixer::Connect, When::InOrder, |r| {
         if r.any(Fixer::Connect) {

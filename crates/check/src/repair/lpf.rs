@@ -712,3 +712,90 @@ pub(super) fn mark_block(p0: &Pass0Facts, dev: &dyn Device, blk: u64) {
     sb.update_checksum();
     let _ = dev.write_at(sb.as_bytes(), 1024);
 }
+
+/// Free inode `ino` (if not 0) and `blocks` as libext2fs's allocation statistics do when
+/// e2fsck deallocates an inode in pass 2: bitmap bits and checksums, group counts (used
+/// directories too), the groups' uninitialised flags, the unused-inodes mark, the
+/// superblock counts. Blocks out of range are passed by; `blocks` holds one block per cluster.
+pub(super) fn release(p0: &Pass0Facts, dev: &dyn Device, ino: u32, dir: bool, blocks: &[u64]) {
+    let fs = &p0.fs;
+    let geo = &fs.geo;
+    let bs = fs.block_size();
+    let wide = geo.desc_size >= 64;
+    let (mut descs, mut sb) = current(p0, dev);
+    if ino != 0 && ino <= geo.inodes_count {
+        let g = geo.group_of_inode(ino);
+        let ipg = geo.inodes_per_group;
+        let gd = &mut descs[g as usize];
+        let idx = (ino - 1) % ipg;
+        if let Some(bits) = change_bit(dev, gd.inode_bitmap(), bs, u64::from(idx), false) {
+            if fs.has_metadata_csum() {
+                let c = ffsck_format::verify::bitmap_checksum(&bits, ipg, fs.csum_seed);
+                gd.set_inode_bitmap_csum(if wide { c } else { c & 0xFFFF });
+            }
+        }
+        gd.set_free_inodes_count(gd.free_inodes_count().saturating_add(1));
+        if dir {
+            gd.set_used_dirs_count(gd.used_dirs_count().saturating_sub(1));
+        }
+        gd.bg_flags.set(gd.flags() & !BG_INODE_UNINIT);
+        if fs.has_group_csum() && idx >= ipg.saturating_sub(gd.itable_unused()) {
+            gd.set_itable_unused(ipg - idx - 1);
+        }
+        write_desc(p0, dev, &mut descs, g);
+        sb.s_free_inodes_count
+            .set(sb.s_free_inodes_count.get().saturating_add(1));
+    }
+    let ratio = u64::from(geo.cluster_ratio.max(1));
+    let mut by_group: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+    for &b in blocks.iter().filter(|&&b| geo.is_valid_block(b)) {
+        by_group.entry(geo.group_of_block(b)).or_default().push(b);
+    }
+    for (g, list) in by_group {
+        let Some(gd) = descs.get_mut(g as usize) else {
+            continue;
+        };
+        let mut b = vec![0u8; bs];
+        let at = gd.block_bitmap() * bs as u64;
+        if !geo.is_valid_block(gd.block_bitmap()) || dev.read_at(&mut b, at).is_err() {
+            continue;
+        }
+        let mut freed = 0u32;
+        for blk in list {
+            let bit = (blk - geo.group_first_block(g)) / ratio;
+            if let Some(byte) = b.get_mut((bit / 8) as usize) {
+                *byte &= !(1 << (bit % 8));
+                freed += 1;
+            }
+        }
+        if dev.write_at(&b, at).is_err() {
+            continue;
+        }
+        if fs.has_metadata_csum() {
+            let c = ffsck_format::verify::bitmap_checksum(&b, geo.clusters_per_group, fs.csum_seed);
+            gd.set_block_bitmap_csum(if wide { c } else { c & 0xFFFF });
+        }
+        gd.set_free_blocks_count(gd.free_blocks_count().saturating_add(freed));
+        gd.bg_flags.set(gd.flags() & !BG_BLOCK_UNINIT);
+        write_desc(p0, dev, &mut descs, g);
+        sb.set_free_blocks_count(
+            sb.free_blocks_count()
+                .saturating_add(u64::from(freed) * ratio),
+        );
+    }
+    sb.update_checksum();
+    let _ = dev.write_at(sb.as_bytes(), 1024);
+}
+
+fn change_bit(dev: &dyn Device, blk: u64, bs: usize, bit: u64, on: bool) -> Option<Vec<u8>> {
+    let mut b = vec![0u8; bs];
+    dev.read_at(&mut b, blk * bs as u64).ok()?;
+    let byte = b.get_mut((bit / 8) as usize)?;
+    if on {
+        *byte |= 1 << (bit % 8);
+    } else {
+        *byte &= !(1 << (bit % 8));
+    }
+    dev.write_at(&b, blk * bs as u64).ok()?;
+    Some(b)
+}

@@ -429,6 +429,7 @@ impl Repair<'_> {
             connect::hold_counts(&plan, &mut out.findings);
             plan
         } else {
+            connect::follow_reconnections(&mut out.findings);
             connect::Plan::default()
         }
     }

@@ -142,7 +142,7 @@ fn names_drop(e: &Entry, name: &str, ino: u32) -> bool {
         && if name.is_empty() {
             e.name != b"." && e.name != b".."
         } else {
-            String::from_utf8_lossy(&e.name) == name
+            crate::ext4::dir::display_name(&e.name) == name
         }
 }
 

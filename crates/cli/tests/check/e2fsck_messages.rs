@@ -657,3 +657,165 @@ fn an_index_start_mismatch_is_worded_as_e2fsck_words_it() {
         theirs.stdout
     );
 }
+
+/// Inodes pass 2 clears whole (an impossible mode, a device with a block pointer, a fast and a
+/// slow symlink whose sizes are wrong): e2fsck clears each entry with its inode and frees the
+/// inode and its blocks in the same pass, so `-fy` says the clears and nothing more (no
+/// "deleted/unused inode" for the entries, no bitmap differences or counts for what was
+/// freed). ffsck's output is e2fsck's, line for line.
+#[test]
+fn pass_2_clears_a_bad_inode_with_its_entry_as_e2fsck_does() {
+    let Some(t) = common::tools() else { return };
+    // (Without dir_index: ffsck's pass 3A comes after pass 5, so its blocks would show there.)
+    let img = common::mkfs(&t, "ext4", &["-O", "^dir_index"], "16M");
+    let long = "t".repeat(100);
+    for cmd in [
+        "sif /a/f5 mode 0170644".to_string(),
+        "mknod cdev c 1 2".to_string(),
+        "sif /cdev flags 0x80000".to_string(),
+        "symlink /fast short-target".to_string(),
+        "sif /fast size 40".to_string(),
+        format!("symlink /slow /{long}"),
+        "sif /slow size 7".to_string(),
+    ] {
+        common::debugfs_w(&t, &img.path, &cmd);
+    }
+    let (ours, theirs) = both_fy(&t, &img);
+    assert!(
+        theirs.stdout.contains("is an illegal character device")
+            && theirs.stdout.contains("Symlink /slow")
+            && theirs.stdout.contains("Symlink /fast")
+            && theirs.stdout.contains("has invalid mode"),
+        "test setup: e2fsck said\n{}",
+        theirs.stdout
+    );
+    assert_eq!(ours.code(), theirs.code(), "{}", ours.stdout);
+    assert_eq!(
+        neutral(&ours.stdout),
+        neutral(&theirs.stdout),
+        "\nffsck:\n{}\ne2fsck:\n{}",
+        ours.stdout,
+        theirs.stdout
+    );
+}
+
+/// Paths as e2fsck finds them at message time: a directory whose `..` names a regular file
+/// is `<file>/<dir>` ("Entry '..' in <14>/<12> (12)"), and pass 3's `..` message names the
+/// directory, the `..` target and the parent it should have as e2fsck does.
+#[test]
+fn paths_are_found_as_e2fsck_finds_them() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-O", "^dir_index"], "16M");
+    common::debugfs_w(&t, &img.path, "mkdir /pd");
+    let dir = common::inode_of(&t, &img.path, "/pd");
+    let file = common::inode_of(&t, &img.path, "/a/f5");
+    let blk = common::bmap(&t, &img.path, "/pd", 0);
+    let bs = 1024u64 << common::read_u32(&img.path, 1024 + 24);
+    // The second entry of the directory's first block is `..`.
+    common::patch(&img.path, blk * bs + 12, &(file as u32).to_le_bytes());
+    let (ours, theirs) = both_fy(&t, &img);
+    let lines = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| l.starts_with("Entry '..' in <") || l.starts_with("'..' in "))
+            .map(str::to_string)
+            .collect()
+    };
+    let want = lines(&theirs.stdout);
+    assert!(
+        want.iter()
+            .any(|l| l.contains(&format!("in <{file}>/<{dir}> ({dir})")))
+            && want.iter().any(|l| l.starts_with("'..' in /pd ")),
+        "test setup: e2fsck said\n{}",
+        theirs.stdout
+    );
+    assert_eq!(
+        lines(&ours.stdout),
+        want,
+        "\nffsck:\n{}\ne2fsck:\n{}",
+        ours.stdout,
+        theirs.stdout
+    );
+}
+
+/// Unattached inodes: one with data is reconnected and its count then judged as e2fsck
+/// judges it (the reconnection added a link: "ref count is 2, should be 1"); an empty one is
+/// cleared and freed at once, so pass 5 says nothing of it. Passes 4 and 5 as e2fsck prints
+/// them.
+#[test]
+fn unattached_inodes_print_as_e2fsck_prints_them() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-O", "^dir_index"], "16M");
+    std::fs::write(img.aux("empty"), b"").unwrap();
+    common::debugfs_w(
+        &t,
+        &img.path,
+        &format!("write {} /empty", img.aux("empty").display()),
+    );
+    common::debugfs_w(&t, &img.path, "unlink /a/f5");
+    common::debugfs_w(&t, &img.path, "unlink /empty");
+    let (ours, theirs) = both_fy(&t, &img);
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 4:", "test: *****"),
+        |l| l.ends_with("should be 1.  Fix? yes") || l.starts_with("Unattached zero-length"),
+        "test setup: e2fsck reconnected and cleared nothing",
+    );
+    assert!(
+        theirs.stdout.contains("Unattached zero-length")
+            && theirs.stdout.contains("ref count is 2, should be 1."),
+        "test setup: {}",
+        theirs.stdout
+    );
+}
+
+/// e2fsck checks the blocks of a block-mapped file with an indirect block at the end of its
+/// group, after the files that follow it: a wrong `i_blocks` of such a file (the lower
+/// inode) is reported after that of a small file (the higher one), as e2fsck orders them.
+#[test]
+fn files_with_indirect_blocks_are_reported_in_e2fsck_order() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    std::fs::write(img.aux("big"), vec![7u8; 40 << 10]).unwrap();
+    std::fs::write(img.aux("small"), b"small").unwrap();
+    for (src, dst) in [("big", "/big"), ("small", "/small")] {
+        let cmd = format!("write {} {dst}", img.aux(src).display());
+        common::debugfs_w(&t, &img.path, &cmd);
+    }
+    common::debugfs_w(&t, &img.path, "sif /big blocks 4");
+    common::debugfs_w(&t, &img.path, "sif /small blocks 40");
+    let big = common::inode_of(&t, &img.path, "/big");
+    let (ours, theirs) = both_fy(&t, &img);
+    let first = format!("Inode {}, i_blocks is 40", big + 1);
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 1:", "Pass 2:"),
+        |l| l.starts_with(&first),
+        "test setup: e2fsck did not report the small file",
+    );
+    let at = |s: &str, what: &str| s.find(what).unwrap_or(usize::MAX);
+    assert!(
+        at(&theirs.stdout, &first) < at(&theirs.stdout, &format!("Inode {big}, i_blocks")),
+        "test setup: e2fsck's order\n{}",
+        theirs.stdout
+    );
+}
+
+/// An inode pass 1 clears whole (the inline-data flag without the feature): e2fsck no longer
+/// counts it in use, so pass 2 finds its entry naming an unused inode, and says nothing else
+/// of the entry (no file type); pass 4 says nothing of the inode.
+#[test]
+fn an_entry_of_an_inode_pass_1_cleared_names_an_unused_inode() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-O", "^dir_index"], "16M");
+    common::debugfs_w(&t, &img.path, "sif /a/f5 flags 0x10000000");
+    let (ours, theirs) = both_fy(&t, &img);
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 2:", "Pass 5:"),
+        |l| l.starts_with("Entry 'f5' in /a ") && l.contains("deleted/unused"),
+        "test setup: e2fsck did not find the entry unused",
+    );
+}
