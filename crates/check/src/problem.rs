@@ -530,6 +530,8 @@ catalogue! {
     P1_CORRUPT_ENCRYPTION_XATTR = 0x01008B, ClearInode, 0, Clear, RESHAPES | INODE, "Encrypted inode {ino} has corrupt encryption extended attribute.\n";
     P1_ATTR_NO_EA_INODE_FL = 0x010085, Clear, PREEN_OK, Xattr, 0, "Inode {ino} has illegal extended attribute. EA inode {num} missing EA_INODE flag.\n";
     P1_ATTR_SET_EA_INODE_FL = 0x010086, Fix, PREEN_OK, Xattr, 0, "EA inode {num} for parent inode {ino} missing EA_INODE flag.\n ";
+    P1_ORPHAN_FILE_BAD_MODE = 0x01008F, Clear, PREEN_OK, Inode, INODE | MAP, "Orphan file inode {ino} is not regular file.";
+    P1_ORPHAN_FILE_NOT_CLEAR = 0x010090, Clear, PREEN_OK, Inode, 0, "Orphan file inode {ino} is not in use, but contains data.";
     P1_EA_INODE_NONREG = 0x010091, ClearFlag, PREEN_OK, -, 0, "Inode {ino} has the ea_inode flag set but is not a regular file.";
 
     // ---- Pass 1B-1D: multiply-claimed blocks ----
@@ -562,7 +564,7 @@ catalogue! {
 
     // ---- Pass 2: directory structure ----
     P2_BAD_INODE_DOT = 0x020001, Fix, 0, Salvage, RESHAPES, "'.' entry in directory {dir} has inode {ino}, should be {dir}.\n";
-    P2_BAD_INO = 0x020002, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} has bad inode #: {ino}.\n";
+    P2_BAD_INO = 0x020002, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} has invalid inode #: {ino}.\n";
     P2_UNUSED_INODE = 0x020003, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} has deleted/unused inode {ino}.";
     P2_LINK_DOT = 0x020004, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} is a link to '.'";
     P2_BB_INODE = 0x020005, Clear, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} points to inode ({ino}) located in a bad block.\n";

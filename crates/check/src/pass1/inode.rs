@@ -87,6 +87,19 @@ pub(super) fn check_inode(
         report(scan, out, &mut ic, P::P1_LOW_DTIME, ProblemCtx::ino(ino));
     }
     let reserved = ino < geo.first_ino;
+    // The superblock's orphan file (unless it names the bad-blocks, root, journal or a quota
+    // inode, which e2fsck judges as those first).
+    let special = matches!(
+        ino,
+        ino::BAD | ino::ROOT | ino::JOURNAL | ino::USR_QUOTA | ino::GRP_QUOTA
+    ) || crate::quota::inodes(fs).contains(&ino);
+    if ino == fs.sb.s_orphan_file_inum.get()
+        && !special
+        && check_orphan_file(scan, &mut ic, out, link_slot)
+    {
+        finish_csum(scan, out, &ic, csum_failed);
+        return;
+    }
     if links == 0 && !reserved {
         if dtime == 0 && mode != 0 {
             report(scan, out, &mut ic, P::P1_ZERO_DTIME, ProblemCtx::ino(ino));
@@ -162,6 +175,39 @@ pub(super) fn check_inode(
     out.bits.set(GroupBits::USED, ino - 1);
     check_live_inode(scan, &mut ic, out, kind_slot);
     finish_csum(scan, out, &ic, csum_failed);
+}
+
+/// The inode the superblock names as its orphan file. With the feature it is in use and a
+/// regular file whatever its mode says (its blocks are the file's, never a directory's);
+/// without it, it should be empty and is zeroed when answered yes. False when it is to be
+/// checked as any other inode (no feature, nothing in it or the question answered no).
+fn check_orphan_file(
+    scan: &Scan,
+    ic: &mut InodeCheck,
+    out: &mut GroupOut,
+    link_slot: &mut u16,
+) -> bool {
+    let ino = ic.ino;
+    let inode = ic.inode;
+    let ctx = ProblemCtx::ino(ino);
+    if scan.fs.geo.compat.has(ffsck_format::Compat::ORPHAN_FILE) {
+        out.bits.set(GroupBits::USED, ino - 1);
+        *link_slot = inode.links_count();
+        if inode.file_type() != FileType::Regular {
+            report(scan, out, ic, P::P1_ORPHAN_FILE_BAD_MODE, ctx);
+        }
+        let mut cb = check_blocks(scan, ic, out, FileType::Regular);
+        cb.dir_blocks.clear();
+        return true;
+    }
+    let busy =
+        inode.links_count() != 0 || inode.blocks_raw(false) != 0 || inode.i_block[0].get() != 0;
+    if busy && report(scan, out, ic, P::P1_ORPHAN_FILE_NOT_CLEAR, ctx) {
+        // Zeroed by the repair; still in use, as e2fsck leaves it.
+        out.bits.set(GroupBits::USED, ino - 1);
+        return true;
+    }
+    false
 }
 
 /// e2fsck's test for a special file (or one of no known type) that is really a directory:

@@ -44,9 +44,11 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
             P::P1_CASEFOLD_NONDIR | P::P1_CASEFOLD_FEATURE => clear_flags(i, flags::CASEFOLD),
             // A reserved inode has no mode (e2fsck); the journal is a regular file.
             P::P1_RESERVED_BAD_MODE => i.i_mode.set(0),
-            P::P1_JOURNAL_BAD_MODE | P::P1_QUOTA_BAD_MODE => i.i_mode.set(mode::S_IFREG),
+            P::P1_JOURNAL_BAD_MODE | P::P1_QUOTA_BAD_MODE | P::P1_ORPHAN_FILE_BAD_MODE => {
+                i.i_mode.set(mode::S_IFREG)
+            }
             // A quota inode the superblock does not name holds nothing.
-            P::P1_QUOTA_INODE_NOT_CLEAR => i.as_mut_bytes().fill(0),
+            P::P1_QUOTA_INODE_NOT_CLEAR | P::P1_ORPHAN_FILE_NOT_CLEAR => i.as_mut_bytes().fill(0),
             P::P1_HTREE_SET | P::P1_HTREE_NODIR => clear_flags(i, flags::INDEX),
             P::P1_FAST_SYMLINK_EXTENT_FL => clear_flags(i, flags::EXTENTS),
             P::P1_UNSET_EXTENT_FL => i.i_flags.set(i.i_flags.get() | flags::EXTENTS),

@@ -321,3 +321,44 @@ fn an_unattached_inline_data_file_is_reconnected_not_cleared() {
     let got = std::fs::read(&dumped).unwrap_or_default();
     assert!(got.starts_with(b"hard-linked file\n"), "{got:?}");
 }
+
+/// A superblock whose orphan file names `/lost+found` (a flipped `s_orphan_file_inum`): as
+/// e2fsck, pass 1 makes the inode the regular file the orphan file must be, pass 2 clears the
+/// entry naming it, pass 3 makes a new `/lost+found` and the files the old one held are
+/// reconnected there, all in one run. (The directory used to be checked as a directory, the
+/// entry naming it cleared as a reserved inode's, and the repair refused.)
+#[test]
+fn an_orphan_file_naming_lost_and_found_is_taken_as_the_orphan_file() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-O", "orphan_file"], "16M");
+    // A file in the old lost+found, to be reconnected.
+    let want = common::dump(&t, &img, "/a/f1");
+    common::debugfs_w(&t, &img.path, "ln /a/f1 /lost+found/kept");
+    common::debugfs_w(&t, &img.path, "unlink /a/f1");
+    let kept: u64 = common::debugfs_r(&t, &img.path, "stat /lost+found/kept")
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("inode of /lost+found/kept");
+    common::debugfs_w(&t, &img.path, "ssv orphan_file_inum 11");
+    let e2 = common::e2fsck_fy_copy(&t, &img.path);
+    assert!(
+        e2.contains("Orphan file inode 11 is not regular file.  Clear? yes"),
+        "{e2}"
+    );
+    let out = common::assert_one_run_repairs(&t, &img, "orphan file = lost+found", &[1]).stdout;
+    for want in [
+        "Orphan file inode 11 is not regular file.  Clear? yes",
+        "Entry 'lost+found' in / (2) has invalid inode #: 11.",
+        "/lost+found not found.  Create? yes",
+    ] {
+        assert!(out.contains(want), "{want}\n{out}");
+    }
+    let got = common::dump(&t, &img, &format!("/lost+found/#{kept}"));
+    assert!(
+        got == want,
+        "/lost+found/#{kept}: {} bytes, not {}\n{out}",
+        got.len(),
+        want.len()
+    );
+}
