@@ -49,9 +49,10 @@ pub(super) fn check_inode(
         return;
     }
     // A device, FIFO or socket whose first block is a directory's: with the fix agreed to,
-    // the rest of the scan sees the directory it really is (as e2fsck).
+    // the rest of the scan sees the directory it really is (as e2fsck, whatever its dtime:
+    // an inode with links keeps its file and loses the dtime).
     let mut really_dir_reported = false;
-    if inode.links_count() != 0 && ino >= geo.first_ino && inode.dtime() == 0 {
+    if inode.links_count() != 0 && ino >= geo.first_ino {
         if let Some(what) = really_dir(fs, ino, &inode, raw) {
             really_dir_reported = true;
             let ctx = ProblemCtx {

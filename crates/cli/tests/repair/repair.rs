@@ -347,6 +347,28 @@ fn a_directory_with_a_special_mode_is_recognised() {
     common::assert_repaired(&t, &img, "socket mode on a directory");
 }
 
+/// The same with a deletion time as well (an inode with links keeps its file and loses the
+/// dtime, as e2fsck does): still recognised as a directory, its files kept. (The test used
+/// to be skipped for an inode with a dtime, and the directory and its files were lost.)
+#[test]
+fn a_directory_with_a_special_mode_and_a_dtime_keeps_its_files() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    let want = common::dump(&t, &img, "/c/d/file02");
+    assert!(!want.is_empty(), "test setup: /c/d/file02 is empty");
+    common::debugfs_w(&t, &img.path, "sif /c/d dtime 1577836800");
+    common::debugfs_w(&t, &img.path, "sif /c/d mode 020644");
+    let run = ffsck(&["-fn"], &img.path);
+    assert!(
+        run.stdout
+            .contains("is a character device but it looks like it is really a directory"),
+        "{}",
+        run.stdout
+    );
+    common::assert_repaired(&t, &img, "char-device mode and a dtime on a directory");
+    assert_eq!(common::dump(&t, &img, "/c/d/file02"), want, "/c/d/file02");
+}
+
 /// An impossible i_extra_isize is reset to what the file system wants (an unaligned one is
 /// rounded up), as e2fsck does.
 #[test]
