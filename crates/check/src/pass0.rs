@@ -818,9 +818,9 @@ fn refuse(dev: &dyn Device, sb: &RawSuperblock, geo: &Geometry) -> Result<(), Op
             ffsck_format::Incompat(unsupported).names().join(" "),
         ));
     }
-    // e2fsck refuses an unknown compatible feature as well (it may name metadata a check
-    // would have to know).
-    let unknown_compat = sb.compat().unknown();
+    // e2fsck refuses an unknown or unsupported compatible feature as well (it may name
+    // metadata a check would have to know).
+    let unknown_compat = sb.compat().unsupported();
     if unknown_compat != 0 {
         return Err(OpenFailure::Unsupported(
             ffsck_format::Compat(unknown_compat).names().join(" "),

@@ -91,6 +91,15 @@ feature_set!(
     }
 );
 
+impl Compat {
+    /// Compatible bits that e2fsck 1.47 refuses ("has unsupported feature(s)"), and so do we:
+    /// unknown ones, and `lazy_bg` and `snapshot_bitmap`, which libext2fs names but does not
+    /// support.
+    pub fn unsupported(self) -> u32 {
+        self.unknown() | (self.0 & (Self::LAZY_BG | Self::EXCLUDE_BITMAP))
+    }
+}
+
 impl Incompat {
     /// Incompat bits that e2fsck 1.47 refuses outright (and so do we).
     pub fn unsupported(self) -> u32 {
