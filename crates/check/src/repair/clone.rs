@@ -367,7 +367,7 @@ impl Cloner<'_, '_> {
                 } else {
                     lookup(&old, x)
                 }?;
-                Some(p - x % r + l % r)
+                Some(p.checked_sub(x % r)? + l % r)
             })
         };
         let mut done: Vec<Mapping> = Vec::with_capacity(old.len());
