@@ -337,6 +337,21 @@ fn passes_1b_to_1d_print_as_e2fsck_prints_them() {
 /// e2fsck -fy and ffsck -fy on copies of one image, both named `test`: their outputs.
 /// The lines of e2fsck's output from `from` to `to` are ffsck's too; `setup` (what the test
 /// is about) must be among e2fsck's, or the image did not show the case.
+/// ffsck's and e2fsck's outputs agree on what `pick` takes from each.
+fn assert_same<T: PartialEq + std::fmt::Debug>(
+    ours: &common::Run,
+    theirs: &common::Run,
+    pick: impl Fn(&str) -> T,
+) {
+    assert_eq!(
+        pick(&ours.stdout),
+        pick(&theirs.stdout),
+        "\nffsck:\n{}\ne2fsck:\n{}",
+        ours.stdout,
+        theirs.stdout
+    );
+}
+
 fn same_section(
     ours: &common::Run,
     theirs: &common::Run,
@@ -346,13 +361,12 @@ fn same_section(
 ) {
     let want = between(&theirs.stdout, from, to);
     assert!(want.iter().any(|l| setup(l)), "{what}:\n{}", theirs.stdout);
-    assert_eq!(
-        between(&ours.stdout, from, to),
-        want,
-        "\nffsck:\n{}\ne2fsck:\n{}",
-        ours.stdout,
-        theirs.stdout
-    );
+    assert_same(ours, theirs, |s| {
+        between(s, from, to)
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    });
 }
 
 fn both_fy(t: &common::Tools, img: &common::Image) -> (common::Run, common::Run) {
@@ -493,13 +507,7 @@ fn pass_2_names_inodes_by_their_paths() {
     };
     let want = lines(&theirs.stdout);
     assert_eq!(want.len(), 2, "test setup: e2fsck said\n{}", theirs.stdout);
-    assert_eq!(
-        lines(&ours.stdout),
-        want,
-        "\nffsck:\n{}\ne2fsck:\n{}",
-        ours.stdout,
-        theirs.stdout
-    );
+    assert_same(&ours, &theirs, lines);
 }
 
 /// Entries naming inodes in group 0's unused inodes area: e2fsck reports the group's first,
@@ -559,13 +567,7 @@ fn a_fix_that_restarts_e2fsck_shows_the_restarted_run() {
         "test setup: e2fsck did not restart:\n{}",
         theirs.stdout
     );
-    assert_eq!(
-        lines(&ours.stdout),
-        want,
-        "\nffsck:\n{}\ne2fsck:\n{}",
-        ours.stdout,
-        theirs.stdout
-    );
+    assert_same(&ours, &theirs, lines);
     assert_eq!(ours.code(), theirs.code());
 }
 
@@ -649,13 +651,7 @@ fn an_index_start_mismatch_is_worded_as_e2fsck_words_it() {
         "test setup: e2fsck found no index start mismatch:\n{}",
         theirs.stdout
     );
-    assert_eq!(
-        message(&ours.stdout),
-        want,
-        "\nffsck:\n{}\ne2fsck:\n{}",
-        ours.stdout,
-        theirs.stdout
-    );
+    assert_same(&ours, &theirs, message);
 }
 
 /// Inodes pass 2 clears whole (an impossible mode, a device with a block pointer, a fast and a
@@ -690,13 +686,7 @@ fn pass_2_clears_a_bad_inode_with_its_entry_as_e2fsck_does() {
         theirs.stdout
     );
     assert_eq!(ours.code(), theirs.code(), "{}", ours.stdout);
-    assert_eq!(
-        neutral(&ours.stdout),
-        neutral(&theirs.stdout),
-        "\nffsck:\n{}\ne2fsck:\n{}",
-        ours.stdout,
-        theirs.stdout
-    );
+    assert_same(&ours, &theirs, neutral);
 }
 
 /// Paths as e2fsck finds them at message time: a directory whose `..` names a regular file
@@ -728,13 +718,7 @@ fn paths_are_found_as_e2fsck_finds_them() {
         "test setup: e2fsck said\n{}",
         theirs.stdout
     );
-    assert_eq!(
-        lines(&ours.stdout),
-        want,
-        "\nffsck:\n{}\ne2fsck:\n{}",
-        ours.stdout,
-        theirs.stdout
-    );
+    assert_same(&ours, &theirs, lines);
 }
 
 /// Unattached inodes: one with data is reconnected and its count then judged as e2fsck
