@@ -516,6 +516,26 @@ fn pass3_names_the_old_parent_by_path() {
     );
 }
 
+/// A reserved inode given a file's mode and the index flag (recipe s3002-c1137: a moved inode
+/// table made inode 9 garbage): its mode is cleared, and then, being no directory, it loses
+/// the flag in the same run, as e2fsck clears both. (The flag used to stay, and e2fsck asked
+/// "has INDEX_FL flag set but is not a directory" after ffsck's repair.)
+#[test]
+fn a_reserved_inode_with_a_mode_and_the_index_flag_loses_both_in_one_run() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024"], "8M");
+    for cmd in ["sif <9> mode 0100644", "sif <9> flags 0x1000"] {
+        common::debugfs_w(&t, &img.path, cmd);
+    }
+    let out = common::assert_one_run_repairs(&t, &img, "reserved inode 9", &[1]).stdout;
+    for line in [
+        "has invalid mode.  Clear? yes",
+        "Inode 9 has INDEX_FL flag set but is not a directory.",
+    ] {
+        assert!(out.contains(line), "{line}\n{out}");
+    }
+}
+
 /// A reserved inode given a mode and a block: its mode is cleared, and then (as libext2fs
 /// judges an inode without a mode) it maps no blocks, so its block count is set to 0 and the
 /// block freed, in the same run, as e2fsck does. (The block used to be walked as a file's, so
