@@ -215,7 +215,11 @@ fn check_inner(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter
     let stage = early.as_mut().map(|e| e as &mut dyn crate::facts::Stage);
     let mut p1 = pass1::run_with(&p0, policy, &mut f, prog, stage, &limits, tuning.io);
     let relocated = crate::relocate::plan(&p0, &mut p1.block_used, policy, &mut f);
+    let short = pass0::judge_short_device(&p0, &p1.block_used, policy, &mut f);
     flush(rep, &mut f, &mut all);
+    if short == pass0::ShortDevice::Abort {
+        return aborted(all, policy, &too_small(&p0.fs.geo, p0.device_blocks));
+    }
     if !p1.dup_blocks.is_empty() {
         pass1b::run(&p0.fs, &p1, policy, &mut f);
         flush(rep, &mut f, &mut all);
@@ -356,9 +360,20 @@ fn open_failed(e: OpenFailure, policy: Policy, f: &mut Findings) -> (String, i32
                     ..Default::default()
                 },
             );
-            (format!("The file system size (according to the superblock) is {fs_blocks} blocks, but the device holds only {dev_blocks} blocks: the image is truncated or the superblock is corrupt."), exit::ERROR | exit::UNCORRECTED)
+            (
+                too_small_msg(fs_blocks, dev_blocks),
+                exit::ERROR | exit::UNCORRECTED,
+            )
         }
     }
+}
+
+fn too_small(geo: &ffsck_format::Geometry, dev_blocks: Option<u64>) -> String {
+    too_small_msg(geo.blocks_count, dev_blocks.unwrap_or_default())
+}
+
+fn too_small_msg(fs_blocks: u64, dev_blocks: u64) -> String {
+    format!("The file system size (according to the superblock) is {fs_blocks} blocks, but the device holds only {dev_blocks} blocks: the image is truncated or the superblock is corrupt.")
 }
 
 /// How `--max-memory` is shared between the tables that may spill.

@@ -48,6 +48,10 @@ pub struct Pass0Facts {
     /// The run's clock (`CheckOptions::now`), which a repair stamps on what it writes (dtime,
     /// ctime, mtime of the inodes it makes).
     pub now: Clock,
+    /// The blocks the device holds, when fewer than the superblock's count but the check
+    /// could go on (`short_device`); pass 1 then tells whether anything lies past the end
+    /// (`judge_short_device`).
+    pub device_blocks: Option<u64>,
 }
 
 /// Why the file system could not be opened at all (exit 8).
@@ -279,7 +283,12 @@ pub fn run_with(
         ..
     } = chosen;
 
-    refuse(&*dev, &sb, &geo)?;
+    refuse(&sb)?;
+    let device_blocks = short_device(&*dev, &sb, &geo, &gds)?;
+    if device_blocks.is_some() && policy.mode == Mode::No {
+        // As e2fsck -n: the question is answered no and the check goes on.
+        out.report(policy, P::P0_FS_SIZE_WRONG, size_ctx(&geo, device_blocks));
+    }
 
     // Descriptors read from a backup are as old as the backup: their uninit flags and unused
     // inode counts may no longer hold, so they are dropped (as libext2fs does) and every
@@ -319,6 +328,7 @@ pub fn run_with(
         journal,
         resize_cleared,
         now,
+        device_blocks,
     })
 }
 
@@ -809,9 +819,9 @@ fn root_has_dots(dev: &dyn Device, c: &Candidate) -> bool {
     entry(0, b".").is_some_and(|len| entry(len, b"..").is_some())
 }
 
-/// Refuse what ffsck does not check (unknown incompatible or read-only-compatible features,
-/// an external journal device) and a device smaller than the file system.
-fn refuse(dev: &dyn Device, sb: &RawSuperblock, geo: &Geometry) -> Result<(), OpenFailure> {
+/// Refuse what ffsck does not check: unknown incompatible or read-only-compatible features,
+/// an external journal device.
+fn refuse(sb: &RawSuperblock) -> Result<(), OpenFailure> {
     let unsupported = sb.incompat().unsupported();
     if unsupported != 0 {
         return Err(OpenFailure::Unsupported(
@@ -840,14 +850,92 @@ fn refuse(dev: &dyn Device, sb: &RawSuperblock, geo: &Geometry) -> Result<(), Op
             "journal_dev (this is an external journal device, not a file system)".into(),
         ));
     }
+    Ok(())
+}
+
+/// A device smaller than the file system: `None` when it is not; the device's block count when
+/// the check can go on, as e2fsck's does when its "Abort?" is answered no: the file system cut
+/// to the device keeps all its groups, and every group's bitmaps and inode table lie on the
+/// device (its descriptors check against the cut layout). Otherwise (and on bigalloc, whose
+/// last cluster a cut could split) the device is refused as too small.
+fn short_device(
+    dev: &dyn Device,
+    sb: &RawSuperblock,
+    geo: &Geometry,
+    gds: &[RawGroupDesc],
+) -> Result<Option<u64>, OpenFailure> {
     let dev_blocks = dev.size() / u64::from(geo.block_size);
-    if dev_blocks < geo.blocks_count {
-        return Err(OpenFailure::TooSmall {
+    if dev_blocks >= geo.blocks_count {
+        return Ok(None);
+    }
+    let mut cut = sb.clone();
+    crate::superblock::set_field(&mut cut, "s_blocks_count", dev_blocks);
+    let fits = geo.cluster_ratio == 1
+        && Geometry::new(&cut).is_ok_and(|g| {
+            g.group_count == geo.group_count && desc_fault(&g, gds, dev_blocks).is_none()
+        });
+    if fits {
+        Ok(Some(dev_blocks))
+    } else {
+        Err(OpenFailure::TooSmall {
             fs_blocks: geo.blocks_count,
             dev_blocks,
-        });
+        })
     }
-    Ok(())
+}
+
+fn size_ctx(geo: &Geometry, device_blocks: Option<u64>) -> ProblemCtx {
+    ProblemCtx {
+        blk: geo.blocks_count,
+        blk2: device_blocks.unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
+/// What the check does about a device shorter than the file system, once pass 1 has claimed
+/// every block in use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShortDevice {
+    /// Nothing to decide (or the question was answered no): the check goes on.
+    GoOn,
+    /// Something lies past the device's end: the check stops, as e2fsck's "Abort? yes"
+    /// (a wrong partition table would lose those blocks if the size were cut).
+    Abort,
+    /// Nothing lies past the end: the size is set to the device's, alone in its round.
+    Fitted,
+}
+
+/// A device shorter than the file system (`Pass0Facts::device_blocks`), judged with pass 1's
+/// claimed blocks `used`: when no block past the device's end is in use (no file, no
+/// metadata), the file system cut to the device loses nothing, and its size is set to the
+/// device's (`P0_FS_SIZE_FITS`); otherwise e2fsck's "Abort?", and the check stops (as
+/// e2fsck's `-y` and `-p` do). Under `-n` the question was asked in pass 0 and answered no.
+pub fn judge_short_device(
+    p0: &Pass0Facts,
+    used: &crate::bitmap::Bitmap,
+    policy: Policy,
+    out: &mut Findings,
+) -> ShortDevice {
+    let Some(dev_blocks) = p0.device_blocks else {
+        return ShortDevice::GoOn;
+    };
+    if policy.mode == Mode::No {
+        return ShortDevice::GoOn;
+    }
+    let geo = &p0.fs.geo;
+    // The cut keeps the group count, so the range is shorter than a group.
+    let in_use = (dev_blocks..geo.blocks_count.min(used.len())).any(|b| used.get(b));
+    let ctx = size_ctx(geo, p0.device_blocks);
+    if in_use {
+        // e2fsck's question has no fix: the check stops whatever the answer's wording.
+        out.report(policy, P::P0_FS_SIZE_WRONG, ctx);
+        return ShortDevice::Abort;
+    }
+    if out.report(policy, P::P0_FS_SIZE_FITS, ctx) {
+        ShortDevice::Fitted
+    } else {
+        ShortDevice::GoOn
+    }
 }
 
 fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> {

@@ -341,6 +341,10 @@ catalogue! {
     // ---- Pass 0: superblock and group descriptors ----
     P0_SB_CORRUPT = 0x000004, None, FATAL, -, 0, "The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({str})";
     P0_FS_SIZE_WRONG = 0x000005, Abort, FATAL, -, 0, "The file system size (according to the superblock) is {blk} blocks, but the device holds only {blk2} blocks\n";
+    // e2fsck has no code for this: it asks P0_FS_SIZE_WRONG's "Abort?" whatever lies past the
+    // end. ffsck sets the size to the device's when pass 1 found no block in use past it (the
+    // cut loses nothing), alone in its round; the check restarts on the new size.
+    P0_FS_SIZE_FITS = -, Fix, SB_ERROR, Superblock, ALONE, "The file system size (according to the superblock) is {blk} blocks, but the device holds only {blk2} blocks, and no block past the device's end is in use.\n";
     P0_BB_NOT_GROUP = 0x000001, Relocate, 0, Alloc, SUMMARY, Reloc, "Block bitmap for group {group} is not in group.  (block {blk})\n";
     P0_IB_NOT_GROUP = 0x000002, Relocate, 0, Alloc, SUMMARY, Reloc, "Inode bitmap for group {group} is not in group.  (block {blk})\n";
     P0_ITABLE_NOT_GROUP = 0x000003, Relocate, 0, ITable, ALONE, Reloc, "Inode table for group {group} is not in group.  (block {blk})\nWARNING: SEVERE DATA LOSS POSSIBLE.\n";

@@ -10,8 +10,14 @@ use std::collections::{HashMap, HashSet};
 
 /// The fixers whose `ALONE` fixes are made alone in their round, first first: a moved inode
 /// table, then a group's unused-inodes count, then the extents feature (e2fsck restarts the
-/// check after each, or reads the inodes after it differently).
-const ALONE_FIRST: [Fixer; 3] = [Fixer::ITable, Fixer::Unused, Fixer::Features];
+/// check after each, or reads the inodes after it differently), then a superblock fix that
+/// changes the layout (the size fitted to the device: the next round checks the new size).
+const ALONE_FIRST: [Fixer; 4] = [
+    Fixer::ITable,
+    Fixer::Unused,
+    Fixer::Features,
+    Fixer::Superblock,
+];
 
 fn any_fixed(findings: &[Finding], bits: u16) -> bool {
     findings.iter().any(|f| f.fixed && f.problem.after(bits))

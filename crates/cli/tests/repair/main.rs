@@ -27,6 +27,7 @@ mod repair_relocate;
 mod repair_root;
 mod repair_sb_rebuild;
 mod repair_self_link;
+mod repair_short_device;
 mod repair_superblock;
 mod repair_uninit;
 mod repair_xattr;
