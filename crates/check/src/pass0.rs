@@ -1306,7 +1306,15 @@ fn resize_inode_walk(fs: &Fs, raw: &ffsck_format::RawInode) -> (bool, u32) {
         gdt_off += 1;
         pblk += 1;
     }
-    (true, reads)
+    // Stricter than e2fsck: the double-indirect block maps the reserved descriptor blocks and
+    // nothing else (mke2fs fills those slots, an online resize empties the ones it uses). A
+    // word anywhere else points into blocks other files own — a journal block, say, that the
+    // next journal commit would overwrite under the resize inode — so the inode is rebuilt.
+    let span = (geo.reserved_gdt_blocks as usize).min(per_block);
+    let start = geo.gdt_blocks as usize % per_block;
+    let in_span = |i: usize| (i + per_block - start) % per_block < span;
+    let stray = (0..per_block).any(|i| !in_span(i) && word(&dind, i) != 0);
+    (!stray, reads)
 }
 
 /// A journal that recorded an error (`s_errno`) and is not replayed: e2fsck clears the error in
