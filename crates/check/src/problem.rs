@@ -496,6 +496,7 @@ catalogue! {
     P1_EXTENT_FEATURE = 0x01005B, Fix, PREEN_OK, Features, ALONE | REMAPS, "Inode {ino} is in extent format, but superblock is missing EXTENTS feature\n";
     P1_UNSET_EXTENT_FL = 0x01005C, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino} missing EXTENT_FL, but is in extents format\n";
     P1_FAST_SYMLINK_EXTENT_FL = 0x01005D, Clear, PREEN_OK, Inode, INODE | MAP, "Fast symlink {ino} has EXTENT_FL set.";
+    P1_EXTENT_COLLISION = 0x01007D, Clear, 0, BlockMap, REMAPS | MAP, "Inode {ino} has a duplicate extent mapping\n\t(logical block {num}, invalid physical block {blk}, len {num2})\n";
     P1_OUT_OF_ORDER_EXTENTS = 0x01005E, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has out of order extents\n\t(invalid logical block {num}, physical block {blk}, len {num2})\n";
     P1_EXTENT_HEADER_INVALID = 0x01005F, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent node (blk {blk}, lblk {num})\n";
     P1_QUOTA_BAD_MODE = 0x010062, Clear, PREEN_OK, Inode, INODE | MAP, "Quota inode is not a regular file.";

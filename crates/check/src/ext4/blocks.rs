@@ -114,6 +114,10 @@ pub(crate) struct Span {
     pub hi: u64,
     pub level: u32,
     pub next_start: u64,
+    /// The leaf entry being visited runs over the start of the entry after it, and over the
+    /// one after that (or that one is the last): when the repair drops that next entry,
+    /// e2fsck's walk lands back on this one, finds it out of order in turn and drops it too.
+    pub covers_next: bool,
 }
 
 impl Span {
@@ -123,6 +127,7 @@ impl Span {
             hi,
             level,
             next_start: lo,
+            covers_next: false,
         }
     }
 }
@@ -594,6 +599,7 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
                 if m.pblk == 0 || !self.valid(m.pblk) {
                     v.damage(Damage::DataOutOfRange(m))
                 } else {
+                    span.covers_next = covers_next(node, i, &m);
                     v.mapping(m, &mut span)
                 }
             } else {
@@ -772,6 +778,16 @@ pub(crate) fn extent_csum_ok(seed: u32, buf: &[u8], eh_max: u16) -> bool {
 /// The `i`-th little-endian 32-bit word of `b`.
 fn le4(b: &[u8], i: usize) -> [u8; 4] {
     [b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]
+}
+
+/// [`Span::covers_next`] for leaf entry `i` of `node`, mapped as `m`.
+fn covers_next(node: &Node, i: usize, m: &Mapping) -> bool {
+    if m.len < 2 || i + 1 >= node.len() {
+        return false;
+    }
+    let last = m.lblk + m.len - 1;
+    let at = |j: usize| u64::from(node.extent(j).ee_block.get());
+    at(i + 1) <= last && (i + 2 >= node.len() || (m.lblk..=last).contains(&at(i + 2)))
 }
 
 #[cfg(test)]

@@ -44,6 +44,9 @@ pub(super) struct BlockWalk {
     /// Extent blocks with a wrong checksum being walked: the finding's index and the block.
     /// Once the block's subtree is walked, the finding names the last extent in it.
     pub(super) csum_pending: Vec<(usize, u64)>,
+    /// One past the highest logical block an extent accepted so far maps, across leaves: an
+    /// extent starting below it maps a block twice (e2fsck's duplicate extent mapping).
+    pub(super) next_lblock: u64,
 }
 
 impl BlockWalk {

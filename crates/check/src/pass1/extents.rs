@@ -51,8 +51,22 @@ impl Mapper<'_, '_, '_> {
             && lblk + len > dir_block_limit(geo)
         {
             Some(P::P1_TOOBIG_DIR)
+        } else if lblk < self.w.next_lblock {
+            Some(P::P1_EXTENT_COLLISION)
         } else {
             None
+        };
+        if problem.is_none() {
+            self.w.next_lblock = self.w.next_lblock.max(lblk + len);
+        }
+        // An extent that runs over the entries after it: when their drop is agreed to, e2fsck
+        // drops it too, and the entries it ran over stay out of order.
+        let problem = match problem {
+            None if span.covers_next && self.scan.policy.answer(P::P1_OUT_OF_ORDER_EXTENTS) => {
+                span.next_start = lblk + len;
+                Some(P::P1_OUT_OF_ORDER_EXTENTS)
+            }
+            p => p,
         };
         if problem.is_none() && is_dir && unwritten {
             // A directory block is never unwritten: its contents would read as zeroes.

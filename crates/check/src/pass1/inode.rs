@@ -452,7 +452,8 @@ pub(super) fn check_reserved(
     let _ = check_blocks(scan, ic, out, walk_as);
     // An index flag is judged as on any inode, after the map, against the mode the inode is
     // left with: a reserved inode whose mode was cleared is no directory, so the flag goes.
-    if inode.flags() & iflags::INDEX != 0 {
+    // (e2fsck walks the bad-blocks list apart, without this rule.)
+    if ino != ino::BAD && inode.flags() & iflags::INDEX != 0 {
         let geo = &scan.fs.geo;
         if !geo.compat.has(Compat::DIR_INDEX) {
             report(scan, out, ic, P::P1_HTREE_SET, ProblemCtx::ino(ino));

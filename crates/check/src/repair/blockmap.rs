@@ -43,6 +43,7 @@ fn extent(p: P) -> bool {
         P::P1_EXTENT_BAD_START_BLK
             | P::P1_EXTENT_ENDS_BEYOND
             | P::P1_OUT_OF_ORDER_EXTENTS
+            | P::P1_EXTENT_COLLISION
             | P::P1_EXTENT_HEADER_INVALID
             | P::P1_EXTENT_LENGTH_ZERO
             | P::P1_EXTENT_END_OUT_OF_BOUNDS
@@ -121,6 +122,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
                 resum: &resum,
                 collapse: collapse.contains(&ino),
                 last_block: None,
+                next_lblock: 0,
                 edits: Edits::default(),
                 frames: Vec::new(),
                 pending: None,
@@ -256,6 +258,9 @@ struct Tree<'a> {
     collapse: bool,
     /// Last logical block mapped so far, in tree order.
     last_block: Option<u64>,
+    /// One past the highest logical block a kept extent maps, across leaves (a lower start
+    /// is a duplicate mapping, `P1_EXTENT_COLLISION`).
+    next_lblock: u64,
     edits: Edits,
     /// The nodes being walked, from the root down.
     frames: Vec<Frame>,
@@ -295,15 +300,25 @@ impl Tree<'_> {
             || (self.is_dir
                 && !geo.incompat.has(Incompat::LARGEDIR)
                 && m.lblk + m.len > dir_limit(self.fs))
+            || m.lblk < self.next_lblock
     }
 }
 
 impl Visitor for Tree<'_> {
-    fn mapping(&mut self, m: Mapping, _: &mut Span) -> Step {
+    fn mapping(&mut self, m: Mapping, span: &mut Span) -> Step {
         let Some(f) = self.frames.last() else {
             return Step::Go;
         };
         if self.bad(&m, f) {
+            self.edits.push(Edit::Drop);
+            return Step::Go;
+        }
+        self.next_lblock = self.next_lblock.max(m.lblk + m.len);
+        // As the check: an extent running over the entries after it goes with them.
+        if span.covers_next {
+            if let Some(f) = self.frames.last_mut() {
+                f.next_start = m.lblk + m.len;
+            }
             self.edits.push(Edit::Drop);
             return Step::Go;
         }

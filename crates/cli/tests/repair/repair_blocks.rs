@@ -582,3 +582,79 @@ fn preallocated_extents_of_an_empty_file_under_an_index_are_sound() {
     let after = common::debugfs_r(&t, &img.path, "stat /prealloc");
     assert!(after.contains("(40-43[u])"), "{after}");
 }
+
+/// An extent whose length flips to a huge unwritten one (unseen seed 3003, case 403): it runs
+/// past its leaf, over the entries after it and over the next leaf's. e2fsck drops the entries
+/// it runs over, then, landing back on it, the extent itself, and then every later extent that
+/// maps a block already mapped ("duplicate extent mapping"). ffsck had no duplicate-mapping
+/// rule and kept the long extent: its result still mapped blocks twice.
+#[test]
+fn an_extent_running_over_the_next_leaf_is_dropped_as_e2fsck_drops_it() {
+    let Some(t) = common::tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    // 200 one-block runs with a hole after each: more extents than a 1 KiB leaf holds.
+    let mut data = vec![0u8; 400 * 1024];
+    for (i, run) in data.chunks_mut(2048).enumerate() {
+        run[..1024].fill(i as u8 | 1);
+    }
+    let f = tree.join("f");
+    std::fs::write(&f, &data).unwrap();
+    {
+        // Punch the holes (mke2fs -d keeps them).
+        let file = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+        for i in 0..200u64 {
+            let rc = unsafe {
+                libc::fallocate(
+                    std::os::fd::AsRawFd::as_raw_fd(&file),
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    (i * 2048 + 1024) as libc::off_t,
+                    1024,
+                )
+            };
+            if rc != 0 {
+                return common::skip("the scratch file system cannot punch holes");
+            }
+        }
+    }
+    let path = dir.path().join("fs.img");
+    common::mkfs_from(
+        &t,
+        &tree,
+        &path,
+        "ext4",
+        &["-b", "1024", "-O", "^metadata_csum"],
+        "8M",
+    );
+    common::settle(&t, &path);
+    let img = Image { dir, path };
+    let ex = common::debugfs_r(&t, &img.path, "ex /f");
+    // The first leaf: the level-1 line of the root's first index entry.
+    let leaf: u64 = ex
+        .lines()
+        .find(|l| l.trim_start().starts_with("0/ 1   1/"))
+        .and_then(|l| l.split_whitespace().nth(7))
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("test setup: no two-level tree\n{ex}"));
+    // Entry 10 of the first leaf becomes unwritten and 4,865 blocks long.
+    common::patch(
+        &img.path,
+        leaf * 1024 + 12 + 12 * 10 + 4,
+        &(0x8000u16 | 4865).to_le_bytes(),
+    );
+    let run = common::assert_one_run_repairs(&t, &img, "extent over the next leaf", &[1]);
+    for want in ["has out of order extents", "has a duplicate extent mapping"] {
+        assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
+    }
+    // The ten extents before the long one keep their data; everything the long one ran over
+    // is gone with it, as e2fsck drops it (e2fsck 1.47 then trips over the emptied leaf and
+    // clears the whole file).
+    let kept = common::dump(&t, &img, "/f");
+    assert_eq!(kept.len(), data.len());
+    assert_eq!(kept[..20 * 1024], data[..20 * 1024]);
+    assert!(
+        kept[20 * 1024..].iter().all(|&b| b == 0),
+        "blocks past the long extent kept"
+    );
+}
