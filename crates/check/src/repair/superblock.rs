@@ -53,6 +53,10 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding], p0: &crate::pass0::Pass0Facts
                     f.ctx.str.as_deref().unwrap_or_default(),
                     f.ctx.num2,
                 ),
+                P::P0_SB_JOURNAL_UUID_INTERNAL => {
+                    sb.s_journal_uuid = [0; 16];
+                    sb.s_journal_dev.set(0);
+                }
                 P::P0_64BIT_WITHOUT_EXTENTS => sb
                     .s_feature_incompat
                     .set(sb.s_feature_incompat.get() | Incompat::EXTENTS),
