@@ -610,11 +610,7 @@ fn desc_size_fix(
         let Some((c, fields)) = rebuild(dev, sb, Some(seed)) else {
             continue;
         };
-        let csums_hold = c.gds.iter().enumerate().all(|(g, gd)| {
-            gd.compute_checksum(&c.sb, g as u32, c.geo.desc_size as usize)
-                .is_some_and(|want| want == gd.bg_checksum.get())
-        });
-        if !csums_hold {
+        if !(0..c.geo.group_count).all(|g| desc_csum_holds(dev, &c, g) == Some(true)) {
             continue;
         }
         if found.is_some() {
@@ -752,6 +748,44 @@ fn inode_size_fix(
         found = Some((c, fields));
     }
     found
+}
+
+/// Offset of a descriptor's checksum.
+const DESC_CSUM_OFFSET: usize = 0x1E;
+
+/// Whether group `g`'s descriptor, read from the device at `c`'s descriptor size, holds its
+/// checksum, computed (as the kernel computes it) over the whole descriptor: the parsed
+/// descriptors keep only their first 64 bytes, which cannot tell the larger sizes apart.
+/// `None` when it cannot be read or the file system has no descriptor checksums.
+fn desc_csum_holds(dev: &dyn Device, c: &Candidate, g: u32) -> Option<bool> {
+    use ffsck_format::csum::{crc16, ext4_crc32c};
+    let geo = &c.geo;
+    let size = geo.desc_size as usize;
+    let per_block = geo.descs_per_block.max(1);
+    let bs = u64::from(geo.block_size);
+    let at = geo
+        .desc_block(g / per_block)
+        .checked_mul(bs)?
+        .checked_add(u64::from(g % per_block) * size as u64)?;
+    let mut d = vec![0u8; size];
+    dev.read_at(&mut d, at).ok()?;
+    if size < DESC_CSUM_OFFSET + 2 {
+        return None;
+    }
+    let stored = u16::from_le_bytes([d[DESC_CSUM_OFFSET], d[DESC_CSUM_OFFSET + 1]]);
+    let want = if c.sb.has_metadata_csum() {
+        d[DESC_CSUM_OFFSET..DESC_CSUM_OFFSET + 2].fill(0);
+        let crc = ext4_crc32c(c.sb.csum_seed(), &g.to_le_bytes());
+        (ext4_crc32c(crc, &d) & 0xFFFF) as u16
+    } else if c.sb.has_group_csum() {
+        let crc = crc16(!0, &c.sb.s_uuid);
+        let crc = crc16(crc, &g.to_le_bytes());
+        let crc = crc16(crc, &d[..DESC_CSUM_OFFSET]);
+        crc16(crc, &d[DESC_CSUM_OFFSET + 2..])
+    } else {
+        return None;
+    };
+    Some(want == stored)
 }
 
 /// The root inode's bytes, read where `c`'s layout puts it.
