@@ -305,7 +305,7 @@ pub fn run_with(
         }
     }
     let csum_seed = sb.csum_seed();
-    let fs = Fs {
+    let mut fs = Fs {
         dev,
         sb,
         sb_block,
@@ -313,6 +313,9 @@ pub fn run_with(
         groups: gds,
         csum_seed,
     };
+    if journal_dev.is_none() {
+        internal_journal_named_external(&mut fs, policy, out);
+    }
     // The journal comes first: e2fsck checks it before the superblock fields.
     let journal = crate::journal::check(&fs, policy, sb_block != 0, journal_dev, out)
         .map_err(|a| OpenFailure::Journal(a.0))?;
@@ -588,6 +591,44 @@ fn despite_errors(
     ipg_from_count(dev, sb)
         .or_else(|| seeds.into_iter().find_map(|seed| rebuild(dev, sb, seed)))
         .or_else(|| inode_size_fix(dev, sb))
+        .or_else(|| desc_size_fix(dev, sb))
+}
+
+/// A 64bit descriptor size the rules refuse (not 0: e2fsck's f_desc_size_zero wants that
+/// fatal), with descriptor checksums (metadata_csum or uninit_bg): each size from 64 bytes to
+/// the block size is tried, and taken only when it is the one size under which every
+/// descriptor's checksum holds (a checksum covers the whole descriptor, so a wrong size reads
+/// the wrong bytes, or covers too few or too many of them).
+fn desc_size_fix(
+    dev: &dyn Device,
+    sb: &RawSuperblock,
+) -> Option<(Candidate, Vec<crate::superblock::Rebuilt>)> {
+    let ds = sb.s_desc_size.get();
+    let log = sb.s_log_block_size.get();
+    let bs = 1024u32.checked_shl(log).filter(|_| log <= 6)?;
+    if !sb.is_64bit() || !sb.has_group_csum() || ds == 0 {
+        return None;
+    }
+    let mut found = None;
+    let sizes = (6..=10u32).map(|l| 1u32 << l).filter(|&s| s <= bs);
+    for size in sizes.filter(|&s| s != u32::from(ds)) {
+        let seed = crate::superblock::Rebuilt {
+            field: "s_desc_size",
+            was: u64::from(ds),
+            now: u64::from(size),
+        };
+        let Some((c, fields)) = rebuild(dev, sb, Some(seed)) else {
+            continue;
+        };
+        if !(0..c.geo.group_count).all(|g| desc_csum_holds(dev, &c, g) == Some(true)) {
+            continue;
+        }
+        if found.is_some() {
+            return None;
+        }
+        found = Some((c, fields));
+    }
+    found
 }
 
 /// Inodes per group as the inode count gives them, taken over e2fsck's choice (the inode
@@ -669,9 +710,15 @@ fn rebuild(
     }
     let strict = csum_was_ok || fixed.checksum_ok();
     let c = candidate(dev, fixed, 0, strict).ok()?;
-    let count_only = fields.iter().all(|r| r.field == "s_inodes_count");
+    // Fields no block or inode is located by: the descriptors and the root prove nothing
+    // about them (and descriptors damaged beside them are pass 0's findings of their own).
+    let layout_free = fields.iter().all(|r| match r.field {
+        "s_inodes_count" | "s_first_ino" => true,
+        "s_desc_size" => !c.sb.is_64bit(),
+        _ => false,
+    });
     let magic = fields.iter().any(|r| r.field == "s_magic");
-    let usable = count_only || (c.descs_ok && root_is_a_directory(dev, &c));
+    let usable = layout_free || (c.descs_ok && root_is_a_directory(dev, &c));
     (usable && (!magic || proves_ext(dev, sb, &c))).then_some((c, fields))
 }
 
@@ -711,6 +758,44 @@ fn inode_size_fix(
         found = Some((c, fields));
     }
     found
+}
+
+/// Offset of a descriptor's checksum.
+const DESC_CSUM_OFFSET: usize = 0x1E;
+
+/// Whether group `g`'s descriptor, read from the device at `c`'s descriptor size, holds its
+/// checksum, computed (as the kernel computes it) over the whole descriptor: the parsed
+/// descriptors keep only their first 64 bytes, which cannot tell the larger sizes apart.
+/// `None` when it cannot be read or the file system has no descriptor checksums.
+fn desc_csum_holds(dev: &dyn Device, c: &Candidate, g: u32) -> Option<bool> {
+    use ffsck_format::csum::{crc16, ext4_crc32c};
+    let geo = &c.geo;
+    let size = geo.desc_size as usize;
+    let per_block = geo.descs_per_block.max(1);
+    let bs = u64::from(geo.block_size);
+    let at = geo
+        .desc_block(g / per_block)
+        .checked_mul(bs)?
+        .checked_add(u64::from(g % per_block) * size as u64)?;
+    let mut d = vec![0u8; size];
+    dev.read_at(&mut d, at).ok()?;
+    if size < DESC_CSUM_OFFSET + 2 {
+        return None;
+    }
+    let stored = u16::from_le_bytes([d[DESC_CSUM_OFFSET], d[DESC_CSUM_OFFSET + 1]]);
+    let want = if c.sb.has_metadata_csum() {
+        d[DESC_CSUM_OFFSET..DESC_CSUM_OFFSET + 2].fill(0);
+        let crc = ext4_crc32c(c.sb.csum_seed(), &g.to_le_bytes());
+        (ext4_crc32c(crc, &d) & 0xFFFF) as u16
+    } else if c.sb.has_group_csum() {
+        let crc = crc16(!0, &c.sb.s_uuid);
+        let crc = crc16(crc, &g.to_le_bytes());
+        let crc = crc16(crc, &d[..DESC_CSUM_OFFSET]);
+        crc16(crc, &d[DESC_CSUM_OFFSET + 2..])
+    } else {
+        return None;
+    };
+    Some(want == stored)
 }
 
 /// The root inode's bytes, read where `c`'s layout puts it.
@@ -1053,6 +1138,38 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
         states.push(st);
     }
     states
+}
+
+/// A superblock that names an external journal (`s_journal_uuid`) as well as a journal inode
+/// that holds a valid internal journal: no tool writes both (mke2fs and tune2fs set the one
+/// and clear the other), and a journal inode whose blocks hold a jbd2 superblock that checks
+/// proves the internal journal, so the external journal's UUID and device number are the
+/// damage (a flipped byte). A finding; the check goes on with the internal journal (answered
+/// no too, as with the other fields proven wrong: exit 4). Not when `-j` names an external
+/// journal.
+fn internal_journal_named_external(fs: &mut Fs, policy: Policy, out: &mut Findings) {
+    let sb = &fs.sb;
+    let named = sb.s_journal_uuid.iter().any(|&b| b != 0);
+    if !named
+        || sb.s_journal_inum.get() == 0
+        || !sb.compat().has(Compat::HAS_JOURNAL)
+        || !crate::journal::inode_holds_journal(fs)
+    {
+        return;
+    }
+    let ctx = ProblemCtx {
+        ino: sb.s_journal_inum.get(),
+        str: Some(crate::superblock::uuid_text(&sb.s_journal_uuid)),
+        num: u64::from(sb.s_journal_dev.get()),
+        ..Default::default()
+    };
+    out.report(policy, P::P0_SB_JOURNAL_UUID_INTERNAL, ctx);
+    let csum_ok = fs.sb.checksum_ok();
+    fs.sb.s_journal_uuid = [0; 16];
+    fs.sb.s_journal_dev.set(0);
+    if csum_ok {
+        fs.sb.update_checksum();
+    }
 }
 
 /// A file system without a UUID gets one in a run that may write, as e2fsck gives it (e2fsck

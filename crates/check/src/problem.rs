@@ -412,6 +412,9 @@ catalogue! {
     P0_SB_COMPAT_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock's compatible features ({str}) differ from those of every backup superblock ({name}).";
     P0_SB_JOURNAL_INUM_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock names journal inode {ino}, every backup superblock inode {ino2}.";
     P0_SB_JOURNAL_UUID_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock's journal UUID ({str}) differs from that of every backup superblock ({name}).";
+    // e2fsck has no code for this: it looks for the external journal and stops ("Can't find
+    // external journal").
+    P0_SB_JOURNAL_UUID_INTERNAL = -, Fix, SB_ERROR, Superblock, 0, "The superblock names an external journal ({str}) beside journal inode {ino}, which holds a valid journal: the external journal's UUID is damage.";
     P0_SB_REV_LEVEL_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock's revision level ({num2}) differs from that of every backup superblock ({num}).";
     // e2fsck has no code for this: it clears a journal's recorded error (s_errno) silently,
     // marking the file system as having errors. Under -n its write of the journal superblock

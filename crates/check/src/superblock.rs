@@ -238,7 +238,7 @@ fn same_fields(a: &RawSuperblock, b: &RawSuperblock) -> bool {
         && a.s_rev_level.get() == b.s_rev_level.get()
 }
 
-fn uuid_text(u: &[u8; 16]) -> String {
+pub(crate) fn uuid_text(u: &[u8; 16]) -> String {
     let hex =
         |r: std::ops::Range<usize>| u[r].iter().map(|b| format!("{b:02x}")).collect::<String>();
     [hex(0..4), hex(4..6), hex(6..8), hex(8..10), hex(10..16)].join("-")
@@ -479,7 +479,7 @@ fn geometry_fix(sb: &RawSuperblock, e: &GeometryError, dev_blocks: u64) -> Optio
         GeometryError::BadBlocksCount(_) | GeometryError::BadInodesCount(..) => {
             count_fix(sb, dev_blocks)
         }
-        // (A bad descriptor size stays fatal, as e2fsck's own tests want it.)
+        GeometryError::BadDescSize(_) => desc_size_fix(sb),
         GeometryError::BadFirstIno(v) => {
             rebuilt("s_first_ino", v, ffsck_format::ino::GOOD_OLD_FIRST)
         }
@@ -588,11 +588,42 @@ fn rule_fix(sb: &RawSuperblock, geo: &Geometry) -> Option<Rebuilt> {
         // What mke2fs reserves by default (5%).
         return rebuilt("s_r_blocks_count", r, geo.blocks_count / 20);
     }
+    let ds = u64::from(sb.s_desc_size.get());
+    if ds > MAX_DESC_SIZE || !(ds == 0 || ds.is_power_of_two()) {
+        return desc_size_fix(sb);
+    }
     let want_fdb = u64::from(lb == 0 && geo.cluster_ratio == 1);
     if geo.first_data_block != want_fdb {
         return rebuilt("s_first_data_block", geo.first_data_block, want_fdb);
     }
     None
+}
+
+/// A descriptor size the rules refuse, when the superblock proves the size it had: with
+/// metadata_csum, the one size that makes a stale checksum good; without 64bit the field is
+/// never read (descriptors are 32 bytes), so it takes the 0 mke2fs leaves there. With 64bit
+/// and no such checksum, only the descriptors can prove a size (`pass0::desc_size_fix`); a
+/// size of 0 with 64bit (e2fsck's f_desc_size_zero) stays fatal unless the checksum names it.
+fn desc_size_fix(sb: &RawSuperblock) -> Option<Rebuilt> {
+    let ds = sb.s_desc_size.get();
+    let is64 = sb.is_64bit();
+    if sb.has_metadata_csum() && !sb.checksum_ok() {
+        let sizes = std::iter::once(0u16).chain((5..=10).map(|l| 1u16 << l));
+        let mut good = sizes
+            .filter(|&s| s != ds && (!is64 || s >= 64))
+            .filter(|&s| {
+                let mut t = sb.clone();
+                t.s_desc_size.set(s);
+                t.checksum_ok()
+            });
+        if let (Some(s), None) = (good.next(), good.next()) {
+            return rebuilt("s_desc_size", ds, s);
+        }
+    }
+    if is64 {
+        return None;
+    }
+    rebuilt("s_desc_size", ds, 0u16)
 }
 
 /// The block sizes (as `s_log_block_size`) to try before the one the superblock names, when

@@ -42,6 +42,9 @@ pub const BG_INODE_UNINIT: u16 = 0x0001;
 pub const BG_BLOCK_UNINIT: u16 = 0x0002;
 pub const BG_INODE_ZEROED: u16 = 0x0004;
 
+/// Largest descriptor size.
+const MAX_DESC_SIZE: usize = 1024;
+
 /// Offset of `bg_checksum`, which the crc16 skips over.
 const CHECKSUM_OFFSET: usize = 0x1E;
 
@@ -146,12 +149,17 @@ impl RawGroupDesc {
     ) -> Option<u16> {
         let bytes = self.as_bytes();
         let size = desc_size.min(64);
+        // The checksum covers the whole descriptor; the bytes past the 64 held here are
+        // taken as the zeros mke2fs writes there (no kernel field lives in them).
+        let tail = [0u8; MAX_DESC_SIZE - 64];
+        let tail = &tail[..desc_size.clamp(64, MAX_DESC_SIZE) - 64];
         if sb.has_metadata_csum() {
             let mut copy = [0u8; 64];
             copy.copy_from_slice(bytes);
             copy[CHECKSUM_OFFSET..CHECKSUM_OFFSET + 2].fill(0);
             let c = csum::ext4_crc32c(sb.csum_seed(), &group.to_le_bytes());
             let c = csum::ext4_crc32c(c, &copy[..size]);
+            let c = csum::ext4_crc32c(c, tail);
             Some((c & 0xFFFF) as u16)
         } else if sb.has_group_csum() {
             let c = csum::crc16(!0, &sb.s_uuid);
@@ -162,7 +170,7 @@ impl RawGroupDesc {
             } else {
                 c
             };
-            Some(c)
+            Some(csum::crc16(c, tail))
         } else {
             None
         }

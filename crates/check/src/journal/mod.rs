@@ -257,6 +257,19 @@ pub(crate) fn check(
     }
 }
 
+/// Whether the journal inode holds a journal as it stands: its blocks found (`locate`) and
+/// the first a jbd2 superblock that verifies. Reads only.
+pub(crate) fn inode_holds_journal(fs: &Fs) -> bool {
+    let Ok((runs, total_len)) = locate(fs) else {
+        return false;
+    };
+    let Some(buf) = runs.lookup(0).and_then(|b| fs.read_block(b)) else {
+        return false;
+    };
+    JournalSuperblock::parse(&buf)
+        .is_some_and(|jsb| jsb.verify(fs.geo.block_size, total_len).is_ok())
+}
+
 /// Find the journal's blocks: the inode's own map, or the superblock's backup of it.
 /// Returns the block runs and the journal length in blocks (from the inode size).
 fn locate(fs: &Fs) -> Result<(Runs, u64), Fail> {

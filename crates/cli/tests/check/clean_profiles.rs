@@ -125,3 +125,15 @@ fn ext4_casefold() {
 fn ext2_4k_no_dir_index() {
     clean("ext2", &["-b", "4096", "-O", "^dir_index"], "16M");
 }
+
+/// 128-byte descriptors: their checksums cover all 128 bytes (the tail past the 64 ffsck
+/// holds is zero), with metadata_csum and with uninit_bg.
+#[test]
+fn ext4_desc_size_128() {
+    clean("ext4", &["-E", "desc_size=128"], "32M");
+    clean(
+        "ext4",
+        &["-O", "^metadata_csum,uninit_bg", "-E", "desc_size=128"],
+        "32M",
+    );
+}

@@ -6,7 +6,8 @@
 //! and refused when nothing proves it (a
 //! blank device, random bytes, a count a truncated device would show as well). e2fsck itself
 //! gives up on all of them; its `-fn` judges each repair. Fuzzer seed 1400 cases 9, 135, 160,
-//! 195, 203, 278 and 279.
+//! 195, 203, 278 and 279; seed 3002 cases 393, 397, 624, 793 and 1275 (a descriptor size, a
+//! first inode, an external journal UUID beside a journal inode that holds the journal).
 
 use crate::common;
 
@@ -17,6 +18,9 @@ use std::path::Path;
 const SB: u64 = 1024;
 const MAGIC: u64 = SB + 0x38;
 const BLOCKS_COUNT: u64 = SB + 0x04;
+const DESC_SIZE: u64 = SB + 0xFE;
+const FIRST_INO: u64 = SB + 0x54;
+const JOURNAL_UUID: u64 = SB + 0xD0;
 
 /// A single group (16 MiB of 4 KiB blocks, or 8 MiB of 1 KiB blocks): no backup superblock.
 fn one_group(t: &Tools, fs: &str, block: &str, extra: &[&str]) -> Image {
@@ -30,14 +34,19 @@ fn one_group(t: &Tools, fs: &str, block: &str, extra: &[&str]) -> Image {
 /// `ffsck -fy` names it, exits 1 and leaves a file system e2fsck and ffsck find clean, with
 /// /a/f1 as it was.
 fn rebuilt_in_one_run(t: &Tools, img: &Image, field: &str, what: &str) {
+    repaired_in_one_run(t, img, &format!("The superblock's {field}"), what);
+}
+
+/// `rebuilt_in_one_run` for a finding that says `says`.
+fn repaired_in_one_run(t: &Tools, img: &Image, says: &str, what: &str) {
     let (e2, out) = common::e2fsck_n(t, &img.path);
     assert_eq!(e2 & 8, 8, "test setup ({what}): e2fsck gives up\n{out}");
     let before = common::read_all(&img.path);
     let n = common::check_n(&img.path, 1);
     assert_eq!(n.code(), 4, "{what}: ffsck -fn: {}", n.describe());
     assert!(
-        n.run.stdout.contains(field),
-        "{what}: -n names {field}\n{}",
+        n.run.stdout.contains(says),
+        "{what}: -n says {says}\n{}",
         n.run.stdout
     );
     common::assert_same_bytes(&before, &common::read_all(&img.path), "ffsck -fn");
@@ -50,8 +59,8 @@ fn rebuilt_in_one_run(t: &Tools, img: &Image, field: &str, what: &str) {
         run.stderr
     );
     assert!(
-        run.stdout.contains(&format!("The superblock's {field}")),
-        "{what}: the rebuilt field is named\n{}",
+        run.stdout.contains(says),
+        "{what}: the repair says {says}\n{}",
         run.stdout
     );
     let (after, out) = common::e2fsck_n(t, &img.path);
@@ -259,4 +268,115 @@ fn a_grown_inodes_per_group_is_set_back_from_the_inode_count() {
     );
     let (after, out) = common::e2fsck_n(&t, &img.path);
     assert_eq!(after, 0, "e2fsck -fn after the repair\n{out}");
+}
+
+#[test]
+fn a_descriptor_size_the_rules_refuse_is_set_where_proven() {
+    let Some(t) = common::tools() else {
+        return common::skip("mke2fs, debugfs or e2fsck missing");
+    };
+    let desc_size = |img: &Image| common::read_u32(&img.path, DESC_SIZE) & 0xFFFF;
+    // Without 64bit the field is never read: 0, as mke2fs leaves it (seed 3002 case 393).
+    let img = one_group(&t, "ext4", "4096", &["-O", "^64bit"]);
+    common::debugfs_w(&t, &img.path, "ssv desc_size 65535");
+    rebuilt_in_one_run(&t, &img, "s_desc_size", "^64bit, desc_size 65535");
+    assert_eq!(desc_size(&img), 0);
+    // 64bit, the checksum type changed under a good checksum, then two bytes of the size
+    // under the stale one: the checksum names 64 (seed 3002 case 1275).
+    let img = one_group(&t, "ext4", "1024", &[]);
+    common::debugfs_w(&t, &img.path, "ssv checksum_type 2");
+    common::patch(&img.path, DESC_SIZE, &[0x00, 0x3F]);
+    rebuilt_in_one_run(&t, &img, "s_desc_size", "64bit, stale checksum");
+    assert_eq!(desc_size(&img), 64);
+    assert!(
+        common::read_all(&img.path)[(SB + 0x175) as usize] == 1,
+        "crc32c again"
+    );
+    // 64bit under a good checksum (or none): the one size every descriptor checksum holds at.
+    for extra in [vec![], vec!["-O", "^metadata_csum,uninit_bg"]] {
+        let img = one_group(&t, "ext4", "1024", &extra);
+        common::debugfs_w(&t, &img.path, "ssv desc_size 48");
+        rebuilt_in_one_run(&t, &img, "s_desc_size", &format!("64bit {extra:?}"));
+        assert_eq!(desc_size(&img), 64);
+    }
+}
+
+#[test]
+fn a_descriptor_size_without_proof_is_refused() {
+    let Some(t) = common::tools() else {
+        return common::skip("mke2fs, debugfs or e2fsck missing");
+    };
+    // 64bit without descriptor checksums: a one-group file system reads the same at any size.
+    let img = one_group(&t, "ext4", "1024", &["-O", "^metadata_csum"]);
+    common::debugfs_w(&t, &img.path, "ssv desc_size 48");
+    refused(&img.path, "64bit, no checksums");
+    // 0 with 64bit stays fatal, as e2fsck's f_desc_size_zero wants it.
+    let img = one_group(&t, "ext4", "1024", &[]);
+    common::debugfs_w(&t, &img.path, "ssv desc_size 0");
+    refused(&img.path, "64bit, desc_size 0");
+}
+
+#[test]
+fn a_first_inode_below_the_reserved_inodes_is_set_beside_a_damaged_descriptor() {
+    let Some(t) = common::tools() else {
+        return common::skip("mke2fs, debugfs or e2fsck missing");
+    };
+    // The first inode locates nothing: a descriptor damaged beside it (its block bitmap out
+    // of the group) is a finding of its own, not a reason to refuse (seed 3002 case 397).
+    let img = one_group(&t, "ext4", "1024", &[]);
+    common::debugfs_w(&t, &img.path, "set_bg 0 block_bitmap 99999");
+    common::debugfs_w(&t, &img.path, "set_bg 0 checksum calc");
+    common::debugfs_w(&t, &img.path, "ssv first_ino 1");
+    rebuilt_in_one_run(
+        &t,
+        &img,
+        "s_first_ino",
+        "first_ino 1, block bitmap moved out",
+    );
+    assert_eq!(common::read_u32(&img.path, FIRST_INO), 11);
+}
+
+#[test]
+fn an_external_journal_uuid_beside_a_journal_inode_that_holds_the_journal_is_cleared() {
+    let Some(t) = common::tools() else {
+        return common::skip("mke2fs, debugfs or e2fsck missing");
+    };
+    const SAYS: &str = "The superblock names an external journal";
+    // A flipped UUID byte, no checksum (seed 3002 cases 624 and 793).
+    for (fs, block, extra) in [
+        ("ext3", "4096", vec![]),
+        ("ext4", "1024", vec!["-O", "^metadata_csum,uninit_bg"]),
+    ] {
+        let img = one_group(&t, fs, block, &extra);
+        common::patch(&img.path, JOURNAL_UUID + 1, &[0x10]);
+        repaired_in_one_run(&t, &img, SAYS, &format!("{fs} {block}"));
+        assert_eq!(common::read_all(&img.path)[JOURNAL_UUID as usize + 1], 0);
+    }
+    // Under a checksum made over it.
+    let img = one_group(&t, "ext4", "4096", &[]);
+    common::debugfs_w(
+        &t,
+        &img.path,
+        "ssv journal_uuid 00006f00-0000-0000-0000-000000000000",
+    );
+    repaired_in_one_run(&t, &img, SAYS, "metadata_csum");
+}
+
+#[test]
+fn an_external_journal_uuid_beside_a_journal_inode_without_a_journal_is_refused() {
+    let Some(t) = common::tools() else {
+        return common::skip("mke2fs, debugfs or e2fsck missing");
+    };
+    // The journal inode's first block zeroed: nothing proves the journal internal.
+    let img = one_group(&t, "ext3", "4096", &[]);
+    let jsb = common::bmap(&t, &img.path, "<8>", 0);
+    common::patch(&img.path, jsb * 4096, &[0u8; 4096]);
+    common::patch(&img.path, JOURNAL_UUID + 1, &[0x10]);
+    refused(&img.path, "journal superblock zeroed");
+    let run = common::ffsck(&[OsStr::new("-fn"), img.path.as_os_str()]);
+    assert!(
+        !run.stdout.contains("names an external journal"),
+        "{}",
+        run.stdout
+    );
 }
