@@ -53,15 +53,13 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding], p0: &crate::pass0::Pass0Facts
                     f.ctx.str.as_deref().unwrap_or_default(),
                     f.ctx.num2,
                 ),
-<<<<<<< HEAD
                 // Pass 1 found nothing in use past the device's end.
                 P::P0_FS_SIZE_FITS => {
                     crate::superblock::set_field(sb, "s_blocks_count", f.ctx.blk2)
-=======
+                }
                 P::P0_SB_JOURNAL_UUID_INTERNAL => {
                     sb.s_journal_uuid = [0; 16];
                     sb.s_journal_dev.set(0);
->>>>>>> s21-b
                 }
                 P::P0_64BIT_WITHOUT_EXTENTS => sb
                     .s_feature_incompat
