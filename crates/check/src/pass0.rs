@@ -1117,6 +1117,12 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
         {
             out.report(policy, P::P0_GDT_UNINIT, ProblemCtx::group(g32));
         }
+        if fs.has_group_csum() && g == 0 && gd.flags() & BG_INODE_UNINIT != 0 {
+            // The descriptor cannot vouch for its flags: the scan reads every inode, and the
+            // repair's descriptors keep the flag only for a group that is really empty.
+            out.report(policy, P::P0_GROUP0_INODE_UNINIT, ProblemCtx::group(g32));
+            st.csum_ok = false;
+        }
         if g32 + 1 == geo.group_count && gd.flags() & BG_BLOCK_UNINIT != 0 {
             out.report(policy, P::P0_BB_UNINIT_LAST, ProblemCtx::group(g32));
         }
@@ -1147,23 +1153,35 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
 /// damage (a flipped byte). A finding; the check goes on with the internal journal (answered
 /// no too, as with the other fields proven wrong: exit 4). Not when `-j` names an external
 /// journal.
+///
+/// Likewise a UUID on a file system without `has_journal`, a journal inode or a journal to
+/// recover: tune2fs clears the UUID when it removes a journal, so only damage leaves one.
 fn internal_journal_named_external(fs: &mut Fs, policy: Policy, out: &mut Findings) {
     let sb = &fs.sb;
     let named = sb.s_journal_uuid.iter().any(|&b| b != 0);
-    if !named
-        || sb.s_journal_inum.get() == 0
-        || !sb.compat().has(Compat::HAS_JOURNAL)
-        || !crate::journal::inode_holds_journal(fs)
-    {
+    if !named {
         return;
     }
+    let problem = if !sb.compat().has(Compat::HAS_JOURNAL)
+        && sb.s_journal_inum.get() == 0
+        && !sb.incompat().has(Incompat::RECOVER)
+    {
+        P::P0_SB_JOURNAL_UUID_NO_JOURNAL
+    } else if sb.s_journal_inum.get() != 0
+        && sb.compat().has(Compat::HAS_JOURNAL)
+        && crate::journal::inode_holds_journal(fs)
+    {
+        P::P0_SB_JOURNAL_UUID_INTERNAL
+    } else {
+        return;
+    };
     let ctx = ProblemCtx {
         ino: sb.s_journal_inum.get(),
         str: Some(crate::superblock::uuid_text(&sb.s_journal_uuid)),
         num: u64::from(sb.s_journal_dev.get()),
         ..Default::default()
     };
-    out.report(policy, P::P0_SB_JOURNAL_UUID_INTERNAL, ctx);
+    out.report(policy, problem, ctx);
     let csum_ok = fs.sb.checksum_ok();
     fs.sb.s_journal_uuid = [0; 16];
     fs.sb.s_journal_dev.set(0);

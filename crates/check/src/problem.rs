@@ -351,6 +351,9 @@ catalogue! {
     P0_RELOCATE_HINT = 0x00000A, None, INFO, -, 0, "Note: if several inode or block bitmap blocks or part\nof the inode table require relocation, you may wish to try\nrunning ffsck with the '-b {num2}' option first.  The problem\nmay lie only with the primary block group descriptors, and\nthe backup block group descriptors may be OK.\n";
     P0_GDT_CSUM = 0x000035, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, BgChecksum, "Group descriptor {group} checksum is {num:x}, should be {num2:x}.";
     P0_GDT_UNINIT = 0x000036, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Group descriptor {group} marked uninitialized without feature set.\n";
+    // e2fsck has no code for this: it believes the flag, finds no root directory and rebuilds
+    // an empty file system. Group 0 always holds the reserved inodes and the root.
+    P0_GROUP0_INODE_UNINIT = -, Fix, PREEN_OK, Alloc, SUMMARY, "Group descriptor 0 marks its inodes uninitialized, but it holds the root directory and the reserved inodes.\n";
     P0_GDT_ITABLE_UNUSED = 0x000038, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Group descriptor {group} has invalid unused inodes count {num}.";
     P0_BB_UNINIT_LAST = 0x000039, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "Last group block bitmap uninitialized.";
     // -l, -L, -c: the bad-blocks inode rewritten from a list before the passes.
@@ -415,6 +418,8 @@ catalogue! {
     // e2fsck has no code for this: it looks for the external journal and stops ("Can't find
     // external journal").
     P0_SB_JOURNAL_UUID_INTERNAL = -, Fix, SB_ERROR, Superblock, 0, "The superblock names an external journal ({str}) beside journal inode {ino}, which holds a valid journal: the external journal's UUID is damage.";
+    // e2fsck has no code for this: it looks for the journal the UUID names and stops.
+    P0_SB_JOURNAL_UUID_NO_JOURNAL = -, Fix, SB_ERROR, Superblock, 0, "The superblock names an external journal ({str}), but the file system has no journal (has_journal is clear): the UUID is damage.";
     P0_SB_REV_LEVEL_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock's revision level ({num2}) differs from that of every backup superblock ({num}).";
     // e2fsck has no code for this: it clears a journal's recorded error (s_errno) silently,
     // marking the file system as having errors. Under -n its write of the journal superblock
@@ -657,6 +662,7 @@ catalogue! {
     // pass 3A rebuilds unasked: an unindexed one of three blocks or more on a `dir_index`
     // file system (not /lost+found), and under -D every one. e2fsck says only its pass
     // header, "Pass 3A: Optimizing directories", which the front end prints.
+    P3A_OPTIMIZE_DIR_ERR = 0x031002, None, NOT_A_FIX, -, 0, "Failed to optimize directory {dirpath}: {str}";
     P3A_OPTIMIZE_DIR = 0x031004, None, PREEN_OK | NO_OK | NOT_A_FIX | PREEN_NOMSG | NOMSG, Salvage, 0, "Optimizing directory {dir}.";
 
     // ---- Pass 4: reference counts ----

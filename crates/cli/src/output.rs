@@ -255,20 +255,23 @@ const PASS_3A: u8 = 7;
 /// A fix after which e2fsck rebuilds the directory in pass 3A: an htree index cleared, a
 /// duplicate entry, a leaf block given its checksum.
 fn rebuilds_directory(f: &Finding) -> bool {
-    f.fixed
-        && (f.problem.info().prompt == Prompt::ClearHtree
-            || found_in_pass_3a(f.problem)
-            || matches!(
-                f.problem,
-                Problem::P2_REPORT_DUP_DIRENT | Problem::P2_LEAF_NODE_MISSING_CSUM
-            ))
+    f.problem == Problem::P3A_OPTIMIZE_DIR_ERR
+        || f.fixed
+            && (f.problem.info().prompt == Prompt::ClearHtree
+                || found_in_pass_3a(f.problem)
+                || matches!(
+                    f.problem,
+                    Problem::P2_REPORT_DUP_DIRENT | Problem::P2_LEAF_NODE_MISSING_CSUM
+                ))
 }
 
 /// Problems e2fsck finds while it rebuilds a directory, and so prints under pass 3A.
 fn found_in_pass_3a(p: Problem) -> bool {
     matches!(
         p,
-        Problem::P2_NON_UNIQUE_FILE | Problem::P2_NON_UNIQUE_FILE_NO_RENAME
+        Problem::P2_NON_UNIQUE_FILE
+            | Problem::P2_NON_UNIQUE_FILE_NO_RENAME
+            | Problem::P3A_OPTIMIZE_DIR_ERR
     )
 }
 

@@ -215,8 +215,10 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
     let gd = &fs.groups[g as usize];
     // Without group checksums the flag is itself wrong (pass 0 clears it): as e2fsck, its
     // entries are questioned only when that is left unfixed.
+    // Group 0's flag is damage pass 0 drops when agreed to (`P0_GROUP0_INODE_UNINIT`).
     let uninit = gd.flags() & BG_INODE_UNINIT != 0
-        && (fs.has_group_csum() || !policy.answer(P::P0_GDT_UNINIT));
+        && (fs.has_group_csum() || !policy.answer(P::P0_GDT_UNINIT))
+        && !(g == 0 && fs.has_group_csum() && policy.answer(P::P0_GROUP0_INODE_UNINIT));
     if uninit {
         out.report(
             policy,

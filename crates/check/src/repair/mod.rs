@@ -369,6 +369,7 @@ impl Repair<'_> {
             return (0, 0);
         }
         let lpf = lpf::inode_of(p0, &*self.ov, dirs);
+        let hashable = rehash::default_hash_supported(fs);
         let mut offers = Vec::new();
         // A directory of fewer than three blocks is not read again unless all are rebuilt
         // (a size of more blocks than the directory maps is a problem pass 1 reports).
@@ -385,7 +386,18 @@ impl Repair<'_> {
             }
             let wanted =
                 all || (fl & iflags::INDEX == 0 && inode.size() / bs >= 3 && lpf != Some(dir));
-            if wanted {
+            if wanted && !hashable {
+                // As e2fsck's rehash: no index can be built with a hash nobody defines.
+                offers.push(Finding {
+                    problem: P::P3A_OPTIMIZE_DIR_ERR,
+                    ctx: ProblemCtx {
+                        dir,
+                        str: Some("Directory hash unsupported".into()),
+                        ..ProblemCtx::default()
+                    },
+                    fixed: false,
+                });
+            } else if wanted {
                 offers.push(Finding {
                     problem: P::P3A_OPTIMIZE_DIR,
                     ctx: ProblemCtx {
@@ -396,6 +408,7 @@ impl Repair<'_> {
                 });
             }
         }
+        crate::pathname::name_dirs(fs, &mut offers);
         let at = lpf::position(findings);
         let n = offers.len();
         findings.splice(at..at, offers);

@@ -50,6 +50,12 @@ pub(super) struct Layout {
 /// One entry placed in a leaf: its record length and the entry.
 type Placed<'a> = (usize, &'a Entry);
 
+/// Whether the superblock's default directory hash is one a new index can be built with (an
+/// unknown one, a damaged field say, makes e2fsck's rehash fail: "Directory hash unsupported").
+pub(super) fn default_hash_supported(fs: &crate::fs::Fs) -> bool {
+    fs.sb.s_def_hash_version <= hash::TEA_UNSIGNED
+}
+
 /// Lay out `entries` (`.` and `..` not among them) of directory `dir`, whose `..` names
 /// `dotdot`, as e2fsck's rehash does. `size` is the directory's `i_size`, `flags` its
 /// `i_flags`. `None` when a name cannot be hashed or the index would need more levels than

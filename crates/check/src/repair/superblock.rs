@@ -57,7 +57,7 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding], p0: &crate::pass0::Pass0Facts
                 P::P0_FS_SIZE_FITS => {
                     crate::superblock::set_field(sb, "s_blocks_count", f.ctx.blk2)
                 }
-                P::P0_SB_JOURNAL_UUID_INTERNAL => {
+                P::P0_SB_JOURNAL_UUID_INTERNAL | P::P0_SB_JOURNAL_UUID_NO_JOURNAL => {
                     sb.s_journal_uuid = [0; 16];
                     sb.s_journal_dev.set(0);
                 }
