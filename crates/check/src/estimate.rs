@@ -360,7 +360,7 @@ fn sample(
                 continue;
             }
             s.used += 1;
-            if inode.file_acl() != 0 {
+            if inode.file_acl(geo.sixty_four_bit()) != 0 {
                 s.tree_blocks += 1;
             }
             let fl = inode.flags();

@@ -37,7 +37,7 @@ pub fn for_each_claimed_block(fs: &Fs, ino: u32, inode: &RawInode, f: &mut dyn F
     if mapped {
         walk_map(fs, ino, inode, f);
     }
-    let acl = inode.file_acl();
+    let acl = inode.file_acl(fs.geo.sixty_four_bit());
     if acl != 0 && geo.is_valid_block(acl) {
         f(acl);
     }

@@ -76,6 +76,12 @@ pub const MAX_BLOCK_LOG: u32 = 6; // 1024 << 6
 pub const MAX_GROUPS: u64 = 1 << 24;
 
 impl Geometry {
+    /// Whether block numbers are 64 bits wide (`64bit`): the high halves of descriptor and
+    /// inode fields count only then.
+    pub fn sixty_four_bit(&self) -> bool {
+        self.incompat.has(Incompat::SIXTY_FOUR_BIT)
+    }
+
     pub fn new(sb: &RawSuperblock) -> Result<Self, GeometryError> {
         if sb.s_magic.get() != EXT2_MAGIC {
             return Err(GeometryError::BadMagic);

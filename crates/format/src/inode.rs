@@ -156,8 +156,16 @@ impl RawInode {
     pub fn size(&self) -> u64 {
         u64::from(self.i_size_lo.get()) | (u64::from(self.i_size_high.get()) << 32)
     }
-    pub fn file_acl(&self) -> u64 {
-        u64::from(self.i_file_acl_lo.get()) | (u64::from(self.l_i_file_acl_high.get()) << 32)
+    /// The extended-attribute block, as libext2fs reads it: the high 16 bits count only on a
+    /// file system with `64bit` (elsewhere they are a field to clear, not part of the block
+    /// number).
+    pub fn file_acl(&self, sixty_four_bit: bool) -> u64 {
+        let hi = if sixty_four_bit {
+            u64::from(self.l_i_file_acl_high.get()) << 32
+        } else {
+            0
+        };
+        u64::from(self.i_file_acl_lo.get()) | hi
     }
     /// `i_blocks` as stored (48 bits with `huge_file`), before unit conversion.
     pub fn blocks_raw(&self, huge_file: bool) -> u64 {

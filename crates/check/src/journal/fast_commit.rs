@@ -386,7 +386,7 @@ impl<'a> Replayer<'a> {
     /// i_blocks from a count of file system blocks (plus an xattr block).
     fn set_iblocks(&self, raw: &mut [u8], mut fs_blocks: u64) {
         let inode = RawInode::parse(raw);
-        if inode.file_acl() != 0 {
+        if inode.file_acl(self.fs.geo.sixty_four_bit()) != 0 {
             fs_blocks += 1;
         }
         let units = if inode.flags() & flags::HUGE_FILE != 0 {

@@ -123,7 +123,7 @@ pub(super) fn check_blocks(
     let mut w = BlockWalk::default();
 
     // Extended attribute block.
-    let acl = inode.file_acl();
+    let acl = inode.file_acl(scan.fs.geo.sixty_four_bit());
     w.num_blocks += ic.ea_ibody.blocks / u64::from(geo.cluster_ratio);
     if acl != 0 {
         xattr::check_block(scan, ic, out, acl, &mut w);

@@ -57,7 +57,7 @@ pub(crate) fn context(fs: &Fs, raw: &[u8]) -> Context {
         .then(|| find(&raw[start..], 4, 4))
         .flatten();
     let value = in_body.or_else(|| {
-        let blk = inode.file_acl();
+        let blk = inode.file_acl(fs.geo.sixty_four_bit());
         if blk == 0 || !fs.geo.is_valid_block(blk) {
             return None;
         }

@@ -149,7 +149,7 @@ pub(super) fn check_inode(
             || inode.i_gid.get() != 0
             || links != 0
             || inode.flags() & iflags::INLINE_DATA != 0
-            || inode.file_acl() != 0);
+            || inode.file_acl(scan.fs.geo.sixty_four_bit()) != 0);
     if bad_list_invalid
         && report(
             scan,
@@ -583,10 +583,10 @@ fn bad_fields(geo: &ffsck_format::Geometry, inode: &RawInode, ft: FileType) -> b
             && inode.i_size_high.get() != 0)
         || (!geo.incompat.has(Incompat::SIXTY_FOUR_BIT) && inode.l_i_file_acl_high.get() != 0)
         || (!geo.ro_compat.has(RoCompat::HUGE_FILE) && inode.l_i_blocks_high.get() != 0)
-        || (inode.file_acl() != 0
+        || (inode.file_acl(geo.sixty_four_bit()) != 0
             && (!geo.compat.has(Compat::EXT_ATTR)
-                || inode.file_acl() < geo.first_data_block
-                || inode.file_acl() >= geo.blocks_count))
+                || inode.file_acl(geo.sixty_four_bit()) < geo.first_data_block
+                || inode.file_acl(geo.sixty_four_bit()) >= geo.blocks_count))
 }
 
 /// The encryption policy of an inode with the flag, for pass 2 to compare with its
@@ -747,14 +747,17 @@ fn check_mapping(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, bad: bool
         && super::symlink_ok(scan.fs, inode, ic.raw);
     let deferred = fl & (iflags::EXTENTS | iflags::INLINE_DATA) == 0
         && !fast_symlink
-        && (word(12) != 0 || word(13) != 0 || word(14) != 0 || inode.file_acl() != 0);
+        && (word(12) != 0
+            || word(13) != 0
+            || word(14) != 0
+            || inode.file_acl(scan.fs.geo.sixty_four_bit()) != 0);
     let mark = out.findings.0.len();
     check_blocks_of(scan, ic, out, k, ft, fl);
     if deferred && out.findings.0.len() > mark {
         let findings = out.findings.0.split_off(mark);
         out.deferred.push(super::Deferred {
             ind: word(12),
-            acl: inode.file_acl(),
+            acl: inode.file_acl(scan.fs.geo.sixty_four_bit()),
             ino,
             findings,
         });
@@ -799,7 +802,7 @@ fn check_blocks_of(
             }
             out.dir_blocks.extend(cb.dir_blocks);
         }
-    } else if inode.file_acl() != 0
+    } else if inode.file_acl(scan.fs.geo.sixty_four_bit()) != 0
         || ic.ea_ibody.blocks != 0
         || inode.i_blocks_lo.get() != 0
         || inode.l_i_blocks_high.get() != 0

@@ -121,7 +121,7 @@ pub(super) fn offer(
 fn data_blocks_on_disk(scan: &Scan, ic: &InodeCheck) -> bool {
     let geo = &scan.fs.geo;
     let huge = geo.ro_compat.has(RoCompat::HUGE_FILE);
-    let acl = if ic.inode.file_acl() != 0 {
+    let acl = if ic.inode.file_acl(scan.fs.geo.sixty_four_bit()) != 0 {
         u64::from(geo.block_size) * u64::from(geo.cluster_ratio.max(1)) / 512
     } else {
         0

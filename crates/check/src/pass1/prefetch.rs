@@ -260,7 +260,7 @@ fn note_table(fs: &Fs, table: &[u8], out: &mut Found) {
         if inode.mode() == 0 || inode.links_count() == 0 || inode.dtime() != 0 {
             continue;
         }
-        let acl = inode.file_acl();
+        let acl = inode.file_acl(fs.geo.sixty_four_bit());
         if acl != 0 && in_fs(fs, acl) {
             out.push_next(
                 Ref {

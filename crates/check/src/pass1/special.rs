@@ -20,7 +20,7 @@ pub(crate) fn device_inode_ok(inode: &RawInode) -> bool {
 /// Whether a symlink's `i_block` maps blocks (libext2fs's guess: with no xattr block, any
 /// `i_blocks` means a slow symlink; with one, only the size and `i_block[1]` can tell).
 pub(super) fn symlink_uses_i_block(inode: &RawInode) -> bool {
-    if inode.file_acl() == 0 {
+    if inode.file_acl(false) == 0 {
         if inode.i_blocks_lo.get() == 0 {
             return false;
         }

@@ -553,7 +553,7 @@ pub(super) fn inline_data_attr_ok(scan: &Scan, ic: &InodeCheck) -> bool {
             }
         }
     }
-    let blk = ic.inode.file_acl();
+    let blk = ic.inode.file_acl(geo.sixty_four_bit());
     if blk != 0 {
         if blk < geo.first_data_block || blk >= geo.blocks_count {
             return false;

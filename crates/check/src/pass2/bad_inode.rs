@@ -59,7 +59,7 @@ pub fn process_bad_inode(
     };
     let ft = inode.file_type();
     // An xattr block without the feature goes first; once cleared, the checks below see none.
-    let mut acl = inode.file_acl();
+    let mut acl = inode.file_acl(fs.geo.sixty_four_bit());
     if acl != 0
         && !geo.compat.has(ffsck_format::Compat::EXT_ATTR)
         && out.report(

@@ -82,7 +82,7 @@ fn deallocate(p0: &Pass0Facts, dev: &dyn Device, alloc: Option<&mut AllocFacts>,
     };
     let ft = inode.file_type();
     let mut blocks = Vec::new();
-    let mut acl = inode.file_acl();
+    let mut acl = inode.file_acl(p0.fs.geo.sixty_four_bit());
     if acl != 0 && geo.compat.has(ffsck_format::Compat::EXT_ATTR) {
         if let Some(buf) = fs.read_block(acl).filter(|_| geo.is_valid_block(acl)) {
             let word = |o: usize| u32::from_le_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]);

@@ -298,7 +298,7 @@ impl Cloner<'_, '_> {
                 }
             }
         }
-        let acl = inode.file_acl();
+        let acl = inode.file_acl(fs.geo.sixty_four_bit());
         let mut new_acl = None;
         if acl != 0 && self.dups.shared(acl) {
             new_acl = self.copy(acl, 1, u64::MAX);
@@ -329,7 +329,7 @@ impl Cloner<'_, '_> {
                 let Some(raw) = fs.read_inode(o) else {
                     continue;
                 };
-                if RawInode::parse(&raw).file_acl() == acl {
+                if RawInode::parse(&raw).file_acl(fs.geo.sixty_four_bit()) == acl {
                     edit(self.p0, self.dev, o, |i| set_acl(i, new));
                     self.dups.release(acl);
                 }
@@ -656,7 +656,9 @@ fn has_mapping(fs: &Fs, inode: &RawInode) -> bool {
     match inode.file_type() {
         FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket => false,
         // As libext2fs guesses: with an xattr block only the size tells a slow symlink.
-        FileType::Symlink if inode.file_acl() == 0 => inode.blocks_raw(false) != 0,
+        FileType::Symlink if inode.file_acl(fs.geo.sixty_four_bit()) == 0 => {
+            inode.blocks_raw(false) != 0
+        }
         FileType::Symlink => {
             inode.size() >= 60 || (inode.size() > 4 && inode.i_block[1].get() == 0)
         }

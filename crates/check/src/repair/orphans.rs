@@ -242,17 +242,22 @@ fn release_one(
         }
         // An empty file loses all its blocks here; a file with a size is truncated to it.
         let bs = fs.block_size() as u64;
-        let fast_symlink =
-            inode.file_type() == FileType::Symlink && inode.size() < 60 && inode.file_acl() == 0;
+        let fast_symlink = inode.file_type() == FileType::Symlink
+            && inode.size() < 60
+            && inode.file_acl(fs.geo.sixty_four_bit()) == 0;
         let truncate = links > 0
             && inode.flags() & flags::INLINE_DATA == 0
             && !fast_symlink
             && matches!(inode.file_type(), FileType::Regular | FileType::Directory);
-        let ea_sectors = if inode.file_acl() != 0 { bs / 512 } else { 0 };
+        let ea_sectors = if inode.file_acl(fs.geo.sixty_four_bit()) != 0 {
+            bs / 512
+        } else {
+            0
+        };
         let to_size = truncate && inode.size() > 0;
         let truncate = truncate && inode.size() == 0;
-        if links == 0 && inode.file_acl() != 0 {
-            super::truncate::drop_xattr_ref(fs, dev, inode.file_acl());
+        if links == 0 && inode.file_acl(fs.geo.sixty_four_bit()) != 0 {
+            super::truncate::drop_xattr_ref(fs, dev, inode.file_acl(fs.geo.sixty_four_bit()));
         }
         edit(p0, dev, ino, |i| {
             if links == 0 {

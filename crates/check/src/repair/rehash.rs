@@ -462,8 +462,10 @@ fn remap(
     } else {
         (bs / 512) as u64
     };
-    let count = (data.len() + new_meta.len()) as u64 + u64::from(inode.file_acl() != 0);
-    let was = (old.len() + old_meta.len()) as u64 + u64::from(inode.file_acl() != 0);
+    let count = (data.len() + new_meta.len()) as u64
+        + u64::from(inode.file_acl(fs.geo.sixty_four_bit()) != 0);
+    let was = (old.len() + old_meta.len()) as u64
+        + u64::from(inode.file_acl(fs.geo.sixty_four_bit()) != 0);
     edit(p0, dev, dir, |n| {
         n.set_block_bytes(&root);
         let units = count * per_block;

@@ -67,7 +67,7 @@ pub fn to_size(p0: &Pass0Facts, dev: &dyn Device, ino: u32) {
         }
         count <= cap
     });
-    if inode.file_acl() != 0 {
+    if inode.file_acl(p0.fs.geo.sixty_four_bit()) != 0 {
         count += 1;
     }
     let huge = inode.flags() & iflags::HUGE_FILE != 0;

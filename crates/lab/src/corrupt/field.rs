@@ -148,7 +148,7 @@ pub(super) fn locate(img: &Image, spec: &str) -> Result<Located> {
         "xattr" => {
             let ino = index_u32(&idx, 0, spec)?;
             let (_, i) = img.inode(ino)?;
-            let b = i.file_acl();
+            let b = i.file_acl(img.geo.sixty_four_bit());
             if b == 0 || b >= img.geo.blocks_count {
                 bail!("inode {ino} has no attribute block");
             }
