@@ -340,8 +340,9 @@ fn pick_inode(p0: &Pass0Facts, facts: &AllocFacts, findings: &[Finding]) -> Opti
             continue;
         }
         // Past `itable_unused` is fine: marking the inode shrinks it. An uninitialised
-        // group's bitmap is not on disk, so it is skipped.
-        if csum && gd.flags() & BG_INODE_UNINIT != 0 {
+        // group's bitmap is not on disk, so it is skipped (unless its descriptor cannot vouch
+        // for the flag: the repair rebuilds that group's bitmap).
+        if csum && gd.flags() & BG_INODE_UNINIT != 0 && p0.groups[g as usize].csum_ok {
             continue;
         }
         let first = g * ipg + 1;
@@ -365,7 +366,9 @@ pub(super) fn pick_block(p0: &Pass0Facts, facts: &AllocFacts) -> Option<u64> {
     let csum = fs.has_group_csum();
     let ratio = u64::from(geo.cluster_ratio.max(1));
     for g in 0..geo.group_count {
-        if (csum && fs.groups[g as usize].flags() & BG_BLOCK_UNINIT != 0)
+        if (csum
+            && fs.groups[g as usize].flags() & BG_BLOCK_UNINIT != 0
+            && p0.groups[g as usize].csum_ok)
             || !p0.groups[g as usize].block_bitmap_ok
         {
             continue;

@@ -381,15 +381,25 @@ fn a_revision_too_high_is_corruption() {
 /// Group 0's descriptor marked `INODE_UNINIT` (with a good checksum; unseen seed 3003, case
 /// 287): e2fsck believes it, finds no root directory and makes an empty file system. Group 0
 /// always holds the root and the reserved inodes, so ffsck reads its inodes anyway and only
-/// the flag goes: one run, every file kept.
+/// the flag goes: one run, every file kept, and a new /lost+found made in group 0.
 #[test]
 fn group_zero_marked_inode_uninit_keeps_its_files() {
     let Some(t) = common::tools() else { return };
     let img = common::mkfs(&t, "ext4", &["-b", "1024"], "8M");
     common::settle(&t, &img.path);
+    // And /lost+found's entry gone: the new one's inode and block come from group 0 (its
+    // flag cannot keep them from being taken).
+    common::debugfs_w(&t, &img.path, "unlink /lost+found");
     common::debugfs_w(&t, &img.path, "set_bg 0 flags 1");
     common::debugfs_w(&t, &img.path, "set_bg 0 checksum calc");
     let run = common::assert_one_run_repairs(&t, &img, "group 0 INODE_UNINIT", &[1]);
+    assert!(
+        run.stdout.contains("/lost+found not found.  Create? yes")
+            && !run.stdout.contains("Cannot allocate"),
+        "{}",
+        run.stdout
+    );
+    common::inode_of(&t, &img.path, "/lost+found");
     assert!(
         run.stdout
             .contains("Group descriptor 0 marks its inodes uninitialized"),
