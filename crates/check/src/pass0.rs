@@ -613,7 +613,7 @@ fn desc_size_fix(
     let sizes = (6..=10u32).map(|l| 1u32 << l).filter(|&s| s <= bs);
     for size in sizes.filter(|&s| s != u32::from(ds)) {
         let seed = crate::superblock::Rebuilt {
-            field: "s_desc_size",
+            field: "s_desc_size".into(),
             was: u64::from(ds),
             now: u64::from(size),
         };
@@ -654,7 +654,7 @@ fn ipg_from_count(
         return None;
     }
     let seed = crate::superblock::Rebuilt {
-        field: "s_inodes_per_group",
+        field: "s_inodes_per_group".into(),
         was: ipg,
         now: inodes / groups,
     };
@@ -712,7 +712,7 @@ fn rebuild(
     let c = candidate(dev, fixed, 0, strict).ok()?;
     // Fields no block or inode is located by: the descriptors and the root prove nothing
     // about them (and descriptors damaged beside them are pass 0's findings of their own).
-    let layout_free = fields.iter().all(|r| match r.field {
+    let layout_free = fields.iter().all(|r| match r.field.as_ref() {
         "s_inodes_count" | "s_first_ino" => true,
         "s_desc_size" => !c.sb.is_64bit(),
         _ => false,
@@ -742,7 +742,7 @@ fn inode_size_fix(
     let sizes = (7..=16u32).map(|l| 1u32 << l).filter(|&s| s <= bs);
     for size in sizes {
         let seed = crate::superblock::Rebuilt {
-            field: "s_inode_size",
+            field: "s_inode_size".into(),
             was: u64::from(isz),
             now: u64::from(size),
         };
@@ -1243,7 +1243,7 @@ fn report_rebuilt(out: &mut Findings, policy: Policy, r: &crate::superblock::Reb
         P::P0_SB_FIELD_REBUILT
     };
     let ctx = ProblemCtx {
-        str: Some(r.field.into()),
+        str: Some(r.field.to_string()),
         num: r.was,
         num2: r.now,
         ..Default::default()

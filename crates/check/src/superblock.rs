@@ -389,7 +389,8 @@ pub fn apply_fix(sb: &mut RawSuperblock, p: P, ctx: &ProblemCtx) {
 /// used: its name (as `set_field` takes it), the value it had and the value it is given.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rebuilt {
-    pub field: &'static str,
+    /// The field's name (`name[i]` for one byte of a longer field, as `set_field` takes it).
+    pub field: std::borrow::Cow<'static, str>,
     pub was: u64,
     pub now: u64,
 }
@@ -412,7 +413,7 @@ pub fn rebuild_fields(
     let mut fixed = sb.clone();
     let mut done: Vec<Rebuilt> = Vec::new();
     if let Some(r) = seed {
-        set_field(&mut fixed, r.field, r.now);
+        set_field(&mut fixed, &r.field, r.now);
         done.push(r);
     }
     for _ in 0..MAX_REBUILT {
@@ -427,7 +428,7 @@ pub fn rebuild_fields(
         if done.iter().any(|d| d.field == next.field) {
             return None;
         }
-        set_field(&mut fixed, next.field, next.now);
+        set_field(&mut fixed, &next.field, next.now);
         done.push(next);
     }
     None
@@ -435,7 +436,7 @@ pub fn rebuild_fields(
 
 fn rebuilt(field: &'static str, was: impl Into<u64>, now: impl Into<u64>) -> Option<Rebuilt> {
     Some(Rebuilt {
-        field,
+        field: field.into(),
         was: was.into(),
         now: now.into(),
     })
@@ -546,7 +547,7 @@ fn count_fix(sb: &RawSuperblock, dev_blocks: u64) -> Option<Rebuilt> {
     if sb.has_metadata_csum() && !sb.checksum_ok() {
         let good = alts.iter().position(|a| {
             let mut t = sb.clone();
-            set_field(&mut t, a.field, a.now);
+            set_field(&mut t, &a.field, a.now);
             t.checksum_ok()
         });
         if let Some(i) = good {
@@ -679,14 +680,26 @@ pub fn set_field(sb: &mut RawSuperblock, field: &str, v: u64) {
         "s_feature_compat" => sb.s_feature_compat.set(v as u32),
         "s_feature_incompat" => sb.s_feature_incompat.set(v as u32),
         "s_feature_ro_compat" => sb.s_feature_ro_compat.set(v as u32),
-        // Any other field of up to eight bytes, by the field table (a checksum correction).
+        // Any other field of up to eight bytes, or one byte `name[i]` of a longer one, by the
+        // field table (a checksum correction).
         other => {
+            use zerocopy::IntoBytes;
+            let (name, byte) = match other.strip_suffix(']').and_then(|o| o.split_once('[')) {
+                Some((n, i)) => (n, i.parse::<usize>().ok()),
+                None => (other, None),
+            };
             let known = ffsck_format::fields::SUPERBLOCK
                 .iter()
-                .find(|f| f.0 == other && f.2 <= 8);
-            if let Some(&(_, off, size)) = known {
-                use zerocopy::IntoBytes;
-                sb.as_mut_bytes()[off..off + size].copy_from_slice(&v.to_le_bytes()[..size]);
+                .chain(LONG_FIELDS)
+                .find(|f| f.0 == name)
+                .map(|f| (f.1, f.2))
+                .or((name == ANY_BYTE).then_some((0, CSUM_COVERED)));
+            match (known, byte) {
+                (Some((off, size)), None) if size <= 8 => {
+                    sb.as_mut_bytes()[off..off + size].copy_from_slice(&v.to_le_bytes()[..size]);
+                }
+                (Some((off, size)), Some(i)) if i < size => sb.as_mut_bytes()[off + i] = v as u8,
+                _ => {}
             }
         }
     }
@@ -694,6 +707,29 @@ pub fn set_field(sb: &mut RawSuperblock, field: &str, v: u64) {
 
 /// Bytes the superblock checksum covers (all but the checksum itself).
 const CSUM_COVERED: usize = 0x3FC;
+
+/// Longer fields a checksum correction may name a byte of, beside the field table's.
+const LONG_FIELDS: &[ffsck_format::fields::Field] = &[
+    ("s_last_mounted", 0x88, 64),
+    ("s_journal_uuid", 0xD0, 16),
+    ("s_hash_seed", 0xEC, 16),
+    ("s_jnl_blocks", 0x10C, 68),
+    ("s_mount_opts", 0x200, 64),
+];
+
+/// The name a corrected byte outside every named field goes by (`s_byte[offset]`).
+const ANY_BYTE: &str = "s_byte";
+
+/// The field holding superblock byte `p` (name, offset, size): the field table's, a longer
+/// one, or the whole checksummed area.
+fn field_at(p: usize) -> (&'static str, usize, usize) {
+    ffsck_format::fields::SUPERBLOCK
+        .iter()
+        .chain(LONG_FIELDS)
+        .find(|f| (f.1..f.1 + f.2).contains(&p))
+        .copied()
+        .unwrap_or((ANY_BYTE, 0, CSUM_COVERED))
+}
 
 /// The one damaged byte that explains a superblock checksum that fails, when exactly one
 /// does: crc32c is affine, so the checksum of the copy with byte `p` changed by `e` differs
@@ -737,18 +773,22 @@ pub fn csum_correction(sb: &RawSuperblock) -> Option<(RawSuperblock, Rebuilt)> {
         }
     }
     let (p, e) = found.filter(|_| matches == 1)?;
-    let &(name, off, size) = ffsck_format::fields::SUPERBLOCK
-        .iter()
-        .find(|f| (f.1..f.1 + f.2).contains(&p) && f.2 <= 8)?;
+    let (name, off, size) = field_at(p);
     let mut fixed = sb.clone();
     fixed.as_mut_bytes()[p] ^= e;
+    // A longer field (a UUID, a name) is named by the byte put back.
+    let (field, off, size) = if size <= 8 {
+        (name.into(), off, size)
+    } else {
+        (format!("{name}[{}]", p - off).into(), p, 1)
+    };
     let value = |b: &[u8]| {
         let mut w = [0u8; 8];
         w[..size].copy_from_slice(&b[off..off + size]);
         u64::from_le_bytes(w)
     };
     let r = Rebuilt {
-        field: name,
+        field,
         was: value(sb.as_bytes()),
         now: value(fixed.as_bytes()),
     };
@@ -783,7 +823,7 @@ mod tests {
             let mut bad = good.clone();
             bad.as_mut_bytes()[off] ^= xor;
             let (fixed, r) = csum_correction(&bad).expect(field);
-            assert_eq!((r.field, r.was, r.now), (field, was, now));
+            assert_eq!((r.field.as_ref(), r.was, r.now), (field, was, now));
             assert_eq!(fixed.as_bytes(), good.as_bytes());
         }
     }
@@ -791,7 +831,7 @@ mod tests {
     #[test]
     fn no_correction_without_a_single_explanation() {
         let good = sealed();
-        // A good checksum, two damaged bytes, the checksum itself damaged, a field too wide.
+        // A good checksum, two damaged bytes, the checksum itself damaged.
         assert!(csum_correction(&good).is_none());
         let mut two = good.clone();
         two.as_mut_bytes()[0x20] ^= 1;
@@ -800,8 +840,21 @@ mod tests {
         let mut sum = good.clone();
         sum.as_mut_bytes()[0x3FD] ^= 0x10;
         assert!(csum_correction(&sum).is_none());
+    }
+
+    #[test]
+    fn a_byte_of_a_long_field_is_named_by_its_index() {
+        let good = sealed();
         let mut uuid = good.clone();
-        uuid.as_mut_bytes()[0x68] ^= 2;
-        assert!(csum_correction(&uuid).is_none());
+        uuid.as_mut_bytes()[0xD6] ^= 0x10;
+        let (fixed, r) = csum_correction(&uuid).expect("one explanation");
+        assert_eq!(r.field, "s_journal_uuid[6]");
+        assert_eq!(fixed.as_bytes(), good.as_bytes());
+        let mut again = uuid.clone();
+        set_field(&mut again, &r.field, r.now);
+        assert_eq!(
+            again.as_bytes()[..CSUM_COVERED],
+            good.as_bytes()[..CSUM_COVERED]
+        );
     }
 }

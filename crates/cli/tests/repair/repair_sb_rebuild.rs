@@ -405,3 +405,19 @@ fn an_external_journal_uuid_beside_a_journal_inode_without_a_journal_is_refused(
         run.stdout
     );
 }
+
+/// A byte of a field longer than eight bytes, under a stale checksum (unseen seed 3003, case
+/// 572: a flipped byte of the external journal's UUID, so the journal given with `-j` no
+/// longer matched): the checksum names the byte, and it is put back.
+#[test]
+fn a_byte_of_a_long_field_the_stale_checksum_names_is_put_back() {
+    let Some(t) = common::tools() else {
+        return common::skip("mke2fs, debugfs or e2fsck missing");
+    };
+    let img = one_group(&t, "ext4", "1024", &["-L", "label"]);
+    let at = SB + 0x78;
+    let was = common::read_all(&img.path)[at as usize];
+    common::patch(&img.path, at, &[was ^ 0x20]);
+    repaired_in_one_run(&t, &img, "The superblock's s_volume_name[0]", "volume name");
+    assert_eq!(common::read_all(&img.path)[at as usize], was);
+}
