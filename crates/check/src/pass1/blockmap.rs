@@ -284,9 +284,16 @@ impl Mapper<'_, '_, '_> {
         }
     }
 
-    /// `flag` with this walk's quiet state.
+    /// `flag` with this walk's quiet state; a latched problem raises its question first (the
+    /// walk's latches are the inode's, as e2fsck's too-big and illegal-block latches).
     pub(super) fn flag(&mut self, p: P, ctx: ProblemCtx) -> bool {
-        flag(self.scan, self.out, self.ic, self.w.quiet, p, ctx)
+        if p.latch().is_none() || self.w.quiet {
+            return flag(self.scan, self.out, self.ic, self.w.quiet, p, ctx);
+        }
+        self.ic.other_problem = true;
+        self.w
+            .latches
+            .report(&mut self.out.findings, self.scan.policy, p, ctx)
     }
 
     /// `-E fragcheck`: the file's next block is `pblk`, not the one after `prev`. `at` is the
@@ -328,35 +335,36 @@ impl Mapper<'_, '_, '_> {
 
     /// One data pointer of a block map (in range).
     pub(super) fn map_data_block(&mut self, b: u64, lblk: u64) -> Step {
-        let (scan, ic, out, w) = (self.scan, &mut *self.ic, &mut *self.out, &mut *self.w);
-        let geo = &scan.fs.geo;
+        let geo = &self.scan.fs.geo;
         if self.is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk > dir_block_limit(geo) {
-            if w.quiet {
+            if self.w.quiet {
                 return Step::Go;
             }
             let ctx = ProblemCtx {
-                ino: ic.ino,
+                ino: self.ic.ino,
                 blk: b,
                 num: lblk,
                 ..Default::default()
             };
-            report(scan, out, ic, P::P1_TOOBIG_DIR, ctx);
+            self.flag(P::P1_TOOBIG_DIR, ctx);
             return Step::Go;
         }
         // A symlink maps one block at most (e2fsck: the pointers past it make it too big).
         if self.ft == FileType::Symlink && lblk > 0 {
-            if w.quiet {
+            if self.w.quiet {
                 return Step::Go;
             }
             let ctx = ProblemCtx {
-                ino: ic.ino,
+                ino: self.ic.ino,
                 blk: b,
                 num: lblk,
                 ..Default::default()
             };
-            report(scan, out, ic, P::P1_TOOBIG_SYMLINK, ctx);
+            self.flag(P::P1_TOOBIG_SYMLINK, ctx);
             return Step::Go;
         }
+        let (scan, ic, out, w) = (self.scan, &mut *self.ic, &mut *self.out, &mut *self.w);
+        let geo = &scan.fs.geo;
         if ic.ino == ino::BAD {
             // The primary superblock or descriptors on the bad-blocks list: the file system
             // cannot work without them, so the entry is taken off the list (agreed to).

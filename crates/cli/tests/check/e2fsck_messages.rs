@@ -803,3 +803,34 @@ fn an_entry_of_an_inode_pass_1_cleared_names_an_unused_inode() {
         "test setup: e2fsck did not find the entry unused",
     );
 }
+
+/// A symlink with a second block and an extent-mapped directory whose extent starts past the
+/// largest directory: e2fsck asks "Inode N is too big.  Truncate?" once per inode, then prints
+/// each block with the short word of the answer, naming an extent by the block past its end.
+#[test]
+fn too_big_inodes_raise_e2fsck_s_latch_question() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    let blk = common::bmap(&t, &img.path, "/a/f1", 0);
+    common::debugfs_w(&t, &img.path, &format!("sif /b/long block[1] {blk}"));
+    common::debugfs_w(&t, &img.path, &format!("sif /b/long block[2] {}", blk + 1));
+    let (ours, theirs) = both_fy(&t, &img);
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 1:", "Pass 2:"),
+        |l| l.starts_with("Block #2 (") && l.ends_with("to be too big.  CLEARED."),
+        "test setup: e2fsck latched no too-big symlink",
+    );
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    // The inode's first extent (i_block[3] is its first logical block).
+    common::debugfs_w(&t, &img.path, "sif /a/emptydir block[3] 4294967280");
+    let (ours, theirs) = both_fy(&t, &img);
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 1:", "Pass 2:"),
+        |l| l.starts_with("Block #4294967281 (") && l.ends_with("CLEARED."),
+        "test setup: e2fsck latched no too-big directory",
+    );
+}
