@@ -681,7 +681,7 @@ catalogue! {
     P5_FREE_INODE_COUNT = 0x05000D, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, Alloc, SUMMARY, "Free inodes count wrong ({num}, counted={num2}).\n";
     P5_FREE_BLOCK_COUNT_GROUP = 0x05000E, Fix, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "Free blocks count wrong for group #{group} ({num}, counted={num2}).\n";
     P5_FREE_BLOCK_COUNT = 0x05000F, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, Alloc, SUMMARY, "Free blocks count wrong ({num}, counted={num2}).\n";
-    P5_BLOCK_UNINIT = 0x050018, Fix, PREEN_OK | KEPT, Alloc, SUMMARY, "Block bitmap of group {group} is uninitialized but the group has blocks in use";
+    P5_BLOCK_UNINIT = 0x050018, Fix, PREEN_OK, Alloc, SUMMARY, "Group {group} block(s) in use but group is marked BLOCK_UNINIT\n";
     // e2fsck's table puts these two in the bitmap-differences latches (their header comes
     // first); ffsck reports them alone.
     P5_INODE_BITMAP_CSUM_INVALID = 0x05001A, Fix, PREEN_OK, Alloc, SUMMARY, "Group {group} inode bitmap does not match checksum.";

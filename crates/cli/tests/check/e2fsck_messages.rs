@@ -834,3 +834,27 @@ fn too_big_inodes_raise_e2fsck_s_latch_question() {
         "test setup: e2fsck latched no too-big directory",
     );
 }
+
+/// A group marked BLOCK_UNINIT whose blocks a file uses: pass 5 asks to clear the flag before
+/// it lists the bitmap differences, as e2fsck does.
+#[test]
+fn a_block_uninit_group_in_use_is_reported_as_e2fsck_reports_it() {
+    let Some(t) = common::tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    // 10 MiB of 1 KiB blocks: the file runs from group 0 into group 1 (of three).
+    std::fs::write(tree.join("big"), common::Rng::new(5).bytes(10 << 20)).unwrap();
+    let path = dir.path().join("fs.img");
+    common::mkfs_from(&t, &tree, &path, "ext4", &["-b", "1024"], "24M");
+    let img = common::Image { dir, path };
+    common::debugfs_script(&t, &img, &["set_bg 1 flags 3", "set_bg 1 checksum calc"]);
+    let (ours, theirs) = both_fy(&t, &img);
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 5:", "test: *****"),
+        |l| l.ends_with("marked BLOCK_UNINIT"),
+        "test setup: e2fsck found no BLOCK_UNINIT group in use",
+    );
+}
