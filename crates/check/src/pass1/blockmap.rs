@@ -71,6 +71,14 @@ impl BlockWalk {
             self.count(pblk, 1, ratio);
         }
     }
+    /// e2fsck tests a block map's contiguity before it checks the block: a pointer it then
+    /// rejects (out of range, past the largest size) still breaks the run, without ending it.
+    pub(super) fn break_run(&mut self, pblk: u64, ino: u32) {
+        let file = ino != ffsck_format::ino::RESIZE && ino != ffsck_format::ino::BAD;
+        if file && self.prev_pblk.is_some_and(|p| p + 1 != pblk) {
+            self.fragmented = true;
+        }
+    }
     pub(super) fn note_data(&mut self, lblk: u64, pblk: u64, is_dir: bool, ino: u32) {
         // e2fsck leaves the resize inode out (its blocks are backups spread over groups), and
         // the bad-blocks list (it is no file).
@@ -178,7 +186,9 @@ pub(super) fn check_blocks(
             }
         }
     }
-    if w.fragmented {
+    // e2fsck counts a file non-contiguous only when it is smaller than a group (a larger one
+    // cannot be contiguous).
+    if w.fragmented && w.num_blocks < u64::from(geo.blocks_per_group) {
         out.counts.fragmented += 1;
         out.counts.fragmented_dirs += u64::from(is_dir);
     }
@@ -324,6 +334,7 @@ impl Mapper<'_, '_, '_> {
     }
 
     pub(super) fn illegal(&mut self, blk: u64, lblk: i64) -> Step {
+        self.w.break_run(blk, self.ic.ino);
         illegal_block(self.scan, self.ic, self.out, self.w, blk, lblk);
         self.go()
     }
@@ -337,6 +348,7 @@ impl Mapper<'_, '_, '_> {
     pub(super) fn map_data_block(&mut self, b: u64, lblk: u64) -> Step {
         let geo = &self.scan.fs.geo;
         if self.is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk > dir_block_limit(geo) {
+            self.w.break_run(b, self.ic.ino);
             if self.w.quiet {
                 return Step::Go;
             }
@@ -351,6 +363,7 @@ impl Mapper<'_, '_, '_> {
         }
         // A symlink maps one block at most (e2fsck: the pointers past it make it too big).
         if self.ft == FileType::Symlink && lblk > 0 {
+            self.w.break_run(b, self.ic.ino);
             if self.w.quiet {
                 return Step::Go;
             }

@@ -858,3 +858,47 @@ fn a_block_uninit_group_in_use_is_reported_as_e2fsck_reports_it() {
         "test setup: e2fsck found no BLOCK_UNINIT group in use",
     );
 }
+
+/// The summary's share of non-contiguous files counts as e2fsck counts: a file larger than a
+/// group never (it cannot be contiguous), and a file whose map has a pointer pass 1 clears
+/// (out of range, or past the largest symlink) is broken there.
+#[test]
+fn non_contiguous_files_are_counted_as_e2fsck_counts_them() {
+    let Some(t) = common::tools() else { return };
+    let summary = |s: &str| {
+        s.lines()
+            .filter(|l| l.contains("non-contiguous"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    // 10 MiB of 1 KiB blocks: past group 1's backup superblock, in more than a group.
+    std::fs::write(tree.join("big"), common::Rng::new(6).bytes(10 << 20)).unwrap();
+    let path = dir.path().join("fs.img");
+    common::mkfs_from(&t, &tree, &path, "ext2", &["-b", "1024"], "24M");
+    let img = common::Image { dir, path };
+    let (ours, theirs) = both_fy(&t, &img);
+    assert!(
+        summary(&theirs.stdout)
+            .iter()
+            .any(|l| l.contains("(0.0% non")),
+        "test setup: {}",
+        theirs.stdout
+    );
+    assert_same(&ours, &theirs, summary);
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    let blk = common::bmap(&t, &img.path, "/a/f1", 0);
+    common::debugfs_w(&t, &img.path, "sif /a/f5 block[1] 99999999");
+    common::debugfs_w(&t, &img.path, &format!("sif /b/long block[1] {blk}"));
+    let (ours, theirs) = both_fy(&t, &img);
+    assert!(
+        summary(&theirs.stdout)
+            .iter()
+            .all(|l| !l.contains("(0.0% non")),
+        "test setup: {}",
+        theirs.stdout
+    );
+    assert_same(&ours, &theirs, summary);
+}
