@@ -902,3 +902,24 @@ fn non_contiguous_files_are_counted_as_e2fsck_counts_them() {
     );
     assert_same(&ours, &theirs, summary);
 }
+
+/// A symlink of 2 GiB is no large file: e2fsck counts regular files only, so pass 2 asks for
+/// no LARGE_FILE feature (nor for the dynamic revision of a revision-0 file system).
+#[test]
+fn only_regular_files_count_as_large_files() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-r", "0"], "16M");
+    common::debugfs_w(&t, &img.path, "sif /b/long size 0x80000000");
+    let (ours, theirs) = both_fy(&t, &img);
+    assert!(
+        theirs.stdout.contains("/b/long"),
+        "test setup: e2fsck found nothing wrong with the symlink\n{}",
+        theirs.stdout
+    );
+    assert_same(&ours, &theirs, |s| {
+        between(s, "Pass 2:", "Pass 3:")
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    });
+}
