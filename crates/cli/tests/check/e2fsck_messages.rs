@@ -923,3 +923,38 @@ fn only_regular_files_count_as_large_files() {
             .collect::<Vec<_>>()
     });
 }
+
+/// Descriptors with bad checksums, one with an unused-inode count past its free inodes, the
+/// last marked BLOCK_UNINIT: fixing the checksum resets both, so e2fsck asks about neither.
+#[test]
+fn a_descriptor_whose_checksum_is_fixed_is_not_questioned_further() {
+    let Some(t) = common::tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("f"), b"f").unwrap();
+    let path = dir.path().join("fs.img");
+    common::mkfs_from(&t, &tree, &path, "ext4", &["-b", "1024"], "24M");
+    let img = common::Image { dir, path };
+    common::debugfs_script(
+        &t,
+        &img,
+        &[
+            "set_bg 1 free_inodes_count 0",
+            "set_bg 1 itable_unused 2048",
+            "set_bg 2 flags 7",
+        ],
+    );
+    let (ours, theirs) = both_fy(&t, &img);
+    assert!(
+        theirs.stdout.contains("Group descriptor 2 checksum is"),
+        "test setup: {}",
+        theirs.stdout
+    );
+    assert_same(&ours, &theirs, |s| {
+        between(s, "", "Pass 1:")
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    });
+}
