@@ -41,9 +41,10 @@ pub(super) struct BlockWalk {
     /// The last extent met (first logical block, physical block, length): e2fsck names it
     /// when it reports an extent block whose checksum alone is wrong.
     pub(super) last_extent: (u64, u64, u64),
-    /// Extent blocks with a wrong checksum being walked: the finding's index and the block.
-    /// Once the block's subtree is walked, the finding names the last extent in it.
-    pub(super) csum_pending: Vec<(usize, u64)>,
+    /// Extent blocks with a wrong checksum being walked: the finding's index, the block, and
+    /// whether it is a leaf. Once the block's subtree is walked, the finding names the last
+    /// extent in it.
+    pub(super) csum_pending: Vec<(usize, u64, bool)>,
 }
 
 impl BlockWalk {
@@ -493,6 +494,11 @@ impl Visitor for Mapper<'_, '_, '_> {
 
     fn node(&mut self, n: NodeInfo) -> Step {
         self.w.shape.node(n);
+        if let Some(top) = self.w.csum_pending.last_mut() {
+            if Some(top.1) == n.pblk {
+                top.2 = n.depth == 0;
+            }
+        }
         match n.pblk {
             None => self.out.counts.extent_depth_hist[usize::from(n.depth.min(5))] += 1,
             Some(blk) => {
@@ -507,15 +513,24 @@ impl Visitor for Mapper<'_, '_, '_> {
 
     fn leave(&mut self, pblk: u64, level: u32) {
         self.w.quiet = self.outer_quiet[(level as usize).min(15)];
-        if let Some(&(at, blk)) = self.w.csum_pending.last() {
+        if let Some(&(at, blk, leaf)) = self.w.csum_pending.last() {
             if blk == pblk {
                 self.w.csum_pending.pop();
                 let (lblk, last, len) = self.w.last_extent;
-                if let Some(f) = self.out.findings.0.get_mut(at) {
+                let found = &mut self.out.findings.0;
+                if let Some(f) = found.get_mut(at) {
                     if f.problem == P::P1_EXTENT_ONLY_CSUM_INVALID {
                         f.ctx.num = lblk;
                         f.ctx.blk2 = last;
                         f.ctx.num2 = len;
+                        // e2fsck asks about a leaf's checksum after the leaf's extents, and
+                        // not at all once one of them was fixed (the fix rewrites the leaf).
+                        if leaf && at + 1 < found.len() {
+                            let f = found.remove(at);
+                            if !found[at..].iter().any(|g| g.fixed) {
+                                found.push(f);
+                            }
+                        }
                     }
                 }
             }
@@ -611,7 +626,7 @@ impl Visitor for Mapper<'_, '_, '_> {
                 {
                     // Bounded by the walk's depth: one entry per open node.
                     if self.w.csum_pending.len() < 16 {
-                        self.w.csum_pending.push((at, idx.child));
+                        self.w.csum_pending.push((at, idx.child, false));
                     }
                 }
                 Step::Go
