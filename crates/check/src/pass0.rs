@@ -1096,9 +1096,12 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
             );
             st.inode_table_ok = false;
         }
+        // A descriptor whose checksum is fixed loses its uninit flags and unused-inode count
+        // (e2fsck resets them with the fix): neither is questioned after that.
+        let mut csum_fixed = false;
         if let Some(want) = gd.compute_checksum(&fs.sb, g32, geo.desc_size as usize) {
             if want != gd.bg_checksum.get() {
-                latches.report(
+                csum_fixed = latches.report(
                     out,
                     policy,
                     P::P0_GDT_CSUM,
@@ -1123,10 +1126,11 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
             out.report(policy, P::P0_GROUP0_INODE_UNINIT, ProblemCtx::group(g32));
             st.csum_ok = false;
         }
-        if g32 + 1 == geo.group_count && gd.flags() & BG_BLOCK_UNINIT != 0 {
+        if g32 + 1 == geo.group_count && gd.flags() & BG_BLOCK_UNINIT != 0 && !csum_fixed {
             out.report(policy, P::P0_BB_UNINIT_LAST, ProblemCtx::group(g32));
         }
         if fs.has_group_csum()
+            && !csum_fixed
             && (gd.itable_unused() > gd.free_inodes_count()
                 || gd.itable_unused() > geo.inodes_per_group)
         {

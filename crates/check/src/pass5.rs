@@ -17,6 +17,7 @@ use ffsck_format::dir::ft;
 use ffsck_format::group::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ffsck_format::verify;
 use rayon::prelude::*;
+use std::collections::BTreeSet;
 
 pub struct Pass5Facts {
     pub free_blocks: u64,
@@ -62,6 +63,10 @@ fn test(bits: &[u8], i: u64) -> bool {
 
 /// Emit e2fsck's difference lines: runs of equal sign become ranges. The first raises the
 /// latch's header; the caller ends the latch.
+///
+/// `uninit_group(b)` names the BLOCK_UNINIT group of a block found in use but not marked:
+/// e2fsck asks to clear the flag at each such block until the answer is yes, before it prints
+/// the run of differences that ends there.
 fn report_diffs(
     diffs: &[(u64, bool)],
     step: u64,
@@ -69,6 +74,7 @@ fn report_diffs(
     out: &mut Findings,
     blocks: bool,
     latches: &mut Latches,
+    uninit_group: &dyn Fn(u64) -> Option<u32>,
 ) {
     let (single_free, single_used, range_free, range_used) = if blocks {
         (
@@ -85,12 +91,32 @@ fn report_diffs(
             P::P5_INODE_RANGE_USED,
         )
     };
+    let mut cleared = BTreeSet::new();
+    let mut ask_uninit = |out: &mut Findings, (b, used): (u64, bool)| {
+        let Some(g) = uninit_group(b).filter(|g| used && !cleared.contains(g)) else {
+            return;
+        };
+        let ctx = ProblemCtx {
+            blk: b,
+            group: g,
+            ..Default::default()
+        };
+        if out.report(policy, P::P5_BLOCK_UNINIT, ctx) {
+            cleared.insert(g);
+        }
+    };
+    let mut pending: Option<(P, ProblemCtx)> = None;
     let mut i = 0;
     while i < diffs.len() {
         let (start, used) = diffs[i];
+        ask_uninit(out, diffs[i]);
+        if let Some((p, ctx)) = pending.take() {
+            latches.report(out, policy, p, ctx);
+        }
         let mut j = i;
         while j + 1 < diffs.len() && diffs[j + 1].0 == diffs[j].0 + step && diffs[j + 1].1 == used {
             j += 1;
+            ask_uninit(out, diffs[j]);
         }
         let end = diffs[j].0;
         let p = match (j > i, used) {
@@ -112,8 +138,11 @@ fn report_diffs(
                 ..Default::default()
             }
         };
-        latches.report(out, policy, p, ctx);
+        pending = Some((p, ctx));
         i = j + 1;
+    }
+    if let Some((p, ctx)) = pending {
+        latches.report(out, policy, p, ctx);
     }
 }
 
@@ -234,7 +263,12 @@ fn check_blocks(
     }
     let mut latches = Latches::default();
     let step = u64::from(geo.cluster_ratio);
-    report_diffs(&diffs, step, policy, out, true, &mut latches);
+    let uninit = |b: u64| {
+        let g = geo.group_of_block(b);
+        let flagged = fs.groups.get(g as usize)?.flags() & BG_BLOCK_UNINIT != 0;
+        (fs.has_group_csum() && flagged).then_some(g)
+    };
+    report_diffs(&diffs, step, policy, out, true, &mut latches, &uninit);
     let blocks_fixed = latches
         .end(out, policy, Latch::BlockBitmap, ProblemCtx::default())
         .unwrap_or(true);
@@ -318,7 +352,7 @@ fn check_inodes(
         group_counts.push((c.free, c.dirs, c.free_disk, c.dirs_disk));
     }
     let mut latches = Latches::default();
-    report_diffs(&idiffs, 1, policy, out, false, &mut latches);
+    report_diffs(&idiffs, 1, policy, out, false, &mut latches, &|_| None);
     let inodes_fixed = latches
         .end(out, policy, Latch::InodeBitmap, ProblemCtx::default())
         .unwrap_or(true);

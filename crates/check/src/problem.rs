@@ -209,6 +209,8 @@ pub enum Latch {
     BlockBitmap,
     /// Inode bitmap differences, the same way.
     InodeBitmap,
+    /// Blocks past the largest size an inode's type allows: one question per inode.
+    TooBig,
 }
 
 impl Latch {
@@ -220,6 +222,7 @@ impl Latch {
         Latch::DupBlocks,
         Latch::BlockBitmap,
         Latch::InodeBitmap,
+        Latch::TooBig,
     ];
 
     /// The question the group's first problem raises.
@@ -232,6 +235,7 @@ impl Latch {
             Latch::DupBlocks => Problem::P1B_DUP_BLOCK_HEADER,
             Latch::BlockBitmap => Problem::P5_BLOCK_BITMAP_HEADER,
             Latch::InodeBitmap => Problem::P5_INODE_BITMAP_HEADER,
+            Latch::TooBig => Problem::P1_INODE_TOOBIG,
         }
     }
 
@@ -254,7 +258,7 @@ impl Latch {
     /// Whether the question is raised again for each inode (the latch lasts one inode's walk)
     /// rather than once for the whole check.
     pub fn per_inode(self) -> bool {
-        matches!(self, Latch::Block | Latch::DupBlocks)
+        matches!(self, Latch::Block | Latch::DupBlocks | Latch::TooBig)
     }
 }
 
@@ -477,12 +481,11 @@ catalogue! {
     P1_EA_ALLOC_COLLISION = 0x010040, Clear, 0, Xattr, 0, "Extended attribute block {blk} is corrupt (allocation collision).";
     P1_EA_BAD_NAME = 0x010041, Clear, 0, Xattr, 0, "Extended attribute block {blk} is corrupt (invalid name).";
     P1_EA_BAD_VALUE = 0x010042, Clear, 0, Xattr, 0, "Extended attribute block {blk} is corrupt (invalid value).";
-    // e2fsck latches the three below under this question; ffsck does not ask it yet, so they
-    // stand alone.
-    P1_INODE_TOOBIG = 0x010043, Clear, 0, -, 0, "Inode {ino} is too big.";
-    P1_TOOBIG_DIR = 0x010044, Clear, 0, BlockMap, REMAPS | MAP, "{Block} ({blk}) causes directory to be too big.";
-    P1_TOOBIG_REG = 0x010045, Clear, 0, -, 0, "{Block} ({blk}) causes file to be too big.";
-    P1_TOOBIG_SYMLINK = 0x010046, Clear, 0, BlockMap, REMAPS | MAP, "{Block} ({blk}) causes symlink to be too big.";
+    // The question of the three below (e2fsck's too-big latch, one per inode).
+    P1_INODE_TOOBIG = 0x010043, Truncate, 0, BlockMap, REMAPS | MAP, "Inode {ino} is too big.";
+    P1_TOOBIG_DIR = 0x010044, Clear, 0, BlockMap, REMAPS | MAP, TooBig, "{Block} ({blk}) causes directory to be too big.";
+    P1_TOOBIG_REG = 0x010045, Clear, 0, -, 0, TooBig, "{Block} ({blk}) causes file to be too big.";
+    P1_TOOBIG_SYMLINK = 0x010046, Clear, 0, BlockMap, REMAPS | MAP, TooBig, "{Block} ({blk}) causes symlink to be too big.";
     P1_HTREE_SET = 0x010047, ClearHtree, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has INDEX_FL flag set on filesystem without htree support.\n";
     P1_HTREE_NODIR = 0x010048, ClearHtree, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has INDEX_FL flag set but is not a directory.\n";
     P1_HTREE_BADROOT = 0x010049, ClearHtree, PREEN_OK, Salvage, RESHAPES, "HTREE directory inode {ino} has an invalid root node.\n";
@@ -692,7 +695,7 @@ catalogue! {
     P5_FREE_INODE_COUNT = 0x05000D, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, Alloc, SUMMARY, "Free inodes count wrong ({num}, counted={num2}).\n";
     P5_FREE_BLOCK_COUNT_GROUP = 0x05000E, Fix, PREEN_OK | PREEN_NOMSG, Alloc, SUMMARY, "Free blocks count wrong for group #{group} ({num}, counted={num2}).\n";
     P5_FREE_BLOCK_COUNT = 0x05000F, Fix, PREEN_OK | NO_OK | PREEN_NOMSG, Alloc, SUMMARY, "Free blocks count wrong ({num}, counted={num2}).\n";
-    P5_BLOCK_UNINIT = 0x050018, Fix, PREEN_OK | KEPT, Alloc, SUMMARY, "Block bitmap of group {group} is uninitialized but the group has blocks in use";
+    P5_BLOCK_UNINIT = 0x050018, Fix, PREEN_OK, Alloc, SUMMARY, "Group {group} block(s) in use but group is marked BLOCK_UNINIT\n";
     // e2fsck's table puts these two in the bitmap-differences latches (their header comes
     // first); ffsck reports them alone.
     P5_INODE_BITMAP_CSUM_INVALID = 0x05001A, Fix, PREEN_OK, Alloc, SUMMARY, "Group {group} inode bitmap does not match checksum.";

@@ -41,9 +41,10 @@ pub(super) struct BlockWalk {
     /// The last extent met (first logical block, physical block, length): e2fsck names it
     /// when it reports an extent block whose checksum alone is wrong.
     pub(super) last_extent: (u64, u64, u64),
-    /// Extent blocks with a wrong checksum being walked: the finding's index and the block.
-    /// Once the block's subtree is walked, the finding names the last extent in it.
-    pub(super) csum_pending: Vec<(usize, u64)>,
+    /// Extent blocks with a wrong checksum being walked: the finding's index, the block, and
+    /// whether it is a leaf. Once the block's subtree is walked, the finding names the last
+    /// extent in it.
+    pub(super) csum_pending: Vec<(usize, u64, bool)>,
     /// One past the highest logical block an extent accepted so far maps, across leaves: an
     /// extent starting below it maps a block twice (e2fsck's duplicate extent mapping).
     pub(super) next_lblock: u64,
@@ -72,6 +73,14 @@ impl BlockWalk {
             self.num_blocks += 1;
         } else {
             self.count(pblk, 1, ratio);
+        }
+    }
+    /// e2fsck tests a block map's contiguity before it checks the block: a pointer it then
+    /// rejects (out of range, past the largest size) still breaks the run, without ending it.
+    pub(super) fn break_run(&mut self, pblk: u64, ino: u32) {
+        let file = ino != ffsck_format::ino::RESIZE && ino != ffsck_format::ino::BAD;
+        if file && self.prev_pblk.is_some_and(|p| p + 1 != pblk) {
+            self.fragmented = true;
         }
     }
     pub(super) fn note_data(&mut self, lblk: u64, pblk: u64, is_dir: bool, ino: u32) {
@@ -181,7 +190,9 @@ pub(super) fn check_blocks(
             }
         }
     }
-    if w.fragmented {
+    // e2fsck counts a file non-contiguous only when it is smaller than a group (a larger one
+    // cannot be contiguous).
+    if w.fragmented && w.num_blocks < u64::from(geo.blocks_per_group) {
         out.counts.fragmented += 1;
         out.counts.fragmented_dirs += u64::from(is_dir);
     }
@@ -287,9 +298,16 @@ impl Mapper<'_, '_, '_> {
         }
     }
 
-    /// `flag` with this walk's quiet state.
+    /// `flag` with this walk's quiet state; a latched problem raises its question first (the
+    /// walk's latches are the inode's, as e2fsck's too-big and illegal-block latches).
     pub(super) fn flag(&mut self, p: P, ctx: ProblemCtx) -> bool {
-        flag(self.scan, self.out, self.ic, self.w.quiet, p, ctx)
+        if p.latch().is_none() || self.w.quiet {
+            return flag(self.scan, self.out, self.ic, self.w.quiet, p, ctx);
+        }
+        self.ic.other_problem = true;
+        self.w
+            .latches
+            .report(&mut self.out.findings, self.scan.policy, p, ctx)
     }
 
     /// `-E fragcheck`: the file's next block is `pblk`, not the one after `prev`. `at` is the
@@ -320,6 +338,7 @@ impl Mapper<'_, '_, '_> {
     }
 
     pub(super) fn illegal(&mut self, blk: u64, lblk: i64) -> Step {
+        self.w.break_run(blk, self.ic.ino);
         illegal_block(self.scan, self.ic, self.out, self.w, blk, lblk);
         self.go()
     }
@@ -331,35 +350,38 @@ impl Mapper<'_, '_, '_> {
 
     /// One data pointer of a block map (in range).
     pub(super) fn map_data_block(&mut self, b: u64, lblk: u64) -> Step {
-        let (scan, ic, out, w) = (self.scan, &mut *self.ic, &mut *self.out, &mut *self.w);
-        let geo = &scan.fs.geo;
+        let geo = &self.scan.fs.geo;
         if self.is_dir && !geo.incompat.has(Incompat::LARGEDIR) && lblk > dir_block_limit(geo) {
-            if w.quiet {
+            self.w.break_run(b, self.ic.ino);
+            if self.w.quiet {
                 return Step::Go;
             }
             let ctx = ProblemCtx {
-                ino: ic.ino,
+                ino: self.ic.ino,
                 blk: b,
                 num: lblk,
                 ..Default::default()
             };
-            report(scan, out, ic, P::P1_TOOBIG_DIR, ctx);
+            self.flag(P::P1_TOOBIG_DIR, ctx);
             return Step::Go;
         }
         // A symlink maps one block at most (e2fsck: the pointers past it make it too big).
         if self.ft == FileType::Symlink && lblk > 0 {
-            if w.quiet {
+            self.w.break_run(b, self.ic.ino);
+            if self.w.quiet {
                 return Step::Go;
             }
             let ctx = ProblemCtx {
-                ino: ic.ino,
+                ino: self.ic.ino,
                 blk: b,
                 num: lblk,
                 ..Default::default()
             };
-            report(scan, out, ic, P::P1_TOOBIG_SYMLINK, ctx);
+            self.flag(P::P1_TOOBIG_SYMLINK, ctx);
             return Step::Go;
         }
+        let (scan, ic, out, w) = (self.scan, &mut *self.ic, &mut *self.out, &mut *self.w);
+        let geo = &scan.fs.geo;
         if ic.ino == ino::BAD {
             // The primary superblock or descriptors on the bad-blocks list: the file system
             // cannot work without them, so the entry is taken off the list (agreed to).
@@ -475,6 +497,11 @@ impl Visitor for Mapper<'_, '_, '_> {
 
     fn node(&mut self, n: NodeInfo) -> Step {
         self.w.shape.node(n);
+        if let Some(top) = self.w.csum_pending.last_mut() {
+            if Some(top.1) == n.pblk {
+                top.2 = n.depth == 0;
+            }
+        }
         match n.pblk {
             None => self.out.counts.extent_depth_hist[usize::from(n.depth.min(5))] += 1,
             Some(blk) => {
@@ -489,15 +516,24 @@ impl Visitor for Mapper<'_, '_, '_> {
 
     fn leave(&mut self, pblk: u64, level: u32) {
         self.w.quiet = self.outer_quiet[(level as usize).min(15)];
-        if let Some(&(at, blk)) = self.w.csum_pending.last() {
+        if let Some(&(at, blk, leaf)) = self.w.csum_pending.last() {
             if blk == pblk {
                 self.w.csum_pending.pop();
                 let (lblk, last, len) = self.w.last_extent;
-                if let Some(f) = self.out.findings.0.get_mut(at) {
+                let found = &mut self.out.findings.0;
+                if let Some(f) = found.get_mut(at) {
                     if f.problem == P::P1_EXTENT_ONLY_CSUM_INVALID {
                         f.ctx.num = lblk;
                         f.ctx.blk2 = last;
                         f.ctx.num2 = len;
+                        // e2fsck asks about a leaf's checksum after the leaf's extents, and
+                        // not at all once one of them was fixed (the fix rewrites the leaf).
+                        if leaf && at + 1 < found.len() {
+                            let f = found.remove(at);
+                            if !found[at..].iter().any(|g| g.fixed) {
+                                found.push(f);
+                            }
+                        }
                     }
                 }
             }
@@ -593,7 +629,7 @@ impl Visitor for Mapper<'_, '_, '_> {
                 {
                     // Bounded by the walk's depth: one entry per open node.
                     if self.w.csum_pending.len() < 16 {
-                        self.w.csum_pending.push((at, idx.child));
+                        self.w.csum_pending.push((at, idx.child, false));
                     }
                 }
                 Step::Go

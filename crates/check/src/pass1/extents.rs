@@ -73,6 +73,15 @@ impl Mapper<'_, '_, '_> {
             self.flag(P::P1_UNINIT_DBLOCK, ctx.clone());
         }
         if let Some(p) = problem {
+            // e2fsck names a too-big extent by the block just past its end.
+            let ctx = if p == P::P1_TOOBIG_DIR {
+                ProblemCtx {
+                    num: lblk + len,
+                    ..ctx
+                }
+            } else {
+                ctx
+            };
             // Fixed, the extent is gone: none of its blocks belong to the inode. Unfixed,
             // e2fsck still accounts the part of the extent that is in range.
             let dropped = self.flag(p, ctx);

@@ -22,6 +22,7 @@ pub(super) fn check_sizes(
     let ino = ic.ino;
     let bs = u64::from(geo.block_size);
     let size = inode.size();
+    let mut final_size = size;
     let is_dir = ft == FileType::Directory;
     if ino == ino::BAD {
         // The bad-blocks list is not a file: e2fsck checks neither its size nor its i_blocks.
@@ -70,7 +71,7 @@ pub(super) fn check_sizes(
         };
         if bad {
             let want = w.last_block.map_or(0, |l| (l + 1) * bs);
-            report(
+            let fixed = report(
                 scan,
                 out,
                 ic,
@@ -82,9 +83,13 @@ pub(super) fn check_sizes(
                     ..Default::default()
                 },
             );
+            if fixed {
+                final_size = want;
+            }
         }
     }
-    if !is_dir && size >= 0x8000_0000 {
+    // e2fsck counts regular files of 2 GiB or more, at their size after the fix above.
+    if ft == FileType::Regular && final_size >= 0x8000_0000 {
         out.counts.large_files += 1;
     }
     let huge = geo.ro_compat.has(RoCompat::HUGE_FILE);

@@ -29,6 +29,7 @@ fn block_map(p: P) -> bool {
         p,
         P::P1_ILLEGAL_BLOCK_NUM
             | P::P1_INODE_BLOCK_LATCH
+            | P::P1_INODE_TOOBIG
             | P::P1_TOOBIG_DIR
             | P::P1_TOOBIG_SYMLINK
             | P::P1_BAD_PRIMARY_SUPERBLOCK

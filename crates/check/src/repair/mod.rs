@@ -824,7 +824,6 @@ mod tests {
             P::P1_SUPPRESS_MESSAGES,
             "no keeps every illegal block listed; each is still fixed",
         ),
-        (P::P1_INODE_TOOBIG, "never reported: no check finds it yet"),
         (P::P1_TOOBIG_REG, "never reported: no check finds it yet"),
         (
             P::P1_EA_INODE_NONREG,

@@ -803,3 +803,183 @@ fn an_entry_of_an_inode_pass_1_cleared_names_an_unused_inode() {
         "test setup: e2fsck did not find the entry unused",
     );
 }
+
+/// A symlink with a second block and an extent-mapped directory whose extent starts past the
+/// largest directory: e2fsck asks "Inode N is too big.  Truncate?" once per inode, then prints
+/// each block with the short word of the answer, naming an extent by the block past its end.
+#[test]
+fn too_big_inodes_raise_e2fsck_s_latch_question() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    let blk = common::bmap(&t, &img.path, "/a/f1", 0);
+    common::debugfs_w(&t, &img.path, &format!("sif /b/long block[1] {blk}"));
+    common::debugfs_w(&t, &img.path, &format!("sif /b/long block[2] {}", blk + 1));
+    let (ours, theirs) = both_fy(&t, &img);
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 1:", "Pass 2:"),
+        |l| l.starts_with("Block #2 (") && l.ends_with("to be too big.  CLEARED."),
+        "test setup: e2fsck latched no too-big symlink",
+    );
+    let img = common::mkfs(&t, "ext4", &[], "16M");
+    // The inode's first extent (i_block[3] is its first logical block).
+    common::debugfs_w(&t, &img.path, "sif /a/emptydir block[3] 4294967280");
+    let (ours, theirs) = both_fy(&t, &img);
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 1:", "Pass 2:"),
+        |l| l.starts_with("Block #4294967281 (") && l.ends_with("CLEARED."),
+        "test setup: e2fsck latched no too-big directory",
+    );
+}
+
+/// A group marked BLOCK_UNINIT whose blocks a file uses: pass 5 asks to clear the flag before
+/// it lists the bitmap differences, as e2fsck does.
+#[test]
+fn a_block_uninit_group_in_use_is_reported_as_e2fsck_reports_it() {
+    let Some(t) = common::tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    // 10 MiB of 1 KiB blocks: the file runs from group 0 into group 1 (of three).
+    std::fs::write(tree.join("big"), common::Rng::new(5).bytes(10 << 20)).unwrap();
+    let path = dir.path().join("fs.img");
+    common::mkfs_from(&t, &tree, &path, "ext4", &["-b", "1024"], "24M");
+    let img = common::Image { dir, path };
+    common::debugfs_script(&t, &img, &["set_bg 1 flags 3", "set_bg 1 checksum calc"]);
+    let (ours, theirs) = both_fy(&t, &img);
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 5:", "test: *****"),
+        |l| l.ends_with("marked BLOCK_UNINIT"),
+        "test setup: e2fsck found no BLOCK_UNINIT group in use",
+    );
+}
+
+/// The summary's share of non-contiguous files counts as e2fsck counts: a file larger than a
+/// group never (it cannot be contiguous), and a file whose map has a pointer pass 1 clears
+/// (out of range, or past the largest symlink) is broken there.
+#[test]
+fn non_contiguous_files_are_counted_as_e2fsck_counts_them() {
+    let Some(t) = common::tools() else { return };
+    let summary = |s: &str| {
+        s.lines()
+            .filter(|l| l.contains("non-contiguous"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    // 10 MiB of 1 KiB blocks: past group 1's backup superblock, in more than a group.
+    std::fs::write(tree.join("big"), common::Rng::new(6).bytes(10 << 20)).unwrap();
+    let path = dir.path().join("fs.img");
+    common::mkfs_from(&t, &tree, &path, "ext2", &["-b", "1024"], "24M");
+    let img = common::Image { dir, path };
+    let (ours, theirs) = both_fy(&t, &img);
+    assert!(
+        summary(&theirs.stdout)
+            .iter()
+            .any(|l| l.contains("(0.0% non")),
+        "test setup: {}",
+        theirs.stdout
+    );
+    assert_same(&ours, &theirs, summary);
+    let img = common::mkfs(&t, "ext2", &[], "16M");
+    let blk = common::bmap(&t, &img.path, "/a/f1", 0);
+    common::debugfs_w(&t, &img.path, "sif /a/f5 block[1] 99999999");
+    common::debugfs_w(&t, &img.path, &format!("sif /b/long block[1] {blk}"));
+    let (ours, theirs) = both_fy(&t, &img);
+    assert!(
+        summary(&theirs.stdout)
+            .iter()
+            .all(|l| !l.contains("(0.0% non")),
+        "test setup: {}",
+        theirs.stdout
+    );
+    assert_same(&ours, &theirs, summary);
+}
+
+/// A symlink of 2 GiB is no large file: e2fsck counts regular files only, so pass 2 asks for
+/// no LARGE_FILE feature (nor for the dynamic revision of a revision-0 file system).
+#[test]
+fn only_regular_files_count_as_large_files() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-r", "0"], "16M");
+    common::debugfs_w(&t, &img.path, "sif /b/long size 0x80000000");
+    let (ours, theirs) = both_fy(&t, &img);
+    assert!(
+        theirs.stdout.contains("/b/long"),
+        "test setup: e2fsck found nothing wrong with the symlink\n{}",
+        theirs.stdout
+    );
+    assert_same(&ours, &theirs, |s| {
+        between(s, "Pass 2:", "Pass 3:")
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    });
+}
+
+/// Descriptors with bad checksums, one with an unused-inode count past its free inodes, the
+/// last marked BLOCK_UNINIT: fixing the checksum resets both, so e2fsck asks about neither.
+#[test]
+fn a_descriptor_whose_checksum_is_fixed_is_not_questioned_further() {
+    let Some(t) = common::tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("f"), b"f").unwrap();
+    let path = dir.path().join("fs.img");
+    common::mkfs_from(&t, &tree, &path, "ext4", &["-b", "1024"], "24M");
+    let img = common::Image { dir, path };
+    common::debugfs_script(
+        &t,
+        &img,
+        &[
+            "set_bg 1 free_inodes_count 0",
+            "set_bg 1 itable_unused 2048",
+            "set_bg 2 flags 7",
+        ],
+    );
+    let (ours, theirs) = both_fy(&t, &img);
+    assert!(
+        theirs.stdout.contains("Group descriptor 2 checksum is"),
+        "test setup: {}",
+        theirs.stdout
+    );
+    assert_same(&ours, &theirs, |s| {
+        between(s, "", "Pass 1:")
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    });
+}
+
+/// An extent leaf with a bad checksum and an invalid extent: fixing the extent rewrites the
+/// leaf, so e2fsck does not ask about its checksum (it would ask after the leaf's extents).
+#[test]
+fn a_leaf_fixed_for_an_extent_is_not_asked_about_its_checksum() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "4096"], "16M");
+    // The leaf of /sparse's depth-1 tree: "0/ 1 1/ 1 FIRST - LAST LEAF LEN".
+    let ex = common::debugfs_r(&t, &img.path, "ex /sparse");
+    let leaf: u64 = ex
+        .lines()
+        .find(|l| l.trim_start().starts_with("0/"))
+        .and_then(|l| l.split_whitespace().nth(7)?.parse().ok())
+        .expect("test setup: /sparse has an extent leaf");
+    // The third extent's physical start (after the 12-byte header, 8 bytes into the entry).
+    common::patch(&img.path, leaf * 4096 + 12 + 2 * 12 + 8, &[0xff; 4]);
+    let (ours, theirs) = both_fy(&t, &img);
+    same_section(
+        &ours,
+        &theirs,
+        ("Pass 1:", "Pass 2:"),
+        |l| l.starts_with("Inode ") && l.ends_with("has an invalid extent"),
+        "test setup: e2fsck found no invalid extent",
+    );
+}
