@@ -592,6 +592,77 @@ fn despite_errors(
         .or_else(|| seeds.into_iter().find_map(|seed| rebuild(dev, sb, seed)))
         .or_else(|| inode_size_fix(dev, sb))
         .or_else(|| desc_size_fix(dev, sb))
+        .or_else(|| reserved_gdt_fix(dev, sb))
+}
+
+/// A count of reserved descriptor blocks the rules refuse (more than a block of pointers),
+/// proven by the resize inode: its double-indirect block points at each reserved block in
+/// turn, from the slot after the descriptors', and at nothing else. The count is the number
+/// of those pointers (mke2fs and resize2fs keep it so); without `resize_inode` it is 0.
+fn reserved_gdt_fix(
+    dev: &dyn Device,
+    sb: &RawSuperblock,
+) -> Option<(Candidate, Vec<crate::superblock::Rebuilt>)> {
+    let log = sb.s_log_block_size.get();
+    let bs = 1024u32.checked_shl(log).filter(|_| log <= 6)?;
+    let was = sb.s_reserved_gdt_blocks.get();
+    if u32::from(was) <= bs / 4 {
+        return None;
+    }
+    let seed = |now: u16| {
+        Some(crate::superblock::Rebuilt {
+            field: "s_reserved_gdt_blocks".into(),
+            was: u64::from(was),
+            now: u64::from(now),
+        })
+    };
+    let (c, fields) = rebuild(dev, sb, seed(0))?;
+    if !sb.compat().has(Compat::RESIZE_INODE) {
+        return Some((c, fields));
+    }
+    let n = reserved_by_resize_inode(dev, &c)?;
+    if n == 0 {
+        return Some((c, fields));
+    }
+    rebuild(dev, sb, seed(n))
+}
+
+/// How many reserved descriptor blocks the resize inode of `c`'s layout maps, when its
+/// double-indirect block holds exactly a run of them from the first slot after the
+/// descriptors' (and nothing elsewhere).
+fn reserved_by_resize_inode(dev: &dyn Device, c: &Candidate) -> Option<u16> {
+    let gd = c.gds.first()?;
+    let geo = &c.geo;
+    let bs = u64::from(geo.block_size);
+    let isz = u64::from(geo.inode_size);
+    let off = gd
+        .inode_table()
+        .checked_mul(bs)?
+        .checked_add(isz * u64::from(ffsck_format::ino::RESIZE - 1))?;
+    let mut raw = vec![0u8; (isz as usize).max(ffsck_format::inode::GOOD_OLD_INODE_SIZE)];
+    dev.read_at(&mut raw, off).ok()?;
+    let inode = ffsck_format::RawInode::parse(&raw);
+    let dind = u64::from(inode.i_block[13].get());
+    if dind < geo.first_data_block || dind >= geo.blocks_count {
+        return None;
+    }
+    let mut buf = vec![0u8; bs as usize];
+    dev.read_at(&mut buf, dind.checked_mul(bs)?).ok()?;
+    let per = buf.len() / 4;
+    let word =
+        |i: usize| u32::from_le_bytes([buf[4 * i], buf[4 * i + 1], buf[4 * i + 2], buf[4 * i + 3]]);
+    let start = geo.gdt_blocks as usize % per;
+    let mut first = geo.first_data_block + 1 + u64::from(geo.gdt_blocks);
+    if geo.block_size == 1024 && geo.first_data_block == 0 {
+        first += 1;
+    }
+    let run = (0..per)
+        .take_while(|&k| u64::from(word((start + k) % per)) == first + k as u64)
+        .count();
+    let rest_empty = (run..per).all(|k| word((start + k) % per) == 0);
+    (rest_empty && run <= per)
+        .then(|| u16::try_from(run).ok())
+        .flatten()
 }
 
 /// A 64bit descriptor size the rules refuse (not 0: e2fsck's f_desc_size_zero wants that

@@ -421,3 +421,25 @@ fn a_byte_of_a_long_field_the_stale_checksum_names_is_put_back() {
     repaired_in_one_run(&t, &img, "The superblock's s_volume_name[0]", "volume name");
     assert_eq!(common::read_all(&img.path)[at as usize], was);
 }
+
+/// More reserved descriptor blocks than a block of pointers holds (unseen seed 3003, case
+/// 813): e2fsck refuses the superblock. The resize inode's double-indirect block points at
+/// each reserved block in turn, so it gives the count back.
+#[test]
+fn a_reserved_gdt_count_the_rules_refuse_is_read_back_from_the_resize_inode() {
+    let Some(t) = common::tools() else {
+        return common::skip("mke2fs, debugfs or e2fsck missing");
+    };
+    let img = one_group(&t, "ext4", "4096", &["-O", "^metadata_csum"]);
+    let at = SB + 0xCE;
+    let bytes = common::read_all(&img.path);
+    let was = u16::from_le_bytes([bytes[at as usize], bytes[at as usize + 1]]);
+    assert!(was > 0, "test setup: no reserved descriptor blocks");
+    common::patch(&img.path, at, &11259u16.to_le_bytes());
+    rebuilt_in_one_run(&t, &img, "s_reserved_gdt_blocks", "reserved GDT blocks");
+    let bytes = common::read_all(&img.path);
+    assert_eq!(
+        u16::from_le_bytes([bytes[at as usize], bytes[at as usize + 1]]),
+        was
+    );
+}

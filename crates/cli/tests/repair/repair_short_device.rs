@@ -10,6 +10,15 @@ fn one_group(t: &Tools) -> Image {
     img
 }
 
+/// The image file cut to `blocks` 1 KiB blocks (a device shorter than the file system).
+fn cut_to(img: &Image, blocks: u64) {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&img.path)
+        .unwrap();
+    f.set_len(blocks * 1024).unwrap();
+}
+
 fn ffsck(img: &Image, flag: &str) -> common::Run {
     let run = common::ffsck(&[OsStr::new(flag), img.path.as_os_str()]);
     common::assert_no_panic(&run);
@@ -81,12 +90,7 @@ fn a_device_too_short_for_a_block_in_use_is_refused_and_left_alone() {
     ] {
         common::debugfs_w(&t, &img.path, &cmd);
     }
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&img.path)
-        .unwrap();
-    f.set_len(8191 * 1024).unwrap();
-    drop(f);
+    cut_to(&img, 8191);
     let before = common::read_all(&img.path);
     let run = ffsck(&img, "-fy");
     assert_eq!(run.code(), 8, "{}\n{}", run.stdout, run.stderr);
@@ -102,12 +106,7 @@ fn a_device_too_short_for_a_block_in_use_is_refused_and_left_alone() {
 fn an_image_one_free_block_short_is_fitted() {
     let Some(t) = common::tools() else { return };
     let img = one_group(&t);
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&img.path)
-        .unwrap();
-    f.set_len(8191 * 1024).unwrap();
-    drop(f);
+    cut_to(&img, 8191);
     let run = ffsck(&img, "-fy");
     assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
     let (after, out) = common::e2fsck_n(&t, &img.path);
