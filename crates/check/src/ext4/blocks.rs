@@ -115,8 +115,9 @@ pub(crate) struct Span {
     pub level: u32,
     pub next_start: u64,
     /// The leaf entry being visited runs over the start of the entry after it, and over the
-    /// one after that (or that one is the last): when the repair drops that next entry,
-    /// e2fsck's walk lands back on this one, finds it out of order in turn and drops it too.
+    /// one after that: when the repair drops that next entry, e2fsck's walk goes back to the
+    /// extent holding the following one's start, this one, finds it out of order in turn and
+    /// drops it too.
     pub covers_next: bool,
 }
 
@@ -787,7 +788,8 @@ fn covers_next(node: &Node, i: usize, m: &Mapping) -> bool {
     }
     let last = m.lblk + m.len - 1;
     let at = |j: usize| u64::from(node.extent(j).ee_block.get());
-    at(i + 1) <= last && (i + 2 >= node.len() || (m.lblk..=last).contains(&at(i + 2)))
+    // (When the entry run over is the node's last, e2fsck's walk of the node ends there.)
+    i + 2 < node.len() && at(i + 1) <= last && (m.lblk..=last).contains(&at(i + 2))
 }
 
 #[cfg(test)]

@@ -658,3 +658,51 @@ fn an_extent_running_over_the_next_leaf_is_dropped_as_e2fsck_drops_it() {
         "blocks past the long extent kept"
     );
 }
+
+/// An extent that runs over the node's last entry only (corpus f_extents2's shape): e2fsck
+/// drops that entry and keeps the extent (its walk of the node ends with the entry dropped),
+/// so ffsck keeps the same extents.
+#[test]
+fn an_extent_running_over_only_the_last_entry_is_kept() {
+    use std::os::unix::fs::FileExt;
+    let Some(t) = common::tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    // Three one-block runs with holes between them: three extents in the inode.
+    let file = std::fs::File::create(tree.join("f")).unwrap();
+    for b in [0u64, 2, 4] {
+        file.write_all_at(&[b as u8 + 1; 1024], b * 1024).unwrap();
+    }
+    drop(file);
+    let path = dir.path().join("fs.img");
+    common::mkfs_from(
+        &t,
+        &tree,
+        &path,
+        "ext4",
+        &["-b", "1024", "-O", "^metadata_csum"],
+        "8M",
+    );
+    common::settle(&t, &path);
+    let img = Image { dir, path };
+    let ex = common::debugfs_r(&t, &img.path, "ex /f");
+    assert_eq!(ex.lines().count(), 4, "test setup: three extents\n{ex}");
+    // The second extent (in the inode's i_block, after the 12-byte header) grows to 4 blocks.
+    let ino = common::inode_of(&t, &img.path, "/f");
+    common::debugfs_w(&t, &img.path, &format!("sif <{ino}> block[7] 4"));
+    let mut e2 = img.path.clone();
+    e2.set_extension("e2fsck");
+    std::fs::copy(&img.path, &e2).unwrap();
+    let out = std::process::Command::new(&t.e2fsck)
+        .arg("-fy")
+        .arg(&e2)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "test setup: e2fsck -fy");
+    common::assert_one_run_repairs(&t, &img, "extent over the last entry", &[1]);
+    assert_eq!(
+        common::debugfs_r(&t, &img.path, "ex /f"),
+        common::debugfs_r(&t, &e2, "ex /f")
+    );
+}
