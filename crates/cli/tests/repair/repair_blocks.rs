@@ -583,6 +583,23 @@ fn preallocated_extents_of_an_empty_file_under_an_index_are_sound() {
     assert!(after.contains("(40-43[u])"), "{after}");
 }
 
+/// An ext4 image (1 KiB blocks, no metadata_csum, settled by e2fsck) made from `dir`'s
+/// `tree`, whose file `/f` the caller wrote.
+fn extent_image(t: &Tools, dir: tempfile::TempDir) -> Image {
+    let tree = dir.path().join("tree");
+    let path = dir.path().join("fs.img");
+    common::mkfs_from(
+        t,
+        &tree,
+        &path,
+        "ext4",
+        &["-b", "1024", "-O", "^metadata_csum"],
+        "8M",
+    );
+    common::settle(t, &path);
+    Image { dir, path }
+}
+
 /// An extent whose length flips to a huge unwritten one (unseen seed 3003, case 403): it runs
 /// past its leaf, over the entries after it and over the next leaf's. e2fsck drops the entries
 /// it runs over, then, landing back on it, the extent itself, and then every later extent that
@@ -618,17 +635,7 @@ fn an_extent_running_over_the_next_leaf_is_dropped_as_e2fsck_drops_it() {
             }
         }
     }
-    let path = dir.path().join("fs.img");
-    common::mkfs_from(
-        &t,
-        &tree,
-        &path,
-        "ext4",
-        &["-b", "1024", "-O", "^metadata_csum"],
-        "8M",
-    );
-    common::settle(&t, &path);
-    let img = Image { dir, path };
+    let img = extent_image(&t, dir);
     let ex = common::debugfs_r(&t, &img.path, "ex /f");
     // The first leaf: the level-1 line of the root's first index entry.
     let leaf: u64 = ex
@@ -675,17 +682,7 @@ fn an_extent_running_over_only_the_last_entry_is_kept() {
         file.write_all_at(&[b as u8 + 1; 1024], b * 1024).unwrap();
     }
     drop(file);
-    let path = dir.path().join("fs.img");
-    common::mkfs_from(
-        &t,
-        &tree,
-        &path,
-        "ext4",
-        &["-b", "1024", "-O", "^metadata_csum"],
-        "8M",
-    );
-    common::settle(&t, &path);
-    let img = Image { dir, path };
+    let img = extent_image(&t, dir);
     let ex = common::debugfs_r(&t, &img.path, "ex /f");
     assert_eq!(ex.lines().count(), 4, "test setup: three extents\n{ex}");
     // The second extent (in the inode's i_block, after the 12-byte header) grows to 4 blocks.
