@@ -631,16 +631,9 @@ fn reserved_gdt_fix(
 /// double-indirect block holds exactly a run of them from the first slot after the
 /// descriptors' (and nothing elsewhere).
 fn reserved_by_resize_inode(dev: &dyn Device, c: &Candidate) -> Option<u16> {
-    let gd = c.gds.first()?;
     let geo = &c.geo;
     let bs = u64::from(geo.block_size);
-    let isz = u64::from(geo.inode_size);
-    let off = gd
-        .inode_table()
-        .checked_mul(bs)?
-        .checked_add(isz * u64::from(ffsck_format::ino::RESIZE - 1))?;
-    let mut raw = vec![0u8; (isz as usize).max(ffsck_format::inode::GOOD_OLD_INODE_SIZE)];
-    dev.read_at(&mut raw, off).ok()?;
+    let raw = group0_inode(dev, c, ffsck_format::ino::RESIZE)?;
     let inode = ffsck_format::RawInode::parse(&raw);
     let dind = u64::from(inode.i_block[13].get());
     if dind < geo.first_data_block || dind >= geo.blocks_count {
@@ -660,9 +653,10 @@ fn reserved_by_resize_inode(dev: &dyn Device, c: &Candidate) -> Option<u16> {
         .take_while(|&k| u64::from(word((start + k) % per)) == first + k as u64)
         .count();
     let rest_empty = (run..per).all(|k| word((start + k) % per) == 0);
-    (rest_empty && run <= per)
-        .then(|| u16::try_from(run).ok())
-        .flatten()
+    if !rest_empty {
+        return None;
+    }
+    u16::try_from(run).ok()
 }
 
 /// A 64bit descriptor size the rules refuse (not 0: e2fsck's f_desc_size_zero wants that
@@ -871,13 +865,18 @@ fn desc_csum_holds(dev: &dyn Device, c: &Candidate, g: u32) -> Option<bool> {
 
 /// The root inode's bytes, read where `c`'s layout puts it.
 fn root_inode(dev: &dyn Device, c: &Candidate) -> Option<Vec<u8>> {
+    group0_inode(dev, c, ffsck_format::ino::ROOT)
+}
+
+/// Inode `ino` of group 0, read where `c`'s layout puts it.
+fn group0_inode(dev: &dyn Device, c: &Candidate, ino: u32) -> Option<Vec<u8>> {
     let gd = c.gds.first()?;
     let bs = u64::from(c.geo.block_size);
     let isz = u64::from(c.geo.inode_size);
     let off = gd
         .inode_table()
         .checked_mul(bs)?
-        .checked_add(isz * u64::from(ffsck_format::ino::ROOT - 1))?;
+        .checked_add(isz * u64::from(ino.checked_sub(1)?))?;
     let mut raw = vec![0u8; (isz as usize).max(ffsck_format::inode::GOOD_OLD_INODE_SIZE)];
     dev.read_at(&mut raw, off).ok()?;
     Some(raw)
