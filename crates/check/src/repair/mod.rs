@@ -483,13 +483,19 @@ impl Repair<'_> {
                     .is_some_and(|&p| p < f.problem.pass())
         };
         let (asks, policy, answers) = (self.asks, self.opts.policy, &self.answers);
+        // What earlier rounds showed, by problem and context (a set: a round may hold tens of
+        // thousands of findings, a directory's holes say).
+        let shown_before: std::collections::HashSet<(P, &ProblemCtx)> = if asks {
+            Default::default()
+        } else {
+            seen.iter().map(|s| (s.problem, &s.ctx)).collect()
+        };
         let report_now = |f: &Finding| {
             let deferred = (!f.fixed && policy.answer(f.problem)) || stale(f);
             let shown = if asks {
                 answers.get(f).is_some()
             } else {
-                seen.iter()
-                    .any(|s| s.problem == f.problem && s.ctx == f.ctx)
+                shown_before.contains(&(f.problem, &f.ctx))
             };
             !shown && (!deferred || final_round)
         };
