@@ -24,11 +24,21 @@ pub struct Pass5Facts {
     pub free_inodes: u64,
 }
 
+/// Whether group `g`'s block bitmap is taken as uninitialised: flagged `BLOCK_UNINIT` by a
+/// descriptor that can vouch for its flags (its checksum holds), as libext2fs reads bitmaps.
+/// A flag under a bad checksum is not believed: the bitmap on disk is read and compared.
+fn block_uninit(p0: &Pass0Facts, g: u32) -> bool {
+    let fs = &p0.fs;
+    fs.has_group_csum()
+        && fs.groups[g as usize].flags() & BG_BLOCK_UNINIT != 0
+        && p0.groups[g as usize].csum_ok
+}
+
 /// The on-disk block bitmap of group `g`, as libext2fs presents it (uninit groups synthesised).
 fn disk_block_bitmap(fs: &Fs, p0: &Pass0Facts, g: u32) -> Option<Vec<u8>> {
     let gd = &fs.groups[g as usize];
     let bs = fs.block_size();
-    if fs.has_group_csum() && gd.flags() & BG_BLOCK_UNINIT != 0 && p0.groups[g as usize].csum_ok {
+    if block_uninit(p0, g) {
         return Some(vec![0u8; bs]); // filled by `mark_uninit` below
     }
     if !p0.groups[g as usize].block_bitmap_ok {
@@ -195,13 +205,14 @@ struct Half {
 }
 
 /// Synthesised bits for BLOCK_UNINIT groups: their own fixed metadata and tables.
-fn uninit_block_marks(fs: &Fs) -> Bitmap {
+fn uninit_block_marks(p0: &Pass0Facts) -> Bitmap {
+    let fs = &p0.fs;
     let geo = &fs.geo;
     let mut uninit_marks = Bitmap::new(geo.blocks_count);
     if fs.has_group_csum() {
         for g in 0..geo.group_count {
             let gd = &fs.groups[g as usize];
-            if gd.flags() & BG_BLOCK_UNINIT == 0 {
+            if !block_uninit(p0, g) {
                 continue;
             }
             for (s, n) in geo.fixed_metadata_runs(g) {
@@ -232,7 +243,7 @@ fn check_blocks(
     let fs = &p0.fs;
     let geo = &fs.geo;
     let used = &p1.block_used;
-    let uninit_marks = uninit_block_marks(fs);
+    let uninit_marks = uninit_block_marks(p0);
 
     // Blocks. Groups are compared in parallel and taken in group order. Free counts come from
     // what was found and from the bitmap as it is on disk: e2fsck compares the descriptors
@@ -265,8 +276,7 @@ fn check_blocks(
     let step = u64::from(geo.cluster_ratio);
     let uninit = |b: u64| {
         let g = geo.group_of_block(b);
-        let flagged = fs.groups.get(g as usize)?.flags() & BG_BLOCK_UNINIT != 0;
-        (fs.has_group_csum() && flagged).then_some(g)
+        (g < geo.group_count && block_uninit(p0, g)).then_some(g)
     };
     report_diffs(&diffs, step, policy, out, true, &mut latches, &uninit);
     let blocks_fixed = latches
@@ -429,7 +439,7 @@ fn compare_blocks(p0: &Pass0Facts, used: &Bitmap, uninit_marks: &Bitmap, g: u32)
     let first = geo.group_first_block(g);
     let last = geo.group_last_block(g);
     let disk = disk_block_bitmap(fs, p0, g);
-    let uninit = fs.has_group_csum() && fs.groups[g as usize].flags() & BG_BLOCK_UNINIT != 0;
+    let uninit = block_uninit(p0, g);
     let mut c = BlockGroup {
         free: 0,
         free_disk: 0,
@@ -475,8 +485,7 @@ fn compare_blocks(p0: &Pass0Facts, used: &Bitmap, uninit_marks: &Bitmap, g: u32)
         }
         b += ratio;
     }
-    let synthesised = uninit && p0.groups[g as usize].csum_ok;
-    if let (Some(bits), false) = (&disk, synthesised) {
+    if let (Some(bits), false) = (&disk, uninit) {
         c.tail_bad = !tail_ok(bits, geo.clusters_per_group);
     }
     if let (Some(bits), false) = (&disk, uninit) {

@@ -33,9 +33,16 @@ pub(super) fn hold_back(findings: &mut [Finding]) {
     let settled = !findings
         .iter()
         .any(|f| f.fixed && !f.problem.after(after::SUMMARY));
+    // An inode cleared for too many illegal blocks had its blocks claimed up to there: e2fsck
+    // restarts once pass 1 ends, so its claims never reach passes 1B-1D. Here this round's
+    // multiply-claimed blocks still count them, so clones wait for the next round's claims.
+    let reclaimed = findings
+        .iter()
+        .any(|f| f.fixed && f.problem == P::P1_TOO_MANY_BAD_BLOCKS);
     for f in findings.iter_mut().filter(|f| f.fixed) {
         let p = f.problem;
         if (p.after(after::LAST) && !settled)
+            || (reclaimed && p.fixed_by(Fixer::Clone))
             || (reshaped && p.after(after::COUNTS))
             || (remapped && (p.pass() >= 2 || p.after(after::SUMMARY)))
             // The checker found no parent to point `..` at.
