@@ -133,6 +133,9 @@ impl Visitor for Claimed<'_> {
     }
 }
 
+/// How much of an inode table pass 1B reads at once.
+const TABLE_CHUNK: usize = 1 << 20;
+
 pub fn run(fs: &Fs, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> DupFacts {
     let mut facts = DupFacts::default();
     if p1.dup_blocks.is_empty() {
@@ -162,20 +165,34 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> DupF
         }
         let first = g as u32 * geo.inodes_per_group + 1;
         let n = geo.inodes_per_group as usize;
-        let nblocks = (n * isz).div_ceil(geo.block_size as usize);
-        let mut table = vec![0u8; nblocks * geo.block_size as usize];
-        if fs
-            .read_blocks_into(fs.groups[g].inode_table(), &mut table)
-            .is_err()
-        {
-            continue;
-        }
+        // The table is read a chunk at a time: its size is the superblock's (up to 8 times
+        // the block size squared), not the device's.
+        let bs = geo.block_size as usize;
+        let per_block = bs / isz;
+        let chunk_blocks = (TABLE_CHUNK / bs).max(1);
+        let mut table = Vec::new();
+        let mut loaded: Option<usize> = None;
         for i in 0..n {
             let ino = first + i as u32;
             if !p1.inode_used.get(u64::from(ino - 1)) {
                 continue;
             }
-            let inode = RawInode::parse(&table[i * isz..(i + 1) * isz]);
+            let chunk = i / per_block / chunk_blocks;
+            if loaded != Some(chunk) {
+                loaded = Some(chunk);
+                let nblocks = n.div_ceil(per_block);
+                let k = chunk_blocks.min(nblocks - chunk * chunk_blocks);
+                table.resize(k * bs, 0);
+                let at = fs.groups[g].inode_table() + (chunk * chunk_blocks) as u64;
+                if fs.read_blocks_into(at, &mut table).is_err() {
+                    table.clear();
+                }
+            }
+            let off = (i - chunk * chunk_blocks * per_block) * isz;
+            let Some(raw) = table.get(off..off + isz) else {
+                continue;
+            };
+            let inode = RawInode::parse(raw);
             let mut mine = Vec::new();
             for_each_claimed_block(fs, ino, &inode, &mut |b| {
                 if dups.contains(&(b / ratio)) {
