@@ -28,8 +28,12 @@ pub struct GroupState {
     pub block_bitmap_ok: bool,
     pub inode_bitmap_ok: bool,
     pub inode_table_ok: bool,
-    /// Descriptor checksum verified (or the file system has none).
+    /// The descriptor can vouch for its flags and counts: its checksum verified (or the file
+    /// system has none), group 0 is not marked `INODE_UNINIT`, its unused-inode count is sane.
     pub csum_ok: bool,
+    /// The descriptor's checksum alone verified (or the file system has none): what libext2fs
+    /// asks before it takes a `BLOCK_UNINIT` flag as the bitmap's contents.
+    pub desc_csum_ok: bool,
     /// The bitmap gets a new block at the end of pass 1 (its pointer is 0, or the move out
     /// of the wrong group was agreed to).
     pub relocate_block_bitmap: bool,
@@ -1113,6 +1117,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
             inode_bitmap_ok: true,
             inode_table_ok: true,
             csum_ok: true,
+            desc_csum_ok: true,
             relocate_block_bitmap: gd.block_bitmap() == 0,
             relocate_inode_bitmap: gd.inode_bitmap() == 0,
             relocate_inode_table: false,
@@ -1183,6 +1188,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
                     },
                 );
                 st.csum_ok = false;
+                st.desc_csum_ok = false;
             }
         }
         if !fs.has_group_csum()

@@ -31,7 +31,7 @@ fn block_uninit(p0: &Pass0Facts, g: u32) -> bool {
     let fs = &p0.fs;
     fs.has_group_csum()
         && fs.groups[g as usize].flags() & BG_BLOCK_UNINIT != 0
-        && p0.groups[g as usize].csum_ok
+        && p0.groups[g as usize].desc_csum_ok
 }
 
 /// The on-disk block bitmap of group `g`, as libext2fs presents it (uninit groups synthesised).

@@ -720,6 +720,10 @@ impl Problem {
     pub fn pass(self) -> u8 {
         self.info().name.as_bytes()[1].wrapping_sub(b'0')
     }
+    /// Whether the row is one of passes 1B-1D (which `pass` counts as pass 1).
+    pub fn in_pass1bcd(self) -> bool {
+        matches!(self.info().name.as_bytes(), [b'P', b'1', b'B' | b'C' | b'D', b'_', ..])
+    }
     /// Whether a fix exists for this problem (the policy answers no to anything else).
     pub(crate) fn fixable(self) -> bool {
         self.info().fixer.is_some()

@@ -193,6 +193,12 @@ impl Repair<'_> {
                 .filter(|f| is_error(self.opts.policy, f))
                 .count();
             self.first_files = out.summary.as_ref().map(|s| s.counts);
+        } else if self.fresh && !self.asks {
+            // The round after e2fsck's restart: its counters start again, so the
+            // non-contiguous files are counted as this round's pass 1 finds them.
+            if let (Some(first), Some(s)) = (self.first_files.as_mut(), out.summary.as_ref()) {
+                first.fragmented = s.counts.fragmented;
+            }
         }
         self.rounds += 1;
     }
@@ -506,7 +512,9 @@ impl Repair<'_> {
             .findings
             .iter()
             .map(|f| {
-                let after_stop = restart_at.is_some_and(|(at, stop)| stop && f.problem.pass() > at);
+                let after_stop = restart_at.is_some_and(|(at, stop)| {
+                    stop && (f.problem.pass() > at || (at == 1 && f.problem.in_pass1bcd()))
+                });
                 let again = restart_at.is_some()
                     && f.fixed
                     && f.problem == P::P2_INOREF_IN_UNUSED

@@ -42,7 +42,7 @@ pub(super) fn hold_back(findings: &mut [Finding]) {
     for f in findings.iter_mut().filter(|f| f.fixed) {
         let p = f.problem;
         if (p.after(after::LAST) && !settled)
-            || (reclaimed && p.fixed_by(Fixer::Clone))
+            || (reclaimed && (p.fixed_by(Fixer::Clone) || p.in_pass1bcd()))
             || (reshaped && p.after(after::COUNTS))
             || (remapped && (p.pass() >= 2 || p.after(after::SUMMARY)))
             // The checker found no parent to point `..` at.
@@ -148,12 +148,19 @@ pub(super) fn decide(
 }
 
 /// Fixes after which e2fsck restarts from the beginning once the pass that found them ends:
-/// the bad-blocks inode cleared because it lists itself, a group's unused inodes area reset.
-const RESTARTS: &[P] = &[P::P1_BADBLOCKS_IN_BADBLOCKS, P::P2_INOREF_IN_UNUSED];
+/// the bad-blocks inode cleared because it lists itself, a group's unused inodes area reset,
+/// and whether the round stops there (an inode cleared for too many illegal blocks: e2fsck
+/// restarts before pass 1B, so nothing after pass 1 is shown or made in that round, and
+/// [`hold_back`] holds those fixes).
+const RESTARTS: &[(P, bool)] = &[
+    (P::P1_BADBLOCKS_IN_BADBLOCKS, false),
+    (P::P1_TOO_MANY_BAD_BLOCKS, true),
+    (P::P2_INOREF_IN_UNUSED, false),
+];
 
 /// Where e2fsck would restart from the beginning in a round that made `fixes`: after the
-/// pass given, and whether the round made nothing else (`alone`: a round whose fix restarts
-/// the check, as moving an inode table does, restarts after the last pass that found one).
+/// pass given, and whether the round stops there (`alone`: a round whose fix restarts the
+/// check, as moving an inode table does, restarts after the last pass that found one).
 pub(super) fn restart_point(findings: &[Finding], alone: bool) -> Option<(u8, bool)> {
     let fixed = findings.iter().filter(|f| f.fixed);
     if alone {
@@ -161,8 +168,7 @@ pub(super) fn restart_point(findings: &[Finding], alone: bool) -> Option<(u8, bo
         return Some((at.max(1), true));
     }
     fixed
-        .filter(|f| RESTARTS.contains(&f.problem))
-        .map(|f| f.problem.pass())
-        .min()
-        .map(|at| (at, false))
+        .filter_map(|f| RESTARTS.iter().find(|&&(p, _)| p == f.problem))
+        .map(|&(p, stop)| (p.pass(), stop))
+        .min_by_key(|&(at, _)| at)
 }
