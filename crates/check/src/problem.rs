@@ -722,7 +722,10 @@ impl Problem {
     }
     /// Whether the row is one of passes 1B-1D (which `pass` counts as pass 1).
     pub fn in_pass1bcd(self) -> bool {
-        matches!(self.info().name.as_bytes(), [b'P', b'1', b'B' | b'C' | b'D', b'_', ..])
+        matches!(
+            self.info().name.as_bytes(),
+            [b'P', b'1', b'B' | b'C' | b'D', b'_', ..]
+        )
     }
     /// Whether a fix exists for this problem (the policy answers no to anything else).
     pub(crate) fn fixable(self) -> bool {

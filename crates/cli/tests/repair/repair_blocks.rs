@@ -703,3 +703,40 @@ fn an_extent_running_over_only_the_last_entry_is_kept() {
         common::debugfs_r(&t, &e2, "ex /f")
     );
 }
+
+/// A file's indirect block pointed at a directory block of names: most of its "pointers" are
+/// illegal, so the inode is cleared for too many illegal blocks. e2fsck restarts right after
+/// pass 1, so the blocks the cleared file claimed (the directory's) are never multiply-claimed:
+/// nothing is cloned, the directory keeps every entry, and the output says it restarted
+/// (seed 3005 case 493 of `ffsck-lab fuzz`, where a clone made in the same round lost files).
+#[test]
+fn an_inode_cleared_for_too_many_illegal_blocks_restarts_before_pass_1b() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "8M");
+    // A file with an indirect block (more than 12 KiB), and the directory of 60 long names.
+    let victim = (1..=12)
+        .map(|i| format!("a/f{i}"))
+        .find(|p| common::tree_file(&img, p).len() > 13 * 1024)
+        .expect("test setup: a file of the tree larger than 13 KiB");
+    let names = common::bmap(&t, &img.path, "/many", 0);
+    assert_ne!(names, 0, "test setup: /many's first block");
+    common::debugfs_w(&t, &img.path, &format!("sif /{victim} block[IND] {names}"));
+    let e2fsck = common::e2fsck_fy_copy(&t, &img.path);
+    assert!(
+        e2fsck.contains("Too many illegal blocks") && e2fsck.contains("Restarting"),
+        "test setup: e2fsck restarts\n{e2fsck}"
+    );
+    let run = common::assert_one_run_repairs(&t, &img, "too many illegal blocks", &[1]);
+    assert!(
+        run.stdout.contains("Too many illegal blocks") && run.stdout.contains("Restarting"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("Multiply-claimed"), "{}", run.stdout);
+    let ls = common::debugfs_r(&t, &img.path, "ls /many");
+    for i in [0, 31, 59] {
+        let name = format!("entry-with-a-rather-long-name-{i:03}");
+        assert!(ls.contains(&name), "/many lost {name}\n{ls}");
+    }
+    assert_tree_kept(&t, &img, &[victim.as_str()]);
+}
