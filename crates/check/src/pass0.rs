@@ -87,7 +87,10 @@ pub(crate) fn read_descs(
 ) -> Option<Vec<RawGroupDesc>> {
     let bs = u64::from(geo.block_size);
     let ds = geo.desc_size as usize;
-    let mut out = Vec::with_capacity(geo.group_count as usize);
+    // The superblock's group count may be up to 2^24: the descriptors read are bounded by the
+    // device, which must hold every descriptor block.
+    let on_device = dev.size() / geo.desc_size.max(1) as u64;
+    let mut out = Vec::with_capacity(u64::from(geo.group_count).min(on_device) as usize);
     let mut buf = vec![0u8; geo.block_size as usize];
     for i in 0..geo.gdt_blocks {
         // A backup superblock's descriptor copies follow it directly (for the old-style part).
@@ -97,7 +100,11 @@ pub(crate) fn read_descs(
             } else {
                 sb_block + 1 + u64::from(i)
             };
-        dev.read_at(&mut buf, blk.checked_mul(bs)?).ok()?;
+        let at = blk.checked_mul(bs)?;
+        if at.checked_add(bs)? > dev.size() {
+            return None;
+        }
+        dev.read_at(&mut buf, at).ok()?;
         for j in 0..geo.descs_per_block as usize {
             if out.len() == geo.group_count as usize {
                 break;
