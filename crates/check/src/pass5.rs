@@ -572,6 +572,12 @@ fn compare_inodes(p0: &Pass0Facts, p1: &Pass1Facts, g: u32) -> InodeGroup {
         }
         i += n;
     }
+    let st = &p0.groups[g as usize];
+    if !uninit && !st.inode_bitmap_ok && st.relocate_inode_bitmap {
+        // A bitmap moved to a new block with no old one to copy (its pointer was 0 or outside
+        // the group, e2fsck's "Relocating ... to"): e2fsck starts it zeroed, padding too.
+        c.tail_bad = u64::from(geo.inodes_per_group) < 8 * u64::from(geo.block_size);
+    }
     if let Some(bits) = &disk {
         c.tail_bad = !tail_ok(bits, geo.inodes_per_group);
         if fs.has_metadata_csum() && c.diffs.is_empty() {
