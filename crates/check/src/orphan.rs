@@ -58,6 +58,17 @@ fn check_blocks(fs: &Fs, policy: Policy, out: &mut Findings) -> State {
     let generation = inode.i_generation.get();
     let extents = inode.flags() & ffsck_format::inode::flags::EXTENTS != 0;
     let mut state = State::Clean;
+    // The next block the file must map: an extent tree's holes are gaps between its
+    // extents, not zero pointers.
+    let mut next = 0u64;
+    let hole = |out: &mut Findings, lblk: u64| {
+        let ctx = ProblemCtx {
+            ino,
+            blk: lblk,
+            ..Default::default()
+        };
+        out.report(policy, P::P6_ORPHAN_FILE_HOLE, ctx);
+    };
     let mut visit = |v: Visit| -> bool {
         let Visit::Data { lblk, pblk } = v else {
             return true;
@@ -65,19 +76,12 @@ fn check_blocks(fs: &Fs, policy: Policy, out: &mut Findings) -> State {
         if lblk >= blocks {
             return false;
         }
-        if pblk == 0 {
-            out.report(
-                policy,
-                P::P6_ORPHAN_FILE_HOLE,
-                ProblemCtx {
-                    ino,
-                    blk: lblk,
-                    ..Default::default()
-                },
-            );
+        if pblk == 0 || lblk > next {
+            hole(out, if pblk == 0 { lblk } else { next });
             state = State::Corrupt;
             return false;
         }
+        next = lblk + 1;
         if state == State::Cleared {
             return true;
         }
@@ -103,6 +107,10 @@ fn check_blocks(fs: &Fs, policy: Policy, out: &mut Findings) -> State {
         }
     };
     filemap::walk(fs, &inode.block_bytes(), extents, true, &mut visit);
+    if state != State::Corrupt && next < blocks {
+        hole(out, next);
+        return State::Corrupt;
+    }
     state
 }
 
