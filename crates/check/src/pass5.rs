@@ -487,8 +487,6 @@ fn compare_blocks(p0: &Pass0Facts, used: &Bitmap, uninit_marks: &Bitmap, g: u32)
     }
     if let (Some(bits), false) = (&disk, uninit) {
         c.tail_bad = !tail_ok(bits, geo.clusters_per_group);
-    }
-    if let (Some(bits), false) = (&disk, uninit) {
         // Bits past the end of the file system in the last group must be set.
         if g == geo.group_count - 1 {
             let n = last - first + 1;
