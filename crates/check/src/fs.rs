@@ -46,6 +46,21 @@ impl Fs {
             })?;
         self.dev.read_at(buf, off)
     }
+    /// Read `blocks` blocks from `blk` into `buf` (resized to them); a block that cannot be
+    /// read is zeros, so one bad block does not hide the rest (inode tables: a zeroed inode
+    /// is an unused one).
+    pub fn read_blocks_or_zeros(&self, blk: u64, blocks: usize, buf: &mut Vec<u8>) {
+        let bs = self.block_size();
+        // Every byte is read over (or zeroed below), so the buffer is not cleared first.
+        buf.resize(blocks * bs, 0);
+        if self.read_blocks_into(blk, buf).is_err() {
+            for (i, chunk) in buf.chunks_mut(bs).enumerate() {
+                if self.read_blocks_into(blk + i as u64, chunk).is_err() {
+                    chunk.fill(0);
+                }
+            }
+        }
+    }
     /// Read the on-disk bytes of one inode (`s_inode_size` long); `None` for an inode number
     /// outside the file system or a failed read.
     /// Byte offset of inode `ino` on the device.

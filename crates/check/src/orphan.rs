@@ -81,7 +81,7 @@ fn check_blocks(fs: &Fs, policy: Policy, out: &mut Findings) -> State {
             state = State::Corrupt;
             return false;
         }
-        next = lblk + 1;
+        next = next.max(lblk + 1);
         if state == State::Cleared {
             return true;
         }

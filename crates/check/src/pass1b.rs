@@ -169,6 +169,7 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> DupF
         // the block size squared), not the device's.
         let bs = geo.block_size as usize;
         let per_block = bs / isz;
+        let nblocks = n.div_ceil(per_block);
         let chunk_blocks = (TABLE_CHUNK / bs).max(1);
         let mut table = Vec::new();
         let mut loaded: Option<usize> = None;
@@ -180,13 +181,9 @@ pub fn run(fs: &Fs, p1: &Pass1Facts, policy: Policy, out: &mut Findings) -> DupF
             let chunk = i / per_block / chunk_blocks;
             if loaded != Some(chunk) {
                 loaded = Some(chunk);
-                let nblocks = n.div_ceil(per_block);
                 let k = chunk_blocks.min(nblocks - chunk * chunk_blocks);
-                table.resize(k * bs, 0);
                 let at = fs.groups[g].inode_table() + (chunk * chunk_blocks) as u64;
-                if fs.read_blocks_into(at, &mut table).is_err() {
-                    table.clear();
-                }
+                fs.read_blocks_or_zeros(at, k, &mut table);
             }
             let off = (i - chunk * chunk_blocks * per_block) * isz;
             let Some(raw) = table.get(off..off + isz) else {

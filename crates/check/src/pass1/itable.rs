@@ -69,7 +69,11 @@ pub(super) fn scan_group_from(
             let table: &[u8] = match given {
                 Some(all) => all.get(first_blk * bs..last_blk * bs).unwrap_or(&[]),
                 None => {
-                    read_chunk(fs, start + first_blk as u64, last_blk - first_blk, &mut buf);
+                    fs.read_blocks_or_zeros(
+                        start + first_blk as u64,
+                        last_blk - first_blk,
+                        &mut buf,
+                    );
                     &buf
                 }
             };
@@ -123,22 +127,6 @@ pub(super) fn scan_group_from(
     out.flush_deferred();
     std::mem::take(&mut out.bits).flush(scan);
     out
-}
-
-/// Read `blocks` blocks of inode table from `at` into `buf`; a block that cannot be read is
-/// zeros.
-fn read_chunk(fs: &Fs, at: u64, blocks: usize, buf: &mut Vec<u8>) {
-    let bs = fs.block_size();
-    // Every byte is read over (or zeroed below), so the buffer is not cleared first.
-    buf.resize(blocks * bs, 0);
-    if fs.read_blocks_into(at, buf).is_err() {
-        // Block by block, so one bad block does not hide the whole chunk.
-        for (i, chunk) in buf.chunks_mut(bs).enumerate() {
-            if fs.read_blocks_into(at + i as u64, chunk).is_err() {
-                chunk.fill(0);
-            }
-        }
-    }
 }
 
 /// Bytes of inode table read at once (a multiple of every inode size).

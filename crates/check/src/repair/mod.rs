@@ -512,9 +512,8 @@ impl Repair<'_> {
             .findings
             .iter()
             .map(|f| {
-                let after_stop = restart_at.is_some_and(|(at, stop)| {
-                    stop && (f.problem.pass() > at || (at == 1 && f.problem.in_pass1bcd()))
-                });
+                let after_stop =
+                    restart_at.is_some_and(|(at, stop)| stop && order::after_stop(f.problem, at));
                 let again = restart_at.is_some()
                     && f.fixed
                     && f.problem == P::P2_INOREF_IN_UNUSED

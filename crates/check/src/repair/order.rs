@@ -33,16 +33,17 @@ pub(super) fn hold_back(findings: &mut [Finding]) {
     let settled = !findings
         .iter()
         .any(|f| f.fixed && !f.problem.after(after::SUMMARY));
-    // An inode cleared for too many illegal blocks had its blocks claimed up to there: e2fsck
-    // restarts once pass 1 ends, so its claims never reach passes 1B-1D. Here this round's
-    // multiply-claimed blocks still count them, so clones wait for the next round's claims.
-    let reclaimed = findings
-        .iter()
-        .any(|f| f.fixed && f.problem == P::P1_TOO_MANY_BAD_BLOCKS);
+    // A fix after which e2fsck restarts and stops the round (`RESTARTS`): what later passes
+    // found was computed on the state before it (an inode cleared for too many illegal
+    // blocks still counts the blocks it claimed, so passes 1B-1D would clone them).
+    let stop = fixed_restarts(findings)
+        .filter(|&(_, stop)| stop)
+        .map(|(at, _)| at)
+        .min();
     for f in findings.iter_mut().filter(|f| f.fixed) {
         let p = f.problem;
         if (p.after(after::LAST) && !settled)
-            || (reclaimed && (p.fixed_by(Fixer::Clone) || p.in_pass1bcd()))
+            || stop.is_some_and(|at| after_stop(p, at))
             || (reshaped && p.after(after::COUNTS))
             || (remapped && (p.pass() >= 2 || p.after(after::SUMMARY)))
             // The checker found no parent to point `..` at.
@@ -150,8 +151,8 @@ pub(super) fn decide(
 /// Fixes after which e2fsck restarts from the beginning once the pass that found them ends:
 /// the bad-blocks inode cleared because it lists itself, a group's unused inodes area reset,
 /// and whether the round stops there (an inode cleared for too many illegal blocks: e2fsck
-/// restarts before pass 1B, so nothing after pass 1 is shown or made in that round, and
-/// [`hold_back`] holds those fixes).
+/// restarts before pass 1B, so nothing after pass 1 is shown ([`after_stop`]) or made
+/// ([`hold_back`]) in that round).
 const RESTARTS: &[(P, bool)] = &[
     (P::P1_BADBLOCKS_IN_BADBLOCKS, false),
     (P::P1_TOO_MANY_BAD_BLOCKS, true),
@@ -162,13 +163,26 @@ const RESTARTS: &[(P, bool)] = &[
 /// pass given, and whether the round stops there (`alone`: a round whose fix restarts the
 /// check, as moving an inode table does, restarts after the last pass that found one).
 pub(super) fn restart_point(findings: &[Finding], alone: bool) -> Option<(u8, bool)> {
-    let fixed = findings.iter().filter(|f| f.fixed);
     if alone {
+        let fixed = findings.iter().filter(|f| f.fixed);
         let at = fixed.map(|f| f.problem.pass()).max()?;
         return Some((at.max(1), true));
     }
-    fixed
+    fixed_restarts(findings).min_by_key(|&(at, _)| at)
+}
+
+/// The restarts the fixes made in `findings` call for: the pass after which each restarts and
+/// whether it stops its round.
+fn fixed_restarts(findings: &[Finding]) -> impl Iterator<Item = (u8, bool)> + '_ {
+    findings
+        .iter()
+        .filter(|f| f.fixed)
         .filter_map(|f| RESTARTS.iter().find(|&&(p, _)| p == f.problem))
         .map(|&(p, stop)| (p.pass(), stop))
-        .min_by_key(|&(at, _)| at)
+}
+
+/// Whether `p` comes after a restart at the end of pass `at` that stops its round: a later
+/// pass, or after pass 1 one of passes 1B-1D (which `Problem::pass` counts as pass 1).
+pub(super) fn after_stop(p: P, at: u8) -> bool {
+    p.pass() > at || (at == 1 && p.in_pass1bcd())
 }
