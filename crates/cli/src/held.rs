@@ -226,10 +226,14 @@ impl Write for Sink {
 mod tests {
     use super::*;
 
+    /// The held text is one for the process: tests that hold take turns.
+    static TURN: Mutex<()> = Mutex::new(());
+
     /// A later round's findings land at the end of their own pass's section, pass 3A's
     /// between passes 3 and 4 with its header, and stderr text keeps its place.
     #[test]
     fn held_text_is_ordered_by_pass() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let mut sink = Sink::new();
         sink.hold();
         for pass in 0..=5u8 {
@@ -270,6 +274,7 @@ mod tests {
     /// later round's finding goes under the restarted run's pass, not the first run's.
     #[test]
     fn a_restart_starts_sections_after_the_first_run() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let mut sink = Sink::new();
         sink.hold();
         for pass in 0..=2u8 {

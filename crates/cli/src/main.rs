@@ -133,9 +133,7 @@ fn run(args: &Args) -> Result<i32> {
     };
     let start = output::Usage::now(None);
     // The clock a repair stamps into the superblock, and the skip decision is made by.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let now = skip::clock();
     let how = repair::Commit {
         device: &s.dev_name,
         log: args.repair_log.as_deref(),

@@ -23,6 +23,32 @@ const SANE_CLOCK: i64 = 1_262_322_000;
 /// default `accept_time_fudge`).
 const TIME_FUDGE: i64 = 86_400;
 
+/// The time the check stamps and judges by, in seconds since the epoch: `E2FSCK_TIME` when
+/// set (as e2fsck reads it, in C's notation: decimal, `0x` hexadecimal or `0` octal), which
+/// makes a repair reproducible; otherwise the system clock.
+pub fn clock() -> i64 {
+    std::env::var("E2FSCK_TIME")
+        .ok()
+        .and_then(|v| parse_c_number(v.trim()))
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        })
+}
+
+/// An unsigned number as `strtoull(s, NULL, 0)` reads a whole string.
+fn parse_c_number(s: &str) -> Option<i64> {
+    let (digits, radix) = if let Some(h) = s.strip_prefix("0x").or(s.strip_prefix("0X")) {
+        (h, 16)
+    } else if s.len() > 1 && s.starts_with('0') {
+        (&s[1..], 8)
+    } else {
+        (s, 10)
+    };
+    i64::try_from(u64::from_str_radix(digits, radix).ok()?).ok()
+}
+
 /// What to do without `-f`.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decision {
@@ -179,4 +205,19 @@ pub fn decide(
         line += &format!(" (check in {next_check} mounts)");
     }
     Decision::Skip(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_c_number;
+
+    #[test]
+    fn e2fsck_time_reads_as_strtoull_does() {
+        assert_eq!(parse_c_number("1700000000"), Some(1_700_000_000));
+        assert_eq!(parse_c_number("0x10"), Some(16));
+        assert_eq!(parse_c_number("010"), Some(8));
+        assert_eq!(parse_c_number("0"), Some(0));
+        assert_eq!(parse_c_number("12abc"), None);
+        assert_eq!(parse_c_number(""), None);
+    }
 }

@@ -4,7 +4,7 @@
 
 use crate::{Device, IoError, Result};
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Staging granularity: the smallest ext2/3/4 block, and the superblock's size.
 pub const CHUNK: u64 = 1024;
@@ -13,6 +13,26 @@ pub struct Overlay {
     base: Arc<dyn Device>,
     /// Staged chunks by chunk number.
     staged: RwLock<BTreeMap<u64, Box<[u8]>>>,
+    /// While a [`Recording`] is made: each written chunk's contents before its first write.
+    recording: Mutex<Option<BTreeMap<u64, Box<[u8]>>>>,
+}
+
+/// The writes made between [`Overlay::record`] and [`Overlay::stop_recording`]: each chunk
+/// they touched, as it was before them and as they left it. [`Overlay::without`] reads the
+/// overlay as if they had not been made, keeping whatever was written over them since.
+#[derive(Default)]
+pub struct Recording {
+    chunks: BTreeMap<u64, BeforeAfter>,
+}
+
+/// A chunk's contents before and after the recorded writes.
+type BeforeAfter = (Box<[u8]>, Box<[u8]>);
+
+/// A read-only view of an overlay that undoes one [`Recording`]'s writes byte by byte: a byte
+/// still holding what the recorded writes left reads as it was before them.
+pub struct Without<'a> {
+    ov: &'a Overlay,
+    rec: &'a Recording,
 }
 
 /// One contiguous run of staged bytes, ready for the redo log.
@@ -27,7 +47,34 @@ impl Overlay {
         Overlay {
             base,
             staged: RwLock::new(BTreeMap::new()),
+            recording: Mutex::new(None),
         }
+    }
+
+    /// Start recording the chunks written from now on (a recording under way starts again).
+    pub fn record(&self) {
+        if let Ok(mut r) = self.recording.lock() {
+            *r = Some(BTreeMap::new());
+        }
+    }
+
+    /// Stop recording: the chunks written since [`Overlay::record`], before and after.
+    pub fn stop_recording(&self) -> Recording {
+        let pre = self.recording.lock().ok().and_then(|mut r| r.take());
+        let mut chunks = BTreeMap::new();
+        if let (Some(pre), Ok(staged)) = (pre, self.staged.read()) {
+            for (chunk, before) in pre {
+                if let Some(after) = staged.get(&chunk) {
+                    chunks.insert(chunk, (before, after.clone()));
+                }
+            }
+        }
+        Recording { chunks }
+    }
+
+    /// This overlay as if `rec`'s writes had not been made.
+    pub fn without<'a>(&'a self, rec: &'a Recording) -> Without<'a> {
+        Without { ov: self, rec }
     }
 
     pub fn base(&self) -> &Arc<dyn Device> {
@@ -143,6 +190,11 @@ impl Device for Overlay {
                     e.insert(fresh)
                 }
             };
+            if let Ok(mut rec) = self.recording.lock() {
+                if let Some(pre) = rec.as_mut() {
+                    pre.entry(chunk).or_insert_with(|| data.clone());
+                }
+            }
             let from = offset.max(c_start);
             let to = end.min(c_start + len as u64);
             data[(from - c_start) as usize..(to - c_start) as usize]
@@ -158,6 +210,44 @@ impl Device for Overlay {
 
     fn bytes_read(&self) -> u64 {
         self.base.bytes_read()
+    }
+}
+
+impl Device for Without<'_> {
+    fn size(&self) -> u64 {
+        self.ov.size()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.ov.read_at(buf, offset)?;
+        let end = offset + buf.len() as u64;
+        let (first, last) = (offset / CHUNK, (end.max(1) - 1) / CHUNK);
+        for (&chunk, (before, after)) in self.rec.chunks.range(first..=last) {
+            let c_start = chunk * CHUNK;
+            let from = offset.max(c_start);
+            let to = end.min(c_start + after.len() as u64);
+            for at in from..to {
+                let (i, k) = ((at - offset) as usize, (at - c_start) as usize);
+                if buf[i] == after[k] {
+                    buf[i] = before[k];
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, _: &[u8], _: u64) -> Result<()> {
+        Err(IoError::Refused(
+            "a view without recorded writes is read-only".into(),
+        ))
+    }
+
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.ov.bytes_read()
     }
 }
 
@@ -188,6 +278,25 @@ mod tests {
         assert_eq!(ext.len(), 1);
         assert_eq!(ext[0].offset, 0);
         assert_eq!(ext[0].data.len(), 2048);
+    }
+
+    #[test]
+    fn without_undoes_recorded_writes_but_keeps_later_ones() {
+        let base = Arc::new(MemDevice::new(vec![0u8; 4096]));
+        let ov = Overlay::new(base);
+        ov.write_at(&[1; 4], 0).unwrap();
+        ov.record();
+        ov.write_at(&[2; 4], 2).unwrap();
+        ov.write_at(&[3; 2], 2000).unwrap();
+        let rec = ov.stop_recording();
+        ov.write_at(&[4], 3).unwrap();
+        ov.write_at(&[5], 2001).unwrap();
+        let mut buf = vec![9u8; 8];
+        ov.without(&rec).read_at(&mut buf, 0).unwrap();
+        assert_eq!(buf, [1, 1, 1, 4, 0, 0, 0, 0]);
+        ov.without(&rec).read_at(&mut buf[..3], 1999).unwrap();
+        assert_eq!(buf[..3], [0, 0, 5]);
+        assert!(ov.without(&rec).write_at(&[0], 0).is_err());
     }
 
     #[test]

@@ -189,10 +189,12 @@ impl Dups {
 /// Clone the shared blocks of every inode whose clone question was answered yes. `findings`
 /// is the whole round (for the pass 1B block lists), `fixes` what is being fixed.
 /// The blocks the copies take are marked in `facts`, so the round's later fixers (the resize
-/// inode's rebuild) do not take them again.
+/// inode's rebuild) do not take them again. The copies' contents are read from `source`: the
+/// blocks as the check saw them, before fixes e2fsck makes after pass 1D.
 pub fn apply(
     p0: &Pass0Facts,
     dev: &dyn Device,
+    source: &dyn Device,
     facts: Option<&mut AllocFacts>,
     findings: &[Finding],
     fixes: &[&Finding],
@@ -232,6 +234,7 @@ pub fn apply(
             p0,
             fs,
             dev,
+            source,
             dups: &mut dups,
             alloc: &mut alloc,
             ino,
@@ -253,6 +256,8 @@ struct Cloner<'a, 'b> {
     p0: &'a Pass0Facts,
     fs: &'a Fs,
     dev: &'a dyn Device,
+    /// Where the copied blocks' contents are read.
+    source: &'a dyn Device,
     dups: &'a mut Dups,
     alloc: &'a mut Alloc<'b>,
     ino: u32,
@@ -507,7 +512,7 @@ impl Cloner<'_, '_> {
         while done < n {
             let k = COPY_CHUNK.min(n - done);
             let mut buf = vec![0u8; (k * bs) as usize];
-            if self.fs.read_blocks_into(from + done, &mut buf).is_err() {
+            if self.source.read_at(&mut buf, (from + done) * bs).is_err() {
                 buf.fill(0);
             }
             let _ = self.dev.write_at(&buf, (to + done) * bs);

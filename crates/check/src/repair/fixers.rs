@@ -32,6 +32,8 @@ pub(super) enum When {
 pub(super) struct Round<'a> {
     pub p0: &'a Pass0Facts,
     pub dev: &'a dyn Device,
+    /// `dev` without the round's first fixes (a new root, `/lost+found`): what pass 1D copies.
+    pub before_first: &'a dyn Device,
     pub dirs: &'a Dirs,
     pub alloc: Option<&'a mut AllocFacts>,
     /// Every finding of the round, and the fixes to make among them.
@@ -45,9 +47,18 @@ pub(super) struct Round<'a> {
     pub dir_slack: u8,
 }
 
-impl Round<'_> {
+impl<'a> Round<'a> {
     fn any(&self, fixer: Fixer) -> bool {
         self.fixes.iter().any(|f| f.problem.fixed_by(fixer))
+    }
+
+    /// The fixes of passes 0 and 1 (`early`), or of the passes after them.
+    fn by_pass(&self, early: bool) -> Vec<&'a Finding> {
+        self.fixes
+            .iter()
+            .copied()
+            .filter(|f| (f.problem.pass() <= 1 && !f.problem.in_pass1bcd()) == early)
+            .collect()
     }
 }
 
@@ -85,17 +96,37 @@ pub(super) const FIXERS: &[Step] = &[
     step(Fixer::ExtentTree, When::InOrder, |r| {
         r.blocks_changed |= extent_tree::apply(r.p0, r.dev, r.alloc.as_deref_mut(), r.fixes);
     }),
-    step(Fixer::Clone, When::InOrder, |r| {
-        clone::apply(r.p0, r.dev, r.alloc.as_deref_mut(), r.findings, r.fixes)
-    }),
+    // Passes 0 and 1 fix inodes before pass 1D copies shared blocks (an inode-table block's
+    // copy holds them, as e2fsck's does); the later passes' inode fixes come after it.
     step(Fixer::Inode, When::InOrder, |r| {
-        inode::apply(r.p0, r.dev, r.fixes)
+        inode::apply(r.p0, r.dev, &r.by_pass(true))
     }),
     step(Fixer::Xattr, When::InOrder, |r| {
-        xattr::apply(r.p0, r.dev, r.fixes)
+        xattr::apply(r.p0, r.dev, &r.by_pass(true))
     }),
     step(Fixer::Clear, When::InOrder, |r| {
-        clear::apply(r.p0, r.dev, r.alloc.as_deref_mut(), r.fixes)
+        let early = r.by_pass(true);
+        clear::apply(r.p0, r.dev, r.alloc.as_deref_mut(), &early)
+    }),
+    step(Fixer::Clone, When::InOrder, |r| {
+        clone::apply(
+            r.p0,
+            r.dev,
+            r.before_first,
+            r.alloc.as_deref_mut(),
+            r.findings,
+            r.fixes,
+        )
+    }),
+    step(Fixer::Inode, When::InOrder, |r| {
+        inode::apply(r.p0, r.dev, &r.by_pass(false))
+    }),
+    step(Fixer::Xattr, When::InOrder, |r| {
+        xattr::apply(r.p0, r.dev, &r.by_pass(false))
+    }),
+    step(Fixer::Clear, When::InOrder, |r| {
+        let late = r.by_pass(false);
+        clear::apply(r.p0, r.dev, r.alloc.as_deref_mut(), &late)
     }),
     step(Fixer::Connect, When::InOrder, |r| {
         if r.any(Fixer::Connect) {

@@ -42,7 +42,7 @@ use crate::engine::{self, CheckOptions, Outcome};
 use crate::pass0::{self, Pass0Facts};
 use crate::problem::{after, Fixer, Problem as P};
 use crate::report::{exit, Finding, Findings, Mode, Policy, ProblemCtx, Reporter};
-use ffsck_io::overlay::{Extent, Overlay};
+use ffsck_io::overlay::{Extent, Overlay, Recording};
 use ffsck_io::Device;
 use fixers::{Round, When};
 use interactive::{Answers, Event, Held};
@@ -232,9 +232,10 @@ impl Repair<'_> {
                 return true;
             }
         }
-        if let (Some(p0), false) = (&p0, restart) {
-            self.first_fixes(p0, &mut dirs, &mut out, &mut held);
-        }
+        let first_writes = match (&p0, restart) {
+            (Some(p0), false) => self.first_fixes(p0, &mut dirs, &mut out, &mut held),
+            _ => Recording::default(),
+        };
         if self.asks {
             self.answers.round(
                 &held,
@@ -293,6 +294,7 @@ impl Repair<'_> {
             let mut round = Round {
                 p0,
                 dev: &*self.ov,
+                before_first: &self.ov.without(&first_writes),
                 dirs: &dirs,
                 alloc: out.alloc.as_mut(),
                 findings: &out.findings,
@@ -314,17 +316,21 @@ impl Repair<'_> {
     }
 
     /// A usable root and `/lost+found` first (`When::First`), so this round's reconnections
-    /// can use them. The findings `/lost+found` adds are placed in the held report.
+    /// can use them. The findings `/lost+found` adds are placed in the held report. Returns
+    /// what they wrote: pass 1D's copies hold the blocks as they were before them (e2fsck
+    /// makes both in pass 3), though after the root's clearing in pass 1.
     fn first_fixes(
         &mut self,
         p0: &Pass0Facts,
         dirs: &mut Dirs,
         out: &mut Outcome,
         held: &mut Held,
-    ) {
+    ) -> Recording {
         let (Some(facts), None) = (out.alloc.as_mut(), &out.fatal) else {
-            return;
+            return Recording::default();
         };
+        root::clear(p0, &*self.ov, &out.findings);
+        self.ov.record();
         root::recreate(p0, &*self.ov, dirs, facts, &mut out.findings);
         let (asks, policy) = (self.asks, self.opts.policy);
         let (answers, rep, findings) = (&mut self.answers, &mut *self.rep, &mut self.findings);
@@ -351,6 +357,7 @@ impl Repair<'_> {
         {
             held.insert_found(at, n);
         }
+        self.ov.stop_recording()
     }
 
     /// Pass 3A's offers, as e2fsck's pass 3A picks its directories: under -D every directory;

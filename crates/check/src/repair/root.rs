@@ -10,10 +10,26 @@ use super::lpf::{create_dir, mark_block, mark_inode, pick_block};
 use super::Dirs;
 use crate::engine::AllocFacts;
 use crate::pass0::Pass0Facts;
-use crate::problem::{Fixer, Problem as P};
+use crate::problem::Problem as P;
 use crate::report::Finding;
 use ffsck_format::{ino::ROOT, Incompat};
 use ffsck_io::Device;
+
+/// When this round's `P1_ROOT_NO_DIR` was answered yes, clear the root inode as e2fsck's pass
+/// 1 does (no links, a deletion time): before pass 1D copies any block, and whether or not
+/// pass 3 recreates it in this round (a later round does, after a clone held pass 3 back).
+pub fn clear(p0: &Pass0Facts, dev: &dyn Device, findings: &[Finding]) {
+    if findings
+        .iter()
+        .any(|f| f.fixed && f.problem == P::P1_ROOT_NO_DIR)
+    {
+        let now = p0.now.stamp().max(1);
+        super::inode::edit(p0, dev, ROOT, |i| {
+            i.i_links_count.set(0);
+            i.i_dtime.set(now);
+        });
+    }
+}
 
 /// When this round's `P3_NO_ROOT_INODE` was answered yes, write the new root directory in
 /// `dev` and record it in `dirs` and `facts`; without a free block the finding is answered no.
@@ -25,10 +41,10 @@ pub fn recreate(
     findings: &mut [Finding],
 ) {
     if !make(p0, dev, dirs, facts, findings) {
-        // Nothing written: the root is not cleared either.
+        // Nothing written (the clearing of pass 1 stands, as in e2fsck).
         for f in findings
             .iter_mut()
-            .filter(|f| f.problem.fixed_by(Fixer::Root))
+            .filter(|f| f.problem == P::P3_NO_ROOT_INODE)
         {
             f.fixed = false;
         }
@@ -47,10 +63,7 @@ fn make(
         .iter_mut()
         .find(|f| f.fixed && f.problem == P::P3_NO_ROOT_INODE)
     else {
-        // A cleared root is only cleared together with its recreation.
-        return !findings
-            .iter()
-            .any(|f| f.fixed && f.problem == P::P1_ROOT_NO_DIR);
+        return true;
     };
     // The inode is still in use (only not a directory) or a directory block is already
     // recorded for it: not this fix's case.

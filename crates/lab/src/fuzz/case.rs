@@ -23,6 +23,10 @@ pub struct Tools {
     /// ffsck's thread count for the N-thread `-fn` run.
     pub threads: usize,
     pub timeout: Duration,
+    /// The clock every run of a case is given (`E2FSCK_TIME`, which both checkers read): the
+    /// times a repair stamps (a cleared inode's deletion time, in a block a clone copies) are
+    /// then the same in both results.
+    pub now: u64,
 }
 
 /// One program run on one image.
@@ -137,7 +141,8 @@ impl Tools {
             .stdout(Stdio::from(out.try_clone()?))
             .stderr(Stdio::from(out))
             .env("E2FSCK_CONFIG", "/dev/null")
-            .env("FFSCK_CONFIG", "/dev/null");
+            .env("FFSCK_CONFIG", "/dev/null")
+            .env("E2FSCK_TIME", self.now.to_string());
         let o = child::run(&mut cmd, Some(self.timeout))
             .with_context(|| format!("running {}", prog.display()))?;
         let text = String::from_utf8_lossy(&std::fs::read(log).unwrap_or_default()).into_owned();
