@@ -195,7 +195,15 @@ struct Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         let mut st = self.shared.lock();
-        st.in_flight = st.in_flight.saturating_sub(self.data.len() as u64);
+        let len = self.data.len() as u64;
+        st.in_flight = st.in_flight.saturating_sub(len);
+        // Kept for the reader's next request: a fresh buffer for every request costs a page
+        // fault per page (most of a sweep's system time on a fast device). What is kept and
+        // what is in flight together stay within the budget.
+        if len > 0 && st.in_flight + st.pooled + len <= st.budget {
+            st.pooled += len;
+            st.pool.push(std::mem::take(&mut self.data));
+        }
         drop(st);
         self.shared.cv.notify_all();
     }
@@ -248,6 +256,11 @@ struct State {
     /// Positions of the disk order below this are read.
     read_upto: usize,
     in_flight: u64,
+    /// Buffers whose pieces were all dropped, for the reader to read into again, and their
+    /// bytes; bounded with `in_flight` by `budget`.
+    pool: Vec<Vec<u8>>,
+    pooled: u64,
+    budget: u64,
     /// Consumers blocked for data the reader has not read yet: while there is one, the reader
     /// does not wait for the budget (what is alive is held by consumers, so waiting could
     /// only deadlock).
@@ -351,6 +364,9 @@ pub fn run<R>(
             next: 0,
             read_upto: 0,
             in_flight: 0,
+            pool: Vec::new(),
+            pooled: 0,
+            budget: cfg.budget,
             waiting: 0,
             cancelled: false,
             done: false,
@@ -475,7 +491,7 @@ impl Reader<'_> {
 
     fn read(&self, req: &Request) {
         let ids = &self.order[req.first..req.first + req.count];
-        let mut data = vec![0u8; req.len as usize];
+        let mut data = self.buffer(req.len as usize);
         let mut statuses: Vec<ReadStatus> = Vec::with_capacity(ids.len());
         match crate::read_partial(self.dev, &mut data, req.offset) {
             Ok(valid) => {
@@ -529,6 +545,25 @@ impl Reader<'_> {
         drop(st);
         drop(buf);
         self.shared.cv.notify_all();
+    }
+
+    /// A buffer of `len` bytes: a pooled one of that size when there is one (the read
+    /// overwrites its old bytes, `read_partial` zeroes past a short read, and a failed
+    /// request's ranges are read or zeroed one by one), else a new zeroed one.
+    fn buffer(&self, len: usize) -> Vec<u8> {
+        let mut st = self.shared.lock();
+        let reused = st.pool.iter().position(|b| b.len() == len).map(|i| {
+            let b = st.pool.swap_remove(i);
+            st.pooled -= b.len() as u64;
+            b
+        });
+        // A pool of other sizes gives way to the new buffer.
+        if reused.is_none() && st.in_flight + st.pooled > st.budget {
+            st.pool.clear();
+            st.pooled = 0;
+        }
+        drop(st);
+        reused.unwrap_or_else(|| vec![0u8; len])
     }
 
     /// Ranges over [`MAX_RANGE`] are handed out as failed, without a buffer of their size.

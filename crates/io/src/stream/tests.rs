@@ -374,3 +374,35 @@ fn consumers_that_stop_early_stop_the_reader() {
     let empty = ReadPlan::new();
     assert!(run(&dev, &empty, &cfg, |s| s.recv()).is_none());
 }
+
+#[test]
+fn a_reused_buffer_shows_no_earlier_bytes_after_a_short_read() {
+    // Requests of one size, far apart: each consumer drops its piece before the next is
+    // read, so the reader reads into the same buffer again; the last request crosses the
+    // device's end.
+    let size = 10 * 4096 + 1000;
+    let dev = Recording::new(pattern(size));
+    let cfg = StreamConfig {
+        max_gap: 0,
+        budget: 4096,
+        ..StreamConfig::default()
+    };
+    let mut plan = ReadPlan::new();
+    let ids: Vec<usize> = (0..6u64).map(|i| plan.add(i * 2 * 4096, 4096)).collect();
+    let got: Vec<(usize, Vec<u8>, bool)> = run(&dev, &plan, &cfg, |s| {
+        std::iter::from_fn(|| s.recv())
+            .map(|p| (p.id, p.to_vec(), p.is_full()))
+            .collect()
+    });
+    assert_eq!(got.len(), ids.len());
+    for (id, bytes, full) in got {
+        let (off, len) = plan.range(id).unwrap();
+        let valid = (size as u64).saturating_sub(off).min(len) as usize;
+        assert_eq!(full, valid == len as usize, "range {id}");
+        assert_eq!(
+            &bytes[..valid],
+            &pattern(size)[off as usize..off as usize + valid]
+        );
+        assert!(bytes[valid..].iter().all(|&b| b == 0), "range {id}");
+    }
+}
