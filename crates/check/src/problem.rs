@@ -454,7 +454,7 @@ catalogue! {
     P1_ZERO_LENGTH_DIR = 0x010006, Clear, PREEN_OK, Clear, RESHAPES | INODE, "Inode {ino} is a zero-length directory.";
     P1_BB_CONFLICT = 0x010007, Relocate, 0, Alloc, SUMMARY, "Group {group}'s block bitmap at {blk} conflicts with some other fs block.\n";
     P1_IB_CONFLICT = 0x010008, Relocate, 0, Alloc, SUMMARY, "Group {group}'s inode bitmap at {blk} conflicts with some other fs block.\n";
-    P1_ITABLE_CONFLICT = 0x010009, Relocate, 0, -, 0, "Group {group}'s inode table at {blk} conflicts with some other fs block.\n";
+    P1_ITABLE_CONFLICT = 0x010009, Relocate, 0, ITable, ALONE, "Group {group}'s inode table at {blk} conflicts with some other fs block.\n";
     P1_BAD_I_SIZE = 0x01000C, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino}, i_size is {num}, should be {num2}.";
     P1_BAD_I_BLOCKS = 0x01000D, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino}, i_blocks is {num}, should be {num2}.";
     P1_ILLEGAL_BLOCK_NUM = 0x01000E, Clear, 0, BlockMap, REMAPS | MAP, Block, "Illegal {block} ({blk}) in inode {ino}.";

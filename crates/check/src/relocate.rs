@@ -52,11 +52,11 @@ pub(crate) fn first_free(used: &Bitmap, lo: u64, hi: u64, n: u64, ratio: u64) ->
 }
 
 /// Per group, whether its block and inode bitmaps move (and from which block, when the old
-/// one is in range): pass 0's verdict, plus the bitmaps on a bad block or on a block an
-/// earlier piece of metadata holds (groups in order, each group's
-/// superblock copy and descriptors, then inode table, block bitmap, inode bitmap). A clash in
-/// an inode table is reported; tables are not moved.
-fn clashes(p0: &Pass0Facts, policy: Policy, out: &mut Findings) -> Vec<[(bool, Option<u64>); 2]> {
+/// one is in range), and whether its inode table moves: pass 0's verdict, plus the bitmaps on
+/// a bad block or on a block an earlier piece of metadata holds (groups in order, each group's
+/// superblock copy and descriptors, then inode table, block bitmap, inode bitmap), and an
+/// inode table on such a block when its move is agreed to (as e2fsck moves it).
+fn clashes(p0: &Pass0Facts, policy: Policy, out: &mut Findings) -> Vec<Wants> {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let bad = bad_blocks(fs);
@@ -78,13 +78,14 @@ fn clashes(p0: &Pass0Facts, policy: Policy, out: &mut Findings) -> Vec<[(bool, O
             blk,
             ..Default::default()
         };
+        let mut table_moves = false;
         if st.inode_table_ok {
             let it = gd.inode_table();
             let end = it
                 .saturating_add(u64::from(geo.inode_blocks_per_group))
                 .min(geo.blocks_count);
             if let Some(b) = (it..end).find(|&b| held.get(b)) {
-                out.report(policy, P::P1_ITABLE_CONFLICT, ctx(b));
+                table_moves = out.report(policy, P::P1_ITABLE_CONFLICT, ctx(b));
             }
             (it..end).for_each(|b| held.set(b));
         }
@@ -124,9 +125,18 @@ fn clashes(p0: &Pass0Facts, policy: Policy, out: &mut Findings) -> Vec<[(bool, O
                 }
             }
         }
-        want.push([(moves[0], from[0]), (moves[1], from[1])]);
+        want.push(Wants {
+            bitmaps: [(moves[0], from[0]), (moves[1], from[1])],
+            table: table_moves,
+        });
     }
     want
+}
+
+/// What moves in one group: each bitmap (and from where), and the inode table for a clash.
+struct Wants {
+    bitmaps: [(bool, Option<u64>); 2],
+    table: bool,
 }
 
 /// The blocks on the bad-blocks list (inode 1's block map), bounded by the file system size.
@@ -161,11 +171,11 @@ pub fn plan(p0: &Pass0Facts, used: &mut Bitmap, policy: Policy, out: &mut Findin
     let mut no_room: Option<u64> = None;
     for (g, wants) in clashes(p0, policy, out).into_iter().enumerate() {
         let g = g as u32;
-        let itable = p0.groups[g as usize].relocate_inode_table;
+        let itable = p0.groups[g as usize].relocate_inode_table || wants.table;
         let old_itable = Some(p0.fs.groups[g as usize].inode_table()).filter(|&b| b != 0);
         for (which, (wanted, from)) in [
-            (Table::BlockBitmap, wants[0]),
-            (Table::InodeBitmap, wants[1]),
+            (Table::BlockBitmap, wants.bitmaps[0]),
+            (Table::InodeBitmap, wants.bitmaps[1]),
             (Table::InodeTable, (itable, old_itable)),
         ] {
             if !wanted {

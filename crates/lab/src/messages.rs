@@ -173,8 +173,12 @@ pub fn filter_line(line: &str) -> Option<String> {
         return None;
     }
     let mut line = strip_csums(&line);
-    for prefix in ["../e2fsck/e2fsck: ", "e2fsck: ", "ffsck: "] {
-        if let Some(rest) = line.strip_prefix(prefix) {
+    // The checker's name as it was run: a bare name or a path (`/usr/sbin/e2fsck`).
+    if let Some((first, rest)) = line.split_once(' ') {
+        let name = first
+            .strip_suffix(':')
+            .map(|n| n.rsplit('/').next().unwrap_or(n));
+        if matches!(name, Some("e2fsck" | "ffsck")) {
             line = format!("PROG: {rest}");
         }
     }
@@ -588,6 +592,14 @@ mod tests {
         assert_eq!(
             filter_line("ffsck: Superblock invalid").as_deref(),
             Some("PROG: Superblock invalid")
+        );
+        assert_eq!(
+            filter_line("/usr/sbin/e2fsck: Superblock invalid").as_deref(),
+            Some("PROG: Superblock invalid")
+        );
+        assert_eq!(
+            filter_line("test_filesys: clean").as_deref(),
+            Some("test_filesys: clean")
         );
         assert_eq!(
             filter_line("Inode 12 extent block, csum 0xdeadbeef, bad").as_deref(),

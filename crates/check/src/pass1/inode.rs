@@ -384,6 +384,12 @@ pub(super) fn check_reserved(
                 out.bits.set(GroupBits::USED, ino - 1);
                 return;
             }
+            // Without links nothing else of it is checked (its size, its other fields), as
+            // e2fsck checks no inode without links further.
+            if inode.links_count() == 0 {
+                out.bits.set(GroupBits::USED, ino - 1);
+                return;
+            }
         }
         ino::USR_QUOTA | ino::GRP_QUOTA
             if scan.quota && crate::quota::inodes(scan.fs).contains(&ino) =>
@@ -412,6 +418,11 @@ pub(super) fn check_reserved(
                     ProblemCtx::ino(ino),
                 )
             {
+                out.bits.set(GroupBits::USED, ino - 1);
+                return;
+            }
+            // As for a journal inode that is not the journal: no links, nothing more.
+            if inode.links_count() == 0 {
                 out.bits.set(GroupBits::USED, ino - 1);
                 return;
             }

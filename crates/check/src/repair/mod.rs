@@ -833,10 +833,6 @@ mod tests {
         (P::P0_JOURNAL_UNSUPP_INCOMPAT, "Abort?: as above"),
         (P::P0_JOURNAL_UNSUPP_VERSION, "Abort?: as above"),
         (
-            P::P1_ITABLE_CONFLICT,
-            "an inode table overlapping another group's metadata is not moved",
-        ),
-        (
             P::P1_BLOCK_OVERLAPS_METADATA,
             "never reported: no check finds it yet",
         ),
