@@ -589,7 +589,7 @@ catalogue! {
     P2_BAD_NAME = 0x020008, Fix, 0, Dirent, RESHAPES, "Entry '{name}' in {dirpath} has illegal characters in its name.\n";
     P2_MISSING_DOT = 0x020009, Fix, 0, Salvage, RESHAPES, "Missing '.' in directory inode {dir}.\n";
     P2_MISSING_DOT_DOT = 0x02000A, Fix, 0, Salvage, RESHAPES, "Missing '..' in directory inode {dir}.\n";
-    P2_1ST_NOT_DOT = 0x02000B, Fix, 0, Salvage, RESHAPES, "First entry '{name}' (inode={ino}) in directory inode {dir} should be '.'\n";
+    P2_1ST_NOT_DOT = 0x02000B, Fix, 0, Salvage, RESHAPES, "First entry '{name}' (inode={ino}) in directory inode {dir} ({dirname}) should be '.'\n";
     P2_2ND_NOT_DOT_DOT = 0x02000C, Fix, 0, Salvage, RESHAPES, "Second entry '{name}' (inode={ino}) in directory inode {dir} should be '..'\n";
     P2_FADDR_ZERO = 0x02000D, Clear, PREEN_OK, Inode, INODE | MAP, "i_faddr for inode {ino} ({strpath}) is {num}, should be zero.\n";
     P2_FILE_ACL_ZERO = 0x02000E, Clear, PREEN_OK, Inode, INODE | MAP, "i_file_acl for inode {ino} ({strpath}) is {num}, should be zero.\n";
