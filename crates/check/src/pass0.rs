@@ -563,7 +563,7 @@ fn clear_unknown_features(sb: &mut RawSuperblock, policy: Policy, out: &mut Find
         (
             "s_feature_ro_compat",
             sb.s_feature_ro_compat.get(),
-            sb.ro_compat().unknown(),
+            sb.ro_compat().unsupported(),
         ),
     ];
     for (field, was, unknown) in fields {
@@ -1005,7 +1005,7 @@ fn refuse(sb: &RawSuperblock) -> Result<(), OpenFailure> {
     // A read-only-compatible feature this checker does not know may change what a consistent
     // file system is: e2fsck refuses it (check and repair alike), and so does ffsck, rather
     // than judge, mark or repair by rules that may not hold.
-    let unknown_ro = sb.ro_compat().unknown();
+    let unknown_ro = sb.ro_compat().unsupported();
     if unknown_ro != 0 {
         return Err(OpenFailure::Unsupported(
             ffsck_format::RoCompat(unknown_ro).names().join(" "),

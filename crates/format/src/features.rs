@@ -100,6 +100,15 @@ impl Compat {
     }
 }
 
+impl RoCompat {
+    /// Read-only-compatible bits that e2fsck 1.47 refuses ("has unsupported read-only
+    /// feature(s)"), and so do we: unknown ones, and `btree_dir`, `snapshot` and `replica`,
+    /// which libext2fs names but does not support.
+    pub fn unsupported(self) -> u32 {
+        self.unknown() | (self.0 & (Self::BTREE_DIR | Self::HAS_SNAPSHOT | Self::REPLICA))
+    }
+}
+
 impl Incompat {
     /// Incompat bits that e2fsck 1.47 refuses outright (and so do we).
     pub fn unsupported(self) -> u32 {

@@ -373,3 +373,47 @@ fn an_unsupported_compat_feature_is_refused_as_e2fsck_refuses_it() {
         }
     }
 }
+
+/// Read-only-compatible features libext2fs names but does not support (`btree_dir`,
+/// `snapshot`, `replica`): e2fsck refuses them ("has unsupported feature(s): FEATURE_R2"),
+/// and so does ffsck, writing nothing (before, a set `btree_dir` was checked and "repaired",
+/// leaving a file system e2fsck still refuses: fuzz seed 3007 case 602).
+#[test]
+fn an_unsupported_ro_compat_feature_is_refused_as_e2fsck_refuses_it() {
+    let Some(t) = common::tools() else { return };
+    const S_FEATURE_RO_COMPAT: u64 = 0x64;
+    for (bit, name) in [
+        (0x4u32, "btree_dir"),
+        (0x80, "snapshot"),
+        (0x800, "replica"),
+    ] {
+        let img = common::mkfs(&t, "ext2", &["-b", "4096"], "16M");
+        let v = common::read_u32(&img.path, SB + S_FEATURE_RO_COMPAT) | bit;
+        common::debugfs_w(&t, &img.path, &format!("ssv feature_ro_compat {v:#x}"));
+        let (e2_code, e2_out) = common::e2fsck_n(&t, &img.path);
+        assert!(
+            e2_code & 8 == 8 && e2_out.contains("unsupported feature"),
+            "test setup: e2fsck -fn {e2_code}\n{e2_out}"
+        );
+        let before = common::read_all(&img.path);
+        for flags in ["-fn", "-fy"] {
+            let run = common::ffsck(&[flags.as_ref(), img.path.as_os_str()]);
+            let all = format!("{}{}", run.stdout, run.stderr);
+            assert_eq!(
+                run.code() & 8,
+                8,
+                "{name} ffsck {flags}: exit {}\n{all}",
+                run.code()
+            );
+            assert!(
+                all.contains(name),
+                "{name} ffsck {flags} does not name it:\n{all}"
+            );
+            common::assert_same_bytes(
+                &before,
+                &common::read_all(&img.path),
+                &format!("{name}: image after ffsck {flags}"),
+            );
+        }
+    }
+}
