@@ -300,14 +300,24 @@ fn salvage(buf_blocks: &[(u32, Vec<u8>)], bs: usize, inodes: u32) -> Salvaged {
         };
         let mut found = Vec::new();
         salvage_block(buf, max, bs as u32, inodes, *lblk == 0, &mut found);
+        // A sound first record longer than 24 bytes is split by e2fsck: `.` takes 12 bytes and
+        // an empty entry the rest, which becomes `..`; the record in the second place then
+        // survives.
+        let split = *lblk == 0
+            && header_at(buf, 0, bs as u32).is_some_and(|h| {
+                let r = h.rec_len as usize;
+                r > 24 && r.is_multiple_of(4) && r <= max
+            });
         for (place, e) in found {
             // The first two places of block 0 are `.` and `..`, whatever they hold now: as
-            // e2fsck does, an entry found there is overwritten, not kept.
+            // e2fsck does, an entry found there is overwritten, not kept (but for the split).
             if *lblk == 0 && place.is_some_and(|p| p < 2) {
                 if place == Some(1) && e.name == b".." && e.ino != 0 {
                     s.dotdot = Some(e.ino);
                 }
-                continue;
+                if !(split && place == Some(1)) {
+                    continue;
+                }
             }
             if e.ino == 0 || e.name.is_empty() || e.name == b"." || e.name == b".." {
                 continue;

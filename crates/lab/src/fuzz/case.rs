@@ -23,9 +23,10 @@ pub struct Tools {
     /// ffsck's thread count for the N-thread `-fn` run.
     pub threads: usize,
     pub timeout: Duration,
-    /// The clock every run of a case is given (`E2FSCK_TIME`, which both checkers read): the
-    /// times a repair stamps (a cleared inode's deletion time, in a block a clone copies) are
-    /// then the same in both results.
+    /// The clock every run of a case is given (`E2FSCK_TIME`, which both checkers read; 0:
+    /// none): the times a repair stamps (a cleared inode's deletion time, in a block a clone
+    /// copies) are then the same in both results. [`run_case`] sets it when the case's runs
+    /// begin, after its image was built, so no time the image holds is in its future.
     pub now: u64,
 }
 
@@ -141,8 +142,10 @@ impl Tools {
             .stdout(Stdio::from(out.try_clone()?))
             .stderr(Stdio::from(out))
             .env("E2FSCK_CONFIG", "/dev/null")
-            .env("FFSCK_CONFIG", "/dev/null")
-            .env("E2FSCK_TIME", self.now.to_string());
+            .env("FFSCK_CONFIG", "/dev/null");
+        if self.now != 0 {
+            cmd.env("E2FSCK_TIME", self.now.to_string());
+        }
         let o = child::run(&mut cmd, Some(self.timeout))
             .with_context(|| format!("running {}", prog.display()))?;
         let text = String::from_utf8_lossy(&std::fs::read(log).unwrap_or_default()).into_owned();
@@ -156,6 +159,14 @@ impl Tools {
             line: summary_line(&text),
         })
     }
+}
+
+/// Seconds since the epoch, as the checkers would read the clock themselves.
+#[allow(clippy::disallowed_methods)] // the wall clock, given to both checkers as one value
+fn wall_clock() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Copies the image (and its external journal) to `name.img` (`name.journal`).
@@ -189,6 +200,10 @@ pub fn run_case(
     base: Option<&Path>,
     dir: &Path,
 ) -> Result<Runs> {
+    let t = &Tools {
+        now: wall_clock(),
+        ..t.clone()
+    };
     let log = |n: &str| dir.join(format!("{n}.log"));
     let threads = t.threads.to_string();
     let mut r = Runs {

@@ -129,7 +129,6 @@ pub fn case_seed(seed: u64, i: usize) -> u64 {
 }
 
 /// Resolves the programs.
-#[allow(clippy::disallowed_methods)] // the wall clock the checkers would read themselves
 pub fn tools(args: &FuzzArgs) -> Result<Tools> {
     use crate::tools::{resolve_ffsck, resolve_tool};
     Ok(Tools {
@@ -140,9 +139,7 @@ pub fn tools(args: &FuzzArgs) -> Result<Tools> {
         mke2fs: resolve_tool(None, "mke2fs")?,
         threads: args.threads.max(2),
         timeout: Duration::from_secs_f64(args.timeout),
-        now: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        now: 0,
     })
 }
 
