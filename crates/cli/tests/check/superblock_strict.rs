@@ -346,31 +346,42 @@ fn an_unsupported_compat_feature_is_refused_as_e2fsck_refuses_it() {
         let img = common::mkfs(&t, "ext3", &["-b", "4096"], "16M");
         let v = common::read_u32(&img.path, SB + S_FEATURE_COMPAT) | bit;
         common::debugfs_w(&t, &img.path, &format!("ssv feature_compat {v:#x}"));
-        let (e2_code, e2_out) = common::e2fsck_n(&t, &img.path);
-        assert!(
-            e2_code & 8 == 8 && e2_out.contains(name),
-            "test setup: e2fsck -fn {e2_code}\n{e2_out}"
+        refused_as_e2fsck_refuses_it(&t, &img.path, name, name);
+    }
+}
+
+/// e2fsck -fn refuses the image (exit 8, naming `e2_says`); ffsck -fn and -fy refuse it too
+/// (exit 8, naming `name`) and write nothing.
+fn refused_as_e2fsck_refuses_it(
+    t: &common::Tools,
+    path: &std::path::Path,
+    name: &str,
+    e2_says: &str,
+) {
+    let (e2_code, e2_out) = common::e2fsck_n(t, path);
+    assert!(
+        e2_code & 8 == 8 && e2_out.contains(e2_says),
+        "test setup: e2fsck -fn {e2_code}\n{e2_out}"
+    );
+    let before = common::read_all(path);
+    for flags in ["-fn", "-fy"] {
+        let run = common::ffsck(&[flags.as_ref(), path.as_os_str()]);
+        let all = format!("{}{}", run.stdout, run.stderr);
+        assert_eq!(
+            run.code() & 8,
+            8,
+            "{name} ffsck {flags}: exit {}\n{all}",
+            run.code()
         );
-        let before = common::read_all(&img.path);
-        for flags in ["-fn", "-fy"] {
-            let run = common::ffsck(&[flags.as_ref(), img.path.as_os_str()]);
-            let all = format!("{}{}", run.stdout, run.stderr);
-            assert_eq!(
-                run.code() & 8,
-                8,
-                "{name} ffsck {flags}: exit {}\n{all}",
-                run.code()
-            );
-            assert!(
-                all.contains(name),
-                "{name} ffsck {flags} does not name it:\n{all}"
-            );
-            common::assert_same_bytes(
-                &before,
-                &common::read_all(&img.path),
-                &format!("{name}: image after ffsck {flags}"),
-            );
-        }
+        assert!(
+            all.contains(name),
+            "{name} ffsck {flags} does not name it:\n{all}"
+        );
+        common::assert_same_bytes(
+            &before,
+            &common::read_all(path),
+            &format!("{name}: image after ffsck {flags}"),
+        );
     }
 }
 
@@ -390,30 +401,6 @@ fn an_unsupported_ro_compat_feature_is_refused_as_e2fsck_refuses_it() {
         let img = common::mkfs(&t, "ext2", &["-b", "4096"], "16M");
         let v = common::read_u32(&img.path, SB + S_FEATURE_RO_COMPAT) | bit;
         common::debugfs_w(&t, &img.path, &format!("ssv feature_ro_compat {v:#x}"));
-        let (e2_code, e2_out) = common::e2fsck_n(&t, &img.path);
-        assert!(
-            e2_code & 8 == 8 && e2_out.contains("unsupported feature"),
-            "test setup: e2fsck -fn {e2_code}\n{e2_out}"
-        );
-        let before = common::read_all(&img.path);
-        for flags in ["-fn", "-fy"] {
-            let run = common::ffsck(&[flags.as_ref(), img.path.as_os_str()]);
-            let all = format!("{}{}", run.stdout, run.stderr);
-            assert_eq!(
-                run.code() & 8,
-                8,
-                "{name} ffsck {flags}: exit {}\n{all}",
-                run.code()
-            );
-            assert!(
-                all.contains(name),
-                "{name} ffsck {flags} does not name it:\n{all}"
-            );
-            common::assert_same_bytes(
-                &before,
-                &common::read_all(&img.path),
-                &format!("{name}: image after ffsck {flags}"),
-            );
-        }
+        refused_as_e2fsck_refuses_it(&t, &img.path, name, "unsupported feature");
     }
 }
