@@ -94,8 +94,11 @@ pub(super) fn check_inode(
         ino,
         ino::BAD | ino::ROOT | ino::JOURNAL | ino::USR_QUOTA | ino::GRP_QUOTA
     ) || crate::quota::inodes(fs).contains(&ino);
+    // An orphan file without links (past the reserved inodes) is an unused inode to e2fsck,
+    // which tells unused inodes apart before it looks for the orphan file.
     if ino == fs.sb.s_orphan_file_inum.get()
         && !special
+        && (links != 0 || reserved)
         && check_orphan_file(scan, &mut ic, out, link_slot)
     {
         finish_csum(scan, out, &ic, csum_failed);
