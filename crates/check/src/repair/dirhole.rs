@@ -4,11 +4,12 @@
 //! round's allocation facts and in the on-disk bitmap, as e2fsck's allocator marks it; the
 //! free counts are left for pass 5 to find wrong, as e2fsck leaves them.
 //!
-//! Mapped here: direct blocks of a block-mapped inode and the slots of its single indirect
-//! block (when that block exists), and any sound extent tree, rebuilt with the new block as
-//! pass 1E rebuilds trees (`extent_tree::remap`), deeper when the root overflows. On bigalloc
-//! the block goes at its logical offset in a cluster: the cluster the directory holds for
-//! that logical cluster already, or a wholly free one. Anything else is left alone.
+//! Mapped here: any block of a block-mapped inode (direct, or through its single, double or
+//! triple indirect block, each indirect block on the way taken and zeroed when missing, as
+//! e2fsck's block map allocates them), and any sound extent tree, rebuilt with the new block
+//! as pass 1E rebuilds trees (`extent_tree::remap`), deeper when the root overflows. On
+//! bigalloc the block goes at its logical offset in a cluster: the cluster the directory holds
+//! for that logical cluster already, or a wholly free one. Anything else is left alone.
 
 use super::{extent_tree, inode};
 use crate::engine::AllocFacts;
@@ -114,10 +115,10 @@ fn fill(
         return false;
     }
     let mut iblock: Vec<u32> = ino.i_block.iter().map(|w| w.get()).collect();
-    // Where the new block is mapped: a tree rebuilt with it, a slot of the single indirect
-    // block (its number, contents, slot offset), or a direct slot.
+    // Where the new block is mapped: a tree rebuilt with it, or a block map's chain from its
+    // slot in `i_block` down through the indirect blocks (read, or new when missing).
     let mut runs = None;
-    let mut indirect: Option<(u64, Vec<u8>, usize)> = None;
+    let mut chain: Option<Chain> = None;
     // Check the slot is free before taking a block.
     if flags & iflags::EXTENTS != 0 {
         let Some(r) = extent_tree::runs_of(p0, dev, dir) else {
@@ -129,23 +130,11 @@ fn fill(
             return false;
         }
         runs = Some(r);
-    } else if lblk >= DIRECT {
-        let per = (bs / 4) as u32;
-        let ind = u64::from(iblock[DIRECT as usize]);
-        if lblk - DIRECT >= per || ind == 0 || ind >= fs.geo.blocks_count {
+    } else {
+        let Some(c) = Chain::walk(p0, dev, &iblock, lblk) else {
             return false;
-        }
-        let mut table = vec![0u8; bs];
-        if dev.read_at(&mut table, ind * bs as u64).is_err() {
-            return false;
-        }
-        let at = (lblk - DIRECT) as usize * 4;
-        if table[at..at + 4] != [0; 4] {
-            return false;
-        }
-        indirect = Some((ind, table, at));
-    } else if iblock[lblk as usize] != 0 {
-        return false;
+        };
+        chain = Some(c);
     }
     let ratio = u64::from(fs.geo.cluster_ratio.max(1));
     // A block in a cluster the directory holds already costs no new cluster.
@@ -156,6 +145,26 @@ fn fill(
     let Some(pblk) = shared.or_else(|| free_block(p0, facts, taken, cursor, lblk)) else {
         return false;
     };
+    // A block map's missing indirect blocks, after the data block (as e2fsck takes them).
+    let mut new_nodes = Vec::new();
+    if let Some(c) = &chain {
+        taken.insert(pblk);
+        for _ in 0..c.missing() {
+            match free_block(p0, facts, taken, cursor, 0) {
+                Some(b) => {
+                    taken.insert(b);
+                    new_nodes.push(b);
+                }
+                None => {
+                    taken.remove(&pblk);
+                    new_nodes.iter().for_each(|b| {
+                        taken.remove(b);
+                    });
+                    return false;
+                }
+            }
+        }
+    }
     // The new block's contents first: it is free until mapped, so a mapping that fails
     // below leaves nothing behind.
     if dev
@@ -180,26 +189,21 @@ fn fill(
                 return false;
             }
         }
-    } else {
-        let Ok(p) = u32::try_from(pblk) else {
+    } else if let Some(c) = chain {
+        if !c.link(dev, bs, &mut iblock, pblk, &new_nodes) {
+            taken.remove(&pblk);
+            new_nodes.iter().for_each(|b| {
+                taken.remove(b);
+            });
             return false;
-        };
-        match &mut indirect {
-            Some((ind, table, at)) => {
-                table[*at..*at + 4].copy_from_slice(&p.to_le_bytes());
-                if dev.write_at(table, *ind * bs as u64).is_err() {
-                    return false;
-                }
-            }
-            None => iblock[lblk as usize] = p,
         }
     }
     taken.insert(pblk);
-    // i_blocks counts whole clusters.
+    // i_blocks counts whole clusters (a block map's new indirect blocks too).
     let sectors = if shared.is_some() {
         0
     } else {
-        ratio * (bs / 512) as u64
+        (1 + new_nodes.len() as u64) * ratio * (bs / 512) as u64
     };
     let want_size = (u64::from(lblk) + 1) * bs as u64;
     let block_mapped = runs.is_none();
@@ -217,6 +221,100 @@ fn fill(
         }
     });
     nodes_changed
+}
+
+/// Where a logical block goes in a block map: its slot in `i_block`, then one index per
+/// level of indirect blocks below it (none for a direct block); `None` past the triple
+/// indirect block's reach.
+fn map_path(lblk: u32, per: u64) -> Option<(usize, Vec<usize>)> {
+    let mut l = u64::from(lblk);
+    if l < u64::from(DIRECT) {
+        return Some((l as usize, Vec::new()));
+    }
+    l -= u64::from(DIRECT);
+    let mut span = per;
+    for (slot, depth) in [(12usize, 1u32), (13, 2), (14, 3)] {
+        if l < span {
+            let idx = (0..depth)
+                .rev()
+                .map(|d| ((l / per.pow(d)) % per) as usize)
+                .collect();
+            return Some((slot, idx));
+        }
+        l -= span;
+        span = span.saturating_mul(per);
+    }
+    None
+}
+
+/// A block map's way to a hole: the slot in `i_block`, and each level's indirect block below
+/// it (its number when it exists, its contents, the index taken in it).
+struct Chain {
+    slot: usize,
+    levels: Vec<(Option<u64>, Vec<u8>, usize)>,
+}
+
+impl Chain {
+    /// Walk to logical block `lblk` of the block map `iblock`; `None` unless it is a hole
+    /// reached through sound pointers (a pointer out of the file system is left alone).
+    fn walk(p0: &Pass0Facts, dev: &dyn Device, iblock: &[u32], lblk: u32) -> Option<Chain> {
+        let fs = &p0.fs;
+        let bs = fs.block_size();
+        let (slot, idx) = map_path(lblk, (bs / 4) as u64)?;
+        let mut ptr = u64::from(*iblock.get(slot)?);
+        let mut levels = Vec::with_capacity(idx.len());
+        for i in idx {
+            let mut table = vec![0u8; bs];
+            let at = if ptr == 0 {
+                None
+            } else if ptr < fs.geo.first_data_block || ptr >= fs.geo.blocks_count {
+                return None;
+            } else {
+                dev.read_at(&mut table, ptr * bs as u64).ok()?;
+                Some(ptr)
+            };
+            let next = table.get(i * 4..i * 4 + 4)?;
+            ptr = u64::from(u32::from_le_bytes([next[0], next[1], next[2], next[3]]));
+            levels.push((at, table, i));
+        }
+        (ptr == 0).then_some(Chain { slot, levels })
+    }
+    /// Indirect blocks the way lacks.
+    fn missing(&self) -> usize {
+        self.levels.iter().filter(|(at, _, _)| at.is_none()).count()
+    }
+    /// Point the way at `pblk`, the missing indirect blocks being `new` (in order, from the
+    /// top): their contents and the changed ones are written, the top slot set in `iblock`.
+    fn link(self, dev: &dyn Device, bs: usize, iblock: &mut [u32], pblk: u64, new: &[u64]) -> bool {
+        let mut fresh = new.iter();
+        let blocks: Option<Vec<u64>> = self
+            .levels
+            .iter()
+            .map(|(at, _, _)| at.or_else(|| fresh.next().copied()))
+            .collect();
+        let Some(blocks) = blocks else {
+            return false;
+        };
+        // Each level points at the next one's block, the last at the data block.
+        let targets = blocks.iter().skip(1).copied().chain([pblk]);
+        for (((_, mut table, i), &blk), target) in self.levels.into_iter().zip(&blocks).zip(targets) {
+            let Ok(t) = u32::try_from(target) else {
+                return false;
+            };
+            table[i * 4..i * 4 + 4].copy_from_slice(&t.to_le_bytes());
+            if dev.write_at(&table, blk * bs as u64).is_err() {
+                return false;
+            }
+        }
+        let top = blocks.first().copied().unwrap_or(pblk);
+        match (u32::try_from(top), iblock.get_mut(self.slot)) {
+            (Ok(t), Some(s)) => {
+                *s = t;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// An empty directory block for logical block `lblk` of `dir`: block 0 holds `.` and `..`.
@@ -254,4 +352,31 @@ fn empty_block(p0: &Pass0Facts, dev: &dyn Device, dir: u32, lblk: u32) -> Vec<u8
         super::dirent::set_leaf_csum(p0, dev, dir, &mut buf);
     }
     buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::map_path;
+
+    #[test]
+    fn a_logical_block_finds_its_slot_and_indexes_at_every_depth() {
+        // 1 KiB blocks: 256 pointers a block.
+        let per = 256;
+        assert_eq!(map_path(0, per), Some((0, vec![])));
+        assert_eq!(map_path(11, per), Some((11, vec![])));
+        assert_eq!(map_path(12, per), Some((12, vec![0])));
+        assert_eq!(map_path(267, per), Some((12, vec![255])));
+        assert_eq!(map_path(268, per), Some((13, vec![0, 0])));
+        assert_eq!(map_path(268 + 256 + 3, per), Some((13, vec![1, 3])));
+        let tind = 268 + 256 * 256;
+        assert_eq!(map_path(tind - 1, per), Some((13, vec![255, 255])));
+        assert_eq!(map_path(tind, per), Some((14, vec![0, 0, 0])));
+        assert_eq!(
+            map_path(tind + 256 * 256 + 256 + 1, per),
+            Some((14, vec![1, 1, 1]))
+        );
+        // Past the triple indirect block's reach.
+        assert_eq!(map_path(u32::MAX, per), None);
+        assert_eq!(map_path(1 << 30, 1024).map(|(slot, _)| slot), Some(14));
+    }
 }
