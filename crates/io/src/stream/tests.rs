@@ -177,17 +177,24 @@ fn a_sweep_starts_with_its_first_cold_request_alone_then_hints_ascending_ahead_o
     assert!(reqs.len() > 3 * cfg.ahead, "{} requests", reqs.len());
     let want: Vec<(u64, u64)> = reqs.iter().map(|r| (r.offset, r.len)).collect();
     // The device says nothing of its cache, or holds the first five requests already.
+    // 0 consumers: `warm`, which reads the same way and keeps nothing.
     for (cached_below, warm) in [(None, 0), (Some(want[5].0), 5)] {
-        for consumers in [1, 2, 4] {
+        for consumers in [0, 1, 2, 4] {
             let mut dev = Recording::new(data.clone());
             dev.cached_below = cached_below;
-            run(&dev, &plan, &cfg, |s| {
-                std::thread::scope(|t| {
-                    for _ in 0..consumers {
-                        t.spawn(|| while s.recv().is_some() {});
-                    }
-                })
-            });
+            if consumers == 0 {
+                let mut ranges = 0;
+                super::warm(&dev, &plan, &cfg, |n| ranges += n);
+                assert_eq!(ranges, plan.len(), "warm: every range counted once");
+            } else {
+                run(&dev, &plan, &cfg, |s| {
+                    std::thread::scope(|t| {
+                        for _ in 0..consumers {
+                            t.spawn(|| while s.recv().is_some() {});
+                        }
+                    })
+                });
+            }
             let case = format!("{consumers} consumers, {warm} cached");
             let events = dev.events.lock().unwrap().clone();
             let reads: Vec<(u64, u64)> =
