@@ -236,6 +236,11 @@ pub(super) fn scan_groups(
     let stages = if streamed { 4 } else { 1 };
     progress.start(1, stages * per_group * group_count as u64);
     let _dir_sweep = streamed.then(|| super::prefetch::prefetch(fs, p0, progress));
+    // The sweep leaves the tables in the page cache: the workers then copy their own groups'
+    // tables out of it, in parallel, as without the sweep (one stream's reader copying every
+    // table for them was a serial quarter of a cold pass 1 on block-mapped files). Only
+    // tables the cache did not keep are read again through one ordered stream.
+    let stream_tables = streamed && !tables_cached(fs, p0);
     if !streamed {
         (0..ahead.min(group_count)).for_each(hint_table);
     }
@@ -256,7 +261,7 @@ pub(super) fn scan_groups(
         o
     };
     let scan_groups = |r: std::ops::Range<usize>| -> Vec<GroupOut> {
-        if streamed {
+        if stream_tables {
             return scan_streamed(scan, p0, r, &scan_one);
         }
         r.into_par_iter()
