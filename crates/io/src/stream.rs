@@ -519,7 +519,12 @@ impl<'a> Window<'a> {
 /// every byte out only to drop it doubled the copying of a sweep of directory blocks that
 /// pass 2 then reads again. `progress` is given the number of ranges each request held, once
 /// it is in. A failed or short read is left to whoever reads the range later.
-pub fn warm(dev: &dyn Device, plan: &ReadPlan, cfg: &StreamConfig, mut progress: impl FnMut(usize)) {
+pub fn warm(
+    dev: &dyn Device,
+    plan: &ReadPlan,
+    cfg: &StreamConfig,
+    mut progress: impl FnMut(usize),
+) {
     let (_, reqs) = plan.schedule(cfg);
     let mut window = Window::new(dev, &reqs, cfg.ahead);
     let mut buf = Vec::new();

@@ -297,7 +297,8 @@ impl Chain {
         };
         // Each level points at the next one's block, the last at the data block.
         let targets = blocks.iter().skip(1).copied().chain([pblk]);
-        for (((_, mut table, i), &blk), target) in self.levels.into_iter().zip(&blocks).zip(targets) {
+        for (((_, mut table, i), &blk), target) in self.levels.into_iter().zip(&blocks).zip(targets)
+        {
             let Ok(t) = u32::try_from(target) else {
                 return false;
             };

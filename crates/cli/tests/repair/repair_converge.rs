@@ -195,5 +195,9 @@ fn a_block_mapped_directory_with_holes_past_its_single_indirect_block_is_filled(
     // round and the repair refused); pass 3A then shrinks the empty directory, as e2fsck's.
     let img = common::mkfs(&t, "ext3", &["-b", "1024"], "8M");
     common::debugfs_w(&t, &img.path, "sif /sparse mode 040755");
-    assert_converges(&t, &img, "a sparse file made a directory (ext3, 1 KiB blocks)");
+    assert_converges(
+        &t,
+        &img,
+        "a sparse file made a directory (ext3, 1 KiB blocks)",
+    );
 }
