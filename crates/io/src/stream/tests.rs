@@ -175,16 +175,21 @@ fn any_number_of_consumers_get_their_bytes_from_one_ascending_coalesced_read_str
 /// low end wherever the last sweep left it; then every later request hinted once,
 /// ascending, at most `ahead` past the one being read, and each hinted before it is read.
 /// The same for any number of consumers.
-#[test]
-fn a_sweep_starts_with_its_first_cold_request_alone_then_hints_ascending_ahead_of_the_reads() {
-    let size = 16 << 20;
-    let data = pattern(size);
-    let cfg = StreamConfig {
+/// A sweep of scattered blocks: small requests, 8 hinted ahead.
+fn hinted() -> StreamConfig {
+    StreamConfig {
         max_request: 128 << 10,
         max_gap: 64 << 10,
         ahead: 8,
         ..StreamConfig::default()
-    };
+    }
+}
+
+#[test]
+fn a_sweep_starts_with_its_first_cold_request_alone_then_hints_ascending_ahead_of_the_reads() {
+    let size = 16 << 20;
+    let data = pattern(size);
+    let cfg = hinted();
     let plan = scattered(400, size as u64, 7);
     let (_, reqs) = plan.schedule(&cfg);
     assert!(reqs.len() > 3 * cfg.ahead, "{} requests", reqs.len());
@@ -442,12 +447,7 @@ fn a_reused_buffer_shows_no_earlier_bytes_after_a_short_read() {
 #[test]
 fn warming_copies_out_only_the_requests_whose_hints_were_not_served() {
     let size = 16 << 20;
-    let cfg = StreamConfig {
-        max_request: 128 << 10,
-        max_gap: 64 << 10,
-        ahead: 8,
-        ..StreamConfig::default()
-    };
+    let cfg = hinted();
     let plan = scattered(200, size as u64, 11);
     let (_, reqs) = plan.schedule(&cfg);
     let mut dev = Recording::new(pattern(size));
