@@ -468,6 +468,22 @@ fn p1_inline_data_without_system_data() {
 }
 
 #[test]
+fn p1_bad_i_size_of_an_inline_file_past_what_a_block_map_addresses() {
+    let Some(t) = common::tools() else { return };
+    let img = ext4_ea_inline(&t);
+    // 2^56 bytes: more than a block map of 1 KiB blocks addresses (an inline file has no
+    // extent flag), which e2fsck sets back to 0, the end of its last (no) block.
+    common::debugfs_w(&t, &img.path, "sif /b/x size 0x100000000000000");
+    let c = expect(&t, &img, &["P1_BAD_I_SIZE"]);
+    let f = c
+        .findings()
+        .iter()
+        .find(|f| f["code"] == "P1_BAD_I_SIZE")
+        .unwrap();
+    assert_eq!(f["ctx"]["num2"].as_u64(), Some(0), "{f}");
+}
+
+#[test]
 fn p1_inline_data_and_extents_flags() {
     let Some(t) = common::tools() else { return };
     let img = ext4_ea_inline(&t);
