@@ -108,6 +108,9 @@ pub mod flag {
     /// Not printed when the answer is yes: e2fsck makes the fix without a message (the
     /// journal's recorded error cleared), yet a read-only check reports it.
     pub const YES_NOMSG: u16 = 2048;
+    /// Answered no in preen mode, without asking (with `NO_OK`, e2fsck's choice for flags on
+    /// special files and trees that could be shallower: harmless left, not for a boot to fix).
+    pub const PREEN_NO: u16 = 4096;
 }
 
 /// Which fixer of `repair` makes a problem's fix: its fix class. The repair's fixer table
@@ -467,7 +470,7 @@ catalogue! {
     P1_RELOC_FROM_TO = 0x010020, None, INFO, -, 0, "Relocating group {group}'s {str} from {blk} to {blk2}...";
     P1_RELOC_TO = 0x010021, None, INFO, -, 0, "Relocating group {group}'s {str} to {blk}...";
     P1_SET_IMAGIC = 0x01002F, Clear, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has imagic flag set.";
-    P1_SET_IMMUTABLE = 0x010030, Clear, PREEN_OK, Inode, INODE | MAP, "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable\nor append-only flag set.";
+    P1_SET_IMMUTABLE = 0x010030, Clear, PREEN_OK | PREEN_NO | NO_OK, Inode, INODE | MAP, "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable\nor append-only flag set.";
     P1_SET_NONZSIZE = 0x010032, Fix, PREEN_OK, Inode, INODE | MAP, "Special (device/socket/fifo) inode {ino} has non-zero size.";
     P1_FS_REV_LEVEL = 0x010033, Fix, PREEN_OK | NO_OK, Features, 0, "File system has feature flag(s) set, but is a revision 0 file system.";
     P1_JOURNAL_INODE_NOT_CLEAR = 0x010034, Clear, PREEN_OK, Journal, 0, "Journal inode is not in use, but contains data.";
@@ -528,7 +531,7 @@ catalogue! {
     P1_UNINIT_DBLOCK = 0x010073, Fix, PREEN_OK, BlockMap, REMAPS | MAP, "Directory inode {ino} has extent marked uninitialized at block {num}.";
     P1_MISALIGNED_CLUSTER = 0x010074, None, INFO, -, 0, "Inode {ino} logical block {num} (physical block {blk}) violates cluster allocation rules.\nWill fix in pass 1B.";
     P1_INLINE_DATA_NO_ATTR = 0x010075, Truncate, 0, Inode, INODE | MAP, "Inode {ino} has INLINE_DATA_FL flag but extended attribute not found.";
-    P1_SPECIAL_EXTENTS_IDATA = 0x010076, Clear, PREEN_OK, Inode, INODE | MAP, "Special (device/socket/fifo) file (inode {ino}) has extents\nor inline-data flag set.";
+    P1_SPECIAL_EXTENTS_IDATA = 0x010076, Clear, PREEN_OK | PREEN_NO | NO_OK, Inode, INODE | MAP, "Special (device/socket/fifo) file (inode {ino}) has extents\nor inline-data flag set.";
     P1_CLEAR_INLINE_DATA_FOR_EXTENT = 0x010077, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino} has extent header but inline data flag is set.\n";
     P1_CLEAR_EXTENT_FOR_INLINE_DATA = 0x010078, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino} seems to have inline data but extent flag is set.\n";
     P1_CLEAR_EXTENT_INLINE_DATA_FLAGS = 0x010079, Fix, PREEN_OK, Inode, INODE | MAP, "Inode {ino} seems to have block map but inline data and extent flags set.\n";
@@ -536,7 +539,7 @@ catalogue! {
     P1_BAD_PRIMARY_SUPERBLOCK = 0x010019, Clear, 0, BlockMap, REMAPS | MAP, "The primary superblock ({blk}) is on the bad block list.\n\nIf the block is really bad, the filesystem can not be fixed.\nYou can remove this block from the bad block list and hope\nthat the block is really OK.  But there are no guarantees.\n\n";
     P1_BAD_PRIMARY_GROUP_DESCRIPTOR = 0x01001A, Clear, 0, BlockMap, REMAPS | MAP, "Block {blk} in the primary group descriptors is on the bad block list\n\nIf the block is really bad, the filesystem can not be fixed.\nYou can remove this block from the bad block list and hope\nthat the block is really OK.  But there are no guarantees.\n\n";
     P1_BADBLOCKS_IN_BADBLOCKS = 0x01007B, ClearInode, 0, Inode, INODE | MAP, "Bad block list says the bad block list inode is bad.";
-    P1_EXTENT_BAD_MAX_DEPTH = 0x01007F, Fix, NO_OK | PREEN_OK, ExtentTree, MAP, "Inode {ino} extent tree could be more shallow ({num}; could be <= {num2})\n";
+    P1_EXTENT_BAD_MAX_DEPTH = 0x01007F, Fix, NO_OK | PREEN_OK | PREEN_NO, ExtentTree, MAP, "Inode {ino} extent tree could be more shallow ({num}; could be <= {num2})\n";
     P1_NO_BIGALLOC_BLOCKMAP_FILES = 0x010080, Fix, 0, ExtentTree, MAP, "Inode {ino} on bigalloc filesystem cannot be block mapped.";
     P1_MISSING_EXTENT_HEADER = 0x010081, ClearInode, PREEN_OK, Clear, RESHAPES | INODE, "Inode {ino} has corrupt extent header.";
     P1_ATTR_VALUE_EA_INODE = 0x010083, Clear, PREEN_OK, Xattr, 0, "Inode {ino} has illegal extended attribute value inode {num}.\n";

@@ -270,7 +270,7 @@ impl Policy {
         match self.mode {
             Mode::No => false,
             Mode::Yes => p.fixable(),
-            Mode::Preen => f & flag::PREEN_OK != 0 && p.fixable(),
+            Mode::Preen => f & flag::PREEN_OK != 0 && f & flag::PREEN_NO == 0 && p.fixable(),
         }
     }
 

@@ -5,6 +5,7 @@
 use crate::common;
 
 use common::{Image, Tools};
+use std::ffi::OsStr;
 
 /// ext4 (1 KiB blocks, 2 groups, metadata_csum) unless a test needs something else.
 fn ext4(t: &Tools) -> Image {
@@ -465,6 +466,22 @@ fn p1_inline_data_without_system_data() {
     let img = ext4_ea_inline(&t);
     common::debugfs_w(&t, &img.path, "ea_rm /b/x system.data");
     expect(&t, &img, &["P1_INLINE_DATA_NO_ATTR"]);
+}
+
+#[test]
+fn p1_set_immutable_on_a_special_file_is_no_error_and_preen_ignores_it() {
+    let Some(t) = common::tools() else { return };
+    let img = ext4(&t);
+    // The immutable flag on a fast symlink: reported, but e2fsck exits 0 under -n (left, it
+    // harms nothing), and under -p answers no by itself.
+    common::debugfs_w(&t, &img.path, "sif /b/short flags 0x10");
+    common::expect_codes(&t, &img, 0, &["P1_SET_IMMUTABLE"], &[]);
+    let preen = common::ffsck(&[OsStr::new("-fp"), img.path.as_os_str()]);
+    assert_eq!(preen.code, Some(0), "{}", preen.stdout);
+    assert!(preen.stdout.contains("IGNORED."), "{}", preen.stdout);
+    let (code, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(code, 0, "preen left the flag, as e2fsck -p does: {out}");
+    assert!(out.contains("immutable"), "{out}");
 }
 
 #[test]
