@@ -518,7 +518,8 @@ impl<'a> Window<'a> {
 /// full only when its last byte did not come with it (a hint the device dropped): copying
 /// every byte out only to drop it doubled the copying of a sweep of directory blocks that
 /// pass 2 then reads again. `progress` is given the number of ranges each request held, once
-/// it is in. A failed or short read is left to whoever reads the range later.
+/// it is in. A failed or short read is left to whoever reads the range later. A caller that
+/// runs it on a thread of its own names that thread [`READER_THREAD`].
 pub fn warm(
     dev: &dyn Device,
     plan: &ReadPlan,

@@ -183,7 +183,9 @@ pub(super) fn prefetch(fs: &Fs, p0: &Pass0Facts, progress: &Arc<Progress>) -> Di
     let dev = fs.dev.clone();
     let shared = progress.clone();
     let spawned = std::thread::Builder::new()
-        .name("ffsck-dir-sweep".into())
+        // `warm` reads in this thread: named as the stream's reader, so profiles and tests
+        // tell the sweeps' reads from the checks'.
+        .name(stream::READER_THREAD.into())
         .spawn(move || {
             let mut plan = ReadPlan::new();
             for blk in data {
