@@ -156,10 +156,7 @@ fn fill(
                     new_nodes.push(b);
                 }
                 None => {
-                    taken.remove(&pblk);
-                    new_nodes.iter().for_each(|b| {
-                        taken.remove(b);
-                    });
+                    release(taken, pblk, &new_nodes);
                     return false;
                 }
             }
@@ -191,10 +188,7 @@ fn fill(
         }
     } else if let Some(c) = chain {
         if !c.link(dev, bs, &mut iblock, pblk, &new_nodes) {
-            taken.remove(&pblk);
-            new_nodes.iter().for_each(|b| {
-                taken.remove(b);
-            });
+            release(taken, pblk, &new_nodes);
             return false;
         }
     }
@@ -221,6 +215,15 @@ fn fill(
         }
     });
     nodes_changed
+}
+
+/// Give back the blocks a fill took (`pblk` and its new indirect blocks) when it cannot map
+/// them.
+fn release(taken: &mut HashSet<u64>, pblk: u64, nodes: &[u64]) {
+    taken.remove(&pblk);
+    for b in nodes {
+        taken.remove(b);
+    }
 }
 
 /// Where a logical block goes in a block map: its slot in `i_block`, then one index per
