@@ -82,10 +82,12 @@ impl Mapper<'_, '_, '_> {
             } else {
                 ctx
             };
-            // Fixed, the extent is gone: none of its blocks belong to the inode. Unfixed,
-            // e2fsck still accounts the part of the extent that is in range.
+            // Fixed, the extent is gone. Unfixed, e2fsck passes over it all the same: none of
+            // its blocks is counted, claimed or listed as a directory block. Only in a subtree
+            // it walks without repairs (critical metadata) are a bad entry's blocks taken.
+            let quiet = self.w.quiet;
             let dropped = self.flag(p, ctx);
-            if dropped || p == P::P1_EXTENT_LENGTH_ZERO {
+            if dropped || !quiet || p == P::P1_EXTENT_LENGTH_ZERO {
                 return Step::Go;
             }
         }
