@@ -512,6 +512,11 @@ catalogue! {
     P1_FAST_SYMLINK_EXTENT_FL = 0x01005D, Clear, PREEN_OK, Inode, INODE | MAP, "Fast symlink {ino} has EXTENT_FL set.";
     P1_EXTENT_COLLISION = 0x01007D, Clear, 0, BlockMap, REMAPS | MAP, "Inode {ino} has a duplicate extent mapping\n\t(logical block {num}, invalid physical block {blk}, len {num2})\n";
     P1_OUT_OF_ORDER_EXTENTS = 0x01005E, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has out of order extents\n\t(invalid logical block {num}, physical block {blk}, len {num2})\n";
+    // e2fsck has no code for this: libext2fs walks a child node at the depth its parent
+    // implies and never reads the child's own `eh_depth`, so e2fsck passes it as clean. The
+    // kernel refuses such a node ("unexpected eh_depth") and the file cannot be read: ffsck
+    // walks it as libext2fs does (nothing is lost) and sets the depth the tree implies.
+    P1_EXTENT_NODE_DEPTH = -, Fix, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} extent node (blk {blk}, lblk {num}) claims depth {num2}, but its place in the tree is depth {blk2}.  ";
     P1_EXTENT_HEADER_INVALID = 0x01005F, Clear, PREEN_OK, BlockMap, REMAPS | MAP, "Inode {ino} has an invalid extent node (blk {blk}, lblk {num})\n";
     P1_QUOTA_BAD_MODE = 0x010062, Clear, PREEN_OK, Inode, INODE | MAP, "Quota inode is not a regular file.";
     P1_QUOTA_INODE_NOT_CLEAR = 0x010063, Clear, PREEN_OK, Inode, 0, "Quota inode is not in use, but contains data.";

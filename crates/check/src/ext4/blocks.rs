@@ -567,7 +567,7 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
                             v.enter(None);
                         }
                         let hi = self.eof.unwrap_or(1 << 32);
-                        let step = self.entries(&node, Span::new(0, hi, 0), v);
+                        let step = self.entries(&node, node.depth(), Span::new(0, hi, 0), v);
                         if self.edit && step != Step::Stop {
                             v.rewrite(None, root);
                         }
@@ -585,10 +585,10 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
         }
     }
 
-    /// The entries of one extent node.
-    fn entries<V: Visitor>(&mut self, node: &Node, mut span: Span, v: &mut V) -> Step {
+    /// The entries of one extent node at `depth` (the one its place implies; 0 is a leaf).
+    fn entries<V: Visitor>(&mut self, node: &Node, depth: u16, mut span: Span, v: &mut V) -> Step {
         for i in 0..node.len() {
-            let step = if node.is_leaf() {
+            let step = if depth == 0 {
                 let e = node.extent(i);
                 let (len, uninit) = e.len();
                 let m = Mapping {
@@ -619,7 +619,7 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
                     end,
                     level: span.level + 1,
                 };
-                self.index(index, node.depth(), &mut span, v)
+                self.index(index, depth, &mut span, v)
             };
             if step == Step::Stop {
                 return Step::Stop;
@@ -666,10 +666,13 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
         buf: &mut [u8],
         v: &mut V,
     ) -> Step {
-        let node = match Node::parse(buf) {
+        let node = match Node::parse_any_depth(buf) {
             Ok(n) => n,
             Err(e) => return v.damage(Damage::BadNode(idx, NodeError::Header(e))),
         };
+        // The child's depth is the one its place in the tree implies, whatever its header
+        // claims (libext2fs never reads a child's `eh_depth`; the kernel rejects a node whose
+        // claim differs, so the claim is damage the visitor may report and walk past).
         let want = depth.saturating_sub(1);
         if node.depth() != want {
             let err = NodeError::Depth {
@@ -680,35 +683,34 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
                 Step::Go => {}
                 s => return s,
             }
-        } else {
-            if let Some(seed) = self.csum_seed {
-                if !extent_csum_ok(seed, buf, node.header.eh_max.get())
-                    && v.damage(Damage::BadChecksum(idx)) == Step::Stop
-                {
-                    return Step::Stop;
-                }
+        }
+        if let Some(seed) = self.csum_seed {
+            if !extent_csum_ok(seed, buf, node.header.eh_max.get())
+                && v.damage(Damage::BadChecksum(idx)) == Step::Stop
+            {
+                return Step::Stop;
             }
-            if !node.is_empty() {
-                let first = if node.is_leaf() {
-                    u64::from(node.extent(0).ee_block.get())
-                } else {
-                    u64::from(node.index(0).ei_block.get())
+        }
+        if !node.is_empty() {
+            let first = if want == 0 {
+                u64::from(node.extent(0).ee_block.get())
+            } else {
+                u64::from(node.index(0).ei_block.get())
+            };
+            if first != idx.start {
+                let d = Damage::IndexStart {
+                    index: idx,
+                    first,
+                    depth,
                 };
-                if first != idx.start {
-                    let d = Damage::IndexStart {
-                        index: idx,
-                        first,
-                        depth,
-                    };
-                    if v.damage(d) == Step::Stop {
-                        return Step::Stop;
-                    }
+                if v.damage(d) == Step::Stop {
+                    return Step::Stop;
                 }
             }
         }
         let info = NodeInfo {
             pblk: Some(idx.child),
-            depth: node.depth(),
+            depth: want,
             entries: node.len(),
             capacity: node.capacity(),
             level: idx.level,
@@ -718,7 +720,8 @@ impl<'r, R: BlockReader + ?Sized> Walk<'r, R> {
                 if self.edit {
                     v.enter(Some(idx.child));
                 }
-                let step = self.entries(&node, Span::new(idx.start, idx.end, idx.level), v);
+                let span = Span::new(idx.start, idx.end, idx.level);
+                let step = self.entries(&node, want, span, v);
                 if self.edit && step != Step::Stop {
                     v.rewrite(Some(idx.child), buf);
                 }
@@ -988,7 +991,21 @@ mod tests {
             "{:?}",
             log.seen
         );
-        // Lenient (a visitor that walks nodes at any depth): the level cap ends it.
+        // Lenient: the second visit is walked as the leaf its place makes it.
+        let mut log = Log {
+            on_depth: Some(Step::Go),
+            ..Default::default()
+        };
+        assert_eq!(m.walk().extents(&root, &mut log), Walked::Done);
+        assert_eq!(
+            log.seen
+                .iter()
+                .filter(|s| s.starts_with("node Some(7)"))
+                .collect::<Vec<_>>(),
+            ["node Some(7) d1 l1", "node Some(7) d0 l2"]
+        );
+        // Under a root deeper than the format allows, the level cap ends it.
+        let root = index_root(60, &[(0, 7)]);
         let mut log = Log {
             on_depth: Some(Step::Go),
             ..Default::default()
@@ -1004,6 +1021,47 @@ mod tests {
             log.seen.last().unwrap().contains("TooDeep"),
             "{:?}",
             log.seen
+        );
+    }
+
+    #[test]
+    fn a_child_is_walked_at_the_depth_its_parent_implies() {
+        // A leaf whose header claims depth 189 (past the format's limit) and an index node
+        // claiming to be a leaf: libext2fs never reads a child's depth, nor does the walk.
+        let mut m = Mem::new();
+        let root = index_root(2, &[(0, 5)]);
+        header(m.block(5), 1, CAP, 0);
+        index_entry(m.block(5), 0, 0, 6);
+        header(m.block(6), 1, CAP, 189);
+        leaf_entry(m.block(6), 0, 0, 4, 40);
+        let mut log = Log {
+            on_depth: Some(Step::Go),
+            ..Default::default()
+        };
+        assert_eq!(m.walk().extents(&root, &mut log), Walked::Done);
+        let damage = |want, got| {
+            let idx = |child, level| Index {
+                child,
+                start: 0,
+                end: 1 << 32,
+                level,
+            };
+            let (child, level) = if want == 1 { (5, 1) } else { (6, 2) };
+            format!(
+                "damage {:?}",
+                Damage::BadNode(idx(child, level), NodeError::Depth { want, got })
+            )
+        };
+        assert_eq!(
+            log.seen,
+            [
+                "node None d2 l0".to_string(),
+                damage(1, 0),
+                "node Some(5) d1 l1".to_string(),
+                damage(0, 189),
+                "node Some(6) d0 l2".to_string(),
+                "map 0->40 x4".to_string(),
+            ]
         );
     }
 

@@ -7,7 +7,9 @@ use super::itable::extent_header_valid;
 use super::sizes::check_sizes;
 use super::special::symlink_uses_i_block;
 use super::{flag, report, xattr, GroupOut, InodeCheck, Scan};
-use crate::ext4::blocks::{Damage, Index, Indirect, Mapping, NodeInfo, Span, Step, Visitor, Walk};
+use crate::ext4::blocks::{
+    Damage, Index, Indirect, Mapping, NodeError, NodeInfo, Span, Step, Visitor, Walk,
+};
 use crate::facts::DirBlock;
 use crate::latch::Latches;
 use crate::problem::Problem as P;
@@ -595,6 +597,19 @@ impl Visitor for Mapper<'_, '_, '_> {
                 self.out
                     .findings
                     .report(policy, P::P1_EXTENT_BAD_MAX_DEPTH, ctx);
+                Step::Go
+            }
+            Damage::BadNode(idx, NodeError::Depth { want, got }) => {
+                // Walked at the depth its place implies, as libext2fs walks it.
+                let ctx = ProblemCtx {
+                    ino,
+                    blk: idx.child,
+                    blk2: u64::from(want),
+                    num: idx.start,
+                    num2: u64::from(got),
+                    ..Default::default()
+                };
+                self.flag(P::P1_EXTENT_NODE_DEPTH, ctx);
                 Step::Go
             }
             Damage::BadNode(idx, _) => {

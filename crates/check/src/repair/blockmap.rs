@@ -13,7 +13,9 @@
 use super::clone::write_node;
 use super::inode::edit;
 use crate::ext4::blocks::{past_eof_allowed, Visitor, Walk};
-use crate::ext4::blocks::{Damage, Edit, Edits, Index, Indirect, Mapping, NodeInfo, Span, Step};
+use crate::ext4::blocks::{
+    Damage, Edit, Edits, Index, Indirect, Mapping, NodeError, NodeInfo, Span, Step,
+};
 use crate::fs::Fs;
 use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
@@ -46,6 +48,7 @@ fn extent(p: P) -> bool {
             | P::P1_OUT_OF_ORDER_EXTENTS
             | P::P1_EXTENT_COLLISION
             | P::P1_EXTENT_HEADER_INVALID
+            | P::P1_EXTENT_NODE_DEPTH
             | P::P1_EXTENT_LENGTH_ZERO
             | P::P1_EXTENT_END_OUT_OF_BOUNDS
             | P::P1_EXTENT_INDEX_START_INVALID
@@ -97,6 +100,12 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
         .filter(|f| f.problem == P::P1_EXTENT_ONLY_CSUM_INVALID)
         .map(|f| f.ctx.blk)
         .collect();
+    // Extent nodes whose `eh_depth` disagrees with their place in the tree.
+    let redepth: HashSet<u64> = fixes
+        .iter()
+        .filter(|f| f.problem == P::P1_EXTENT_NODE_DEPTH)
+        .map(|f| f.ctx.blk)
+        .collect();
     let collapse: HashSet<u32> = fixes
         .iter()
         .filter(|f| f.problem == P::P1_COLLAPSE_DBLOCK)
@@ -121,6 +130,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
                 is_dir,
                 seed,
                 resum: &resum,
+                redepth: &redepth,
                 collapse: collapse.contains(&ino),
                 last_block: None,
                 next_lblock: 0,
@@ -255,6 +265,8 @@ struct Tree<'a> {
     is_dir: bool,
     seed: u32,
     resum: &'a HashSet<u64>,
+    /// Nodes given the depth their place implies (`P1_EXTENT_NODE_DEPTH`).
+    redepth: &'a HashSet<u64>,
     /// Move each directory extent down to close the gap before it (`P1_COLLAPSE_DBLOCK`).
     collapse: bool,
     /// Last logical block mapped so far, in tree order.
@@ -286,6 +298,8 @@ struct Frame {
     level: u32,
     /// Its index entry's start (unused for the root).
     start: u64,
+    /// The depth its place in the tree implies.
+    depth: u16,
 }
 
 impl Tree<'_> {
@@ -371,6 +385,7 @@ impl Visitor for Tree<'_> {
                 hi: u64::from(u32::MAX) + 1,
                 level: 0,
                 start: 0,
+                depth: n.depth,
             });
             return Step::Go;
         };
@@ -385,6 +400,7 @@ impl Visitor for Tree<'_> {
             hi: idx.end,
             level: idx.level,
             start: idx.start,
+            depth: n.depth,
         });
         Step::Go
     }
@@ -394,6 +410,8 @@ impl Visitor for Tree<'_> {
                 self.edits.push(Edit::Drop);
                 Step::Go
             }
+            // Walked, and given its depth in `rewrite`, as the check walks it.
+            Damage::BadNode(_, NodeError::Depth { .. }) => Step::Go,
             Damage::BadNode(..) => {
                 self.drop_last();
                 Step::Skip
@@ -423,7 +441,12 @@ impl Visitor for Tree<'_> {
             return;
         }
         let start = first_lblk(buf);
-        if changed || self.resum.contains(&child) {
+        let redepth =
+            self.redepth.contains(&child) && u16::from_le_bytes([buf[6], buf[7]]) != f.depth;
+        if redepth {
+            buf[6..8].copy_from_slice(&f.depth.to_le_bytes());
+        }
+        if changed || redepth || self.resum.contains(&child) {
             write_node(self.fs, self.dev, self.seed, child, buf);
         }
         if start != f.start {

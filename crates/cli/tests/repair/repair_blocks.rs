@@ -583,6 +583,50 @@ fn preallocated_extents_of_an_empty_file_under_an_index_are_sound() {
     assert!(after.contains("(40-43[u])"), "{after}");
 }
 
+/// A leaf under an index node whose `eh_depth` reads 189 (unseen seed 3010, case 3131).
+/// libext2fs walks a child at the depth its parent implies and never reads the child's own,
+/// so e2fsck calls the file system clean; the kernel refuses the node. ffsck cleared the leaf
+/// as an invalid node and lost the file's extents; it now walks the leaf as a leaf and sets
+/// its depth.
+#[test]
+fn a_child_extent_node_claiming_the_wrong_depth_gets_its_depth_back() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-O", "^metadata_csum"], "16M");
+    common::debugfs_w(&t, &img.path, "write /dev/null /prealloc");
+    for s in [0, 8, 16, 24, 32, 40] {
+        common::debugfs_w(&t, &img.path, &format!("fallocate /prealloc {s} {}", s + 3));
+    }
+    let stat = common::debugfs_r(&t, &img.path, "stat /prealloc");
+    let leaf: u64 = stat
+        .split("(ETB0):")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .unwrap_or_else(|| panic!("test setup: no extent tree block\n{stat}"));
+    let bs = u64::from(common::debugfs_number(&t, &img.path, "stats", "Block size:") as u32);
+    let depth_at = leaf * bs + 6;
+    common::patch(&img.path, depth_at, &189u16.to_le_bytes());
+    let (e2, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2, 0, "test setup: libext2fs never reads the depth\n{out}");
+    let check = common::check_n(&img.path, 1);
+    assert_eq!(check.code(), 4, "{}", check.describe());
+    let run = ffsck(&["-fy"], &img);
+    assert_eq!(run.code(), 1, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("claims depth 189, but its place in the tree is depth 0"),
+        "{}",
+        run.stdout
+    );
+    let depth = common::read_all(&img.path)[depth_at as usize..depth_at as usize + 2].to_vec();
+    assert_eq!(depth, [0, 0], "the leaf's depth on disk");
+    let after = common::debugfs_r(&t, &img.path, "stat /prealloc");
+    assert!(after.contains("(40-43[u])"), "{after}");
+    let (e2, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2, 0, "{out}");
+    let again = common::check_n(&img.path, 1);
+    assert_eq!(again.code(), 0, "{}", again.describe());
+}
+
 /// An ext4 image (1 KiB blocks, no metadata_csum, settled by e2fsck) made from `dir`'s
 /// `tree`, whose file `/f` the caller wrote.
 fn extent_image(t: &Tools, dir: tempfile::TempDir) -> Image {
