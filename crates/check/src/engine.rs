@@ -139,6 +139,19 @@ pub struct AllocFacts {
     pub quota: crate::quota::Usage,
 }
 
+impl AllocFacts {
+    /// Whether blocks may be taken from group `g`: its block bitmap is sound, or it is given
+    /// a new one this round (what the check found in use is what the new one will hold; the
+    /// new block itself is marked in `block_used`).
+    pub fn block_bitmap_usable(&self, p0: &crate::pass0::Pass0Facts, g: u32) -> bool {
+        p0.groups.get(g as usize).is_some_and(|s| s.block_bitmap_ok)
+            || self
+                .relocated
+                .iter()
+                .any(|m| m.group == g && m.which == crate::relocate::Table::BlockBitmap)
+    }
+}
+
 pub struct Outcome {
     pub findings: Vec<Finding>,
     pub exit_code: i32,

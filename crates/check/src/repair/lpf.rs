@@ -369,7 +369,7 @@ pub(super) fn pick_block(p0: &Pass0Facts, facts: &AllocFacts) -> Option<u64> {
         if (csum
             && fs.groups[g as usize].flags() & BG_BLOCK_UNINIT != 0
             && p0.groups[g as usize].csum_ok)
-            || !p0.groups[g as usize].block_bitmap_ok
+            || !facts.block_bitmap_usable(p0, g)
         {
             continue;
         }

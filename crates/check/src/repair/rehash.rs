@@ -522,9 +522,7 @@ fn take_near(p0: &Pass0Facts, facts: &AllocFacts, goal: u64) -> Option<u64> {
         let Some(desc) = fs.groups.get(g as usize) else {
             continue;
         };
-        if (csum && desc.flags() & BG_BLOCK_UNINIT != 0)
-            || !p0.groups.get(g as usize).is_some_and(|s| s.block_bitmap_ok)
-        {
+        if (csum && desc.flags() & BG_BLOCK_UNINIT != 0) || !facts.block_bitmap_usable(p0, g) {
             continue;
         }
         let (a, z) = (geo.group_first_block(g), geo.group_last_block(g));
