@@ -555,6 +555,17 @@ fn a_leaf_extent_flipped_past_the_file_end_is_the_one_dropped() {
     assert_tree_kept(&t, &img, &["sparse"]);
 }
 
+/// An ext4 image (no metadata_csum) whose file `/prealloc` has six preallocated extents,
+/// more than the inode holds: they sit in a leaf under an index node.
+fn preallocated_under_an_index(t: &Tools) -> Image {
+    let img = common::mkfs(t, "ext4", &["-O", "^metadata_csum"], "16M");
+    common::debugfs_w(t, &img.path, "write /dev/null /prealloc");
+    for s in [0, 8, 16, 24, 32, 40] {
+        common::debugfs_w(t, &img.path, &format!("fallocate /prealloc {s} {}", s + 3));
+    }
+    img
+}
+
 /// An empty file with preallocated (unwritten) extents under an index node: libext2fs gives
 /// the last index entry the wrapped length 0, so e2fsck bounds nothing below it and calls the
 /// file clean (as the corpus's f_uninit_ext_past_eof). With the file's end bounding the last
@@ -562,11 +573,7 @@ fn a_leaf_extent_flipped_past_the_file_end_is_the_one_dropped() {
 #[test]
 fn preallocated_extents_of_an_empty_file_under_an_index_are_sound() {
     let Some(t) = common::tools() else { return };
-    let img = common::mkfs(&t, "ext4", &["-O", "^metadata_csum"], "16M");
-    common::debugfs_w(&t, &img.path, "write /dev/null /prealloc");
-    for s in [0, 8, 16, 24, 32, 40] {
-        common::debugfs_w(&t, &img.path, &format!("fallocate /prealloc {s} {}", s + 3));
-    }
+    let img = preallocated_under_an_index(&t);
     common::debugfs_w(&t, &img.path, "sif /prealloc size 0");
     let stat = common::debugfs_r(&t, &img.path, "stat /prealloc");
     assert!(
@@ -591,11 +598,7 @@ fn preallocated_extents_of_an_empty_file_under_an_index_are_sound() {
 #[test]
 fn a_child_extent_node_claiming_the_wrong_depth_gets_its_depth_back() {
     let Some(t) = common::tools() else { return };
-    let img = common::mkfs(&t, "ext4", &["-O", "^metadata_csum"], "16M");
-    common::debugfs_w(&t, &img.path, "write /dev/null /prealloc");
-    for s in [0, 8, 16, 24, 32, 40] {
-        common::debugfs_w(&t, &img.path, &format!("fallocate /prealloc {s} {}", s + 3));
-    }
+    let img = preallocated_under_an_index(&t);
     let stat = common::debugfs_r(&t, &img.path, "stat /prealloc");
     let leaf: u64 = stat
         .split("(ETB0):")
