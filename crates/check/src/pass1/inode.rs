@@ -309,8 +309,17 @@ pub(super) fn really_dir(fs: &Fs, ino: u32, inode: &RawInode, raw: &[u8]) -> Opt
     (name2 == b".." && len2 >= 12 && len2 % 4 == 0).then_some(what)
 }
 
+/// e2fsck reads the inode again after its checks: a fix that was made rewrote it (and its
+/// checksum); otherwise the checksum still fails and is asked about, whatever else was
+/// reported and answered no.
 pub(super) fn finish_csum(scan: &Scan, out: &mut GroupOut, ic: &InodeCheck, failed: bool) {
-    if failed && !ic.other_problem {
+    let rewritten = ic.other_problem
+        && out
+            .findings
+            .0
+            .iter()
+            .any(|f| f.fixed && f.ctx.ino == ic.ino);
+    if failed && !rewritten {
         out.findings.report(
             scan.policy,
             P::P1_INODE_ONLY_CSUM_INVALID,
