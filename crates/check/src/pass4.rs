@@ -116,7 +116,9 @@ pub fn run(
         if counted == 0 {
             // No entry led pass 2 to it: its fields get pass 2's checks here (e2fsck names
             // such an inode "..."); a cleared inode is not reconnected.
-            if k & kind::BAD != 0 && crate::pass2::process_bad_inode(fs, policy, 0, ino, "...", out)
+            let as_dir = k & kind::TYPE_MASK == ffsck_format::dir::ft::DIR;
+            if k & kind::BAD != 0
+                && crate::pass2::process_bad_inode(fs, policy, 0, ino, "...", as_dir, out)
             {
                 continue;
             }

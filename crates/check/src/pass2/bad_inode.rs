@@ -26,10 +26,22 @@ fn whole_clear(fs: &Fs, inode: &RawInode, raw: &[u8]) -> Option<P> {
     }
 }
 
+/// Flagged inode `ino` as pass 1 leaves it: when pass 1 made it a directory (`as_dir`, the
+/// really-a-directory fix agreed to), with the directory mode e2fsck writes at once.
+fn read_as_left(fs: &Fs, ino: u32, as_dir: bool) -> Option<Vec<u8>> {
+    let mut raw = einode::read(fs, ino)?;
+    let inode = RawInode::parse(&raw);
+    if as_dir && inode.file_type() != FileType::Directory {
+        let mode = (inode.mode() & 0o7777) | ffsck_format::inode::mode::S_IFDIR;
+        raw[..2].copy_from_slice(&mode.to_le_bytes());
+    }
+    Some(raw)
+}
+
 /// Will the first entry naming flagged inode `ino` find it cleared? Then, as in e2fsck, the
 /// entry goes with it and nothing else of the entry is checked or counted.
-pub fn clears_whole(fs: &Fs, policy: Policy, ino: u32) -> bool {
-    einode::read(fs, ino).is_some_and(|raw| {
+pub fn clears_whole(fs: &Fs, policy: Policy, ino: u32, as_dir: bool) -> bool {
+    read_as_left(fs, ino, as_dir).is_some_and(|raw| {
         whole_clear(fs, &RawInode::parse(&raw), &raw).is_some_and(|p| policy.answer(p))
     })
 }
@@ -44,9 +56,10 @@ pub fn process_bad_inode(
     dir: u32,
     ino: u32,
     name: &str,
+    as_dir: bool,
     out: &mut Findings,
 ) -> bool {
-    let Some(raw) = einode::read(fs, ino) else {
+    let Some(raw) = read_as_left(fs, ino, as_dir) else {
         return false;
     };
     let inode = RawInode::parse(&raw);

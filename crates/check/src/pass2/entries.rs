@@ -192,7 +192,8 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
     if k & kind::BAD != 0 {
         let name = bo.keep_name(name);
         let c = pctx();
-        let clears = super::bad_inode::clears_whole(fs, policy, ino);
+        let as_dir = k & kind::TYPE_MASK == ffsck_format::dir::ft::DIR;
+        let clears = super::bad_inode::clears_whole(fs, policy, ino, as_dir);
         bo.events.push(Event::BadInode {
             dir,
             ino,
@@ -203,6 +204,7 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
                 off: c.num2 as u32,
             },
             clears,
+            as_dir,
         });
         if clears {
             // e2fsck clears the inode at its first entry and the entry with it; a later

@@ -130,6 +130,7 @@ impl Merge {
                         name,
                         at,
                         clears,
+                        as_dir,
                     } => {
                         let name = display_name(name.get(&names));
                         let entry = ProblemCtx {
@@ -142,7 +143,7 @@ impl Merge {
                             ..Default::default()
                         };
                         if self.bad_done.insert(ino) {
-                            if process_bad_inode(fs, policy, dir, ino, &name, out) {
+                            if process_bad_inode(fs, policy, dir, ino, &name, as_dir, out) {
                                 self.cleared.insert(ino);
                                 if clears {
                                     out.report(policy, P::P2_CLEARED_INODE_ENTRY, entry);

@@ -21,6 +21,8 @@ pub(super) enum Event {
         name: NameRef,
         at: EntryAt,
         clears: bool,
+        /// Pass 1 made it a directory (`P1_TREAT_AS_DIRECTORY` agreed to).
+        as_dir: bool,
     },
 }
 
@@ -89,12 +91,14 @@ impl Event {
                 name,
                 at: entry,
                 clears,
+                as_dir,
             } => Event::BadInode {
                 dir,
                 ino,
                 name: at(name),
                 at: entry,
                 clears,
+                as_dir,
             },
         }
     }
