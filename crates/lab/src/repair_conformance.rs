@@ -468,17 +468,26 @@ fn below_reconnected(path: &str) -> Option<&str> {
     Some(path.get(head..).unwrap_or(""))
 }
 
-/// Whether `ours` holds elsewhere an entry e2fsck reconnected, or holds under it: the same
-/// entry (type, size, content) at a path ending as it does below the reconnected entry (any
-/// path for the reconnected entry itself). e2fsck moves whole subtrees into lost+found (and
-/// lost+found into a new one) where ffsck left them in place.
-fn kept_elsewhere(ours: &Tree, path: &str, what: &str) -> bool {
+/// Whether `ours` holds elsewhere an entry e2fsck reconnected, or holds under it: an entry
+/// of the same type and size at a path ending as it does below the reconnected entry (any
+/// path for the reconnected entry itself) that keeps it ([`keeps`], against what that path
+/// held before the damage: e2fsck's copy may hold blocks it cloned after overwriting them).
+/// e2fsck moves whole subtrees into lost+found (and lost+found into a new one) where ffsck
+/// left them in place.
+fn kept_elsewhere(ours: &Tree, original: Option<&Tree>, path: &str, what: &str) -> bool {
     let Some(tail) = below_reconnected(path) else {
         return false;
     };
     ours.iter().any(|(p, w)| {
-        w == what && (tail.is_empty() || p == tail || p.ends_with(&format!("/{tail}")))
+        (tail.is_empty() || p == tail || p.ends_with(&format!("/{tail}")))
+            && kind_and_size(w) == kind_and_size(what)
+            && keeps(w, what, original.and_then(|t| t.get(p)).map(String::as_str))
     })
+}
+
+/// An entry's type and size: the first two words of its description.
+fn kind_and_size(what: &str) -> Vec<&str> {
+    what.split(' ').take(2).collect()
 }
 
 /// Whether `path`, an entry of e2fsck's result that `ours` lacks, is a name e2fsck made up
@@ -514,7 +523,7 @@ pub(crate) fn lost(ours: &Tree, theirs: &Tree, original: Option<&Tree>) -> Vec<S
             match ours.get(*path) {
                 Some(o) => !keeps(o, what, before),
                 None => {
-                    !kept_elsewhere(ours, path, what)
+                    !kept_elsewhere(ours, original, path, what)
                         && !renamed(ours, theirs, original, path, what)
                 }
             }
@@ -847,6 +856,17 @@ mod tests {
                 "/lost+found/#42/#34 (file, missing)".to_owned()
             ]
         );
+        // e2fsck overwrote a file's blocks before it cloned them (a superblock whose reserved
+        // descriptor blocks grew over the files, seed 3011, case 1253) and reconnected it;
+        // ffsck's copy in place is the original.
+        let before = t(&[("big_target", "f 100 01"), ("other", "f 100 05")]);
+        let theirs = t(&[("lost+found", "d"), ("lost+found/#13", "f 100 07")]);
+        let ours = t(&[("lost+found", "d"), ("big_target", "f 100 01")]);
+        assert!(lost(&ours, &theirs, Some(&before)).is_empty());
+        // Not without the original to tell, nor for a file of another size.
+        assert_eq!(lost(&ours, &theirs, None).len(), 1);
+        let ours = t(&[("lost+found", "d"), ("other", "f 99 05")]);
+        assert_eq!(lost(&ours, &theirs, Some(&before)).len(), 1);
         assert_eq!(below_reconnected("lost+found/#42/#13/f"), Some("f"));
         assert_eq!(below_reconnected("lost+found/#42"), Some(""));
         assert_eq!(below_reconnected("a/#4/f"), None);
