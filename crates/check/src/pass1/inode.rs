@@ -197,11 +197,20 @@ fn check_orphan_file(
     if scan.fs.geo.compat.has(ffsck_format::Compat::ORPHAN_FILE) {
         out.bits.set(GroupBits::USED, ino - 1);
         *link_slot = inode.links_count();
-        if inode.file_type() != FileType::Regular {
-            report(scan, out, ic, P::P1_ORPHAN_FILE_BAD_MODE, ctx);
-        }
+        let regular = inode.file_type() == FileType::Regular
+            || report(scan, out, ic, P::P1_ORPHAN_FILE_BAD_MODE, ctx.clone());
         let mut cb = check_blocks(scan, ic, out, FileType::Regular);
         cb.dir_blocks.clear();
+        // e2fsck's block check judges an index flag against the mode the inode is left with:
+        // a file made regular keeps none.
+        if regular && inode.flags() & iflags::INDEX != 0 {
+            let p = if scan.fs.geo.compat.has(Compat::DIR_INDEX) {
+                P::P1_HTREE_NODIR
+            } else {
+                P::P1_HTREE_SET
+            };
+            report(scan, out, ic, p, ctx);
+        }
         return true;
     }
     let busy =
