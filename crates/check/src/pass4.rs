@@ -113,12 +113,12 @@ pub fn run(
                 }
             }
         }
+        let is_dir = k & kind::TYPE_MASK == ft::DIR;
         if counted == 0 {
             // No entry led pass 2 to it: its fields get pass 2's checks here (e2fsck names
             // such an inode "..."); a cleared inode is not reconnected.
-            let as_dir = k & kind::TYPE_MASK == ffsck_format::dir::ft::DIR;
             if k & kind::BAD != 0
-                && crate::pass2::process_bad_inode(fs, policy, 0, ino, "...", as_dir, out)
+                && crate::pass2::process_bad_inode(fs, policy, 0, ino, "...", is_dir, out)
             {
                 continue;
             }
@@ -162,7 +162,6 @@ pub fn run(
             // Not reconnected: the count cannot be judged.
             continue;
         }
-        let is_dir = k & kind::TYPE_MASK == ft::DIR;
         if is_dir && counted > LINK_MAX {
             if !geo.ro_compat.has(RoCompat::DIR_NLINK) && !dir_nlink_set {
                 // Once turned on, the feature covers the directories that follow.

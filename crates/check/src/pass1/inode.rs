@@ -38,6 +38,7 @@ pub(super) fn check_inode(
     let fs = scan.fs;
     let geo = &fs.geo;
     let mut inode = RawInode::parse(raw);
+    let first_finding = out.findings.0.len();
     // An inode in a table block that is mostly garbage is cleared whole, before any other
     // check (as e2fsck). Answered no, it is checked like any other.
     if judged.garbage
@@ -75,6 +76,7 @@ pub(super) fn check_inode(
         inode: &inode,
         raw,
         other_problem: false,
+        first_finding,
         ea_ibody: xattr::EaQuota::default(),
     };
     ic.other_problem |= really_dir_reported;
@@ -198,18 +200,13 @@ fn check_orphan_file(
         out.bits.set(GroupBits::USED, ino - 1);
         *link_slot = inode.links_count();
         let regular = inode.file_type() == FileType::Regular
-            || report(scan, out, ic, P::P1_ORPHAN_FILE_BAD_MODE, ctx.clone());
+            || report(scan, out, ic, P::P1_ORPHAN_FILE_BAD_MODE, ctx);
         let mut cb = check_blocks(scan, ic, out, FileType::Regular);
         cb.dir_blocks.clear();
         // e2fsck's block check judges an index flag against the mode the inode is left with:
         // a file made regular keeps none.
         if regular && inode.flags() & iflags::INDEX != 0 {
-            let p = if scan.fs.geo.compat.has(Compat::DIR_INDEX) {
-                P::P1_HTREE_NODIR
-            } else {
-                P::P1_HTREE_SET
-            };
-            report(scan, out, ic, p, ctx);
+            index_flag(scan, ic, out, false);
         }
         return true;
     }
@@ -323,9 +320,7 @@ pub(super) fn really_dir(fs: &Fs, ino: u32, inode: &RawInode, raw: &[u8]) -> Opt
 /// reported and answered no.
 pub(super) fn finish_csum(scan: &Scan, out: &mut GroupOut, ic: &InodeCheck, failed: bool) {
     let rewritten = ic.other_problem
-        && out
-            .findings
-            .0
+        && out.findings.0[ic.first_finding.min(out.findings.0.len())..]
             .iter()
             .any(|f| f.fixed && f.ctx.ino == ic.ino);
     if failed && !rewritten {
@@ -486,13 +481,22 @@ pub(super) fn check_reserved(
     // left with: a reserved inode whose mode was cleared is no directory, so the flag goes.
     // (e2fsck walks the bad-blocks list apart, without this rule.)
     if ino != ino::BAD && inode.flags() & iflags::INDEX != 0 {
-        let geo = &scan.fs.geo;
-        if !geo.compat.has(Compat::DIR_INDEX) {
-            report(scan, out, ic, P::P1_HTREE_SET, ProblemCtx::ino(ino));
-        } else if cleared || ft != FileType::Directory {
-            report(scan, out, ic, P::P1_HTREE_NODIR, ProblemCtx::ino(ino));
-        }
+        index_flag(scan, ic, out, !cleared && ft == FileType::Directory);
     }
+}
+
+/// An inode's index flag, against the mode it is left with: without `dir_index` it is
+/// `P1_HTREE_SET`, on anything but a directory `P1_HTREE_NODIR`. Whether the flag stands.
+fn index_flag(scan: &Scan, ic: &mut InodeCheck, out: &mut GroupOut, is_dir: bool) -> bool {
+    let ctx = ProblemCtx::ino(ic.ino);
+    if !scan.fs.geo.compat.has(Compat::DIR_INDEX) {
+        report(scan, out, ic, P::P1_HTREE_SET, ctx);
+    } else if !is_dir {
+        report(scan, out, ic, P::P1_HTREE_NODIR, ctx);
+    } else {
+        return true;
+    }
+    false
 }
 
 pub(super) fn check_live_inode(
@@ -530,6 +534,7 @@ pub(super) fn check_live_inode(
                     inode: &copy,
                     raw: ic.raw,
                     other_problem: ic.other_problem,
+                    first_finding: ic.first_finding,
                     ea_ibody: xattr::EaQuota::default(),
                 };
                 check_live_inode(scan, &mut fixed, out, kind_slot);
@@ -807,14 +812,8 @@ fn check_blocks_of(
 ) {
     let geo = &scan.fs.geo;
     let (ino, inode) = (ic.ino, ic.inode);
-    if fl & iflags::INDEX != 0 {
-        if !geo.compat.has(Compat::DIR_INDEX) {
-            report(scan, out, ic, P::P1_HTREE_SET, ProblemCtx::ino(ino));
-        } else if ft != FileType::Directory {
-            report(scan, out, ic, P::P1_HTREE_NODIR, ProblemCtx::ino(ino));
-        } else {
-            *k |= kind::HTREE;
-        }
+    if fl & iflags::INDEX != 0 && index_flag(scan, ic, out, ft == FileType::Directory) {
+        *k |= kind::HTREE;
     }
     let is_special = matches!(
         ft,

@@ -394,6 +394,8 @@ struct InodeCheck<'a> {
     raw: &'a [u8],
     /// Something other than the checksum was reported for this inode.
     other_problem: bool,
+    /// Where this inode's findings start in its group's list.
+    first_finding: usize,
     /// What the in-inode xattrs charge to `i_blocks`.
     ea_ibody: xattr::EaQuota,
 }

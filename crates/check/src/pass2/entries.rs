@@ -192,7 +192,7 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
     if k & kind::BAD != 0 {
         let name = bo.keep_name(name);
         let c = pctx();
-        let as_dir = k & kind::TYPE_MASK == ffsck_format::dir::ft::DIR;
+        let as_dir = k & kind::TYPE_MASK == ft::DIR;
         let clears = super::bad_inode::clears_whole(fs, policy, ino, as_dir);
         bo.events.push(Event::BadInode {
             dir,
