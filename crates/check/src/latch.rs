@@ -102,6 +102,7 @@ fn for_message(ctx: &ProblemCtx, message: &str) -> ProblemCtx {
         path: Note(ctx.path.0.clone().filter(|_| dir)),
         ino_path: Note(ctx.ino_path.0.clone().filter(|_| shows(&["{inopath}"]))),
         path2: Note(ctx.path2.0.clone().filter(|_| shows(&["{path2}"]))),
+        run: 0,
     }
 }
 

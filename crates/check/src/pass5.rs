@@ -196,7 +196,9 @@ pub fn run(
 
 /// What one half of pass 5 (blocks or inodes) leaves to report after the counts.
 struct Half {
-    /// Free clusters or inodes, as counted.
+    /// Free clusters or inodes as the superblock holds them once pass 5 is done: as counted,
+    /// or its own count when the fix was answered no (e2fsck's closing line shows the
+    /// superblock's).
     free: u64,
     /// Some bitmap's padding is not all set.
     padding_bad: bool,
@@ -308,8 +310,8 @@ fn check_blocks(
     let sb_free = fs.sb.free_blocks_count();
     // The superblock counts blocks, the descriptors clusters.
     let free_blocks_sb = free_blocks * u64::from(geo.cluster_ratio);
-    if sb_free != free_blocks_sb {
-        out.report(
+    let kept = sb_free != free_blocks_sb
+        && !out.report(
             policy,
             P::P5_FREE_BLOCK_COUNT,
             ProblemCtx {
@@ -318,12 +320,15 @@ fn check_blocks(
                 ..Default::default()
             },
         );
-    }
 
     // The last group's bits past the end are checked first; a bad tail in any group's bitmap
     // block is asked about only when those were right.
     Half {
-        free: free_blocks,
+        free: if kept {
+            sb_free / u64::from(geo.cluster_ratio.max(1))
+        } else {
+            free_blocks
+        },
         padding_bad: padding_bad || tail_bad,
         csum_bad,
     }
@@ -400,8 +405,8 @@ fn check_inodes(
         }
     }
     let sb_ifree = u64::from(fs.sb.s_free_inodes_count.get());
-    if sb_ifree != free_inodes {
-        out.report(
+    let kept = sb_ifree != free_inodes
+        && !out.report(
             policy,
             P::P5_FREE_INODE_COUNT,
             ProblemCtx {
@@ -410,9 +415,8 @@ fn check_inodes(
                 ..Default::default()
             },
         );
-    }
     Half {
-        free: free_inodes,
+        free: if kept { sb_ifree } else { free_inodes },
         padding_bad,
         csum_bad: icsum_bad,
     }

@@ -835,6 +835,7 @@ mod tests {
             path: Note(Some("/".into())),
             ino_path: Note(Some("/d".into())),
             path2: Note(Some("/e".into())),
+            run: 0,
         };
         for &p in Problem::ALL {
             let i = p.info();

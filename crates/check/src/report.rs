@@ -41,6 +41,16 @@ pub struct ProblemCtx {
     /// A third path, for the one message naming three (`{path2}`: `..`'s target).
     #[serde(skip)]
     pub path2: Note,
+    /// How many findings this one stands for (0 or 1: itself alone). A run is a row of the
+    /// same finding whose `num` counts up from this one's: a directory's holes, which a
+    /// garbage map can number in millions, are kept as runs and shown one by one
+    /// ([`Finding::each`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub run: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Text for the message only: a finding is the same finding whatever it says (two rounds
@@ -92,6 +102,56 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// How many findings this one stands for (see [`ProblemCtx::run`]).
+    pub fn count(&self) -> u64 {
+        self.ctx.run.max(1)
+    }
+
+    /// The findings a run stands for, one by one (the finding itself when it is not a run).
+    pub fn each(&self) -> impl Iterator<Item = std::borrow::Cow<'_, Finding>> {
+        let n = if self.ctx.run > 1 { self.ctx.run } else { 0 };
+        let alone = (n == 0).then_some(std::borrow::Cow::Borrowed(self));
+        alone.into_iter().chain((0..n).map(move |i| {
+            let mut one = self.clone();
+            one.ctx.num = self.ctx.num.saturating_add(i);
+            one.ctx.run = 0;
+            std::borrow::Cow::Owned(one)
+        }))
+    }
+
+    /// Whether `next` continues this finding's run: the same finding with the next `num`.
+    fn continued_by(&self, next: &Finding) -> bool {
+        self.problem == next.problem
+            && self.fixed == next.fixed
+            && self.ctx.num.checked_add(self.count()) == Some(next.ctx.num)
+            && ProblemCtx {
+                num: 0,
+                run: 0,
+                ..next.ctx.clone()
+            } == ProblemCtx {
+                num: 0,
+                run: 0,
+                ..self.ctx.clone()
+            }
+    }
+
+    /// Whether every finding `other` stands for is one this finding stands for.
+    pub fn covers(&self, other: &Finding) -> bool {
+        self.problem == other.problem
+            && other.ctx.num >= self.ctx.num
+            && other.ctx.num.saturating_add(other.count())
+                <= self.ctx.num.saturating_add(self.count())
+            && ProblemCtx {
+                num: 0,
+                run: 0,
+                ..other.ctx.clone()
+            } == ProblemCtx {
+                num: 0,
+                run: 0,
+                ..self.ctx.clone()
+            }
+    }
+
     /// The message with the context substituted.
     pub fn message(&self) -> String {
         let c = &self.ctx;
@@ -333,6 +393,14 @@ impl Findings {
     pub fn extend(&mut self, other: Findings) {
         self.0.extend(other.0);
     }
+    /// Add `f`, joining it to the last finding's run when it continues it (only problems
+    /// kept as runs are passed here).
+    pub fn push_run(&mut self, f: Finding) {
+        match self.0.last_mut() {
+            Some(last) if last.continued_by(&f) => last.ctx.run = last.count() + f.count(),
+            _ => self.0.push(f),
+        }
+    }
 }
 
 /// A time stamp as e2fsck prints one (UTC, `asctime` style): `Thu Jan  1 00:00:00 1970`.
@@ -345,4 +413,60 @@ pub fn ctime(secs: u64) -> String {
         .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
         .and_then(|t| t.format(&fmt).ok())
         .unwrap_or_else(|| secs.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hole(dir: u32, num: u64) -> Finding {
+        Finding {
+            problem: Problem::P2_DIRECTORY_HOLE,
+            ctx: ProblemCtx {
+                dir,
+                ino: dir,
+                num,
+                ..Default::default()
+            },
+            fixed: false,
+        }
+    }
+
+    #[test]
+    fn a_row_of_holes_is_one_run_shown_hole_by_hole() {
+        let mut f = Findings::default();
+        for n in [1, 2, 3, 4, 7] {
+            f.push_run(hole(12, n));
+        }
+        f.push_run(hole(13, 8));
+        // 1-4 join; 7 does not follow 4; another directory's hole never joins.
+        assert_eq!(f.0.len(), 3);
+        assert_eq!(f.0[0].count(), 4);
+        let shown: Vec<u64> =
+            f.0.iter()
+                .flat_map(Finding::each)
+                .map(|x| x.ctx.num)
+                .collect();
+        assert_eq!(shown, [1, 2, 3, 4, 7, 8]);
+        assert!(f.0[0].each().all(|x| x.ctx.run == 0 && x.ctx.dir == 12));
+        assert_eq!(f.0[0].message(), hole(12, 1).message());
+        // What is left of a run in a later round lies within it; a hole past it does not.
+        let mut rest = hole(12, 2);
+        rest.ctx.run = 3;
+        assert!(f.0[0].covers(&rest));
+        assert!(f.0[0].covers(&hole(12, 1)));
+        assert!(!f.0[0].covers(&hole(12, 5)));
+        assert!(!f.0[0].covers(&hole(13, 2)));
+    }
+
+    #[test]
+    fn an_answered_hole_does_not_join_an_unanswered_run() {
+        let mut f = Findings::default();
+        f.push_run(hole(12, 1));
+        f.push_run(Finding {
+            fixed: true,
+            ..hole(12, 2)
+        });
+        assert_eq!(f.0.len(), 2);
+    }
 }

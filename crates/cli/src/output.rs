@@ -631,6 +631,71 @@ impl Reporter for Terminal {
         }
     }
     fn finding(&mut self, f: &Finding) {
+        // A run of findings (a directory's holes) is shown one by one.
+        for one in f.each() {
+            self.finding_one(&one);
+        }
+    }
+
+    fn restart(&mut self) {
+        if std::mem::take(&mut self.line_open) {
+            let _ = writeln!(self.out);
+        }
+        let _ = writeln!(self.out, "Restarting ffsck from the beginning...");
+        self.out.restart();
+        self.last_pass = 0;
+        self.latches.clear();
+        self.headers_shown.clear();
+    }
+
+    fn asks(&self) -> bool {
+        self.interactive
+    }
+
+    /// e2fsck's interactive question: `… Fix<y>? ` and one keystroke; a message without a
+    /// question, or any question after `a`, is shown answered yes.
+    fn ask(&mut self, f: &Finding) -> bool {
+        let msg = f.message();
+        let q = match Self::question(f, &msg) {
+            Some(q) if self.interactive && !self.yes_to_all => q,
+            _ => {
+                self.finding(f);
+                return true;
+            }
+        };
+        if std::mem::take(&mut self.line_open) {
+            let _ = writeln!(self.out);
+        }
+        self.warn(f);
+        crate::tty::raw_mode();
+        // `[problems] no_default`: the default answer (Enter) is no, shown as e2fsck shows it.
+        let default = !f
+            .problem
+            .info()
+            .e2fsck_code
+            .is_some_and(|c| self.no_default.contains(&c));
+        let _ = write!(self.out, "{q}<{}>? ", if default { "y" } else { "n" });
+        let _ = self.out.flush();
+        let (yes, word) = match crate::tty::read_answer(default) {
+            crate::tty::Answer::Yes => (true, "yes"),
+            crate::tty::Answer::No => (false, "no"),
+            crate::tty::Answer::All => {
+                self.yes_to_all = true;
+                (true, "yes to all")
+            }
+        };
+        let _ = writeln!(self.out, "{word}\n");
+        if let (true, Some(after)) = (yes, f.epilogue()) {
+            let _ = write!(self.out, "{after}");
+        }
+        let _ = self.out.flush();
+        yes
+    }
+}
+
+impl Terminal {
+    /// Show one finding (not a run).
+    fn finding_one(&mut self, f: &Finding) {
         crate::report::finding(f);
         // Pass 3A's rebuilds have no message of their own: e2fsck says its pass header.
         if f.problem == Problem::P3A_OPTIMIZE_DIR {
@@ -736,61 +801,6 @@ impl Reporter for Terminal {
             let _ = write!(self.out, "{after}");
         }
     }
-
-    fn restart(&mut self) {
-        if std::mem::take(&mut self.line_open) {
-            let _ = writeln!(self.out);
-        }
-        let _ = writeln!(self.out, "Restarting ffsck from the beginning...");
-        self.out.restart();
-        self.last_pass = 0;
-        self.latches.clear();
-        self.headers_shown.clear();
-    }
-
-    fn asks(&self) -> bool {
-        self.interactive
-    }
-
-    /// e2fsck's interactive question: `… Fix<y>? ` and one keystroke; a message without a
-    /// question, or any question after `a`, is shown answered yes.
-    fn ask(&mut self, f: &Finding) -> bool {
-        let msg = f.message();
-        let q = match Self::question(f, &msg) {
-            Some(q) if self.interactive && !self.yes_to_all => q,
-            _ => {
-                self.finding(f);
-                return true;
-            }
-        };
-        if std::mem::take(&mut self.line_open) {
-            let _ = writeln!(self.out);
-        }
-        self.warn(f);
-        crate::tty::raw_mode();
-        // `[problems] no_default`: the default answer (Enter) is no, shown as e2fsck shows it.
-        let default = !f
-            .problem
-            .info()
-            .e2fsck_code
-            .is_some_and(|c| self.no_default.contains(&c));
-        let _ = write!(self.out, "{q}<{}>? ", if default { "y" } else { "n" });
-        let _ = self.out.flush();
-        let (yes, word) = match crate::tty::read_answer(default) {
-            crate::tty::Answer::Yes => (true, "yes"),
-            crate::tty::Answer::No => (false, "no"),
-            crate::tty::Answer::All => {
-                self.yes_to_all = true;
-                (true, "yes to all")
-            }
-        };
-        let _ = writeln!(self.out, "{word}\n");
-        if let (true, Some(after)) = (yes, f.epilogue()) {
-            let _ = write!(self.out, "{after}");
-        }
-        let _ = self.out.flush();
-        yes
-    }
 }
 
 fn xml_escape(s: &str) -> String {
@@ -819,7 +829,7 @@ pub fn write_problem_log(path: &Path, o: &Outcome, dev: &str, argv: Vec<String>)
         .collect();
     writeln!(f, "<invocation prog=\"ffsck\"{}/>", args.concat())?;
     writeln!(f, "<filesystem dev=\"{}\"/>", xml_escape(dev))?;
-    for x in &o.findings {
+    for x in o.findings.iter().flat_map(Finding::each) {
         // A problem of ffsck's own has no e2fsck code (e2fsck prints "recovering journal" and
         // the like directly), so an e2fsck-format log leaves it out.
         let Some(code) = x.problem.info().e2fsck_code else {

@@ -226,7 +226,13 @@ pub fn outcome(o: &Outcome) {
     with(|r| {
         end_pass(r);
         let policy = r.policy;
-        r.findings = Some(o.findings.iter().map(|f| finding_json(f, policy)).collect());
+        r.findings = Some(
+            o.findings
+                .iter()
+                .flat_map(Finding::each)
+                .map(|f| finding_json(&f, policy))
+                .collect(),
+        );
         r.summary = serde_json::to_value(&o.summary).unwrap_or(Value::Null);
         r.fatal.clone_from(&o.fatal);
         if r.result.is_none() {

@@ -223,6 +223,17 @@ pub(super) fn check_chunk_with<F: Facts + ?Sized>(
             continue;
         }
         let start = blocks[i].pblk;
+        if start == 0 {
+            // A row of holes in one directory is one finding (a run), not one per hole.
+            let holes = hole_row(&blocks[i..], pre.get(i..).unwrap_or_default());
+            check_block_into(ctx, &blocks[i], &[], &mut bo);
+            if let Some(f) = bo.findings.0.last_mut().filter(|_| holes > 1) {
+                f.ctx.run = holes as u64;
+            }
+            out.push(&mut bo);
+            i += holes;
+            continue;
+        }
         let mut n = 1;
         while start != 0
             && n < RUN_BLOCKS
@@ -253,6 +264,23 @@ pub(super) fn check_chunk_with<F: Facts + ?Sized>(
     }
     ctx.add_refs(&mut bo);
     out
+}
+
+/// How many of `blocks`, from the first (a hole), are holes of the same directory at
+/// consecutive logical blocks, none of them checked early (`pre`).
+fn hole_row(blocks: &[DirBlock], pre: &[Option<BlockOut>]) -> usize {
+    let first = &blocks[0];
+    1 + blocks
+        .iter()
+        .zip(0..)
+        .skip(1)
+        .take_while(|(db, k)| {
+            db.pblk == 0
+                && db.ino == first.ino
+                && u64::from(db.lblk) == u64::from(first.lblk) + k
+                && pre.get(*k as usize).is_none_or(Option::is_none)
+        })
+        .count()
 }
 
 /// References a chunk collects before adding them to the shared counter (16 KiB).

@@ -74,21 +74,32 @@ impl Merge {
                 dx = None;
                 self.aborted = true;
             }
+            // A directory's holes stay one run across blocks and chunks.
+            let mut keep = |f: crate::report::Finding| {
+                if f.problem == P::P2_DIRECTORY_HOLE {
+                    out.push_run(f);
+                } else {
+                    out.0.push(f);
+                }
+            };
             if self.rehash.contains(&h.dir) {
-                out.0.extend(found.into_iter().filter(|f| {
-                    !matches!(
-                        f.problem,
-                        P::P2_REPORT_DUP_DIRENT
-                            | P::P2_LEAF_NODE_MISSING_CSUM
-                            | P::P2_HTREE_ROOT_CSUM_INVALID
-                            | P::P2_HTREE_NODE_CSUM_INVALID
-                    )
-                }));
+                found
+                    .into_iter()
+                    .filter(|f| {
+                        !matches!(
+                            f.problem,
+                            P::P2_REPORT_DUP_DIRENT
+                                | P::P2_LEAF_NODE_MISSING_CSUM
+                                | P::P2_HTREE_ROOT_CSUM_INVALID
+                                | P::P2_HTREE_NODE_CSUM_INVALID
+                        )
+                    })
+                    .for_each(keep);
             } else {
                 if found.iter().any(|f| f.problem == P::P2_REPORT_DUP_DIRENT) {
                     self.rehash.insert(h.dir);
                 }
-                out.0.extend(found);
+                found.into_iter().for_each(&mut keep);
                 if let Some(d) = dx {
                     self.dx_facts.entry(h.dir).or_default().push(*d);
                 }

@@ -39,7 +39,18 @@ pub fn apply(
     let mut taken: HashSet<u64> = HashSet::new();
     let mut nodes_changed = false;
     let mut cursor = p0.fs.geo.first_data_block.max(1);
-    for f in fixes.iter().filter(|f| f.problem.fixed_by(Fixer::DirHole)) {
+    // A run of holes is filled hole by hole.
+    let holes = fixes
+        .iter()
+        .filter(|f| f.problem.fixed_by(Fixer::DirHole))
+        .flat_map(|f| f.each());
+    let ratio = u64::from(p0.fs.geo.cluster_ratio.max(1));
+    for f in holes {
+        // No free block is left (a hole of a bigalloc directory may still have a block in a
+        // cluster the directory holds): the rest of a run of millions stays as it is.
+        if ratio == 1 && cursor >= p0.fs.geo.blocks_count.min(facts.block_used.len()) {
+            break;
+        }
         let (dir, lblk) = (f.ctx.dir, f.ctx.num);
         let Ok(lblk) = u32::try_from(lblk) else {
             continue;

@@ -7,9 +7,10 @@ use crate::report::{Finding, Policy, ProblemCtx, Reporter};
 use std::collections::HashMap;
 
 /// What a check reported, in order, held back until the repair has decided which fixes it
-/// will really make.
+/// will really make. With `singles`, a run of findings counts as the findings it stands for
+/// (an interactive repair splits runs, as each is asked on its own: [`split_runs`]).
 #[derive(Default)]
-pub(super) struct Held(pub(super) Vec<Event>);
+pub(super) struct Held(pub(super) Vec<Event>, pub(super) bool);
 
 pub(super) enum Event {
     Pass(u8),
@@ -47,8 +48,19 @@ impl Reporter for Held {
         self.0.push(Event::Pass(pass));
     }
     fn finding(&mut self, f: &Finding) {
-        let _ = f; // the outcome carries the finding itself
-        self.0.push(Event::Found);
+        // The outcome carries the finding itself.
+        let n = if self.1 { f.count() } else { 1 };
+        self.0.extend((0..n).map(|_| Event::Found));
+    }
+}
+
+/// Replace each run among `found` by the findings it stands for.
+pub(super) fn split_runs(found: &mut Vec<Finding>) {
+    if found.iter().any(|f| f.count() > 1) {
+        *found = found
+            .iter()
+            .flat_map(|f| f.each().map(|c| c.into_owned()))
+            .collect();
     }
 }
 

@@ -107,7 +107,7 @@ struct Repair<'r> {
     /// Every finding reported, across rounds.
     findings: Vec<Finding>,
     /// How many errors the first round found (fixed or not: the file system's own).
-    first_errors: usize,
+    first_errors: u64,
     /// The files of each kind the first round found in use.
     first_files: Option<crate::facts::Counts>,
     rounds: usize,
@@ -191,7 +191,8 @@ impl Repair<'_> {
                 .findings
                 .iter()
                 .filter(|f| is_error(self.opts.policy, f))
-                .count();
+                .map(Finding::count)
+                .sum();
             self.first_files = out.summary.as_ref().map(|s| s.counts);
         } else if self.fresh && !self.asks {
             // The round after e2fsck's restart: its counters start again, so the
@@ -206,8 +207,11 @@ impl Repair<'_> {
     /// One round of check and fix. Returns whether another round follows.
     fn round(&mut self) -> bool {
         let seen = self.findings.clone();
-        let mut held = Held::default();
+        let mut held = Held(Vec::new(), self.asks);
         let mut out = engine::check(self.ov.clone(), &self.opts, &mut held);
+        if self.asks {
+            interactive::split_runs(&mut out.findings);
+        }
         let p0 = open(&self.ov, &self.opts);
         let mut dirs = Dirs::new(out.alloc.as_ref());
         order::hold_back(&mut out.findings);
@@ -503,12 +507,26 @@ impl Repair<'_> {
         } else {
             seen.iter().map(|s| (s.problem, &s.ctx)).collect()
         };
+        // Runs shown before, by problem and inode: a later round's run (what is left of a
+        // directory's holes) was shown if it lies within one of them.
+        let mut runs_before: HashMap<(P, u32, u32), Vec<&Finding>> = HashMap::new();
+        for s in seen.iter().filter(|s| s.count() > 1 && !asks) {
+            runs_before
+                .entry((s.problem, s.ctx.ino, s.ctx.dir))
+                .or_default()
+                .push(s);
+        }
+        let in_run_before = |f: &Finding| {
+            runs_before
+                .get(&(f.problem, f.ctx.ino, f.ctx.dir))
+                .is_some_and(|runs| runs.iter().any(|r| r.covers(f)))
+        };
         let report_now = |f: &Finding| {
             let deferred = (!f.fixed && policy.answer(f.problem)) || stale(f);
             let shown = if asks {
                 answers.get(f).is_some()
             } else {
-                shown_before.contains(&(f.problem, &f.ctx))
+                shown_before.contains(&(f.problem, &f.ctx)) || in_run_before(f)
             };
             !shown && (!deferred || final_round)
         };
@@ -590,7 +608,8 @@ impl Repair<'_> {
             (Some(was), Some(now)) => files_lost(was, &now.counts),
             _ => false,
         };
-        let better = verified.fatal.is_none() && left.len() < self.first_errors && !lost;
+        let left_count: u64 = left.iter().map(|f| f.count()).sum();
+        let better = verified.fatal.is_none() && left_count < self.first_errors && !lost;
         // Nothing staged (beyond the marks to come) is nothing to refuse.
         let staged = self.ov.extents().is_ok_and(|e| !e.is_empty());
         if clean || better || !staged {

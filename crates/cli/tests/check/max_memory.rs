@@ -156,3 +156,95 @@ fn bad_sizes_are_refused() {
         assert_eq!(run.code, Some(16), "--max-memory {bad}: {}", run.stderr);
     }
 }
+
+/// A block-mapped directory whose triple indirect block maps a block at logical block
+/// 1,048,844: e2fsck lists every block below it as a hole (more than a million questions),
+/// and so must ffsck, but its findings keep the holes as one run, so the check's memory does
+/// not grow by a finding per hole (before: ~190 bytes each, 650 MiB for the two million holes
+/// the in-process fuzzer found).
+#[test]
+fn a_million_directory_holes_are_listed_in_bounded_memory() {
+    let Some(t) = common::tools() else { return };
+    if !std::path::Path::new("/usr/bin/time").exists() {
+        common::skip("/usr/bin/time is needed to measure the peak RSS");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("many")).unwrap();
+    for i in 0..60 {
+        std::fs::write(tree.join(format!("many/a_long_file_name_{i:03}")), "x\n").unwrap();
+    }
+    let img = Image {
+        path: dir.path().join("fs.img"),
+        dir,
+    };
+    // 1 KiB blocks: 256 pointers per indirect block.
+    common::mkfs_from(&t, &tree, &img.path, "ext2", &["-b", "1024"], "16M");
+    let second = common::bmap(&t, &img.path, "/many", 1);
+    let free = common::debugfs_r(&t, &img.path, "ffb 3 8000");
+    let free: Vec<u64> = free
+        .split("found:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("test setup: no free blocks: {free}"))
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [tind, dind, ind] = free[..] else {
+        panic!("test setup: three free blocks wanted: {free:?}");
+    };
+    // Slot 15 of the triple indirect block: logical 12 + 256 + 65536 + 15 * 65536.
+    common::patch(
+        &img.path,
+        tind * 1024 + 15 * 4,
+        &(dind as u32).to_le_bytes(),
+    );
+    common::patch(&img.path, dind * 1024, &(ind as u32).to_le_bytes());
+    common::patch(&img.path, ind * 1024, &(second as u32).to_le_bytes());
+    common::debugfs_w(&t, &img.path, &format!("setb {tind} 3"));
+    common::debugfs_w(&t, &img.path, &format!("sif /many block[TIND] {tind}"));
+    common::debugfs_w(&t, &img.path, "sif /many block[1] 0");
+
+    let holes = |out: &str| {
+        out.lines()
+            .filter(|l| l.contains("has an unallocated block #"))
+            .count()
+    };
+    let (e2_code, e2_out) = common::e2fsck_n(&t, &img.path);
+    let report = img.aux("rss.txt");
+    let run = common::run_with_timeout(
+        {
+            let mut c = Command::new("/usr/bin/time");
+            c.arg("-f")
+                .arg("%M")
+                .arg("-o")
+                .arg(&report)
+                .arg(common::ffsck_bin())
+                .arg("-fn")
+                .arg(&img.path);
+            c
+        },
+        std::time::Duration::from_secs(300),
+    )
+    .expect("ffsck -fn timed out");
+    assert_eq!(run.code, Some(e2_code), "exit codes differ\n{}", run.stderr);
+    let want = holes(&e2_out);
+    assert!(want > 1_000_000, "test setup: e2fsck listed {want} holes");
+    assert_eq!(
+        holes(&run.stdout),
+        want,
+        "ffsck lists every hole e2fsck lists"
+    );
+    let rss: u64 = std::fs::read_to_string(&report)
+        .unwrap()
+        .trim()
+        .lines()
+        .last()
+        .and_then(|l| l.parse().ok())
+        .expect("peak RSS from /usr/bin/time");
+    // A finding per hole would be ~190 MiB here; runs keep it near the block list's 16 MiB.
+    assert!(
+        rss < 120 * 1024,
+        "peak RSS {rss} KiB for {want} holes: findings are kept per hole"
+    );
+}
