@@ -121,35 +121,27 @@ impl Finding {
 
     /// Whether `next` continues this finding's run: the same finding with the next `num`.
     fn continued_by(&self, next: &Finding) -> bool {
-        self.problem == next.problem
-            && self.fixed == next.fixed
+        self.fixed == next.fixed
             && self.ctx.num.checked_add(self.count()) == Some(next.ctx.num)
-            && ProblemCtx {
-                num: 0,
-                run: 0,
-                ..next.ctx.clone()
-            } == ProblemCtx {
-                num: 0,
-                run: 0,
-                ..self.ctx.clone()
-            }
+            && self.same_but_numbers(next)
+    }
+
+    /// Whether `other` is this finding but for its number and run length.
+    fn same_but_numbers(&self, other: &Finding) -> bool {
+        let bare = |c: &ProblemCtx| ProblemCtx {
+            num: 0,
+            run: 0,
+            ..c.clone()
+        };
+        self.problem == other.problem && bare(&self.ctx) == bare(&other.ctx)
     }
 
     /// Whether every finding `other` stands for is one this finding stands for.
     pub fn covers(&self, other: &Finding) -> bool {
-        self.problem == other.problem
-            && other.ctx.num >= self.ctx.num
+        other.ctx.num >= self.ctx.num
             && other.ctx.num.saturating_add(other.count())
                 <= self.ctx.num.saturating_add(self.count())
-            && ProblemCtx {
-                num: 0,
-                run: 0,
-                ..other.ctx.clone()
-            } == ProblemCtx {
-                num: 0,
-                run: 0,
-                ..self.ctx.clone()
-            }
+            && self.same_but_numbers(other)
     }
 
     /// The message with the context substituted.
