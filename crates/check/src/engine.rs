@@ -145,10 +145,21 @@ impl AllocFacts {
     /// new block itself is marked in `block_used`).
     pub fn block_bitmap_usable(&self, p0: &crate::pass0::Pass0Facts, g: u32) -> bool {
         p0.groups.get(g as usize).is_some_and(|s| s.block_bitmap_ok)
-            || self
-                .relocated
-                .iter()
-                .any(|m| m.group == g && m.which == crate::relocate::Table::BlockBitmap)
+            || self.relocates(g, crate::relocate::Table::BlockBitmap)
+    }
+
+    /// Whether inodes may be taken from group `g`: as [`AllocFacts::block_bitmap_usable`],
+    /// for its inode bitmap.
+    pub fn inode_bitmap_usable(&self, p0: &crate::pass0::Pass0Facts, g: u32) -> bool {
+        p0.groups.get(g as usize).is_some_and(|s| s.inode_bitmap_ok)
+            || self.relocates(g, crate::relocate::Table::InodeBitmap)
+    }
+
+    /// Whether group `g`'s `table` gets a new place this round.
+    fn relocates(&self, g: u32, table: crate::relocate::Table) -> bool {
+        self.relocated
+            .iter()
+            .any(|m| m.group == g && m.which == table)
     }
 }
 

@@ -229,7 +229,10 @@ pub(crate) fn check(
                         Fail::UnsuppVersion => {
                             !c.ask(P::P0_JOURNAL_UNSUPP_VERSION, ProblemCtx::default())
                         }
-                        Fail::BadInode | Fail::Abort(_) => false,
+                        Fail::Abort(_) => false,
+                        // The map has no block 0 (a hole where the journal superblock
+                        // goes): e2fsck offers to drop the journal, as for any bad inode.
+                        Fail::BadInode => return finish(c.fix_bad_inode(), c.facts),
                     };
                     if escalate {
                         let r = c.fix_corrupt_super();
@@ -244,8 +247,13 @@ pub(crate) fn check(
             }
         }
     };
+    finish(result, c.facts)
+}
+
+/// The journal facts, or why the check cannot go on.
+fn finish(result: Result<(), Fail>, facts: JournalFacts) -> Result<JournalFacts, JournalAbort> {
     match result {
-        Ok(()) => Ok(c.facts),
+        Ok(()) => Ok(facts),
         Err(e) => Err(JournalAbort(match e {
             Fail::Abort(m) => m,
             Fail::BadInode => "the journal inode is invalid".into(),

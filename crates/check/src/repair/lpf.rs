@@ -336,7 +336,7 @@ fn pick_inode(p0: &Pass0Facts, facts: &AllocFacts, findings: &[Finding]) -> Opti
     let ipg = geo.inodes_per_group;
     for g in 0..geo.group_count {
         let gd = &fs.groups[g as usize];
-        if !p0.groups[g as usize].inode_bitmap_ok {
+        if !facts.inode_bitmap_usable(p0, g) {
             continue;
         }
         // Past `itable_unused` is fine: marking the inode shrinks it. An uninitialised
