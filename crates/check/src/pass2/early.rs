@@ -100,13 +100,16 @@ impl crate::facts::Stage for Early<'_> {
                 let mut buf = Vec::new();
                 let mut r = Vec::with_capacity(c.len());
                 for db in c {
-                    if db.pblk != 0 {
-                        buf.resize(fs.block_size(), 0);
-                        if fs.read_blocks_into(db.pblk, &mut buf).is_err()
-                            || names_beyond(&buf, fs.geo.block_size, frontier)
-                        {
-                            continue;
-                        }
+                    // A hole is left for pass 2 proper, which keeps a row of them as one
+                    // finding (a garbage map can list millions: one output each here).
+                    if db.pblk == 0 {
+                        continue;
+                    }
+                    buf.resize(fs.block_size(), 0);
+                    if fs.read_blocks_into(db.pblk, &mut buf).is_err()
+                        || names_beyond(&buf, fs.geo.block_size, frontier)
+                    {
+                        continue;
                     }
                     let mut bo = BlockOut::default();
                     check_block_into(&ctx, db, &buf, &mut bo);
