@@ -126,6 +126,29 @@ pub(super) fn check_inode(
         }
     }
 
+    // Both the inline-data and the extent flag on a reserved inode (a live inode's are judged
+    // with the rest of it): e2fsck asks before it tells reserved inodes apart, and what
+    // follows sees the flags the fix leaves.
+    let both = iflags::INLINE_DATA | iflags::EXTENTS;
+    let flags_fixed;
+    if reserved && inode.flags() & both == both {
+        match check_inline_and_extents(scan, &mut ic, out, inode.file_type()) {
+            FlagFix::None => {}
+            // Cleared: reserved inodes stay in use.
+            FlagFix::Cleared => {
+                out.bits.set(GroupBits::USED, ino - 1);
+                return;
+            }
+            FlagFix::Flags(new) => {
+                let mut copy = inode.clone();
+                copy.i_flags.set(new);
+                flags_fixed = copy;
+                ic.inode = &flags_fixed;
+            }
+        }
+    }
+    let inode = ic.inode;
+
     // A reserved inode with the extent flag on a file system without extents (the root's is
     // judged with its mapping): e2fsck asks before it tells reserved inodes apart, for those
     // in use and for the bad-blocks and journal inodes whatever their links.
@@ -901,13 +924,16 @@ pub(super) fn check_inline_and_extents(
     {
         return FlagFix::Flags(fl & !iflags::INLINE_DATA);
     }
-    let isz = geo.inode_size as usize;
-    let ea_room = if isz > GOOD_OLD_INODE_SIZE {
-        (isz - GOOD_OLD_INODE_SIZE).saturating_sub(usize::from(inode.extra_isize()))
+    let isz = geo.inode_size as u64;
+    // Room for inline data in the inode's xattr area. e2fsck computes it unsigned: an
+    // `i_extra_isize` reaching past the inode wraps it round to nearly 2^64, so any size
+    // looks short enough (as it does to e2fsck).
+    let ea_room = if isz > GOOD_OLD_INODE_SIZE as u64 {
+        isz.wrapping_sub(GOOD_OLD_INODE_SIZE as u64 + u64::from(inode.extra_isize()))
     } else {
         0
     };
-    if inode.size() < (60 + ea_room) as u64 && ask(ic, out, P::P1_CLEAR_EXTENT_FOR_INLINE_DATA) {
+    if inode.size() < ea_room.wrapping_add(60) && ask(ic, out, P::P1_CLEAR_EXTENT_FOR_INLINE_DATA) {
         return FlagFix::Flags(fl & !iflags::EXTENTS);
     }
     let block_map = inode

@@ -106,6 +106,14 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
         .filter(|f| f.problem == P::P1_EXTENT_NODE_DEPTH)
         .map(|f| f.ctx.blk)
         .collect();
+    // Inodes whose extent flag the inode fixes (after this step) set again: pass 1 walked
+    // their `i_block` as the extent tree it is, and so must the edits here (read as a block
+    // map, the tree's header words name blocks such as the superblock).
+    let extents_back: HashSet<u32> = fixes
+        .iter()
+        .filter(|f| f.problem == P::P1_UNSET_EXTENT_FL)
+        .map(|f| f.ctx.ino)
+        .collect();
     let collapse: HashSet<u32> = fixes
         .iter()
         .filter(|f| f.problem == P::P1_COLLAPSE_DBLOCK)
@@ -118,7 +126,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
         let inode = RawInode::parse(&raw);
         let is_dir = inode.file_type() == FileType::Directory;
         let mut iblock = inode.block_bytes();
-        let changed = if inode.flags() & iflags::EXTENTS != 0 {
+        let changed = if inode.flags() & iflags::EXTENTS != 0 || extents_back.contains(&ino) {
             let seed = if fs.has_metadata_csum() {
                 ffsck_format::csum::inode_seed(fs.csum_seed, ino, inode.i_generation.get())
             } else {
