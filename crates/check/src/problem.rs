@@ -111,6 +111,10 @@ pub mod flag {
     /// Answered no in preen mode, without asking (with `NO_OK`, e2fsck's choice for flags on
     /// special files and trees that could be shallower: harmless left, not for a boot to fix).
     pub const PREEN_NO: u16 = 4096;
+    /// Kept as runs: a row of this finding whose `num` counts up is one finding with a run
+    /// length (`ProblemCtx::run`; a directory's holes, which a garbage map can number in
+    /// millions). Shown, logged, asked and fixed one by one (`Finding::each`).
+    pub const RUNS: u16 = 8192;
 }
 
 /// Which fixer of `repair` makes a problem's fix: its fix class. The repair's fixer table
@@ -605,7 +609,7 @@ catalogue! {
     P2_BAD_MODE = 0x020012, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) has invalid mode ({num:o}).\n";
     P2_DIR_CORRUPTED = 0x020013, Salvage, 0, Salvage, RESHAPES, "Directory inode {dir}, block #{num}, offset {num2}: directory corrupted\n";
     P2_FILENAME_LONG = 0x020014, Truncate, KEPT, Salvage, RESHAPES, "Directory inode {dir}, block #{num}, offset {num2}: filename too long\n";
-    P2_DIRECTORY_HOLE = 0x020015, Allocate, 0, DirHole, RESHAPES, "Directory inode {dir} has an unallocated block #{num}.";
+    P2_DIRECTORY_HOLE = 0x020015, Allocate, RUNS, DirHole, RESHAPES, "Directory inode {dir} has an unallocated block #{num}.";
     P2_DOT_NULL_TERM = 0x020016, Fix, 0, Salvage, RESHAPES, "'.' directory entry in directory inode {dir} is not NULL terminated\n";
     P2_DOT_DOT_NULL_TERM = 0x020017, Fix, 0, Salvage, RESHAPES, "'..' directory entry in directory inode {dir} is not NULL terminated\n";
     P2_BAD_CHAR_DEV = 0x020018, Clear, 0, Clear, RESHAPES | INODE, "Inode {ino} ({strpath}) is an illegal character device.\n";

@@ -385,11 +385,14 @@ impl Findings {
     pub fn extend(&mut self, other: Findings) {
         self.0.extend(other.0);
     }
-    /// Add `f`, joining it to the last finding's run when it continues it (only problems
-    /// kept as runs are passed here).
-    pub fn push_run(&mut self, f: Finding) {
+    /// Add `f`, joining it to the last finding's run when its problem is kept as runs
+    /// (`flag::RUNS`) and it continues that run.
+    pub fn push(&mut self, f: Finding) {
+        let runs = f.problem.info().flags & crate::problem::flag::RUNS != 0;
         match self.0.last_mut() {
-            Some(last) if last.continued_by(&f) => last.ctx.run = last.count() + f.count(),
+            Some(last) if runs && last.continued_by(&f) => {
+                last.ctx.run = last.count() + f.count();
+            }
             _ => self.0.push(f),
         }
     }
@@ -428,9 +431,9 @@ mod tests {
     fn a_row_of_holes_is_one_run_shown_hole_by_hole() {
         let mut f = Findings::default();
         for n in [1, 2, 3, 4, 7] {
-            f.push_run(hole(12, n));
+            f.push(hole(12, n));
         }
-        f.push_run(hole(13, 8));
+        f.push(hole(13, 8));
         // 1-4 join; 7 does not follow 4; another directory's hole never joins.
         assert_eq!(f.0.len(), 3);
         assert_eq!(f.0[0].count(), 4);
@@ -454,8 +457,8 @@ mod tests {
     #[test]
     fn an_answered_hole_does_not_join_an_unanswered_run() {
         let mut f = Findings::default();
-        f.push_run(hole(12, 1));
-        f.push_run(Finding {
+        f.push(hole(12, 1));
+        f.push(Finding {
             fixed: true,
             ..hole(12, 2)
         });

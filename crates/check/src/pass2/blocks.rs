@@ -227,7 +227,12 @@ pub(super) fn check_chunk_with<F: Facts + ?Sized>(
             // A row of holes in one directory is one finding (a run), not one per hole.
             let holes = hole_row(&blocks[i..], pre.get(i..).unwrap_or_default());
             check_block_into(ctx, &blocks[i], &[], &mut bo);
-            if let Some(f) = bo.findings.0.last_mut().filter(|_| holes > 1) {
+            if let Some(f) = bo
+                .findings
+                .0
+                .last_mut()
+                .filter(|f| holes > 1 && f.problem == P::P2_DIRECTORY_HOLE)
+            {
                 f.ctx.run = holes as u64;
             }
             out.push(&mut bo);

@@ -74,14 +74,6 @@ impl Merge {
                 dx = None;
                 self.aborted = true;
             }
-            // A directory's holes stay one run across blocks and chunks.
-            let mut keep = |f: crate::report::Finding| {
-                if f.problem == P::P2_DIRECTORY_HOLE {
-                    out.push_run(f);
-                } else {
-                    out.0.push(f);
-                }
-            };
             if self.rehash.contains(&h.dir) {
                 found
                     .into_iter()
@@ -94,12 +86,13 @@ impl Merge {
                                 | P::P2_HTREE_NODE_CSUM_INVALID
                         )
                     })
-                    .for_each(keep);
+                    .for_each(|f| out.push(f));
             } else {
                 if found.iter().any(|f| f.problem == P::P2_REPORT_DUP_DIRENT) {
                     self.rehash.insert(h.dir);
                 }
-                found.into_iter().for_each(&mut keep);
+                // A directory's holes stay one run across blocks and chunks (`push`).
+                found.into_iter().for_each(|f| out.push(f));
                 if let Some(d) = dx {
                     self.dx_facts.entry(h.dir).or_default().push(*d);
                 }

@@ -7,10 +7,14 @@ use crate::report::{Finding, Policy, ProblemCtx, Reporter};
 use std::collections::HashMap;
 
 /// What a check reported, in order, held back until the repair has decided which fixes it
-/// will really make. With `singles`, a run of findings counts as the findings it stands for
-/// (an interactive repair splits runs, as each is asked on its own: [`split_runs`]).
+/// will really make.
 #[derive(Default)]
-pub(super) struct Held(pub(super) Vec<Event>, pub(super) bool);
+pub(super) struct Held {
+    pub(super) events: Vec<Event>,
+    /// A run of findings counts as the findings it stands for (an interactive repair splits
+    /// runs, as each is asked on its own: [`split_runs`]).
+    pub(super) singles: bool,
+}
 
 pub(super) enum Event {
     Pass(u8),
@@ -22,7 +26,7 @@ impl Held {
     pub(super) fn insert_found(&mut self, at: usize, n: usize) {
         let mut seen = 0;
         let mut pos = None;
-        for (i, ev) in self.0.iter().enumerate() {
+        for (i, ev) in self.events.iter().enumerate() {
             match ev {
                 Event::Found if seen == at => {
                     pos = Some(i);
@@ -36,21 +40,21 @@ impl Held {
                 Event::Pass(_) => {}
             }
         }
-        let pos = pos.unwrap_or(self.0.len());
+        let pos = pos.unwrap_or(self.events.len());
         for _ in 0..n {
-            self.0.insert(pos, Event::Found);
+            self.events.insert(pos, Event::Found);
         }
     }
 }
 
 impl Reporter for Held {
     fn pass_start(&mut self, pass: u8) {
-        self.0.push(Event::Pass(pass));
+        self.events.push(Event::Pass(pass));
     }
     fn finding(&mut self, f: &Finding) {
         // The outcome carries the finding itself.
-        let n = if self.1 { f.count() } else { 1 };
-        self.0.extend((0..n).map(|_| Event::Found));
+        let n = if self.singles { f.count() } else { 1 };
+        self.events.extend((0..n).map(|_| Event::Found));
     }
 }
 
@@ -144,7 +148,7 @@ impl Answers {
         shown: &mut Vec<Finding>,
     ) {
         let mut next = found.iter_mut();
-        for ev in &held.0 {
+        for ev in &held.events {
             match ev {
                 Event::Pass(p) if before_pass4 && *p >= 4 => return,
                 Event::Pass(p) if *p > self.headers => {

@@ -207,7 +207,10 @@ impl Repair<'_> {
     /// One round of check and fix. Returns whether another round follows.
     fn round(&mut self) -> bool {
         let seen = self.findings.clone();
-        let mut held = Held(Vec::new(), self.asks);
+        let mut held = Held {
+            events: Vec::new(),
+            singles: self.asks,
+        };
         let mut out = engine::check(self.ov.clone(), &self.opts, &mut held);
         if self.asks {
             interactive::split_runs(&mut out.findings);
@@ -548,7 +551,7 @@ impl Repair<'_> {
             .collect();
         let mut decided = out.findings.iter().zip(&show);
         let mut restarted = false;
-        for ev in held.0 {
+        for ev in held.events {
             match ev {
                 Event::Pass(p) if self.fresh && !asks => {
                     if let Some((at, stop)) = restart_at.filter(|&(at, _)| p > at) {
