@@ -511,6 +511,45 @@ fn renamed(ours: &Tree, theirs: &Tree, original: Option<&Tree>, path: &str, what
         })
 }
 
+/// Whether `path`, an entry of e2fsck's result that `ours` lacks, sits under a name the damage
+/// made (a `debugfs link` that gave a directory a second name, whose first name e2fsck's
+/// salvage then dropped) that ffsck took away where it kept the original: some ancestor-or-self
+/// `A` of `path`, a name absent before the damage, whose object `ours` holds at a name `B` it
+/// had before the damage and e2fsck's result lacks. `B` is told from other candidates by its
+/// being the same exactly (type, size and content) or, for a directory, by holding the same
+/// names as `A`; the entry below it must then be the same exactly.
+fn moved(ours: &Tree, theirs: &Tree, original: Option<&Tree>, path: &str, what: &str) -> bool {
+    let Some(before) = original else {
+        return false;
+    };
+    let children = |tree: &Tree, dir: &str| -> std::collections::BTreeSet<String> {
+        let prefix = format!("{dir}/");
+        tree.range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+            .filter_map(|(p, _)| p[prefix.len()..].split('/').next().map(str::to_owned))
+            .collect()
+    };
+    // Each split of `path` into a made-up name `head` and the part `tail` below it.
+    let ends = path.match_indices('/').map(|(i, _)| i).chain([path.len()]);
+    ends.filter(|&i| !before.contains_key(&path[..i])).any(|i| {
+        let (head, tail) = (&path[..i], &path[i..]);
+        let Some(head_what) = theirs.get(head) else {
+            return false;
+        };
+        let is_dir = head_what.starts_with('d');
+        let names = children(theirs, head);
+        ours.iter().any(|(b, b_what)| {
+            let same = match is_dir {
+                true => b_what.starts_with('d') && !names.is_empty() && children(ours, b) == names,
+                false => b_what == head_what,
+            };
+            same && before.contains_key(b)
+                && !theirs.contains_key(b)
+                && ours.get(&format!("{b}{tail}")).is_some_and(|w| w == what)
+        })
+    })
+}
+
 /// The entries of `theirs` that `ours` lacks or holds differently, as "path (what)", judged by
 /// [`keeps`] against `original` (the tree before the damage, when known). An entry e2fsck
 /// reconnected to lost+found that `ours` lacks there counts as kept when `ours` holds it
@@ -525,6 +564,7 @@ pub(crate) fn lost(ours: &Tree, theirs: &Tree, original: Option<&Tree>) -> Vec<S
                 None => {
                     !kept_elsewhere(ours, original, path, what)
                         && !renamed(ours, theirs, original, path, what)
+                        && !moved(ours, theirs, original, path, what)
                 }
             }
         })
@@ -884,13 +924,15 @@ mod tests {
         assert!(lost(&kept, &garbled, Some(&before)).is_empty());
         let ours = t(&[("big", "d"), ("big/0015_n", "f 100 01")]);
         assert!(lost(&ours, &theirs, Some(&before)).is_empty());
-        // Not without the original, with other content, or in another directory.
+        // Not without the original, with other content, or in another directory with content
+        // e2fsck changed (there only the same file exactly tells the two apart: [`moved`]).
         assert_eq!(lost(&ours, &theirs, None).len(), 1);
         let other = t(&[("big", "d"), ("big/0015_n", "f 100 09")]);
         assert_eq!(lost(&other, &theirs, Some(&before)).len(), 1);
         let before = t(&[("big", "d"), ("d/0015_n", "f 100 01")]);
         let moved = t(&[("big", "d"), ("d/0015_n", "f 100 01")]);
-        assert_eq!(lost(&moved, &theirs, Some(&before)).len(), 1);
+        assert_eq!(lost(&moved, &garbled, Some(&before)).len(), 1);
+        assert!(lost(&moved, &theirs, Some(&before)).is_empty());
         // Nor for a name e2fsck still holds: ffsck's file there is not the one renamed.
         let before = t(&[("big", "d"), ("big/0015_n", "f 100 01")]);
         let both = t(&[
@@ -899,6 +941,49 @@ mod tests {
             ("big/0015_\u{17}x", "f 100 02"),
         ]);
         assert_eq!(lost(&ours, &both, Some(&before)).len(), 1);
+    }
+
+    #[test]
+    fn a_second_name_the_damage_made_is_not_lost_where_the_first_is_kept() {
+        // `debugfs link /d1/sub /big/loop`, then /d1's block damaged (seed 3014, case 2134):
+        // e2fsck's salvage dropped /d1/sub and kept /big/loop; ffsck kept /d1/sub and took
+        // /big/loop away.
+        let before = t(&[
+            ("big", "d"),
+            ("d1", "d"),
+            ("d1/sub", "d"),
+            ("d1/sub/f", "f 10 01"),
+            ("d1/sub/x", "f 3 02"),
+        ]);
+        let theirs = t(&[
+            ("big", "d"),
+            ("big/loop", "d"),
+            ("big/loop/f", "f 10 01"),
+            ("big/loop/x", "f 3 02"),
+            ("d1", "d"),
+        ]);
+        assert!(lost(&before, &theirs, Some(&before)).is_empty());
+        // Not without the original, nor where ffsck's directory holds other names or other
+        // content, nor where e2fsck also kept the first name.
+        assert_eq!(lost(&before, &theirs, None).len(), 3);
+        let mut fewer = before.clone();
+        fewer.remove("d1/sub/x");
+        assert_eq!(
+            lost(&fewer, &theirs, Some(&before)),
+            vec![
+                "/big/loop (directory, missing)".to_owned(),
+                "/big/loop/x (file, missing)".to_owned()
+            ]
+        );
+        let mut changed = before.clone();
+        changed.insert("d1/sub/f".into(), "f 10 09".into());
+        assert_eq!(
+            lost(&changed, &theirs, Some(&before)),
+            vec!["/big/loop/f (file, missing)".to_owned()]
+        );
+        let mut both = theirs.clone();
+        both.extend(before.clone());
+        assert_eq!(lost(&before, &both, Some(&before)).len(), 3);
     }
 
     #[test]
