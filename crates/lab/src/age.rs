@@ -8,7 +8,6 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -16,6 +15,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
+use crate::loopmount::Mount;
 use crate::mkfs::free_bytes;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -108,75 +108,6 @@ pub struct AgeReport {
     /// XFS images: `xfs_db -r -c frag` after unmounting ("actual N, ideal M, fragmentation
     /// factor F%").
     pub xfs_frag: Option<String>,
-}
-
-/// The image could not be loop-mounted (no root, no loop devices): nothing was changed, so
-/// callers such as `bench --aged` can skip aging instead of failing.
-#[derive(Debug)]
-pub struct MountUnavailable(pub String);
-
-impl std::fmt::Display for MountUnavailable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for MountUnavailable {}
-
-/// A loop mount that is undone when dropped.
-struct Mount {
-    dir: tempfile::TempDir,
-}
-
-impl Mount {
-    /// `options` for `mount -o` ("loop", or "loop,nodelalloc").
-    fn new(image: &Path, options: &str) -> Result<Self> {
-        let dir = tempfile::Builder::new()
-            .prefix("ffsck-lab-age-")
-            .tempdir()
-            .context("creating a mount point")?;
-        let out = Command::new("mount")
-            .args(["-o", options])
-            .arg(image)
-            .arg(dir.path())
-            .stdin(Stdio::null())
-            .output()
-            .context("running mount")?;
-        if !out.status.success() {
-            return Err(MountUnavailable(format!(
-                "cannot mount {} with `mount -o loop` (aging needs root and loop devices): {}",
-                image.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-            .into());
-        }
-        Ok(Mount { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn unmount(&self) -> Result<()> {
-        let out = Command::new("umount").arg(self.dir.path()).output()?;
-        if !out.status.success() {
-            bail!(
-                "umount failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        // Best effort after an error; the normal path unmounts explicitly and checks.
-        let _ = Command::new("umount")
-            .arg(self.dir.path())
-            .stderr(Stdio::null())
-            .status();
-    }
 }
 
 /// Percentage of blocks in use.

@@ -69,6 +69,21 @@ impl FsType {
     }
 }
 
+/// How the tree gets into an ext2/3/4 image.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Populate {
+    /// `mke2fs -d`: blocks handed out in the tree's order, so directory blocks lie among the
+    /// files' data, and the same seed gives the same image bit for bit.
+    #[default]
+    Mkfs,
+    /// An empty `mke2fs`, then the tree copied in (`cp -a`) through a loop mount (root): the
+    /// kernel's allocator places the blocks as on a file system filled in use (ext4 with
+    /// flex_bg keeps directory blocks in the first group of each flex group, beside the inode
+    /// tables). Reproducible for one kernel, not across kernels.
+    Kernel,
+}
+
 impl Profile {
     fn files_per_dir(self) -> u64 {
         match self {
@@ -106,6 +121,8 @@ pub struct BuildSpec {
     pub image_bytes: Option<u64>,
     /// At least this many inodes (`mke2fs -N`): room for an aging workload's new files.
     pub min_mkfs_inodes: Option<u64>,
+    /// How the tree gets into the image.
+    pub populate: Populate,
 }
 
 /// What was built, for the bench report and the recipe.
@@ -127,6 +144,9 @@ pub struct BuiltImage {
     /// The mke2fs (or mkfs.xfs) arguments, with the tree (or proto file) and image paths
     /// replaced by `TREE` (`PROTO`) and `IMAGE`.
     pub mke2fs_args: Vec<String>,
+    /// How the tree got into the image (recipes older than the option: `mkfs`).
+    #[serde(default)]
+    pub populate: Populate,
     pub generate_s: f64,
     pub mkfs_s: f64,
 }
@@ -292,6 +312,7 @@ pub fn build(
         fs_type: None,
         image_bytes: None,
         min_mkfs_inodes: None,
+        populate: Populate::Mkfs,
     };
     build_spec(&spec, tree_parent, image, mke2fs)
 }
@@ -313,6 +334,9 @@ pub fn build_spec(
         bail!("--inodes must be at least 100");
     }
     let fs_type = spec.fs_type.unwrap_or(profile.default_fs_type());
+    if fs_type == FsType::Xfs && spec.populate == Populate::Kernel {
+        bail!("--populate kernel is for ext2/3/4 (XFS images are packed with mkfs.xfs -p)");
+    }
     let files_per_dir = profile.files_per_dir();
     let leaves = if profile == Profile::Large {
         (inodes / INODES_PER_LARGE_FILE).max(1)
@@ -360,7 +384,7 @@ pub fn build_spec(
             mkfs_inodes,
             image_bytes,
             seed,
-            tree.path(),
+            (tree.path(), spec.populate),
             image,
             mke2fs,
         )?
@@ -381,6 +405,7 @@ pub fn build_spec(
         mkfs_inodes,
         image_bytes,
         mke2fs_args: args,
+        populate: spec.populate,
         generate_s,
         mkfs_s,
     })
@@ -393,7 +418,7 @@ fn run_mke2fs(
     mkfs_inodes: u64,
     image_bytes: u64,
     seed: u64,
-    tree: &Path,
+    (tree, populate): (&Path, Populate),
     image: &Path,
     mke2fs: &Path,
 ) -> Result<Vec<String>> {
@@ -403,7 +428,7 @@ fn run_mke2fs(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e).with_context(|| format!("removing old {}", image.display())),
     }
-    let args: Vec<String> = vec![
+    let mut args: Vec<String> = vec![
         "-q".into(),
         "-F".into(),
         "-t".into(),
@@ -421,6 +446,10 @@ fn run_mke2fs(
         "IMAGE".into(),
         format!("{}k", image_bytes / 1024),
     ];
+    if populate == Populate::Kernel {
+        // An empty file system; the tree goes in through the kernel below.
+        args.retain(|a| a != "-d" && a != "TREE");
+    }
     let log_path = image.with_extension("mke2fs.log");
     let log =
         File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
@@ -448,9 +477,33 @@ fn run_mke2fs(
         );
     }
     let _ = std::fs::remove_file(&log_path);
+    if populate == Populate::Kernel {
+        copy_in(tree, image)?;
+    }
     crate::corrupt::normalize_times(image, FIXED_MTIME as u32)
         .context("normalizing inode times")?;
     Ok(args)
+}
+
+/// Copies `tree` into the (empty) file system in `image` through a loop mount: `cp -a` walks
+/// the tree in its directory order, and the kernel allocates as it would for any writer.
+fn copy_in(tree: &Path, image: &Path) -> Result<()> {
+    let mount = crate::loopmount::Mount::new(image, "loop")?;
+    let out = Command::new("cp")
+        .arg("-a")
+        .arg(tree.join("."))
+        .arg(mount.path())
+        .stdin(Stdio::null())
+        .output()
+        .context("running cp")?;
+    if !out.status.success() {
+        bail!(
+            "copying the tree into {} failed: {}",
+            image.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    mount.unmount()
 }
 
 /// Key facts from `dumpe2fs -h`, so the report shows what was really checked.

@@ -13,6 +13,7 @@ pub mod fuzz;
 pub mod gilbert;
 pub mod hdd;
 pub mod imagegen;
+pub mod loopmount;
 pub(crate) mod markdown;
 pub mod messages;
 pub mod metrics;

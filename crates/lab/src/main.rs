@@ -38,7 +38,7 @@ enum Cmd {
     /// The gilbert experiment on ext4 and on XFS, compared per metadata class in one report.
     Versus(gilbert::GilbertArgs),
     /// Build a reproducible image (and IMG.recipe.json) from a seeded tree with mke2fs -d
-    /// (mkfs.xfs -p with --fs-type xfs).
+    /// (mkfs.xfs -p with --fs-type xfs; copied in through a loop mount with --populate kernel).
     Mkfs(mkfs::MkfsArgs),
     /// Damage an image reproducibly (by field, component or meaning; xfs_db blocktrash on XFS)
     /// and log every byte.

@@ -1,14 +1,16 @@
 //! `ffsck-lab mkfs`: builds one reproducible image with [`imagegen`] and writes
 //! `IMG.recipe.json` beside it (profile, seed, sizes, mke2fs arguments, tool versions), so any
 //! image in a report can be rebuilt bit for bit from its recipe. `--fs-type xfs` packs the same
-//! tree with `mkfs.xfs -p` instead (same layout per seed; XFS inode times are mkfs's clock).
+//! tree with `mkfs.xfs -p` instead (same layout per seed; XFS inode times are mkfs's clock);
+//! `--populate kernel` copies it into an empty ext2/3/4 through the kernel (same tree, the
+//! kernel's layout).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::imagegen::{self, BuildSpec, BuiltImage, FsType, Profile};
+use crate::imagegen::{self, BuildSpec, BuiltImage, FsType, Populate, Profile};
 use crate::tools;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -42,6 +44,11 @@ pub struct MkfsArgs {
     /// mke2fs binary, or mkfs.xfs with `--fs-type xfs` [default: from PATH or /sbin].
     #[arg(long)]
     pub mke2fs: Option<PathBuf>,
+    /// How the tree gets into an ext2/3/4 image: `mkfs` packs it with `mke2fs -d`; `kernel`
+    /// copies it into an empty file system through a loop mount (root), so the kernel's
+    /// allocator places the blocks as on a file system filled in use.
+    #[arg(long, value_enum, default_value_t = Populate::Mkfs)]
+    pub populate: Populate,
 }
 
 /// The recipe file written beside each image.
@@ -136,6 +143,7 @@ pub fn run(args: &MkfsArgs) -> Result<Recipe> {
         fs_type: args.fs_type,
         image_bytes: args.size,
         min_mkfs_inodes: args.mkfs_inodes,
+        populate: args.populate,
     };
     let tree_dir = pick_tree_dir(args);
     let built = imagegen::build_spec(&spec, &tree_dir, &args.out, &mke2fs)?;

@@ -36,6 +36,84 @@ fn build(dir: &Path, name: &str, profile: &str, inodes: &str, seed: &str) -> mkf
     mkfs::run(&args).unwrap()
 }
 
+/// `--populate kernel` copies the same tree into an empty file system through a loop mount:
+/// e2fsck calls it clean, it holds as many inodes as the `mke2fs -d` image of the seed, and
+/// the kernel placed it (ext4 with flex_bg: directory blocks in the flex group's first group,
+/// regular files from the second on, where `mke2fs -d` hands out blocks in the tree's order).
+#[test]
+fn populate_kernel_copies_the_tree_in_through_the_kernel() {
+    let (true, Some(e2fsck), Some(debugfs)) = (
+        have_tools(),
+        common::tool("e2fsck"),
+        common::tool("debugfs"),
+    ) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let kernel = tmp.path().join("kernel.img");
+    let args: MkfsArgs = ffsck_lab::parse_args(&[
+        "--inodes",
+        "2000",
+        "--size",
+        "256M",
+        "--seed",
+        "5",
+        "--populate",
+        "kernel",
+        "--out",
+        kernel.to_str().unwrap(),
+        "--tree-dir",
+        tmp.path().to_str().unwrap(),
+    ])
+    .unwrap();
+    let recipe = match mkfs::run(&args) {
+        Ok(r) => r,
+        Err(e) if format!("{e:#}").contains("cannot mount") => {
+            common::skip(&format!("needs root and loop devices: {e:#}"));
+            return;
+        }
+        Err(e) => panic!("{e:#}"),
+    };
+    assert_eq!(recipe.built.populate, ffsck_lab::imagegen::Populate::Kernel);
+    assert!(!recipe.built.mke2fs_args.iter().any(|a| a == "-d"));
+    let packed = build(tmp.path(), "packed.img", "files", "2000", "5");
+    assert_eq!(packed.built.populate, ffsck_lab::imagegen::Populate::Mkfs);
+    assert_eq!(packed.built.tree_digest, recipe.built.tree_digest);
+    // "N/M files (..." of e2fsck's closing line: the same N in use.
+    let in_use = |img: &Path| {
+        let out = Command::new(&e2fsck).arg("-fn").arg(img).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{}: {text}", img.display());
+        let last = text.lines().last().unwrap_or_default().to_owned();
+        last.split(": ")
+            .nth(1)
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(in_use(&kernel), in_use(&tmp.path().join("packed.img")));
+    let first_block = |img: &Path, path: &str| -> u64 {
+        let out = Command::new(&debugfs)
+            .args(["-R", &format!("blocks {path}")])
+            .arg(img)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.split_whitespace()
+            .next()
+            .and_then(|b| b.parse().ok())
+            .unwrap_or_else(|| panic!("{path}: {text}"))
+    };
+    let group = |b: u64| b / 32768;
+    for dir in ["/g00000", "/g00000/d000", "/g00000/d001"] {
+        assert_eq!(group(first_block(&kernel, dir)), 0, "{dir}");
+    }
+    let file = "/g00000/d001/file000.dat";
+    assert!(group(first_block(&kernel, file)) >= 1, "{file}");
+}
+
 #[test]
 fn same_seed_same_image_and_recipe() {
     if !have_tools() {

@@ -6,7 +6,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use super::BenchArgs;
-use crate::age::{self, AgeArgs, AgeReport, Method, MountUnavailable};
+use crate::age::{self, AgeArgs, AgeReport, Method};
+use crate::loopmount::MountUnavailable;
 use crate::tools;
 
 /// One report line about the aging that preceded the bench.
