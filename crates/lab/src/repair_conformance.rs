@@ -469,20 +469,54 @@ fn below_reconnected(path: &str) -> Option<&str> {
 }
 
 /// Whether `ours` holds elsewhere an entry e2fsck reconnected, or holds under it: an entry
-/// of the same type and size at a path ending as it does below the reconnected entry (any
-/// path for the reconnected entry itself) that keeps it ([`keeps`], against what that path
-/// held before the damage: e2fsck's copy may hold blocks it cloned after overwriting them).
-/// e2fsck moves whole subtrees into lost+found (and lost+found into a new one) where ffsck
-/// left them in place.
-fn kept_elsewhere(ours: &Tree, original: Option<&Tree>, path: &str, what: &str) -> bool {
+/// of the same type and size at a path ending as it does below the reconnected entry, or as
+/// its part below any directory under it (any path for the reconnected entry itself), that
+/// keeps it ([`keeps`], against what that path held before the damage: e2fsck's copy may hold
+/// blocks it cloned after overwriting them). A directory under it is also kept where `ours`
+/// holds a directory with every name it holds. e2fsck moves whole subtrees into lost+found
+/// (and lost+found into a new one) where ffsck left them in place, and where the two broke a
+/// directory loop at different members, each reconnected another of the loop's directories.
+fn kept_elsewhere(
+    ours: &Tree,
+    theirs: &Tree,
+    original: Option<&Tree>,
+    path: &str,
+    what: &str,
+) -> bool {
     let Some(tail) = below_reconnected(path) else {
         return false;
     };
-    ours.iter().any(|(p, w)| {
-        (tail.is_empty() || p == tail || p.ends_with(&format!("/{tail}")))
+    // The tail, then the tail without its first name, and so on down to its last name.
+    let tails: Vec<&str> = std::iter::once(tail)
+        .chain(tail.match_indices('/').map(|(i, _)| &tail[i + 1..]))
+        .collect();
+    let same_path = |p: &str| {
+        tail.is_empty()
+            || tails
+                .iter()
+                .any(|t| p == *t || p.ends_with(&format!("/{t}")))
+    };
+    let kept = ours.iter().any(|(p, w)| {
+        same_path(p)
             && kind_and_size(w) == kind_and_size(what)
             && keeps(w, what, original.and_then(|t| t.get(p)).map(String::as_str))
-    })
+    });
+    kept || what.starts_with('d') && {
+        let names = children(theirs, path);
+        !names.is_empty()
+            && ours
+                .iter()
+                .any(|(p, w)| w.starts_with('d') && children(ours, p).is_superset(&names))
+    }
+}
+
+/// The names directly in directory `dir` of `tree`.
+fn children(tree: &Tree, dir: &str) -> std::collections::BTreeSet<String> {
+    let prefix = format!("{dir}/");
+    tree.range(prefix.clone()..)
+        .take_while(|(p, _)| p.starts_with(&prefix))
+        .filter_map(|(p, _)| p[prefix.len()..].split('/').next().map(str::to_owned))
+        .collect()
 }
 
 /// An entry's type and size: the first two words of its description.
@@ -522,13 +556,6 @@ fn moved(ours: &Tree, theirs: &Tree, original: Option<&Tree>, path: &str, what: 
     let Some(before) = original else {
         return false;
     };
-    let children = |tree: &Tree, dir: &str| -> std::collections::BTreeSet<String> {
-        let prefix = format!("{dir}/");
-        tree.range(prefix.clone()..)
-            .take_while(|(p, _)| p.starts_with(&prefix))
-            .filter_map(|(p, _)| p[prefix.len()..].split('/').next().map(str::to_owned))
-            .collect()
-    };
     // Each split of `path` into a made-up name `head` and the part `tail` below it.
     let ends = path.match_indices('/').map(|(i, _)| i).chain([path.len()]);
     ends.filter(|&i| !before.contains_key(&path[..i])).any(|i| {
@@ -562,7 +589,7 @@ pub(crate) fn lost(ours: &Tree, theirs: &Tree, original: Option<&Tree>) -> Vec<S
             match ours.get(*path) {
                 Some(o) => !keeps(o, what, before),
                 None => {
-                    !kept_elsewhere(ours, original, path, what)
+                    !kept_elsewhere(ours, theirs, original, path, what)
                         && !renamed(ours, theirs, original, path, what)
                         && !moved(ours, theirs, original, path, what)
                 }
@@ -907,6 +934,41 @@ mod tests {
         assert_eq!(lost(&ours, &theirs, None).len(), 1);
         let ours = t(&[("lost+found", "d"), ("other", "f 99 05")]);
         assert_eq!(lost(&ours, &theirs, Some(&before)).len(), 1);
+        // A directory loop d1 -> sub -> f (= d1) cut off from the root (seed 3015, case 778):
+        // e2fsck reconnected sub (its salvage of d1 had dropped the entry naming it), ffsck
+        // reconnected d1, so the files are under other paths below lost+found.
+        let theirs = t(&[
+            ("lost+found", "d"),
+            ("lost+found/#29", "d"),
+            ("lost+found/#29/f", "d"),
+            ("lost+found/#29/f/f0", "f 3 01"),
+            ("lost+found/#22", "f 4 02"),
+        ]);
+        let ours = t(&[
+            ("lost+found", "d"),
+            ("lost+found/#20", "d"),
+            ("lost+found/#20/f0", "f 3 01"),
+            ("lost+found/#20/f1", "f 4 02"),
+            ("lost+found/#20/sub", "d"),
+        ]);
+        assert!(lost(&ours, &theirs, None).is_empty());
+        // Not where the file under the loop differs, nor for a directory whose names ffsck's
+        // directories do not all hold.
+        let mut other = ours.clone();
+        other.insert("lost+found/#20/f0".into(), "f 3 09".into());
+        assert_eq!(
+            lost(&other, &theirs, None),
+            vec!["/lost+found/#29/f/f0 (file, missing)".to_owned()]
+        );
+        let mut more = theirs.clone();
+        more.insert("lost+found/#29/f/g".into(), "l x".into());
+        assert_eq!(
+            lost(&ours, &more, None),
+            vec![
+                "/lost+found/#29/f (directory, missing)".to_owned(),
+                "/lost+found/#29/f/g (symlink, missing)".to_owned()
+            ]
+        );
         assert_eq!(below_reconnected("lost+found/#42/#13/f"), Some("f"));
         assert_eq!(below_reconnected("lost+found/#42"), Some(""));
         assert_eq!(below_reconnected("a/#4/f"), None);

@@ -124,14 +124,22 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, dirs: &Dirs, fixes: &[&Finding])
                 };
                 if c.blk == 0 {
                     // An inline directory: block 0 is `i_block` after the parent, block 1 the
-                    // `system.data` value.
+                    // `system.data` value. A file type finding carries the types in `num`
+                    // and `num2`, not the block: its entry is the one naming `ino` at its
+                    // offset in either.
+                    let blocks: &[u64] = match p {
+                        P::P2_SET_FILETYPE | P::P2_BAD_FILETYPE => &[0, 1],
+                        _ => std::slice::from_ref(&c.num),
+                    };
                     edit_raw(p0, dev, c.dir, |raw| {
-                        let area = match c.num {
-                            0 => Some(0x28 + 4..0x28 + 60),
-                            _ => crate::ext4::inode::inline_data_range(raw),
-                        };
-                        if let Some(r) = area {
-                            change(&mut raw[r], false);
+                        for &b in blocks {
+                            let area = match b {
+                                0 => Some(0x28 + 4..0x28 + 60),
+                                _ => crate::ext4::inode::inline_data_range(raw),
+                            };
+                            if area.is_some_and(|r| change(&mut raw[r], false)) {
+                                break;
+                            }
                         }
                     });
                     continue;
