@@ -85,6 +85,11 @@ impl crate::facts::Stage for Early<'_> {
             self.deferred += blocks.len() as u64;
             return;
         }
+        // Holes are left for pass 2 proper, which keeps a row of them as one finding: a
+        // garbage map can list millions, each a sort entry and an output here.
+        let listed = blocks.len();
+        blocks.retain(|db| db.pblk != 0);
+        self.deferred += (listed - blocks.len()) as u64;
         // Ascending disk order within the batch.
         blocks.sort_unstable();
         let fs = self.fs;
@@ -100,11 +105,6 @@ impl crate::facts::Stage for Early<'_> {
                 let mut buf = Vec::new();
                 let mut r = Vec::with_capacity(c.len());
                 for db in c {
-                    // A hole is left for pass 2 proper, which keeps a row of them as one
-                    // finding (a garbage map can list millions: one output each here).
-                    if db.pblk == 0 {
-                        continue;
-                    }
                     buf.resize(fs.block_size(), 0);
                     if fs.read_blocks_into(db.pblk, &mut buf).is_err()
                         || names_beyond(&buf, fs.geo.block_size, frontier)
