@@ -46,6 +46,9 @@ pub struct Run {
     /// The first lines of output that say something (banner, pass headers and the summary
     /// line left out), joined with ` | `.
     pub line: String,
+    /// The problem codes of ffsck's findings (its `--json` report), for the run that asks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codes: Vec<String>,
 }
 
 impl Run {
@@ -157,8 +160,26 @@ impl Tools {
                 || (is_ffsck && (o.code() == Some(101) || text.contains("panicked"))),
             modified: before.is_some_and(|h| h != hash(image)),
             line: summary_line(&text),
+            codes: Vec::new(),
         })
     }
+}
+
+/// The problem codes of the findings in an ffsck `--json` report (none when it is missing or
+/// unreadable: a crash, a timeout).
+fn finding_codes(report: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(report) else {
+        return Vec::new();
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    v["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["code"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// Seconds since the epoch, as the checkers would read the clock themselves.
@@ -206,11 +227,13 @@ pub fn run_case(
     };
     let log = |n: &str| dir.join(format!("{n}.log"));
     let threads = t.threads.to_string();
+    let report = dir.join("ffsck-n1.json");
+    let report_arg = report.to_string_lossy().into_owned();
     let mut r = Runs {
         e2fsck_n: t.run(&t.e2fsck, &["-fn"], image, journal, &log("e2fsck-n"), true)?,
         ffsck_n1: t.run(
             &t.ffsck,
-            &["-fn", "--threads", "1"],
+            &["-fn", "--threads", "1", "--json", &report_arg],
             image,
             journal,
             &log("ffsck-n1"),
@@ -226,6 +249,7 @@ pub fn run_case(
         )?,
         ..Runs::default()
     };
+    r.ffsck_n1.codes = finding_codes(&report);
     let (e2, e2j) = copy(image, journal, dir, "e2fsck")?;
     let e2j = e2j.as_deref();
     r.e2fsck_y1 = t.run(&t.e2fsck, &["-fy"], &e2, e2j, &log("e2fsck-y1"), false)?;
