@@ -1022,8 +1022,8 @@ fn refuse(sb: &RawSuperblock) -> Result<(), OpenFailure> {
 /// A device smaller than the file system: `None` when it is not; the device's block count when
 /// the check can go on, as e2fsck's does when its "Abort?" is answered no: the file system cut
 /// to the device keeps all its groups, and every group's bitmaps and inode table lie on the
-/// device (its descriptors check against the cut layout). Otherwise (and on bigalloc, whose
-/// last cluster a cut could split) the device is refused as too small.
+/// device (its descriptors check against the cut layout). Otherwise (and on bigalloc when the
+/// device ends inside a cluster, which a cut would split) the device is refused as too small.
 fn short_device(
     dev: &dyn Device,
     sb: &RawSuperblock,
@@ -1036,7 +1036,8 @@ fn short_device(
     }
     let mut cut = sb.clone();
     crate::superblock::set_field(&mut cut, "s_blocks_count", dev_blocks);
-    let fits = geo.cluster_ratio == 1
+    let whole_clusters = dev_blocks % u64::from(geo.cluster_ratio.max(1)) == 0;
+    let fits = whole_clusters
         && Geometry::new(&cut).is_ok_and(|g| {
             g.group_count == geo.group_count && desc_fault(&g, gds, dev_blocks).is_none()
         });

@@ -115,3 +115,35 @@ fn an_image_one_free_block_short_is_fitted() {
     assert_eq!(count, 8191);
     assert_files_kept(&t, &img);
 }
+
+/// The same on bigalloc (16-block clusters; recipes s3015-c00619 and c01148): a device that
+/// ends on a cluster boundary cuts no cluster, so a block count past it with nothing there is
+/// fitted in one run as on other file systems; a device that ends inside a cluster, which a
+/// cut would split, is refused and left alone.
+#[test]
+fn a_bigalloc_block_count_past_the_device_is_fitted_on_a_cluster_boundary() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(
+        &t,
+        "ext4",
+        &["-b", "4096", "-O", "bigalloc", "-C", "65536"],
+        "16M",
+    );
+    common::settle(&t, &img.path);
+    common::debugfs_w(&t, &img.path, "ssv blocks_count 4097");
+    common::assert_one_run_repairs(&t, &img, "bigalloc block count past the device", &[1]);
+    let count = common::debugfs_number(&t, &img.path, "stats", "Block count:");
+    assert_eq!(count, 4096);
+    assert_files_kept(&t, &img);
+
+    // The device cut inside the last cluster: the file system's last cluster would be split.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&img.path)
+        .unwrap();
+    f.set_len(4090 * 4096).unwrap();
+    let before = common::read_all(&img.path);
+    let run = ffsck(&img, "-fy");
+    assert_eq!(run.code(), 8, "{}\n{}", run.stdout, run.stderr);
+    common::assert_same_bytes(&before, &common::read_all(&img.path), "ffsck -fy");
+}
