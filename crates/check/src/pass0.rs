@@ -1036,7 +1036,7 @@ fn short_device(
     }
     let mut cut = sb.clone();
     crate::superblock::set_field(&mut cut, "s_blocks_count", dev_blocks);
-    let whole_clusters = dev_blocks % u64::from(geo.cluster_ratio.max(1)) == 0;
+    let whole_clusters = dev_blocks.is_multiple_of(u64::from(geo.cluster_ratio.max(1)));
     let fits = whole_clusters
         && Geometry::new(&cut).is_ok_and(|g| {
             g.group_count == geo.group_count && desc_fault(&g, gds, dev_blocks).is_none()
