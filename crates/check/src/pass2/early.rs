@@ -85,16 +85,17 @@ impl crate::facts::Stage for Early<'_> {
             self.deferred += blocks.len() as u64;
             return;
         }
-        // Holes are left for pass 2 proper, which keeps a row of them as one finding: a
+        let fs = self.fs;
+        // The roots count every listed block, holes too (an htree's size is its listed blocks).
+        let new_roots = htree::read_roots_of(fs, blocks.iter().copied(), facts);
+        self.dx_dirs.extend(new_roots);
+        // Holes are then left for pass 2 proper, which keeps a row of them as one finding: a
         // garbage map can list millions, each a sort entry and an output here.
         let listed = blocks.len();
         blocks.retain(|db| db.pblk != 0);
         self.deferred += (listed - blocks.len()) as u64;
         // Ascending disk order within the batch.
         blocks.sort_unstable();
-        let fs = self.fs;
-        let new_roots = htree::read_roots_of(fs, blocks.iter().copied(), facts);
-        self.dx_dirs.extend(new_roots);
         let ctx = Ctx::new(&self.refs, &self.dx_dirs, fs, facts, self.policy);
         let frontier = facts.frontier;
         let threads = rayon::current_num_threads().max(1);

@@ -170,3 +170,25 @@ fn ext4_entries_across_groups() {
     compare_thread_counts(&img);
     compare_io_plans(&img);
 }
+
+/// An htree directory whose block 0 (its root) is unmapped: a pipelined pass 2 must size the
+/// index from every block pass 1 listed, the hole included, as pass 2 proper does (it once
+/// dropped the holes first, and judged the index's other blocks against a smaller tree: the
+/// in-process fuzzer's "findings differ in the pipeline").
+#[test]
+fn ext4_htree_with_its_root_unmapped() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &["-b", "1024"], "16M");
+    let e = std::process::Command::new(&t.e2fsck)
+        .args(["-fyD"])
+        .arg(&img.path)
+        .output()
+        .unwrap();
+    assert!(e.status.code().unwrap_or(8) <= 1, "test setup: e2fsck -fyD");
+    assert!(
+        common::debugfs_r(&t, &img.path, "htree /many").contains("Root node dump"),
+        "test setup: /many has no htree index"
+    );
+    common::debugfs_w(&t, &img.path, "punch /many 0 0");
+    compare_thread_counts(&img);
+}
