@@ -1016,8 +1016,19 @@ fn refuse(sb: &RawSuperblock) -> Result<(), OpenFailure> {
             "journal_dev (this is an external journal device, not a file system)".into(),
         ));
     }
+    // Names of a casefolded directory are hashed and compared by the encoding: one this
+    // checker does not know (only UTF-8 12.1 exists) cannot be judged, and e2fsck refuses it.
+    let encoding = sb.s_encoding.get();
+    if sb.incompat().has(Incompat::CASEFOLD) && encoding != UTF8_12_1 {
+        return Err(OpenFailure::Unsupported(format!(
+            "casefold with the unknown file name encoding {encoding}"
+        )));
+    }
     Ok(())
 }
+
+/// `s_encoding` of casefold's one encoding, UTF-8 12.1.
+const UTF8_12_1: u16 = 1;
 
 /// A device smaller than the file system: `None` when it is not; the device's block count when
 /// the check can go on, as e2fsck's does when its "Abort?" is answered no: the file system cut

@@ -227,7 +227,8 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
             P::P2_INOREF_BG_INO_UNINIT,
             ProblemCtx { group: g, ..pctx() },
         );
-    } else if fs.has_group_csum() {
+    } else if fs.has_group_csum() || !policy.answer(P::P0_GDT_UNINIT) {
+        // Without group checksums `bg_itable_unused` is wrong too, and questioned likewise.
         let first_unused =
             g * geo.inodes_per_group + 1 + geo.inodes_per_group.saturating_sub(gd.itable_unused());
         if ino >= first_unused {
