@@ -226,6 +226,21 @@ pub fn debugfs_w(t: &Tools, img: &Path, cmd: &str) {
     );
 }
 
+/// `e2fsck -fyD` on an image of the test tree: `/many`, its big directory, gets an htree
+/// index (`mke2fs -d` leaves directories linear).
+pub fn index_many(t: &Tools, img: &Path) {
+    let e = Command::new(&t.e2fsck)
+        .args(["-fyD"])
+        .arg(img)
+        .output()
+        .unwrap();
+    assert!(e.status.code().unwrap_or(8) <= 1, "test setup: e2fsck -fyD");
+    assert!(
+        debugfs_r(t, img, "htree /many").contains("Root node dump"),
+        "test setup: /many has no htree index"
+    );
+}
+
 /// Runs a read-only `debugfs -R CMD IMAGE` and returns its standard output.
 pub fn debugfs_r(t: &Tools, img: &Path, cmd: &str) -> String {
     let out = Command::new(&t.debugfs)

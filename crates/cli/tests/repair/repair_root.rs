@@ -51,16 +51,7 @@ fn a_root_with_a_corrupt_extent_header_is_cleared_and_made_again() {
     let Some(t) = common::tools() else { return };
     let img = common::mkfs(&t, "ext4", &["-b", "1024", "-O", "metadata_csum"], "16M");
     // `/many` gets an htree index, so its `..` is in an htree root.
-    let e = std::process::Command::new(&t.e2fsck)
-        .args(["-fyD"])
-        .arg(&img.path)
-        .output()
-        .unwrap();
-    assert!(e.status.code().unwrap_or(8) <= 1, "test setup: e2fsck -fyD");
-    assert!(
-        common::debugfs_r(&t, &img.path, "htree /many").contains("Root node dump"),
-        "test setup: /many has no htree index"
-    );
+    common::index_many(&t, &img.path);
     let a = common::inode_of(&t, &img.path, "/a");
     common::debugfs_w(&t, &img.path, "sif <2> block[0] 0x1234");
     let out = common::assert_one_run_repairs(&t, &img, "corrupt root extent header", &[1]).stdout;
