@@ -10,13 +10,13 @@ fn one_group(t: &Tools) -> Image {
     img
 }
 
-/// The image file cut to `blocks` 1 KiB blocks (a device shorter than the file system).
-fn cut_to(img: &Image, blocks: u64) {
+/// The image file cut to `blocks` blocks of `bs` bytes (a device shorter than the file system).
+fn cut_to(img: &Image, blocks: u64, bs: u64) {
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(&img.path)
         .unwrap();
-    f.set_len(blocks * 1024).unwrap();
+    f.set_len(blocks * bs).unwrap();
 }
 
 fn ffsck(img: &Image, flag: &str) -> common::Run {
@@ -90,7 +90,7 @@ fn a_device_too_short_for_a_block_in_use_is_refused_and_left_alone() {
     ] {
         common::debugfs_w(&t, &img.path, &cmd);
     }
-    cut_to(&img, 8191);
+    cut_to(&img, 8191, 1024);
     let before = common::read_all(&img.path);
     let run = ffsck(&img, "-fy");
     assert_eq!(run.code(), 8, "{}\n{}", run.stdout, run.stderr);
@@ -106,7 +106,7 @@ fn a_device_too_short_for_a_block_in_use_is_refused_and_left_alone() {
 fn an_image_one_free_block_short_is_fitted() {
     let Some(t) = common::tools() else { return };
     let img = one_group(&t);
-    cut_to(&img, 8191);
+    cut_to(&img, 8191, 1024);
     let run = ffsck(&img, "-fy");
     assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
     let (after, out) = common::e2fsck_n(&t, &img.path);
@@ -137,11 +137,7 @@ fn a_bigalloc_block_count_past_the_device_is_fitted_on_a_cluster_boundary() {
     assert_files_kept(&t, &img);
 
     // The device cut inside the last cluster: the file system's last cluster would be split.
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&img.path)
-        .unwrap();
-    f.set_len(4090 * 4096).unwrap();
+    cut_to(&img, 4090, 4096);
     let before = common::read_all(&img.path);
     let run = ffsck(&img, "-fy");
     assert_eq!(run.code(), 8, "{}\n{}", run.stdout, run.stderr);
