@@ -115,9 +115,7 @@ pub(crate) struct Span {
     pub level: u32,
     pub next_start: u64,
     /// The leaf entry being visited runs over the start of the entry after it, and over the
-    /// one after that: when the repair drops that next entry, e2fsck's walk goes back to the
-    /// extent holding the following one's start, this one, finds it out of order in turn and
-    /// drops it too.
+    /// one after that: the repair drops it rather than the entries it runs over.
     pub covers_next: bool,
 }
 

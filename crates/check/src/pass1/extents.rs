@@ -56,18 +56,20 @@ impl Mapper<'_, '_, '_> {
         } else {
             None
         };
-        if problem.is_none() {
-            self.w.next_lblock = self.w.next_lblock.max(lblk + len);
-        }
-        // An extent that runs over the entries after it: when their drop is agreed to, e2fsck
-        // drops it too, and the entries it ran over stay out of order.
+        // An extent that runs over the entries after it (a length grown by damage, or a
+        // start moved down): when out-of-order extents are dropped, it is dropped alone, and
+        // the entries it ran over, in order after it is gone, keep their blocks. (e2fsck drops
+        // them and then it, but for the node's last entry its walk never reaches: more of the
+        // file is lost that way, and none of it is wrong.)
         let problem = match problem {
             None if span.covers_next && self.scan.policy.answer(P::P1_OUT_OF_ORDER_EXTENTS) => {
-                span.next_start = lblk + len;
                 Some(P::P1_OUT_OF_ORDER_EXTENTS)
             }
             p => p,
         };
+        if problem.is_none() {
+            self.w.next_lblock = self.w.next_lblock.max(lblk + len);
+        }
         if problem.is_none() && is_dir && unwritten {
             // A directory block is never unwritten: its contents would read as zeroes.
             self.flag(P::P1_UNINIT_DBLOCK, ctx.clone());

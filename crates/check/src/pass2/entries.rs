@@ -229,8 +229,10 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
         );
     } else if fs.has_group_csum() || !policy.answer(P::P0_GDT_UNINIT) {
         // Without group checksums `bg_itable_unused` is wrong too, and questioned likewise.
+        // The first unused inode is computed in 32 bits as e2fsck computes it: an unused
+        // count past the group's start wraps it past every inode, and nothing is questioned.
         let first_unused =
-            g * geo.inodes_per_group + 1 + geo.inodes_per_group.saturating_sub(gd.itable_unused());
+            (g * geo.inodes_per_group + 1 + geo.inodes_per_group).wrapping_sub(gd.itable_unused());
         if ino >= first_unused {
             out.report(
                 policy,

@@ -336,15 +336,12 @@ impl Visitor for Tree<'_> {
             self.edits.push(Edit::Drop);
             return Step::Go;
         }
-        self.next_lblock = self.next_lblock.max(m.lblk + m.len);
-        // As the check: an extent running over the entries after it goes with them.
+        // As the check: an extent running over the entries after it goes, alone.
         if span.covers_next {
-            if let Some(f) = self.frames.last_mut() {
-                f.next_start = m.lblk + m.len;
-            }
             self.edits.push(Edit::Drop);
             return Step::Go;
         }
+        self.next_lblock = self.next_lblock.max(m.lblk + m.len);
         let geo = &self.fs.geo;
         let (mut lblk, len) = (m.lblk, m.len);
         let mut set_lblk = None;

@@ -58,8 +58,8 @@ pub(super) fn default_hash_supported(fs: &crate::fs::Fs) -> bool {
 
 /// Lay out `entries` (`.` and `..` not among them) of directory `dir`, whose `..` names
 /// `dotdot`, as e2fsck's rehash does. `size` is the directory's `i_size`, `flags` its
-/// `i_flags`. `None` when a name cannot be hashed or the index would need more levels than
-/// e2fsck builds.
+/// `i_flags`. `None` when a name cannot be hashed (the default hash is unknown, say) or the
+/// index would need more levels than e2fsck builds.
 pub(super) fn layout(
     p0: &Pass0Facts,
     dir: u32,
@@ -107,6 +107,10 @@ pub(super) fn layout(
             indexed: false,
             leaf,
         });
+    }
+    if !default_hash_supported(fs) {
+        // e2fsck's rehash fails here: no name can be hashed for the new index.
+        return None;
     }
     let mut version = fs.sb.s_def_hash_version;
     if version <= hash::TEA && fs.sb.unsigned_dir_hash() {

@@ -541,8 +541,12 @@ fn rebuild(
             return done;
         }
     }
+    // A rehash with a default hash nobody defines fails in e2fsck, which leaves the index it
+    // cleared cleared: the entries are packed without one.
+    let unhashable = how.rehash.is_some() && !rehash::default_hash_supported(fs);
     let want_index = fs.geo.compat.has(Compat::DIR_INDEX)
         && (flags & iflags::INDEX != 0 || how.rehash.is_some())
+        && !unhashable
         && !encrypted
         && !casefold;
     let mut out: Vec<Vec<u8>> = Vec::new();
