@@ -13,7 +13,7 @@ use crate::facts::{kind, Pass1Facts};
 use crate::fs::Fs;
 use crate::pass2::Pass2Facts;
 use crate::problem::Problem as P;
-use crate::report::{Findings, Policy, ProblemCtx};
+use crate::report::{Findings, Mode, Policy, ProblemCtx};
 use ffsck_format::dir::ft;
 use ffsck_format::inode::{FileType, RawInode};
 use ffsck_format::RoCompat;
@@ -169,7 +169,22 @@ pub fn run(
             }
             counted = 1;
         }
-        if counted != link_count {
+        if is_dir && counted > 1 && link_count == 1 && indexed(fs, ino) {
+            // A count stored as "overflowed" that no longer needs to be: set, not an error,
+            // and never asked about under -n.
+            if policy.mode != Mode::No {
+                out.report(
+                    policy,
+                    P::P4_DIR_OVERFLOW_REF_COUNT,
+                    ProblemCtx {
+                        ino,
+                        num: u64::from(link_count),
+                        num2: u64::from(counted),
+                        ..Default::default()
+                    },
+                );
+            }
+        } else if counted != link_count {
             out.report(
                 policy,
                 P::P4_BAD_REF_COUNT,
@@ -183,6 +198,12 @@ pub fn run(
         }
     }
     share.finish();
+}
+
+/// Whether inode `ino` has the htree index flag (as the table holds it).
+fn indexed(fs: &Fs, ino: u32) -> bool {
+    read_inode(fs, ino)
+        .is_some_and(|raw| RawInode::parse(&raw).flags() & ffsck_format::inode::flags::INDEX != 0)
 }
 
 /// Does the inode's extra space begin with the in-inode attribute magic? (Only when the inode

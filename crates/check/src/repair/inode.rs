@@ -36,7 +36,7 @@ pub fn apply(p0: &Pass0Facts, dev: &dyn Device, fixes: &[&Finding]) {
                     i.l_i_blocks_high.set((want >> 32) as u16);
                 }
             }
-            P::P4_BAD_REF_COUNT => i.i_links_count.set(want as u16),
+            P::P4_BAD_REF_COUNT | P::P4_DIR_OVERFLOW_REF_COUNT => i.i_links_count.set(want as u16),
             // Flags a file of its kind may not have, and a device's size, are dropped.
             P::P1_SET_IMAGIC => clear_flags(i, flags::IMAGIC),
             P::P1_SET_IMMUTABLE => clear_flags(i, flags::IMMUTABLE | flags::APPEND),

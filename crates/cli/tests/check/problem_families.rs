@@ -139,6 +139,33 @@ fn p4_bad_ref_count() {
     expect(&t, &img, &["P4_BAD_REF_COUNT"]);
 }
 
+/// An indexed directory whose count reads 1 ("overflowed", under dir_nlink) though it could
+/// hold the exact count: e2fsck sets it under -y and asks nothing under -n (unseen seed 3017,
+/// case 3507, where ffsck -fn called it a wrong count).
+#[test]
+fn p4_dir_overflow_ref_count_is_set_but_never_asked_under_n() {
+    let Some(t) = common::tools() else { return };
+    let img = ext4(&t);
+    common::index_many(&t, &img.path);
+    common::debugfs_w(&t, &img.path, "sif /many links_count 1");
+    let c = common::expect_codes(&t, &img, 0, &[], &["P4_BAD_REF_COUNT"]);
+    assert!(c.findings().is_empty(), "{}", c.describe());
+    let fy = common::e2fsck_fy_copy(&t, &img.path);
+    assert!(
+        fy.contains("ref count set to overflow"),
+        "test setup: e2fsck -fy\n{fy}"
+    );
+    let run = common::ffsck(&[OsStr::new("-fy"), img.path.as_os_str()]);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("Directory inode") && run.stdout.contains("could be exact value 2"),
+        "{}",
+        run.stdout
+    );
+    let links = common::debugfs_number(&t, &img.path, "stat /many", "Links:");
+    assert_eq!(links, 2);
+}
+
 #[test]
 fn p4_unattached_inode() {
     let Some(t) = common::tools() else { return };
