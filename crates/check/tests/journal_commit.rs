@@ -223,7 +223,9 @@ fn kernel_recover(dir: &Path, img: &[u8]) -> (Vec<u8>, bool) {
             "-m",
             "sh",
             "-c",
-            "mount -o loop \"$1\" \"$2\" && umount \"$2\"",
+            // noinit_itable: mke2fs leaves the inode tables to the kernel's lazy zeroing
+            // thread, which would write them whenever it wins the race with the umount.
+            "mount -o loop,noinit_itable \"$1\" \"$2\" && umount \"$2\"",
         ])
         .arg("sh")
         .arg(&p)
