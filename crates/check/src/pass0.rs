@@ -34,6 +34,10 @@ pub struct GroupState {
     /// The descriptor's checksum alone verified (or the file system has none): what libext2fs
     /// asks before it takes a `BLOCK_UNINIT` flag as the bitmap's contents.
     pub desc_csum_ok: bool,
+    /// Pass 1's scan takes the descriptor's `INODE_UNINIT` flag and unused-inode count as
+    /// they are, as e2fsck's scan does whatever its checksum: false once a fix that zeroes
+    /// them was agreed to (a checksum or unused count fixed), or for group 0's flag.
+    pub scan_by_desc: bool,
     /// The bitmap gets a new block at the end of pass 1 (its pointer is 0, or the move out
     /// of the wrong group was agreed to).
     pub relocate_block_bitmap: bool,
@@ -1137,6 +1141,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
             inode_table_ok: true,
             csum_ok: true,
             desc_csum_ok: true,
+            scan_by_desc: true,
             relocate_block_bitmap: gd.block_bitmap() == 0,
             relocate_inode_bitmap: gd.inode_bitmap() == 0,
             relocate_inode_table: false,
@@ -1208,6 +1213,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
                 );
                 st.csum_ok = false;
                 st.desc_csum_ok = false;
+                st.scan_by_desc = !csum_fixed;
             }
         }
         if !fs.has_group_csum()
@@ -1220,6 +1226,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
             // repair's descriptors keep the flag only for a group that is really empty.
             out.report(policy, P::P0_GROUP0_INODE_UNINIT, ProblemCtx::group(g32));
             st.csum_ok = false;
+            st.scan_by_desc = false;
         }
         if g32 + 1 == geo.group_count && gd.flags() & BG_BLOCK_UNINIT != 0 && !csum_fixed {
             out.report(policy, P::P0_BB_UNINIT_LAST, ProblemCtx::group(g32));
@@ -1229,7 +1236,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
             && (gd.itable_unused() > gd.free_inodes_count()
                 || gd.itable_unused() > geo.inodes_per_group)
         {
-            out.report(
+            let fixed = out.report(
                 policy,
                 P::P0_GDT_ITABLE_UNUSED,
                 ProblemCtx {
@@ -1239,6 +1246,7 @@ fn check_groups(fs: &Fs, policy: Policy, out: &mut Findings) -> Vec<GroupState> 
                 },
             );
             st.csum_ok = false;
+            st.scan_by_desc &= !fixed;
         }
         states.push(st);
     }

@@ -18,7 +18,7 @@ pub(super) fn table_range(fs: &Fs, g: u32, st: GroupState) -> Option<(u64, u64)>
     if !st.inode_table_ok {
         return None;
     }
-    let n = u64::from(fs.scannable_inodes(g, st.csum_ok));
+    let n = u64::from(fs.scannable_inodes(g, st.scan_by_desc));
     if n == 0 {
         return None;
     }
@@ -42,7 +42,7 @@ pub(super) fn scan_group_from(
     if !st.inode_table_ok {
         return out;
     }
-    let n = fs.scannable_inodes(g, st.csum_ok) as usize;
+    let n = fs.scannable_inodes(g, st.scan_by_desc) as usize;
     if n == 0 {
         return out;
     }

@@ -212,7 +212,7 @@ pub(super) fn scan_groups(
     let hint_table = |g: usize| {
         if let (Some(st), Some(gd)) = (p0.groups.get(g), fs.groups.get(g)) {
             if st.inode_table_ok {
-                let n = u64::from(fs.scannable_inodes(g as u32, st.csum_ok));
+                let n = u64::from(fs.scannable_inodes(g as u32, st.scan_by_desc));
                 let bytes = n * u64::from(geo.inode_size);
                 fs.will_need_blocks(&[(
                     gd.inode_table(),

@@ -215,25 +215,32 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
     let out = &mut bo.findings;
     let g = geo.group_of_inode(ino);
     let gd = &fs.groups[g as usize];
-    // Without group checksums the flag is itself wrong (pass 0 clears it): as e2fsck, its
-    // entries are questioned only when that is left unfixed.
-    // Group 0's flag is damage pass 0 drops when agreed to (`P0_GROUP0_INODE_UNINIT`).
+    // The flag and the unused count as e2fsck holds them after pass 0: zeroed by a fix agreed
+    // to there (a descriptor checksum, or without group checksums the fields themselves,
+    // which are then wrong), else as on disk. Group 0's flag is damage pass 0 drops when
+    // agreed to (`P0_GROUP0_INODE_UNINIT`).
+    let reset = || desc_reset(fs, policy, g);
     let uninit = gd.flags() & BG_INODE_UNINIT != 0
-        && (fs.has_group_csum() || !policy.answer(P::P0_GDT_UNINIT))
-        && !(g == 0 && fs.has_group_csum() && policy.answer(P::P0_GROUP0_INODE_UNINIT));
+        && !(g == 0 && fs.has_group_csum() && policy.answer(P::P0_GROUP0_INODE_UNINIT))
+        && !reset();
     if uninit {
         out.report(
             policy,
             P::P2_INOREF_BG_INO_UNINIT,
             ProblemCtx { group: g, ..pctx() },
         );
-    } else if fs.has_group_csum() || !policy.answer(P::P0_GDT_UNINIT) {
-        // Without group checksums `bg_itable_unused` is wrong too, and questioned likewise.
+    } else {
         // The first unused inode is computed in 32 bits as e2fsck computes it: an unused
         // count past the group's start wraps it past every inode, and nothing is questioned.
+        let unused = gd.itable_unused();
         let first_unused =
-            (g * geo.inodes_per_group + 1 + geo.inodes_per_group).wrapping_sub(gd.itable_unused());
-        if ino >= first_unused {
+            (g * geo.inodes_per_group + 1 + geo.inodes_per_group).wrapping_sub(unused);
+        let count_fixed = || {
+            fs.has_group_csum()
+                && (unused > gd.free_inodes_count() || unused > geo.inodes_per_group)
+                && policy.answer(P::P0_GDT_ITABLE_UNUSED)
+        };
+        if ino >= first_unused && !reset() && !count_fixed() {
             out.report(
                 policy,
                 P::P2_INOREF_IN_UNUSED,
@@ -373,4 +380,17 @@ fn casefold_dir(fs: &Fs, dir: u32) -> bool {
         && einode::read(fs, dir).is_some_and(|r| {
             RawInode::parse(&r).flags() & ffsck_format::inode::flags::CASEFOLD != 0
         })
+}
+
+/// Whether pass 0's agreed fixes zeroed group `g`'s `INODE_UNINIT` flag and unused-inode
+/// count, as e2fsck's do: a descriptor checksum fixed (with group checksums), or the fields
+/// themselves cleared (without, where any of them is wrong).
+fn desc_reset(fs: &Fs, policy: crate::report::Policy, g: u32) -> bool {
+    if !fs.has_group_csum() {
+        return policy.answer(P::P0_GDT_UNINIT);
+    }
+    let gd = &fs.groups[g as usize];
+    gd.compute_checksum(&fs.sb, g, fs.geo.desc_size as usize)
+        .is_some_and(|want| want != gd.bg_checksum.get())
+        && policy.answer(P::P0_GDT_CSUM)
 }
