@@ -233,8 +233,12 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
         // The first unused inode is computed in 32 bits as e2fsck computes it: an unused
         // count past the group's start wraps it past every inode, and nothing is questioned.
         let unused = gd.itable_unused();
-        let first_unused =
-            (g * geo.inodes_per_group + 1 + geo.inodes_per_group).wrapping_sub(unused);
+        let ipg = geo.inodes_per_group;
+        let first_unused = g
+            .wrapping_mul(ipg)
+            .wrapping_add(1)
+            .wrapping_add(ipg)
+            .wrapping_sub(unused);
         let count_fixed = || {
             fs.has_group_csum()
                 && (unused > gd.free_inodes_count() || unused > geo.inodes_per_group)
