@@ -774,8 +774,6 @@ fn inode_flags(p0: &Pass0Facts, dev: &dyn Device, ino: u32) -> u32 {
 
 /// Offset of `i_block` in the inode.
 const I_BLOCK: usize = 0x28;
-/// Offset of `i_flags` in an inode.
-const I_FLAGS: usize = 0x20;
 
 /// Where the value of `system.data` lies in the raw inode, and its entry (for the hash).
 fn inline_value(raw: &[u8]) -> Option<(usize, usize, usize)> {
@@ -902,11 +900,10 @@ fn rebuild_inline(
     }
     // An inline directory has no index: a flag its bad htree root was reported for goes, as
     // e2fsck clears it in pass 1 (left set, the next check reports the root again).
-    let mut inode = crate::ext4::inode::Inode { ino: dir, off, raw };
-    let fl = RawInode::parse(&inode.raw).flags();
-    if fl & iflags::INDEX != 0 {
-        let f = (fl & !iflags::INDEX).to_le_bytes();
-        inode.raw[I_FLAGS..I_FLAGS + 4].copy_from_slice(&f);
+    if let Ok((i, _)) = zerocopy::FromBytes::mut_from_prefix(&mut raw[..]) {
+        let i: &mut RawInode = i;
+        i.i_flags.set(i.i_flags.get() & !iflags::INDEX);
     }
+    let mut inode = crate::ext4::inode::Inode { ino: dir, off, raw };
     crate::ext4::inode::write(fs, dev, &mut inode);
 }
