@@ -475,16 +475,34 @@ pub fn build(r: &ImageRecipe, t: &BuildTools, dir: &Path) -> Result<Built> {
         }
     }
     crate::corrupt::normalize_times(&image, FIXED_MTIME as u32).context("pinning inode times")?;
-    let mut cmd = Command::new(&t.e2fsck);
-    cmd.arg("-fn");
-    jargs(&mut cmd);
-    cmd.arg(&image);
-    let code = run_logged(&mut cmd, &log, "e2fsck -fn")?;
-    if code != 0 {
-        bail!(
-            "the built image is not clean (e2fsck -fn {code}): {}",
-            tail(&log)
-        );
+    // With quota, an `-fy` can still leave the usage a block off (a block it allocated after
+    // counting, about 1 image in 5,000): one more `-fy` settles it. Only an image that is not
+    // clean gets it, so every image that was clean before is built as before.
+    let extra_runs = if has(r, "quota") { 1 } else { 0 };
+    for attempt in 0..=extra_runs {
+        let mut cmd = Command::new(&t.e2fsck);
+        cmd.arg("-fn");
+        jargs(&mut cmd);
+        cmd.arg(&image);
+        let code = run_logged(&mut cmd, &log, "e2fsck -fn")?;
+        if code == 0 {
+            break;
+        }
+        if attempt == extra_runs {
+            bail!(
+                "the built image is not clean (e2fsck -fn {code}): {}",
+                tail(&log)
+            );
+        }
+        let mut cmd = Command::new(&t.e2fsck);
+        cmd.arg("-fy");
+        jargs(&mut cmd);
+        cmd.arg(&image);
+        if run_logged(&mut cmd, &log, "e2fsck -fy")? >= 4 {
+            bail!("e2fsck -fy failed: {}", tail(&log));
+        }
+        crate::corrupt::normalize_times(&image, FIXED_MTIME as u32)
+            .context("pinning inode times")?;
     }
     Ok(Built {
         image,
