@@ -898,12 +898,11 @@ fn rebuild_inline(
     if let Some(p) = parent {
         raw[I_BLOCK..I_BLOCK + 4].copy_from_slice(&p.to_le_bytes());
     }
+    let mut inode = crate::ext4::inode::Inode { ino: dir, off, raw };
     // An inline directory has no index: a flag its bad htree root was reported for goes, as
     // e2fsck clears it in pass 1 (left set, the next check reports the root again).
-    if let Ok((i, _)) = zerocopy::FromBytes::mut_from_prefix(&mut raw[..]) {
-        let i: &mut RawInode = i;
-        i.i_flags.set(i.i_flags.get() & !iflags::INDEX);
-    }
-    let mut inode = crate::ext4::inode::Inode { ino: dir, off, raw };
+    let mut fields = inode.parse();
+    fields.i_flags.set(fields.i_flags.get() & !iflags::INDEX);
+    inode.set(&fields);
     crate::ext4::inode::write(fs, dev, &mut inode);
 }
