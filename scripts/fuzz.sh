@@ -65,6 +65,7 @@ mk mkfs-ext4-4k-journal 4m -b 4096 -t ext4
 mk mkfs-ext4-64k 4m -b 65536 -t ext4 -O ^has_journal
 mk mkfs-ext4-bigalloc 1m -b 1024 -t ext4 -O ^has_journal,bigalloc -C 4096
 mk mkfs-ext4-encrypt 512k -b 1024 -t ext4 -O ^has_journal,encrypt
+mk mkfs-ext4-mmp 512k -b 1024 -t ext4 -O ^has_journal,mmp
 # casefold: /dir gets the casefold flag, and e2fsck -D rehashes it.
 mk mkfs-ext4-casefold 512k -b 1024 -t ext4 -O ^has_journal,casefold
 if [ -f "$tmp/mkfs-ext4-casefold" ]; then

@@ -363,7 +363,7 @@ fn open_failed(e: OpenFailure, policy: Policy, f: &mut Findings) -> (String, i32
             );
             (format!("The superblock could not be read or does not describe a valid ext2/ext3/ext4 file system ({why}). If the device is valid, try a backup superblock with -b."), exit::ERROR)
         }
-        OpenFailure::Journal(why) => (
+        OpenFailure::Journal(why) | OpenFailure::Mmp(why) => (
             format!("Cannot proceed with file system check: {why}."),
             exit::ERROR | exit::UNCORRECTED,
         ),

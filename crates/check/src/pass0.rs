@@ -73,6 +73,9 @@ pub enum OpenFailure {
     TooSmall { fs_blocks: u64, dev_blocks: u64 },
     /// The journal cannot be used and its repair was refused (e2fsck exits 12).
     Journal(String),
+    /// The MMP block is bad and its repair was refused, or it says another node or checker
+    /// holds the file system (e2fsck exits 12).
+    Mmp(String),
 }
 
 /// Where to look for a superblock.
@@ -328,6 +331,8 @@ pub fn run_with(
         groups: gds,
         csum_seed,
     };
+    // As e2fsck, multiple-mount protection is judged before anything else is read.
+    crate::mmp::check(&fs, policy, out).map_err(OpenFailure::Mmp)?;
     if journal_dev.is_none() {
         internal_journal_named_external(&mut fs, policy, out);
     }

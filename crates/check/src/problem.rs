@@ -171,6 +171,8 @@ pub(crate) enum Fixer {
     Root,
     /// `/lost+found`.
     Lpf,
+    /// The MMP block rewritten clean (a new one when its number is bad).
+    Mmp,
 }
 
 /// The order a fix keeps within a repair round (a small bit set): what it makes others wait
@@ -414,6 +416,13 @@ catalogue! {
     P0_GDT_CSUM_LATCH = 0x00003E, Fix, PREEN_OK | QUIET, Alloc, SUMMARY, "One or more block group descriptor checksums are invalid.";
     P0_OPEN_FAILED = 0x000044, None, INFO, -, 0, "The superblock failed the checks for opening the file system ({str}); using the superblock at block {blk}.";
     P0_META_AND_GDT_CSUM_SET = 0x000046, Fix, PREEN_OK | NO_OK, Superblock, 0, "Superblock metadata_csum supersedes uninit_bg; both feature bits cannot be set simultaneously.";
+    // Answered no, e2fsck stops (exit 12). Answered yes it zeroes the number and then cannot
+    // open the file system (exit 8); ffsck gives the file system a new MMP block instead.
+    P0_MMP_INVALID_BLK = 0x000042, Clear, PREEN_OK, Mmp, 0, "Superblock has invalid MMP block.";
+    P0_MMP_INVALID_MAGIC = 0x000043, Fix, PREEN_OK | NO_OK, Mmp, 0, "Superblock has invalid MMP magic.";
+    P0_MMP_CSUM_INVALID = 0x000047, Fix, PREEN_OK | NO_OK, Mmp, 0, "Superblock MMP block checksum does not match.";
+    // e2fsck says this through com_err (no problem code) and stops (exit 12).
+    P0_MMP_HELD = -, None, INFO | SB_ERROR, -, 0, "The MMP block (block {blk}) says {str}.\nIf you are sure the file system is not in use on any node, run 'tune2fs -f -E clear_mmp' on the device.\n";
     P0_64BIT_WITHOUT_EXTENTS = 0x000048, Fix, PREEN_OK | NO_OK, Superblock, 0, "Superblock 64bit filesystem needs extents to access the whole disk.";
     P0_FIRST_META_BG_TOO_BIG = 0x000049, Clear, 0, Features, 0, "First_meta_bg is too big.  ({num}, max value {num2}).  ";
     P0_CSUM_SEED_WITHOUT_META_CSUM = 0x00004B, Fix, PREEN_OK | NO_OK, Superblock, 0, "Superblock metadata_csum_seed is not necessary without metadata_csum.";

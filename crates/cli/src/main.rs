@@ -380,6 +380,16 @@ fn before_check(args: &Args, s: &Setup, o: &Open, how: &repair::Commit, now: i64
     // As e2fsck does before deciding anything (not on a mounted file system, whose kernel
     // holds the journal, nor with an external journal: the check replays those with the
     // repair).
+    if policy.mode != Mode::No && !o.access.mounted() {
+        // Another node may hold the file system (multiple-mount protection): nothing is
+        // written, a journal recovery included, until it is known not to.
+        if let Err(why) = ffsck_check::wait_for_mmp_holder(&*o.dev) {
+            return Err(fatal(
+                format!("{dev_name}: {why}"),
+                exit::ERROR | exit::UNCORRECTED,
+            ));
+        }
+    }
     if policy.mode != Mode::No && !o.access.mounted() && args.journal.is_none() {
         if let Err(e) = repair::prepare(&o.dev, how) {
             return Err(fatal(format!("{dev_name}: {e:#}"), exit::ERROR));

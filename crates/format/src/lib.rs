@@ -18,6 +18,7 @@ pub mod geometry;
 pub mod group;
 pub mod inode;
 pub mod journal;
+pub mod mmp;
 pub mod superblock;
 pub mod verify;
 pub mod xattr;

@@ -160,11 +160,19 @@ impl Transaction {
     }
 }
 
-/// The file system opened as pass 0 opens it, findings discarded.
+/// The file system opened as pass 0 opens it, findings discarded. A bad MMP block (which the
+/// repair rewrites; it moves nothing) does not keep the layout from being read.
 fn open(dev: Arc<dyn Device>) -> Result<pass0::Pass0Facts, String> {
     let mut scratch = Findings::default();
-    pass0::run(dev, SuperHint::default(), Policy::No, &mut scratch)
-        .map_err(|e| format!("the file system cannot be opened ({e:?})"))
+    let hint = SuperHint::default();
+    match pass0::run(dev.clone(), hint, Policy::No, &mut scratch) {
+        Err(pass0::OpenFailure::Mmp(_)) => {
+            let throwaway: Arc<dyn Device> = Arc::new(ffsck_io::overlay::Overlay::new(dev));
+            pass0::run(throwaway, hint, Policy::Yes, &mut scratch)
+        }
+        opened => opened,
+    }
+    .map_err(|e| format!("the file system cannot be opened ({e:?})"))
 }
 
 /// The superblock bytes at 1024 with `needs_recovery` set or cleared (checksum updated).

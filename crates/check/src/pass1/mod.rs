@@ -51,13 +51,16 @@ use ffsck_format::inode::RawInode;
 use schedule::{Acc, GroupBits};
 pub(crate) use special::{device_inode_ok, symlink_ok};
 
-/// Mark the fixed metadata of every group.
+/// Mark the fixed metadata of every group, and the MMP block.
 pub fn metadata_map(fs: &Fs, groups: &[GroupState]) -> Bitmap {
     let geo = &fs.geo;
     let mut m = Bitmap::new(geo.blocks_count);
     // Block 0 holds the boot sector (and the superblock for block sizes > 1 KiB).
     if geo.first_data_block == 0 {
         m.set(0);
+    }
+    if let Some(b) = crate::mmp::block(fs) {
+        m.set(b);
     }
     for g in 0..geo.group_count {
         for (start, n) in geo.fixed_metadata_runs(g) {

@@ -4,7 +4,7 @@
 
 use super::{
     alloc, blockmap, clear, clone, connect, dirent, dirhole, extent_tree, features, inode, itable,
-    journal, orphans, quota, resize, salvage, superblock, unused, xattr, Dirs,
+    journal, mmp, orphans, quota, resize, salvage, superblock, unused, xattr, Dirs,
 };
 use crate::engine::AllocFacts;
 use crate::pass0::Pass0Facts;
@@ -175,6 +175,10 @@ pub(super) const FIXERS: &[Step] = &[
                 alloc::rebuild(r.p0, r.dev, facts);
             }
         }
+    }),
+    // A new MMP block is marked on top of the rebuilt allocation.
+    step(Fixer::Mmp, When::InOrder, |r| {
+        mmp::apply(r.p0, r.dev, r.alloc.as_deref_mut(), r.fixes)
     }),
     // Last: the superblock as the fixes above left it.
     step(Fixer::Features, When::InOrder, |r| {

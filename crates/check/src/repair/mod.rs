@@ -25,6 +25,7 @@ mod itable;
 mod journal;
 mod lpf;
 pub mod mark;
+mod mmp;
 mod newjournal;
 mod order;
 mod orphans;
@@ -815,9 +816,10 @@ fn open(ov: &Arc<Overlay>, opts: &CheckOptions) -> Option<Pass0Facts> {
         &mut scratch,
     ) {
         Ok(p0) => Some(p0),
-        // A journal this round drops or resets: read the layout with the journal questions
-        // answered yes, whatever that check writes kept in a throwaway overlay.
-        Err(pass0::OpenFailure::Journal(_)) => {
+        // A journal this round drops or resets, or an MMP block it rewrites: read the layout
+        // with those questions answered yes, whatever that check writes kept in a throwaway
+        // overlay.
+        Err(pass0::OpenFailure::Journal(_) | pass0::OpenFailure::Mmp(_)) => {
             let throwaway: Arc<dyn Device> = Arc::new(Overlay::new(ov.clone()));
             pass0::run_with(
                 throwaway,

@@ -14,6 +14,7 @@ mod hostile;
 mod journal_orphan_quota;
 mod json;
 mod max_memory;
+mod mmp;
 mod perf_modes;
 mod problem_families;
 mod progress_lines;
