@@ -83,6 +83,8 @@ pub struct Layout {
     /// By path (or `<N>` for special inodes).
     pub inodes: BTreeMap<String, InodeInfo>,
     pub metadata_csum: bool,
+    /// The MMP block (`mmp` feature).
+    pub mmp: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -138,6 +140,8 @@ fn parse_dumpe2fs(text: &str, l: &mut Layout) {
             l.inodes_count = v;
         } else if let Some(v) = field("Block count:") {
             l.blocks_count = v;
+        } else if let Some(v) = field("MMP block number:") {
+            l.mmp = Some(v);
         } else if t.starts_with("Filesystem features:") {
             l.metadata_csum = t.contains("metadata_csum");
         } else if t.starts_with("Group ") && t.contains("(Blocks") {
@@ -360,6 +364,11 @@ fn flip_targets(l: &Layout) -> Vec<(&'static str, Vec<(u64, u64)>)> {
         quota.extend(i.data.iter().take(4));
     }
     t.push(("quota-or-orphan-file", blocks(quota)));
+    // The MMP block: its defined first 1024 bytes.
+    t.push((
+        "mmp-block",
+        l.mmp.map(|b| vec![(b * bs, 1024)]).unwrap_or_default(),
+    ));
     t.retain(|(_, v)| !v.is_empty());
     t
 }

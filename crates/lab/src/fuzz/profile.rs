@@ -147,6 +147,8 @@ impl ImageRecipe {
             }
             on(&mut features, "encrypt", 0.1, rng);
             on(&mut features, "ea_inode", 0.15, rng);
+            // Rare: e2fsck -fy waits 11 s on such an image (multiple-mount protection).
+            on(&mut features, "mmp", 0.03, rng);
         } else if rng.random_bool(0.2) {
             features.push("^dir_index".into());
         }
