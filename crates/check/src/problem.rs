@@ -417,10 +417,12 @@ catalogue! {
     P0_OPEN_FAILED = 0x000044, None, INFO, -, 0, "The superblock failed the checks for opening the file system ({str}); using the superblock at block {blk}.";
     P0_META_AND_GDT_CSUM_SET = 0x000046, Fix, PREEN_OK | NO_OK, Superblock, 0, "Superblock metadata_csum supersedes uninit_bg; both feature bits cannot be set simultaneously.";
     // Answered no, e2fsck stops (exit 12). Answered yes it zeroes the number and then cannot
-    // open the file system (exit 8); ffsck gives the file system a new MMP block instead.
+    // open the file system (exit 8); ffsck gives the file system a new MMP block instead. A
+    // clean block written over a bad one does not mark the file system changed (e2fsck's -y
+    // and -p exit 0 when that is all they do).
     P0_MMP_INVALID_BLK = 0x000042, Clear, PREEN_OK, Mmp, 0, "Superblock has invalid MMP block.";
-    P0_MMP_INVALID_MAGIC = 0x000043, Fix, PREEN_OK | NO_OK, Mmp, 0, "Superblock has invalid MMP magic.";
-    P0_MMP_CSUM_INVALID = 0x000047, Fix, PREEN_OK | NO_OK, Mmp, 0, "Superblock MMP block checksum does not match.";
+    P0_MMP_INVALID_MAGIC = 0x000043, Fix, PREEN_OK | NO_OK | QUIET, Mmp, 0, "Superblock has invalid MMP magic.";
+    P0_MMP_CSUM_INVALID = 0x000047, Fix, PREEN_OK | NO_OK | QUIET, Mmp, 0, "Superblock MMP block checksum does not match.";
     // e2fsck says this through com_err (no problem code) and stops (exit 12).
     P0_MMP_HELD = -, None, INFO | SB_ERROR, -, 0, "The MMP block (block {blk}) says {str}.\nIf you are sure the file system is not in use on any node, run 'tune2fs -f -E clear_mmp' on the device.\n";
     P0_64BIT_WITHOUT_EXTENTS = 0x000048, Fix, PREEN_OK | NO_OK, Superblock, 0, "Superblock 64bit filesystem needs extents to access the whole disk.";
