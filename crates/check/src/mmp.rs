@@ -5,7 +5,9 @@
 use crate::fs::Fs;
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
-use ffsck_format::mmp::{RawMmp, MIN_CHECK_INTERVAL, MMP_MAGIC, SEQ_CLEAN, SEQ_FSCK, SEQ_MAX};
+use ffsck_format::mmp::{
+    RawMmp, MAX_UPDATE_INTERVAL, MIN_CHECK_INTERVAL, MMP_MAGIC, SEQ_CLEAN, SEQ_FSCK, SEQ_MAX,
+};
 use ffsck_format::{Geometry, Incompat, RawSuperblock, RoCompat};
 use ffsck_io::Device;
 
@@ -77,11 +79,14 @@ fn state_of(dev: &dyn Device, sb: &RawSuperblock, geo: &Geometry) -> State {
         SEQ_FSCK => State::FsckOn,
         s if s > SEQ_MAX => State::UnknownSeq(s),
         seq => {
+            // No node updates less often than the kernel allows (a larger number is damage,
+            // and would hold a repair up for most of a day).
             let interval = sb
                 .s_mmp_update_interval
                 .get()
                 .max(MIN_CHECK_INTERVAL)
-                .max(raw.mmp_check_interval.get());
+                .max(raw.mmp_check_interval.get())
+                .min(MAX_UPDATE_INTERVAL);
             State::Held {
                 seq,
                 interval: u32::from(interval),
@@ -132,8 +137,9 @@ pub(crate) fn check(fs: &Fs, policy: Policy, out: &mut Findings) -> Result<(), S
 /// in the MMP block the primary superblock names, wait as long as that node would take to
 /// update it twice (capped as e2fsck caps it) and read it again. A changed block means the
 /// node is alive and the repair must not start (`Err` with the reason). Anything else about
-/// the block (or a superblock that does not open) is the check's to judge.
-pub fn wait_for_holder(dev: &dyn Device) -> Result<(), String> {
+/// the block (or a superblock that does not open) is the check's to judge. `waiting` is told
+/// the seconds the wait takes (at most six minutes) before it starts.
+pub fn wait_for_holder(dev: &dyn Device, waiting: impl FnOnce(u32)) -> Result<(), String> {
     let Some(sb) = crate::superblock::read_super_at(dev, ffsck_format::SUPERBLOCK_OFFSET) else {
         return Ok(());
     };
@@ -144,6 +150,7 @@ pub fn wait_for_holder(dev: &dyn Device) -> Result<(), String> {
         return Ok(());
     };
     let wait = (2 * interval + 1).min(interval + 60);
+    waiting(wait);
     std::thread::sleep(std::time::Duration::from_secs(u64::from(wait)));
     match state_of(dev, &sb, &geo) {
         State::Held { seq: now, .. } if now == seq => Ok(()),

@@ -383,7 +383,13 @@ fn before_check(args: &Args, s: &Setup, o: &Open, how: &repair::Commit, now: i64
     if policy.mode != Mode::No && !o.access.mounted() {
         // Another node may hold the file system (multiple-mount protection): nothing is
         // written, a journal recovery included, until it is known not to.
-        if let Err(why) = ffsck_check::wait_for_mmp_holder(&*o.dev) {
+        let waiting = |secs| {
+            println!(
+                "{dev_name}: the MMP block holds a node's sequence: waiting {secs} seconds to \
+                 see whether that node still updates it..."
+            )
+        };
+        if let Err(why) = ffsck_check::wait_for_mmp_holder(&*o.dev, waiting) {
             return Err(fatal(
                 format!("{dev_name}: {why}"),
                 exit::ERROR | exit::UNCORRECTED,

@@ -19,6 +19,8 @@ pub const SEQ_FSCK: u32 = 0xE24D_4D50;
 pub const SEQ_MAX: u32 = 0xE24D_4D4F;
 /// The shortest interval (seconds) between a holder's updates that a checker assumes.
 pub const MIN_CHECK_INTERVAL: u16 = 5;
+/// The longest update interval (seconds) the kernel accepts.
+pub const MAX_UPDATE_INTERVAL: u16 = 300;
 
 /// `struct mmp_struct`, little-endian (1024 bytes).
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Debug)]

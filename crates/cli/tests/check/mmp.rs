@@ -177,6 +177,7 @@ fn a_repair_waits_out_a_holder_and_refuses_a_live_one() {
     });
     let y = common::ffsck(&["-fy".as_ref(), stale.path.as_os_str()]);
     assert_eq!(y.code(), 0, "stale holder: {}{}", y.stdout, y.stderr);
+    assert!(y.stdout.contains("waiting 11 seconds"), "{}", y.stdout);
     node.join().unwrap();
     let before = common::read_all(&live.path);
     let l = live_run.join().unwrap();
