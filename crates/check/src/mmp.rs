@@ -135,7 +135,8 @@ pub(crate) fn check(fs: &Fs, policy: Policy, out: &mut Findings) -> Result<(), S
 
 /// Before a repair writes anything (a journal recovery included): when a node's sequence is
 /// in the MMP block the primary superblock names, wait as long as that node would take to
-/// update it twice (capped as e2fsck caps it) and read it again. A changed block means the
+/// update it twice (e2fsck's wait, with the interval capped at the kernel's largest) and read
+/// it again. A changed block means the
 /// node is alive and the repair must not start (`Err` with the reason). Anything else about
 /// the block (or a superblock that does not open) is the check's to judge. `waiting` is told
 /// the seconds the wait takes (at most six minutes) before it starts.
