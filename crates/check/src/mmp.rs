@@ -20,7 +20,7 @@ pub(crate) enum State {
     Clean,
     /// A node holds it, or held it when it stopped (a crash leaves the sequence behind).
     Held { seq: u32, interval: u32 },
-    /// `s_mmp_block` lies outside the file system.
+    /// `s_mmp_block` lies outside the file system (or on a group's own metadata).
     BadBlock,
     /// The block cannot be read.
     Unreadable,
@@ -35,9 +35,27 @@ pub(crate) enum State {
 }
 
 /// The MMP block's number when the feature is on and the number lies inside the file system
-/// (after the first data block, before the end), as e2fsck's pass 1 claims it.
+/// (after the first data block, before the end), as e2fsck's pass 1 claims it, and not on a
+/// group's superblock copy, descriptors, bitmaps or inode table (where e2fsck would write a
+/// clean MMP block over them; ffsck takes such a number as a bad one and finds a new block).
 pub(crate) fn block(fs: &Fs) -> Option<u64> {
-    block_of(&fs.sb, &fs.geo)
+    block_of(&fs.sb, &fs.geo).filter(|&b| !in_group_metadata(fs, b))
+}
+
+fn in_group_metadata(fs: &Fs, blk: u64) -> bool {
+    let geo = &fs.geo;
+    let fixed = geo
+        .fixed_metadata_runs(geo.group_of_block(blk))
+        .into_iter()
+        .any(|(s, n)| (s..s.saturating_add(n)).contains(&blk));
+    let itb = u64::from(geo.inode_blocks_per_group);
+    fixed
+        || fs.groups.iter().any(|gd| {
+            let it = gd.inode_table();
+            gd.block_bitmap() == blk
+                || gd.inode_bitmap() == blk
+                || (it..it.saturating_add(itb)).contains(&blk)
+        })
 }
 
 fn block_of(sb: &RawSuperblock, geo: &Geometry) -> Option<u64> {
@@ -48,6 +66,9 @@ fn block_of(sb: &RawSuperblock, geo: &Geometry) -> Option<u64> {
 
 /// Read and judge the MMP block. One block read; nothing written.
 pub(crate) fn state(fs: &Fs) -> State {
+    if fs.sb.incompat().has(Incompat::MMP) && block(fs).is_none() {
+        return State::BadBlock;
+    }
     state_of(&*fs.dev, &fs.sb, &fs.geo)
 }
 

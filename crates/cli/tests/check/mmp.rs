@@ -108,6 +108,42 @@ fn mmp_block_number_past_the_end() {
     );
 }
 
+/// A number on the inode table: e2fsck writes a clean MMP block over the inodes there (its
+/// "invalid MMP magic"); ffsck takes it as a bad number and gives the MMP a free block, so
+/// no inode is lost.
+#[test]
+fn mmp_block_number_on_the_inode_table() {
+    let Some(t) = common::tools() else { return };
+    let img = image(&t, false);
+    let table = common::debugfs_r(&t, &img.path, "stats")
+        .lines()
+        .find_map(|l| {
+            let (_, at) = l.split_once("inode table at ")?;
+            let digits: String = at.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u64>().ok()
+        })
+        .expect("test setup: debugfs stats names group 0's inode table");
+    common::patch(&img.path, SB + S_MMP_BLOCK, &table.to_le_bytes());
+    let (e2, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(e2, 12, "test setup: e2fsck -fn must stop\n{out}");
+    let n = common::check_n(&img.path, 1);
+    assert!(n.has("P0_MMP_INVALID_BLK"), "{}", n.describe());
+    let y = common::ffsck(&["-fy".as_ref(), img.path.as_os_str()]);
+    assert_eq!(y.code(), 1, "{}{}", y.stdout, y.stderr);
+    let (after, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(after, 0, "e2fsck -fn after ffsck -fy\n{out}");
+    assert_ne!(
+        mmp_at(&img.path),
+        table * BLOCK,
+        "the MMP block stayed on the table"
+    );
+    assert!(magic_ok(&img.path));
+    assert_eq!(
+        common::dump(&t, &img, "/a/f1"),
+        common::tree_file(&img, "a/f1")
+    );
+}
+
 #[test]
 fn mmp_block_zeroed() {
     bad_block_case(
