@@ -373,13 +373,11 @@ fn schedule(args: &Args, s: &Setup, o: &Open) -> Stage<resources::Plan> {
     Ok(plan)
 }
 
-/// What comes before the check: an interrupted repair finished and the journal recovered (in
-/// a repair), `-E journal_only`, and e2fsck's decision to skip a clean file system.
+/// What comes before the check: a node holding the file system waited out (multiple-mount
+/// protection), an interrupted repair finished and the journal recovered (in a repair),
+/// `-E journal_only`, and e2fsck's decision to skip a clean file system.
 fn before_check(args: &Args, s: &Setup, o: &Open, how: &repair::Commit, now: i64) -> Stage<()> {
     let (policy, dev_name) = (s.policy, s.dev_name.as_str());
-    // As e2fsck does before deciding anything (not on a mounted file system, whose kernel
-    // holds the journal, nor with an external journal: the check replays those with the
-    // repair).
     if policy.mode != Mode::No && !o.access.mounted() {
         // Another node may hold the file system (multiple-mount protection): nothing is
         // written, a journal recovery included, until it is known not to.
@@ -396,6 +394,9 @@ fn before_check(args: &Args, s: &Setup, o: &Open, how: &repair::Commit, now: i64
             ));
         }
     }
+    // As e2fsck does before deciding anything (not on a mounted file system, whose kernel
+    // holds the journal, nor with an external journal: the check replays those with the
+    // repair).
     if policy.mode != Mode::No && !o.access.mounted() && args.journal.is_none() {
         if let Err(e) = repair::prepare(&o.dev, how) {
             return Err(fatal(format!("{dev_name}: {e:#}"), exit::ERROR));
