@@ -498,8 +498,10 @@ catalogue! {
     P1_FS_REV_LEVEL = 0x010033, Fix, PREEN_OK | NO_OK, Features, 0, "File system has feature flag(s) set, but is a revision 0 file system.";
     P1_JOURNAL_INODE_NOT_CLEAR = 0x010034, Clear, PREEN_OK, Journal, 0, "Journal inode is not in use, but contains data.";
     P1_JOURNAL_BAD_MODE = 0x010035, Fix, PREEN_OK, Inode, INODE | MAP, "Journal is not regular file.";
-    P1_LOW_DTIME = 0x010036, Fix, PREEN_OK | NO_OK, Inode, INODE | MAP, LowDtime, "Inode {ino} was part of the orphaned inode list.";
-    P1_ORPHAN_LIST_REFUGEES = 0x010037, Fix, PREEN_OK | NO_OK, Inode, INODE | MAP, "Inodes that were part of a corrupted orphan linked list found.";
+    // Not NO_OK (e2fsck's table has no PR_NO_OK here): answered no, the file system is left
+    // not valid, exit 4 (recipe s3023-c01769).
+    P1_LOW_DTIME = 0x010036, Fix, PREEN_OK, Inode, INODE | MAP, LowDtime, "Inode {ino} was part of the orphaned inode list.";
+    P1_ORPHAN_LIST_REFUGEES = 0x010037, Fix, PREEN_OK, Inode, INODE | MAP, "Inodes that were part of a corrupted orphan linked list found.";
     P1_BAD_EA_BLOCK = 0x01003A, Clear, 0, Xattr, 0, "Inode {ino} has a bad extended attribute block {blk}.";
     P1_EXTATTR_REFCOUNT = 0x01003C, Fix, 0, Xattr, 0, "Extended attribute block {blk} has reference count {num}, should be {num2}.";
     P1_READ_EA_BLOCK = 0x010039, Clear, 0, Xattr, 0, "Error reading extended attribute block {blk} for inode {ino}.";
