@@ -66,17 +66,19 @@ fn block_of(sb: &RawSuperblock, geo: &Geometry) -> Option<u64> {
 
 /// Read and judge the MMP block. One block read; nothing written.
 pub(crate) fn state(fs: &Fs) -> State {
-    if fs.sb.incompat().has(Incompat::MMP) && block(fs).is_none() {
-        return State::BadBlock;
-    }
-    state_of(&*fs.dev, &fs.sb, &fs.geo)
+    state_at(&*fs.dev, &fs.sb, &fs.geo, block(fs))
 }
 
 fn state_of(dev: &dyn Device, sb: &RawSuperblock, geo: &Geometry) -> State {
+    state_at(dev, sb, geo, block_of(sb, geo))
+}
+
+/// Judge the MMP block at `blk` (None: the superblock's number is not usable).
+fn state_at(dev: &dyn Device, sb: &RawSuperblock, geo: &Geometry, blk: Option<u64>) -> State {
     if !sb.incompat().has(Incompat::MMP) {
         return State::Off;
     }
-    let Some(blk) = block_of(sb, geo) else {
+    let Some(blk) = blk else {
         return State::BadBlock;
     };
     let mut buf = vec![0u8; geo.block_size as usize];
