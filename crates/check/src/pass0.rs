@@ -358,9 +358,9 @@ pub fn run_with(
 /// The primary superblock, unless `-b` names another. Its feature and journal fields are
 /// compared with the backups first: a bit the backups agree the primary should not have is a
 /// finding, not a refusal. An external journal device (an ext2 superblock but no file system)
-/// is refused before its geometry is judged, which would otherwise send us to the backups;
-/// likewise unknown incompatible features are refused as they stand (as e2fsck does), not
-/// taken as a sign of damage.
+/// is refused before its geometry is judged, which would otherwise send us to the backups.
+/// Features this checker does not support that no backup holds are a question
+/// (`superblock::drop_unconfirmed_features`); kept, they are refused as e2fsck refuses them.
 fn read_primary(
     dev: &dyn Device,
     hint: SuperHint,
@@ -377,6 +377,7 @@ fn read_primary(
                         "it is an external journal device (journal_dev), not a file system".into(),
                     ));
                 }
+                crate::superblock::drop_unconfirmed_features(dev, &mut sb, policy, out);
                 // A primary whose checksum fails is damaged: its unknown bits are judged
                 // with the copy finally used (a backup, or this one with the bits cleared).
                 let unsupported = sb.incompat().unsupported();
@@ -552,30 +553,13 @@ fn corrected(
     (c.descs_ok && root_is_a_directory(dev, &c)).then_some((c, r))
 }
 
-/// Feature bits no kernel defines, in a primary used although its checksum fails (no backup
-/// could be): the checksum says the copy was damaged, so such a bit is taken for the damage
-/// (a bit flip), not for a newer kernel's feature, and cleared; answered no, the check goes
-/// on without them (exit 4), as with the other fields set when no copy could be used. A copy
-/// whose checksum holds keeps them and is refused, as e2fsck refuses any unknown feature.
+/// Feature bits this checker does not support, in a primary used although its checksum fails
+/// (no backup could be): the checksum says the copy was damaged, so such a bit is taken for
+/// the damage (a bit flip), not for a newer kernel's feature, and cleared; answered no, the
+/// check goes on without them (exit 4), as with the other fields set when no copy could be
+/// used. A copy whose checksum holds is judged by `superblock::drop_unconfirmed_features`.
 fn clear_unknown_features(sb: &mut RawSuperblock, policy: Policy, out: &mut Findings) {
-    let fields: [(&'static str, u32, u32); 3] = [
-        (
-            "s_feature_compat",
-            sb.s_feature_compat.get(),
-            sb.compat().unknown(),
-        ),
-        (
-            "s_feature_incompat",
-            sb.s_feature_incompat.get(),
-            sb.incompat().unknown(),
-        ),
-        (
-            "s_feature_ro_compat",
-            sb.s_feature_ro_compat.get(),
-            sb.ro_compat().unsupported(),
-        ),
-    ];
-    for (field, was, unknown) in fields {
+    for (field, was, unknown) in crate::superblock::unsupported_features(sb) {
         if unknown == 0 {
             continue;
         }

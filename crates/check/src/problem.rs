@@ -450,6 +450,10 @@ catalogue! {
     P0_SB_JOURNAL_UUID_INTERNAL = -, Fix, SB_ERROR, Superblock, 0, "The superblock names an external journal ({str}) beside journal inode {ino}, which holds a valid journal: the external journal's UUID is damage.";
     // e2fsck has no code for this: it looks for the journal the UUID names and stops.
     P0_SB_JOURNAL_UUID_NO_JOURNAL = -, Fix, SB_ERROR, Superblock, 0, "The superblock names an external journal ({str}), but the file system has no journal (has_journal is clear): the UUID is damage.";
+    // e2fsck has no code for this: it refuses any feature it does not support ("Get a newer
+    // version of e2fsck!", exit 8), even one a bit flip set in the primary alone. ffsck asks
+    // (never preened) when no backup superblock has the bits; answered no, it refuses as well.
+    P0_SB_FEATURES_UNCONFIRMED = -, Clear, SB_ERROR, Superblock, 0, "The superblock's {str} holds features this checker does not support ({name}), which no backup superblock holds: a damaged field, or a newer kernel's feature.";
     P0_SB_REV_LEVEL_BACKUP = -, Fix, SB_ERROR, Superblock, 0, "The superblock's revision level ({num2}) differs from that of every backup superblock ({num}).";
     // e2fsck has no code for this: it clears a journal's recorded error (s_errno) silently,
     // marking the file system as having errors. Under -n its write of the journal superblock

@@ -6,7 +6,9 @@
 //! A primary that breaks a rule is not used: pass 0 reads a backup instead (and a repair
 //! writes that backup over the primary). A primary whose features or journal fields differ,
 //! in a way no kernel or tool makes them differ, from backups that all agree with each other
-//! is corrected from them, each field a finding.
+//! is corrected from them, each field a finding. Features this checker does not support that
+//! the primary alone holds (no backup has them, or there is none) are asked about: a flipped
+//! bit, unless a newer kernel set it at run time.
 
 use crate::problem::Problem as P;
 use crate::report::{Findings, Policy, ProblemCtx};
@@ -190,8 +192,8 @@ pub fn field_reject(sb: &RawSuperblock, geo: &Geometry) -> Option<Reject> {
 /// backups' copies of the first two alone as well).
 const RUNTIME_INCOMPAT: u32 = Incompat::RECOVER | Incompat::EXTENTS | Incompat::ENCRYPT;
 /// The incompat bits taken from the backups: the known ones no kernel sets at run time. An
-/// unknown bit may be a newer kernel's, set on the primary alone: it is refused (as e2fsck
-/// refuses it), never dropped.
+/// unknown bit may be a newer kernel's, set on the primary alone: it is a question of its own
+/// (`drop_unconfirmed_features`), never dropped silently.
 /// metadata_csum_seed is left to e2fsck's own rule for it (cleared without metadata_csum).
 const COMPARED_INCOMPAT: u32 = Incompat::KNOWN & !RUNTIME_INCOMPAT & !Incompat::CSUM_SEED;
 /// At most this many backups are read for the comparison.
@@ -200,23 +202,8 @@ const MAX_BACKUPS: usize = 32;
 /// The backup superblocks' common view of the fields compared, if every readable backup
 /// (same file system, good checksum, usable geometry) agrees.
 fn consensus(dev: &dyn Device, primary: &RawSuperblock, geo: &Geometry) -> Option<RawSuperblock> {
-    let bs = u64::from(geo.block_size);
     let mut found: Option<RawSuperblock> = None;
-    let groups = (1..geo.group_count).filter(|&g| geo.group_has_super(g));
-    for g in groups.take(MAX_BACKUPS) {
-        let Some(off) = geo.group_first_block(g).checked_mul(bs) else {
-            continue;
-        };
-        let Some(b) = read_super_at(dev, off) else {
-            continue;
-        };
-        let usable = b.s_uuid == primary.s_uuid
-            && b.checksum_ok()
-            && u32::from(b.s_block_group_nr.get()) == g
-            && Geometry::new(&b).is_ok_and(|bg| strict_reject(&b, &bg).is_none());
-        if !usable {
-            continue;
-        }
+    for b in usable_backups(dev, primary, geo) {
         match &found {
             // A first backup that agrees with the primary settles it without reading the
             // rest (on a hard disk each read is a seek): whether the others agree with it
@@ -228,6 +215,106 @@ fn consensus(dev: &dyn Device, primary: &RawSuperblock, geo: &Geometry) -> Optio
         }
     }
     found
+}
+
+/// The backup superblocks of `primary`'s file system that could be used (same UUID, good
+/// checksum, their own group number, usable geometry), read lazily in group order, at most
+/// `MAX_BACKUPS` of them.
+fn usable_backups<'a>(
+    dev: &'a dyn Device,
+    primary: &'a RawSuperblock,
+    geo: &'a Geometry,
+) -> impl Iterator<Item = RawSuperblock> + 'a {
+    let bs = u64::from(geo.block_size);
+    let groups = (1..geo.group_count).filter(|&g| geo.group_has_super(g));
+    groups.take(MAX_BACKUPS).filter_map(move |g| {
+        let off = geo.group_first_block(g).checked_mul(bs)?;
+        let b = read_super_at(dev, off)?;
+        let usable = b.s_uuid == primary.s_uuid
+            && b.checksum_ok()
+            && u32::from(b.s_block_group_nr.get()) == g
+            && Geometry::new(&b).is_ok_and(|bg| strict_reject(&b, &bg).is_none());
+        usable.then_some(b)
+    })
+}
+
+/// The feature words of `sb` with the bits of each this checker does not support:
+/// (field name as `set_field` takes it, value, unsupported bits).
+pub fn unsupported_features(sb: &RawSuperblock) -> [(&'static str, u32, u32); 3] {
+    [
+        (
+            "s_feature_compat",
+            sb.s_feature_compat.get(),
+            sb.compat().unsupported(),
+        ),
+        (
+            "s_feature_incompat",
+            sb.s_feature_incompat.get(),
+            sb.incompat().unsupported(),
+        ),
+        (
+            "s_feature_ro_compat",
+            sb.s_feature_ro_compat.get(),
+            sb.ro_compat().unsupported(),
+        ),
+    ]
+}
+
+/// Feature bits this checker does not support that no backup superblock confirms: in a
+/// primary that passes its checksum (or has none), whose backups all lack them or that has
+/// no backup at all (a one-group file system). A newer mke2fs or tune2fs writes a feature
+/// into every copy; a bit the primary alone carries is a flip of the field (or, rarely, a
+/// newer kernel's run-time feature: which is why it is a question, not preened, and answered
+/// no the check is refused as e2fsck refuses it). Each word with such bits is a finding
+/// `P0_SB_FEATURES_UNCONFIRMED`; answered yes, `sb` loses them and the check goes on.
+pub fn drop_unconfirmed_features(
+    dev: &dyn Device,
+    sb: &mut RawSuperblock,
+    policy: Policy,
+    out: &mut Findings,
+) {
+    let words = unsupported_features(sb);
+    if words.iter().all(|&(_, _, bits)| bits == 0) || !sb.checksum_ok() {
+        return;
+    }
+    let Ok(geo) = Geometry::new(sb) else {
+        return;
+    };
+    let confirmed = usable_backups(dev, sb, &geo).any(|b| {
+        unsupported_features(&b)
+            .iter()
+            .zip(&words)
+            .any(|(&(_, _, theirs), &(_, _, ours))| theirs & ours != 0)
+    });
+    if confirmed {
+        return;
+    }
+    let mut changed = false;
+    for (field, was, bits) in words {
+        if bits == 0 {
+            continue;
+        }
+        let now = was & !bits;
+        let names = match field {
+            "s_feature_compat" => Compat(bits).names(),
+            "s_feature_incompat" => Incompat(bits).names(),
+            _ => RoCompat(bits).names(),
+        };
+        let ctx = ProblemCtx {
+            str: Some(field.into()),
+            name: Some(names.join(" ")),
+            num: u64::from(was),
+            num2: u64::from(now),
+            ..Default::default()
+        };
+        if out.report(policy, P::P0_SB_FEATURES_UNCONFIRMED, ctx) {
+            set_field(sb, field, u64::from(now));
+            changed = true;
+        }
+    }
+    if changed {
+        sb.update_checksum();
+    }
 }
 
 fn same_fields(a: &RawSuperblock, b: &RawSuperblock) -> bool {

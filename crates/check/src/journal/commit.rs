@@ -160,13 +160,14 @@ impl Transaction {
     }
 }
 
-/// The file system opened as pass 0 opens it, findings discarded. A bad MMP block (which the
-/// repair rewrites; it moves nothing) does not keep the layout from being read.
+/// The file system opened as pass 0 opens it, findings discarded. A bad MMP block or feature
+/// bits no backup holds (which the repair rewrites or clears; it moves nothing) do not keep
+/// the layout from being read.
 fn open(dev: Arc<dyn Device>) -> Result<pass0::Pass0Facts, String> {
     let mut scratch = Findings::default();
     let hint = SuperHint::default();
     match pass0::run(dev.clone(), hint, Policy::No, &mut scratch) {
-        Err(pass0::OpenFailure::Mmp(_)) => {
+        Err(pass0::OpenFailure::Mmp(_) | pass0::OpenFailure::Unsupported(_)) => {
             let throwaway: Arc<dyn Device> = Arc::new(ffsck_io::overlay::Overlay::new(dev));
             pass0::run(throwaway, hint, Policy::Yes, &mut scratch)
         }

@@ -816,10 +816,14 @@ fn open(ov: &Arc<Overlay>, opts: &CheckOptions) -> Option<Pass0Facts> {
         &mut scratch,
     ) {
         Ok(p0) => Some(p0),
-        // A journal this round drops or resets, or an MMP block it rewrites: read the layout
-        // with those questions answered yes, whatever that check writes kept in a throwaway
-        // overlay.
-        Err(pass0::OpenFailure::Journal(_) | pass0::OpenFailure::Mmp(_)) => {
+        // A journal this round drops or resets, an MMP block it rewrites, or feature bits it
+        // clears: read the layout with those questions answered yes, whatever that check
+        // writes kept in a throwaway overlay.
+        Err(
+            pass0::OpenFailure::Journal(_)
+            | pass0::OpenFailure::Mmp(_)
+            | pass0::OpenFailure::Unsupported(_),
+        ) => {
             let throwaway: Arc<dyn Device> = Arc::new(Overlay::new(ov.clone()));
             pass0::run_with(
                 throwaway,
