@@ -372,7 +372,9 @@ fn read_primary(
         if let Some(mut sb) = read_super_at(dev, SUPERBLOCK_OFFSET) {
             if sb.s_magic.get() == ffsck_format::EXT2_MAGIC {
                 crate::superblock::compare_with_backups(dev, &mut sb, policy, out);
-                if sb.incompat().has(Incompat::JOURNAL_DEV) {
+                if sb.incompat().has(Incompat::JOURNAL_DEV)
+                    && !journal_dev_flipped(dev, &mut sb, policy, out)
+                {
                     return Err(OpenFailure::Corrupt(
                         "it is an external journal device (journal_dev), not a file system".into(),
                     ));
@@ -391,6 +393,46 @@ fn read_primary(
         }
     }
     Ok(primary_sb)
+}
+
+/// A journal_dev bit on what is a file system, not an external journal: no journal
+/// superblock where a journal device keeps one (the block after the superblock's), and with
+/// the bit cleared the descriptors check and the root directory is where they put them. The
+/// bit is then the damage, cleared in `sb` (a finding; answered no, the check goes on without
+/// it, as with the other fields set from the rest of the superblock).
+fn journal_dev_flipped(
+    dev: &dyn Device,
+    sb: &mut RawSuperblock,
+    policy: Policy,
+    out: &mut Findings,
+) -> bool {
+    let was = sb.s_feature_incompat.get();
+    let now = was & !Incompat::JOURNAL_DEV;
+    let mut t = sb.clone();
+    t.s_feature_incompat.set(now);
+    if sb.checksum_ok() {
+        t.update_checksum();
+    }
+    let Ok(c) = candidate(dev, t, 0, false) else {
+        return false;
+    };
+    let bs = u64::from(c.geo.block_size);
+    let mut magic = [0u8; 4];
+    let journal_sb = (c.geo.first_data_block + 1).saturating_mul(bs);
+    let is_journal = dev.read_at(&mut magic, journal_sb).is_err()
+        || magic == ffsck_format::journal::JBD2_MAGIC_NUMBER.to_be_bytes();
+    if is_journal || !c.descs_ok || !root_is_a_directory(dev, &c) {
+        return false;
+    }
+    let ctx = ProblemCtx {
+        str: Some("s_feature_incompat".into()),
+        num: u64::from(was),
+        num2: u64::from(now),
+        ..Default::default()
+    };
+    out.report(policy, P::P0_SB_FIELD_REBUILT, ctx);
+    *sb = c.sb;
+    true
 }
 
 /// The superblock and descriptors to trust: the primary when it passes the opening rules and
@@ -588,7 +630,7 @@ fn despite_errors(
     let sb = sb?;
     // The block size as it stands first, then the ones that may have been damaged.
     let seeds = std::iter::once(None).chain(
-        crate::superblock::block_size_seeds(sb)
+        crate::superblock::block_size_seeds(sb, dev.size())
             .into_iter()
             .map(Some),
     );
@@ -664,10 +706,11 @@ fn reserved_by_resize_inode(dev: &dyn Device, c: &Candidate) -> Option<u16> {
 }
 
 /// A 64bit descriptor size the rules refuse (not 0: e2fsck's f_desc_size_zero wants that
-/// fatal), with descriptor checksums (metadata_csum or uninit_bg): each size from 64 bytes to
+/// fatal). With descriptor checksums (metadata_csum or uninit_bg), each size from 64 bytes to
 /// the block size is tried, and taken only when it is the one size under which every
 /// descriptor's checksum holds (a checksum covers the whole descriptor, so a wrong size reads
-/// the wrong bytes, or covers too few or too many of them).
+/// the wrong bytes, or covers too few or too many of them). Without descriptor checksums the
+/// smallest size that `rebuild` proves (descriptors and root directory) is taken.
 fn desc_size_fix(
     dev: &dyn Device,
     sb: &RawSuperblock,
@@ -675,7 +718,7 @@ fn desc_size_fix(
     let ds = sb.s_desc_size.get();
     let log = sb.s_log_block_size.get();
     let bs = 1024u32.checked_shl(log).filter(|_| log <= 6)?;
-    if !sb.is_64bit() || !sb.has_group_csum() || ds == 0 {
+    if !sb.is_64bit() || ds == 0 {
         return None;
     }
     let mut found = None;
@@ -689,6 +732,12 @@ fn desc_size_fix(
         let Some((c, fields)) = rebuild(dev, sb, Some(seed)) else {
             continue;
         };
+        // Without descriptor checksums, the smallest size whose descriptors check and put the
+        // root directory in place (mke2fs's 64 bytes, unless the file system says otherwise;
+        // with one group every size reads the same descriptor).
+        if !sb.has_group_csum() {
+            return Some((c, fields));
+        }
         if !(0..c.geo.group_count).all(|g| desc_csum_holds(dev, &c, g) == Some(true)) {
             continue;
         }
@@ -781,8 +830,9 @@ fn rebuild(
     let c = candidate(dev, fixed, 0, strict).ok()?;
     // Fields no block or inode is located by: the descriptors and the root prove nothing
     // about them (and descriptors damaged beside them are pass 0's findings of their own).
+    // The magic number locates nothing either; a restored one needs `proves_ext` instead.
     let layout_free = fields.iter().all(|r| match r.field.as_ref() {
-        "s_inodes_count" | "s_first_ino" => true,
+        "s_inodes_count" | "s_first_ino" | "s_magic" => true,
         "s_desc_size" => !c.sb.is_64bit(),
         _ => false,
     });

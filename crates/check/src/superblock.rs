@@ -540,6 +540,9 @@ fn csum_type_fix(sb: &RawSuperblock) -> Option<Rebuilt> {
 
 /// The value a field `Geometry::new` refused follows from the others, if it does.
 fn geometry_fix(sb: &RawSuperblock, e: &GeometryError, dev_blocks: u64) -> Option<Rebuilt> {
+    if let Some(r) = rev_fix(sb) {
+        return Some(r);
+    }
     let bigalloc = sb.ro_compat().has(RoCompat::BIGALLOC);
     let lb = sb.s_log_block_size.get();
     let bs = 1024u64.checked_shl(lb)?;
@@ -576,6 +579,22 @@ fn geometry_fix(sb: &RawSuperblock, e: &GeometryError, dev_blocks: u64) -> Optio
         GeometryError::BadMagic => rebuilt("s_magic", sb.s_magic.get(), ffsck_format::EXT2_MAGIC),
         _ => None,
     }
+}
+
+/// A revision 0 superblock that has features, or an inode size other than revision 0's 128
+/// bytes: the revision is the damaged field (revision 0 has neither, and reads every inode at
+/// 128 bytes, which is what broke the geometry).
+fn rev_fix(sb: &RawSuperblock) -> Option<Rebuilt> {
+    let isz = sb.s_inode_size.get();
+    let features = sb.s_feature_compat.get()
+        | sb.s_feature_incompat.get()
+        | sb.s_feature_ro_compat.get();
+    let dynamic = features != 0 || (isz != 128 && isz.is_power_of_two() && isz > 128);
+    (sb.s_rev_level.get() == 0 && dynamic).then(|| Rebuilt {
+        field: "s_rev_level".into(),
+        was: 0,
+        now: 1,
+    })
 }
 
 /// The inode count disagrees with the groups (or the block count is out of range): which of
@@ -717,7 +736,7 @@ fn desc_size_fix(sb: &RawSuperblock) -> Option<Rebuilt> {
 /// The block sizes (as `s_log_block_size`) to try before the one the superblock names, when
 /// it may be the damaged field: without bigalloc the cluster size repeats it; with
 /// metadata_csum a size that makes a stale checksum good is the one it had.
-pub fn block_size_seeds(sb: &RawSuperblock) -> Vec<Rebuilt> {
+pub fn block_size_seeds(sb: &RawSuperblock, dev_bytes: u64) -> Vec<Rebuilt> {
     let lb = sb.s_log_block_size.get();
     let lc = sb.s_log_cluster_size.get();
     let mut out = Vec::new();
@@ -733,7 +752,23 @@ pub fn block_size_seeds(sb: &RawSuperblock) -> Vec<Rebuilt> {
     if !sb.ro_compat().has(RoCompat::BIGALLOC) && lc != lb && lc <= 6 {
         out.extend(rebuilt("s_log_block_size", lb, lc));
     }
+    // Then every other size, the ones that fit the file system to the device first: a size is
+    // only taken when the descriptors it places check and the root directory is where they
+    // put it (`pass0::rebuild`), which a wrong size does not give.
+    let mut rest: Vec<u32> = (0..=6u32)
+        .filter(|&l| l != lb && !out.iter().any(|r| r.now == u64::from(l)))
+        .collect();
+    rest.sort_by_key(|&l| !fits(sb, l, dev_bytes));
+    out.extend(rest.into_iter().filter_map(|l| rebuilt("s_log_block_size", lb, l)));
     out
+}
+
+/// Whether the file system, read with `2^(10+log)`-byte blocks, fits on a device of
+/// `dev_bytes` bytes.
+fn fits(sb: &RawSuperblock, log: u32, dev_bytes: u64) -> bool {
+    sb.blocks_count()
+        .checked_mul(1024u64 << log)
+        .is_some_and(|b| b <= dev_bytes)
 }
 
 /// Set one of the fields `rebuild_fields` names (others are left alone).
