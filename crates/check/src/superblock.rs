@@ -124,6 +124,11 @@ pub fn field_reject(sb: &RawSuperblock, geo: &Geometry) -> Option<Reject> {
     if sb.s_rev_level.get() > 1 {
         return Some(Reject::field("rev_level", u64::from(sb.s_rev_level.get())));
     }
+    // Revision 0 reads every inode at 128 bytes; an inode size a later revision would use
+    // says the revision is the damaged field (a revision 0 file system leaves it 0).
+    if sb.s_rev_level.get() == 0 && large_inode_size(sb, geo) {
+        return Some(Reject::field("rev_level", 0));
+    }
     let lb = sb.s_log_block_size.get();
     let lc = sb.s_log_cluster_size.get();
     let bigalloc = sb.ro_compat().has(RoCompat::BIGALLOC);
@@ -584,6 +589,11 @@ fn geometry_fix(sb: &RawSuperblock, e: &GeometryError, dev_blocks: u64) -> Optio
 /// A revision 0 superblock that has features, or an inode size other than revision 0's 128
 /// bytes: the revision is the damaged field (revision 0 has neither, and reads every inode at
 /// 128 bytes, which is what broke the geometry).
+fn large_inode_size(sb: &RawSuperblock, geo: &Geometry) -> bool {
+    let isz = u32::from(sb.s_inode_size.get());
+    isz > 128 && isz.is_power_of_two() && isz <= geo.block_size
+}
+
 fn rev_fix(sb: &RawSuperblock) -> Option<Rebuilt> {
     let isz = sb.s_inode_size.get();
     let features = sb.s_feature_compat.get()
@@ -669,7 +679,7 @@ fn rule_fix(sb: &RawSuperblock, geo: &Geometry) -> Option<Rebuilt> {
     let bigalloc = sb.ro_compat().has(RoCompat::BIGALLOC);
     let lb = sb.s_log_block_size.get();
     let lc = sb.s_log_cluster_size.get();
-    if sb.s_rev_level.get() > 1 {
+    if sb.s_rev_level.get() > 1 || (sb.s_rev_level.get() == 0 && large_inode_size(sb, geo)) {
         return rebuilt("s_rev_level", sb.s_rev_level.get(), 1u32);
     }
     if !bigalloc && lc != lb {

@@ -249,3 +249,65 @@ fn pass0_magic_restored_only_on_proof() {
         "{codes:?}"
     );
 }
+
+/// Pass 0, one group: a zeroed magic number beside a damaged descriptor (the block bitmap
+/// outside the group) is still restored on the superblock's own proof (ext4: its checksum;
+/// ext2: the root directory's "." and ".."), and the descriptor is a finding of its own.
+#[test]
+fn pass0_magic_restored_beside_a_damaged_descriptor() {
+    for o in flavours() {
+        let mut img = Image::build(o);
+        let far = img.blocks() + 10;
+        img.bytes_mut()[2048..2052].copy_from_slice(&far.to_le_bytes());
+        img.set_sb_u16(0x38, 0);
+        let (codes, exit) = run(img.finish());
+        for want in ["P0_SB_FIELD_REBUILT", "P0_BB_NOT_GROUP"] {
+            assert!(codes.iter().any(|c| c == want), "{o:?}: {want} not in {codes:?}");
+        }
+        assert_eq!(exit, 4, "{o:?}: {codes:?}");
+    }
+}
+
+/// Pass 0, one group: the block size and the cluster size damaged alike (so the cluster size
+/// cannot give the block size back) are set to the one size whose descriptors check and put
+/// the root directory in place.
+#[test]
+fn pass0_block_size_found_by_the_layout() {
+    for o in flavours() {
+        let mut img = Image::build(o);
+        img.set_sb_u32(0x18, 2).set_sb_u32(0x1C, 2);
+        let (codes, exit) = run(img.finish());
+        assert!(
+            codes.iter().any(|c| c == "P0_SB_FIELD_REBUILT"),
+            "{o:?}: {codes:?}"
+        );
+        assert_eq!(exit, 4, "{o:?}: {codes:?}");
+    }
+}
+
+/// Pass 0, one group: a revision level of 0 on a file system of 256-byte inodes (revision 0
+/// would read them at 128 bytes, every one from the wrong place) is set back to 1; a
+/// journal_dev bit on a file system (no journal superblock where a journal device has one,
+/// the root in place) is cleared. Each is a rebuilt field, exit 4 under -n.
+#[test]
+fn pass0_revision_and_journal_dev_bit_rebuilt() {
+    for o in flavours() {
+        for (what, off, v) in [("revision 0", 0x4C, 0u32), ("journal_dev", 0x60, 0x8)] {
+            let mut img = Image::build(o);
+            let v = if off == 0x60 {
+                let at = 1024 + off;
+                let b = img.bytes_mut();
+                u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) | v
+            } else {
+                v
+            };
+            img.set_sb_u32(off, v);
+            let (codes, exit) = run(img.finish());
+            assert!(
+                codes.iter().any(|c| c == "P0_SB_FIELD_REBUILT"),
+                "{o:?} {what}: {codes:?}"
+            );
+            assert_eq!(exit, 4, "{o:?} {what}: {codes:?}");
+        }
+    }
+}
