@@ -47,6 +47,19 @@ fn uninit_matches(p0: &Pass0Facts, g: u32, bits: &[u8]) -> bool {
     (0..clusters).all(|c| (want[c / 8] >> (c % 8)) & 1 == (bits[c / 8] >> (c % 8)) & 1)
 }
 
+/// The primary superblock as the device has it now (a step earlier in the round may have set
+/// a field, such as a recreated orphan file's inode number), else pass 0's: this step owns
+/// only the counts. A copy that is not this file system's (a bad magic number, another
+/// UUID) is not built on.
+fn current_super(p0: &Pass0Facts, dev: &dyn Device) -> ffsck_format::RawSuperblock {
+    let mut raw = [0u8; ffsck_format::SUPERBLOCK_SIZE];
+    dev.read_at(&mut raw, 1024)
+        .ok()
+        .and_then(|_| ffsck_format::RawSuperblock::parse(&raw))
+        .filter(|sb| sb.s_magic.get() == ffsck_format::EXT2_MAGIC && sb.s_uuid == p0.fs.sb.s_uuid)
+        .unwrap_or_else(|| p0.fs.sb.clone())
+}
+
 /// Write every group's bitmaps and descriptor, and the superblock counts, as `facts` say.
 pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
     let fs = &p0.fs;
@@ -55,7 +68,7 @@ pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
     let ratio = u64::from(geo.cluster_ratio.max(1));
     let ipg = geo.inodes_per_group as usize;
     let group_csum = fs.has_group_csum();
-    let mut sb = fs.sb.clone();
+    let mut sb = current_super(p0, dev);
     let (mut free_clusters, mut free_inodes) = (0u64, 0u64);
     let mut descs = fs.groups.clone();
     let moved = |g: u32, which: Table| {

@@ -364,22 +364,36 @@ pub fn recreate_file(
     }
     let fs = &p0.fs;
     let geo = &fs.geo;
-    let ino = fs.sb.s_orphan_file_inum.get();
-    let Some(inode) = super::inode::read_inode(p0, dev, ino) else {
-        return false;
+    let named = fs.sb.s_orphan_file_inum.get();
+    // A number that names no inode (zeroed, or past the count): the file is made in a free
+    // inode and the superblock names it; the inode the old number named, if any, is left to
+    // the check (unattached, it goes to /lost+found).
+    let (ino, renamed) = if (geo.first_ino..=geo.inodes_count).contains(&named) {
+        (named, false)
+    } else {
+        let all: Vec<Finding> = fixes.iter().map(|&f| f.clone()).collect();
+        match super::lpf::pick_inode(p0, facts, &all) {
+            Some(i) => (i, true),
+            None => return false,
+        }
     };
     let mut old = Vec::new();
-    let mut visit = |v: Visit| -> bool {
-        match v {
-            Visit::Data { pblk, .. } | Visit::Meta { pblk } if geo.is_valid_block(pblk) => {
-                old.push(pblk)
+    if !renamed {
+        let Some(inode) = super::inode::read_inode(p0, dev, ino) else {
+            return false;
+        };
+        let mut visit = |v: Visit| -> bool {
+            match v {
+                Visit::Data { pblk, .. } | Visit::Meta { pblk } if geo.is_valid_block(pblk) => {
+                    old.push(pblk)
+                }
+                _ => {}
             }
-            _ => {}
-        }
-        true
-    };
-    let extents = inode.flags() & flags::EXTENTS != 0;
-    filemap::walk(fs, &inode.block_bytes(), extents, false, &mut visit);
+            true
+        };
+        let extents = inode.flags() & flags::EXTENTS != 0;
+        filemap::walk(fs, &inode.block_bytes(), extents, false, &mut visit);
+    }
     for &b in &old {
         facts.block_used.clear(b);
     }
@@ -398,5 +412,8 @@ pub fn recreate_file(
     }
     super::newjournal::fresh_inode(p0, dev, ino, &file, total * bs, extent_mapped);
     facts.inode_used.set(u64::from(ino.saturating_sub(1)));
+    if renamed {
+        super::features::edit_super(dev, |sb| sb.s_orphan_file_inum.set(ino));
+    }
     true
 }
