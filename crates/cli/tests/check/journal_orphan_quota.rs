@@ -139,3 +139,40 @@ fn orphan_present_with_clean_orphan_file() {
     common::debugfs_w(&t, &img.path, "feature orphan_present");
     expect(&t, &img, 4, &["P6_ORPHAN_PRESENT_CLEAN_FILE"], &[]);
 }
+
+/// An orphan file whose inode number was zeroed in the superblock (fuzz seed 3022 case 4161):
+/// e2fsck cannot read "inode 0" (exit 12) and its -y leaves a file system it still cannot
+/// check. ffsck -fn reports the orphan file (exit 4); -fy makes a new one in a free inode,
+/// names it in the superblock, and puts the old one, now unattached, in /lost+found: the
+/// result is clean for both checkers.
+#[test]
+fn orphan_file_with_a_zeroed_inode_number_is_recreated() {
+    let Some(t) = common::tools() else { return };
+    const S_ORPHAN_FILE_INUM: u64 = 1024 + 0x280;
+    let img = ext4(&t, &["-O", "orphan_file"]);
+    let old = common::read_u32(&img.path, S_ORPHAN_FILE_INUM);
+    assert!(old != 0, "test setup: no orphan file");
+    common::debugfs_w(&t, &img.path, "ssv orphan_file_inum 0");
+    let n = common::check_n(&img.path, 1);
+    assert_eq!(n.code(), 4, "{}", n.describe());
+    assert!(n.has("P6_ORPHAN_FILE_CORRUPTED"), "{}", n.describe());
+    let run = common::ffsck(&["-fy".as_ref(), img.path.as_os_str()]);
+    let all = format!("{}{}", run.stdout, run.stderr);
+    assert_eq!(run.code(), 1, "ffsck -fy:\n{all}");
+    let now = common::read_u32(&img.path, S_ORPHAN_FILE_INUM);
+    assert!(now != 0 && now != old, "orphan file inode after -fy: {now}");
+    let (code, out) = common::e2fsck_n(&t, &img.path);
+    assert_eq!(code, 0, "e2fsck -fn after ffsck -fy:\n{out}");
+    let n = common::check_n(&img.path, 1);
+    assert_eq!(n.code(), 0, "ffsck -fn after -fy:\n{}", n.describe());
+    let ls = std::process::Command::new(&t.debugfs)
+        .args(["-R", "ls -l /lost+found"])
+        .arg(&img.path)
+        .output()
+        .unwrap();
+    let ls = String::from_utf8_lossy(&ls.stdout);
+    assert!(
+        ls.contains(&format!("#{old}")),
+        "the old orphan file is not in /lost+found:\n{ls}"
+    );
+}
