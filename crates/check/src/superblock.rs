@@ -596,9 +596,8 @@ fn large_inode_size(sb: &RawSuperblock, geo: &Geometry) -> bool {
 
 fn rev_fix(sb: &RawSuperblock) -> Option<Rebuilt> {
     let isz = sb.s_inode_size.get();
-    let features = sb.s_feature_compat.get()
-        | sb.s_feature_incompat.get()
-        | sb.s_feature_ro_compat.get();
+    let features =
+        sb.s_feature_compat.get() | sb.s_feature_incompat.get() | sb.s_feature_ro_compat.get();
     let dynamic = features != 0 || (isz != 128 && isz.is_power_of_two() && isz > 128);
     (sb.s_rev_level.get() == 0 && dynamic).then(|| Rebuilt {
         field: "s_rev_level".into(),
@@ -769,7 +768,10 @@ pub fn block_size_seeds(sb: &RawSuperblock, dev_bytes: u64) -> Vec<Rebuilt> {
         .filter(|&l| l != lb && !out.iter().any(|r| r.now == u64::from(l)))
         .collect();
     rest.sort_by_key(|&l| !fits(sb, l, dev_bytes));
-    out.extend(rest.into_iter().filter_map(|l| rebuilt("s_log_block_size", lb, l)));
+    out.extend(
+        rest.into_iter()
+            .filter_map(|l| rebuilt("s_log_block_size", lb, l)),
+    );
     out
 }
 

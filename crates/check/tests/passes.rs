@@ -262,7 +262,10 @@ fn pass0_magic_restored_beside_a_damaged_descriptor() {
         img.set_sb_u16(0x38, 0);
         let (codes, exit) = run(img.finish());
         for want in ["P0_SB_FIELD_REBUILT", "P0_BB_NOT_GROUP"] {
-            assert!(codes.iter().any(|c| c == want), "{o:?}: {want} not in {codes:?}");
+            assert!(
+                codes.iter().any(|c| c == want),
+                "{o:?}: {want} not in {codes:?}"
+            );
         }
         assert_eq!(exit, 4, "{o:?}: {codes:?}");
     }

@@ -325,11 +325,7 @@ fn unlink(b: &mut [u8], ino: u32) -> bool {
 
 /// A free inode for the new directory, from what the check found in use, outside
 /// uninitialised groups and the inodes any finding of this round names.
-pub(super) fn pick_inode(
-    p0: &Pass0Facts,
-    facts: &AllocFacts,
-    findings: &[Finding],
-) -> Option<u32> {
+pub(super) fn pick_inode(p0: &Pass0Facts, facts: &AllocFacts, findings: &[Finding]) -> Option<u32> {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let csum = fs.has_group_csum();

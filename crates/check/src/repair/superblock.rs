@@ -48,11 +48,13 @@ pub fn apply(dev: &dyn Device, fixes: &[&Finding], p0: &crate::pass0::Pass0Facts
                 P::P0_NONZERO_RESERVED_GDT_BLOCKS => sb.s_reserved_gdt_blocks.set(0),
                 // Groups × inodes per group, as pass 0 computed it.
                 P::P0_INODE_COUNT_WRONG => sb.s_inodes_count.set(f.ctx.num2 as u32),
-                P::P0_SB_FIELD_REBUILT | P::P0_SB_FEATURES_UNCONFIRMED => crate::superblock::set_field(
-                    sb,
-                    f.ctx.str.as_deref().unwrap_or_default(),
-                    f.ctx.num2,
-                ),
+                P::P0_SB_FIELD_REBUILT | P::P0_SB_FEATURES_UNCONFIRMED => {
+                    crate::superblock::set_field(
+                        sb,
+                        f.ctx.str.as_deref().unwrap_or_default(),
+                        f.ctx.num2,
+                    )
+                }
                 // Pass 1 found nothing in use past the device's end.
                 P::P0_FS_SIZE_FITS => {
                     crate::superblock::set_field(sb, "s_blocks_count", f.ctx.blk2)

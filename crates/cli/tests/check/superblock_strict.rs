@@ -298,7 +298,10 @@ fn a_feature_every_backup_holds_is_refused_as_e2fsck_refuses_it() {
     let Some(t) = common::tools() else { return };
     let img = common::mkfs(&t, "ext4", &[], "16M");
     let backups = set_in_every_copy(&img.path, S_FEATURE_RO_COMPAT, 0x8000_0000);
-    assert!(backups > 0, "test setup: the image has no backup superblock");
+    assert!(
+        backups > 0,
+        "test setup: the image has no backup superblock"
+    );
     let before = common::read_all(&img.path);
     for flags in ["-fn", "-fy", "-fp", "-p"] {
         let run = common::ffsck(&[flags.as_ref(), img.path.as_os_str()]);
@@ -369,16 +372,39 @@ fn set_in_every_copy(path: &Path, field: u64, bit: u32) -> usize {
 #[test]
 fn a_feature_the_primary_alone_holds_is_cleared_by_a_repair() {
     let Some(t) = common::tools() else { return };
-    let cases: [(&str, &[&str], &str, u64, u32, &str); 6] = [
-        ("ext3", &["-b", "4096"], "16M", S_FEATURE_COMPAT, 0x40, "lazy_bg"),
-        ("ext3", &["-b", "4096"], "16M", S_FEATURE_COMPAT, 0x100, "snapshot_bitmap"),
-        ("ext2", &["-b", "4096"], "16M", S_FEATURE_RO_COMPAT, 0x4, "btree_dir"),
-        ("ext2", &["-b", "4096"], "16M", S_FEATURE_RO_COMPAT, 0x80, "snapshot"),
-        ("ext2", &["-b", "4096"], "16M", S_FEATURE_RO_COMPAT, 0x800, "replica"),
-        ("ext4", &[], "16M", S_FEATURE_RO_COMPAT, 0x8000_0000, "FEATURE_R31"),
+    struct Flip {
+        fs: &'static str,
+        args: &'static [&'static str],
+        field: u64,
+        bit: u32,
+        name: &'static str,
+    }
+    let four_k: &[&str] = &["-b", "4096"];
+    let flip = |fs, args, field, bit, name| Flip {
+        fs,
+        args,
+        field,
+        bit,
+        name,
+    };
+    let cases = [
+        flip("ext3", four_k, S_FEATURE_COMPAT, 0x40, "lazy_bg"),
+        flip("ext3", four_k, S_FEATURE_COMPAT, 0x100, "snapshot_bitmap"),
+        flip("ext2", four_k, S_FEATURE_RO_COMPAT, 0x4, "btree_dir"),
+        flip("ext2", four_k, S_FEATURE_RO_COMPAT, 0x80, "snapshot"),
+        flip("ext2", four_k, S_FEATURE_RO_COMPAT, 0x800, "replica"),
+        // 1 KiB blocks: two groups, whose backup lacks the bit.
+        flip("ext4", &[], S_FEATURE_RO_COMPAT, 0x8000_0000, "FEATURE_R31"),
     ];
-    for (fs, args, size, field, bit, name) in cases {
-        let img = common::mkfs(&t, fs, args, size);
+    for Flip {
+        fs,
+        args,
+        field,
+        bit,
+        name,
+    } in cases
+    {
+        let img = common::mkfs(&t, fs, args, "16M");
         let v = common::read_u32(&img.path, SB + field) | bit;
         let which = if field == S_FEATURE_COMPAT {
             "feature_compat"
@@ -422,6 +448,11 @@ fn a_feature_the_primary_alone_holds_is_cleared_by_a_repair() {
         let (e2_code, e2_out) = common::e2fsck_n(&t, &img.path);
         assert_eq!(e2_code, 0, "{name}: e2fsck -fn after ffsck -fy:\n{e2_out}");
         let n = common::check_n(&img.path, 1);
-        assert_eq!(n.code(), 0, "{name}: ffsck -fn after -fy:\n{}", n.describe());
+        assert_eq!(
+            n.code(),
+            0,
+            "{name}: ffsck -fn after -fy:\n{}",
+            n.describe()
+        );
     }
 }
