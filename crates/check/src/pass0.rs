@@ -397,7 +397,7 @@ fn read_primary(
 
 /// A journal_dev bit on what is a file system, not an external journal: no journal
 /// superblock where a journal device keeps one (the block after the superblock's), and with
-/// the bit cleared the descriptors check and the root directory is where they put them. The
+/// the bit cleared the descriptors check and the root directory is where they put it. The
 /// bit is then the damage, cleared in `sb` (a finding; answered no, the check goes on without
 /// it, as with the other fields set from the rest of the superblock).
 fn journal_dev_flipped(
