@@ -630,12 +630,19 @@ fn despite_errors(
     let sb = sb?;
     // The block size as it stands first, then the ones that may have been damaged.
     let seeds = std::iter::once(None).chain(
-        crate::superblock::block_size_seeds(sb, dev.size())
+        crate::superblock::block_size_seeds(sb)
             .into_iter()
             .map(Some),
     );
     ipg_from_count(dev, sb)
         .or_else(|| seeds.into_iter().find_map(|seed| rebuild(dev, sb, seed)))
+        .or_else(|| {
+            // A block size nothing in the superblock names needs the root's "." and "..".
+            crate::superblock::other_block_sizes(sb, dev.size())
+                .into_iter()
+                .filter_map(|seed| rebuild(dev, sb, Some(seed)))
+                .find(|(c, _)| root_has_dots(dev, c))
+        })
         .or_else(|| inode_size_fix(dev, sb))
         .or_else(|| desc_size_fix(dev, sb))
         .or_else(|| reserved_gdt_fix(dev, sb))

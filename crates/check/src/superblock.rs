@@ -745,7 +745,7 @@ fn desc_size_fix(sb: &RawSuperblock) -> Option<Rebuilt> {
 /// The block sizes (as `s_log_block_size`) to try before the one the superblock names, when
 /// it may be the damaged field: without bigalloc the cluster size repeats it; with
 /// metadata_csum a size that makes a stale checksum good is the one it had.
-pub fn block_size_seeds(sb: &RawSuperblock, dev_bytes: u64) -> Vec<Rebuilt> {
+pub fn block_size_seeds(sb: &RawSuperblock) -> Vec<Rebuilt> {
     let lb = sb.s_log_block_size.get();
     let lc = sb.s_log_cluster_size.get();
     let mut out = Vec::new();
@@ -761,18 +761,22 @@ pub fn block_size_seeds(sb: &RawSuperblock, dev_bytes: u64) -> Vec<Rebuilt> {
     if !sb.ro_compat().has(RoCompat::BIGALLOC) && lc != lb && lc <= 6 {
         out.extend(rebuilt("s_log_block_size", lb, lc));
     }
-    // Then every other size, the ones that fit the file system to the device first: a size is
-    // only taken when the descriptors it places check and the root directory is where they
-    // put it (`pass0::rebuild`), which a wrong size does not give.
-    let mut rest: Vec<u32> = (0..=6u32)
-        .filter(|&l| l != lb && !out.iter().any(|r| r.now == u64::from(l)))
-        .collect();
-    rest.sort_by_key(|&l| !fits(sb, l, dev_bytes));
-    out.extend(
-        rest.into_iter()
-            .filter_map(|l| rebuilt("s_log_block_size", lb, l)),
-    );
     out
+}
+
+/// Every other block size under which the file system fits on the device: nothing in the
+/// superblock names one of them, so the caller takes one only on the file system's own proof
+/// (`pass0::despite_errors`: the root directory's "." and ".." where the size puts them; a
+/// root "in place" is not enough, since 2 KiB blocks over a 1 KiB file system land in its
+/// own inode table).
+pub fn other_block_sizes(sb: &RawSuperblock, dev_bytes: u64) -> Vec<Rebuilt> {
+    let lb = sb.s_log_block_size.get();
+    let named = block_size_seeds(sb);
+    (0..=6u32)
+        .filter(|&l| l != lb && !named.iter().any(|r| r.now == u64::from(l)))
+        .filter(|&l| fits(sb, l, dev_bytes))
+        .filter_map(|l| rebuilt("s_log_block_size", lb, l))
+        .collect()
 }
 
 /// Whether the file system, read with `2^(10+log)`-byte blocks, fits on a device of
