@@ -314,3 +314,29 @@ fn pass0_revision_and_journal_dev_bit_rebuilt() {
         }
     }
 }
+
+/// Pass 0, one group: a block size nothing in the superblock names is taken only when the
+/// root directory's "." and ".." are where it puts them. Read with 2 KiB blocks, a 1 KiB file
+/// system's descriptor places the inode table inside its own, where any directory inode
+/// passes for a root "in place" (fuzz seed 3024 case 3048 took 2 KiB that way). Here the
+/// clusters-per-group count is damaged, and the inode table's address too, so that the named
+/// size finds no root; at 2 KiB the root's slot holds a directory inode with no blocks, and
+/// the device is large enough for that size: the superblock is refused, as e2fsck refuses it.
+#[test]
+fn pass0_an_unnamed_block_size_needs_the_roots_dots() {
+    let mut img = Image::build(Options::ext2());
+    img.bytes_mut()[2048 + 8..2048 + 12].copy_from_slice(&7u32.to_le_bytes());
+    // At 2 KiB, inode 2 of a table at block 7 is inode 38 of the real one.
+    img.set_inode_u16(38, 0, ffsck_testfs::S_IFDIR | 0o755);
+    img.set_inode_u16(38, 0x1A, 2);
+    img.set_sb_u32(0x24, 8193); // s_clusters_per_group
+    let mut bytes = img.finish();
+    let len = bytes.len();
+    bytes.resize(2 * len, 0);
+    let (codes, exit) = run(bytes);
+    assert_eq!(exit, 8, "{codes:?}");
+    assert!(
+        !codes.iter().any(|c| c == "P0_SB_FIELD_REBUILT"),
+        "{codes:?}"
+    );
+}
