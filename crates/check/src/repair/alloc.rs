@@ -206,7 +206,7 @@ pub(super) fn write_desc(p0: &Pass0Facts, dev: &dyn Device, g: u32, gd: &RawGrou
 /// only the bits and their checksums change, as e2fsck's repairs that take a block in the
 /// middle of a check leave them (pass 1D's clones, a directory's hole filled): pass 5 then
 /// finds the counts wrong, not the bitmap. Bitmaps are read through `dev`, so the marks of
-/// several steps of a round add up. Groups whose bitmap is uninitialised or unreadable are
+/// several steps of a round add up (the superblock's count too: `current_super`). Groups whose bitmap is uninitialised or unreadable are
 /// left to pass 5.
 pub(super) fn mark_blocks(
     p0: &Pass0Facts,
@@ -232,7 +232,7 @@ pub(super) fn mark_blocks(
                 .push((b, used));
         }
     }
-    let mut sb = fs.sb.clone();
+    let mut sb = current_super(p0, dev);
     let mut free = sb.free_blocks_count() as i64;
     for (g, changes) in by_group {
         let mut gd = fs.groups[g as usize].clone();

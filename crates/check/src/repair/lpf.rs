@@ -150,7 +150,7 @@ pub fn ensure(
     let mut yes = answer(&proposal(P::P3_NO_LF_DIR, ProblemCtx::default()));
     // Taken now, so a failure answers no rather than claiming a fix it did not make.
     let fresh = if yes {
-        pick_inode(p0, facts, findings).zip(pick_block(p0, facts))
+        pick_inode(p0, facts, findings.iter()).zip(pick_block(p0, facts))
     } else {
         None
     };
@@ -325,12 +325,16 @@ fn unlink(b: &mut [u8], ino: u32) -> bool {
 
 /// A free inode for the new directory, from what the check found in use, outside
 /// uninitialised groups and the inodes any finding of this round names.
-pub(super) fn pick_inode(p0: &Pass0Facts, facts: &AllocFacts, findings: &[Finding]) -> Option<u32> {
+pub(super) fn pick_inode<'a>(
+    p0: &Pass0Facts,
+    facts: &AllocFacts,
+    findings: impl IntoIterator<Item = &'a Finding>,
+) -> Option<u32> {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let csum = fs.has_group_csum();
     let named: HashSet<u32> = findings
-        .iter()
+        .into_iter()
         .flat_map(|f| [f.ctx.ino, f.ctx.ino2, f.ctx.dir])
         .collect();
     let ipg = geo.inodes_per_group;

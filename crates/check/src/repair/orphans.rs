@@ -371,8 +371,7 @@ pub fn recreate_file(
     let (ino, renamed) = if (geo.first_ino..=geo.inodes_count).contains(&named) {
         (named, false)
     } else {
-        let all: Vec<Finding> = fixes.iter().map(|&f| f.clone()).collect();
-        match super::lpf::pick_inode(p0, facts, &all) {
+        match super::lpf::pick_inode(p0, facts, fixes.iter().copied()) {
             Some(i) => (i, true),
             None => return false,
         }
