@@ -6,9 +6,11 @@
 use crate::problem::{Latch, Problem};
 use crate::report::{Findings, Note, Policy, ProblemCtx};
 
-/// Which latch groups have raised their question since they were last ended.
+/// Which latch groups have raised their question since they were last ended, and which of
+/// those a person refused (an interactive repair's later check honours the answer: the
+/// group's members are answered no with it).
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Latches(u16);
+pub(crate) struct Latches(u16, u16);
 
 fn bit(l: Latch) -> u16 {
     1 << l as u16
@@ -34,8 +36,13 @@ impl Latches {
             return;
         }
         self.0 |= bit(l);
+        self.1 &= !bit(l);
         let q = l.question();
-        out.report(policy, q, for_message(ctx, q.info().message));
+        let ctx = for_message(ctx, q.info().message);
+        if policy.answer(q) && !policy.answer_to(q, &ctx) {
+            self.1 |= bit(l);
+        }
+        out.report(policy, q, ctx);
     }
 
     /// Count `l`'s question as raised without reporting it: e2fsck does so for the relocation
@@ -54,7 +61,14 @@ impl Latches {
         ctx: ProblemCtx,
     ) -> bool {
         self.raise(out, policy, p, &ctx);
-        out.report(policy, p, ctx)
+        let yes = out.report(policy, p, ctx);
+        if yes && p.latch().is_some_and(|l| self.1 & bit(l) != 0) {
+            if let Some(f) = out.0.last_mut() {
+                f.fixed = false;
+            }
+            return false;
+        }
+        yes
     }
 
     /// End latch `l`: when it raised its question, report its end message (if it has one, with
@@ -71,7 +85,23 @@ impl Latches {
             return None;
         }
         self.0 &= !bit(l);
-        l.end().map(|e| out.report(policy, e, ctx))
+        let e = l.end()?;
+        let refused = policy.answer(e) && !policy.answer_to(e, &ctx);
+        let yes = out.report(policy, e, ctx);
+        if refused {
+            // The group's answer is its end's: its members, back to its question, are not
+            // fixed either.
+            for f in out.0.iter_mut().rev().skip(1) {
+                if f.problem.latch() != Some(l) && f.problem != l.question() {
+                    break;
+                }
+                f.fixed = false;
+                if f.problem == l.question() {
+                    break;
+                }
+            }
+        }
+        Some(yes)
     }
 }
 

@@ -269,6 +269,32 @@ pub enum Mode {
 pub struct Policy {
     pub mode: Mode,
     overrides: &'static Overrides,
+    /// The fixes a person refused in an interactive repair: a later check answers them no,
+    /// so what it finds after them (the bitmaps, an inode's other fields) is what the file
+    /// system holds with them left as they are, as e2fsck's passes see it after a "no".
+    refused: Option<&'static Refusals>,
+}
+
+/// The findings an interactive repair's person answered no, shared by the rounds' checks
+/// (one set per repair, read by the worker threads as they report).
+#[derive(Debug, Default)]
+pub struct Refusals(std::sync::RwLock<std::collections::HashSet<(Problem, ProblemCtx)>>);
+
+impl Refusals {
+    /// Remember that `f`'s fix was refused.
+    pub fn insert(&self, f: &Finding) {
+        if let Ok(mut set) = self.0.write() {
+            set.insert((f.problem, f.ctx.clone()));
+        }
+    }
+
+    fn contains(&self, problem: Problem, ctx: &ProblemCtx) -> bool {
+        // (No clone of the context unless something was refused: the set is empty in all
+        // but interactive runs, and small there.)
+        self.0
+            .read()
+            .is_ok_and(|set| !set.is_empty() && set.contains(&(problem, ctx.clone())))
+    }
 }
 
 /// What a policy without overrides borrows.
@@ -287,7 +313,27 @@ impl Policy {
         Policy {
             mode,
             overrides: &NO_OVERRIDES,
+            refused: None,
         }
+    }
+
+    /// This policy, answering no to the findings in `refused` (an interactive repair's).
+    pub fn with_refusals(self, refused: &'static Refusals) -> Policy {
+        Policy {
+            refused: Some(refused),
+            ..self
+        }
+    }
+
+    /// The refusals this policy honours, if any.
+    pub fn refusals(self) -> Option<&'static Refusals> {
+        self.refused
+    }
+
+    /// The answer to one finding: the policy's answer to its problem, unless a person
+    /// refused this very finding.
+    pub fn answer_to(self, p: Problem, ctx: &ProblemCtx) -> bool {
+        self.answer(p) && !self.refused.is_some_and(|r| r.contains(p, ctx))
     }
 
     /// This policy, answering with `overrides`.
@@ -374,7 +420,7 @@ pub struct Findings(pub Vec<Finding>);
 impl Findings {
     /// Record a finding and return the policy's answer, which the caller acts on.
     pub fn report(&mut self, policy: Policy, problem: Problem, ctx: ProblemCtx) -> bool {
-        let fixed = policy.answer(problem);
+        let fixed = policy.answer_to(problem, &ctx);
         self.0.push(Finding {
             problem,
             ctx,

@@ -605,6 +605,11 @@ impl Terminal {
             eprintln!("{}", preen_halt_text(&self.preen_name(o)));
             code = exit::UNCORRECTED;
         }
+        // Errors left: the changes made do not count (4, not 5), as in e2fsck, though the
+        // file system was modified and says so above.
+        if code & (exit::UNCORRECTED | exit::CANCELED) != 0 {
+            code &= !exit::NONDESTRUCT;
+        }
         let _ = self.out.flush();
         code
     }

@@ -5,9 +5,12 @@
 
 use crate::engine::AllocFacts;
 use crate::pass0::Pass0Facts;
+use crate::problem::Problem as P;
 use crate::relocate::Table;
+use crate::report::{Finding, Policy};
 use ffsck_format::group::{RawGroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ffsck_io::Device;
+use std::collections::HashSet;
 use zerocopy::IntoBytes;
 
 fn set(bits: &mut [u8], i: usize) {
@@ -60,8 +63,63 @@ fn current_super(p0: &Pass0Facts, dev: &dyn Device) -> ffsck_format::RawSuperblo
         .unwrap_or_else(|| p0.fs.sb.clone())
 }
 
+/// What a rebuild leaves as the device has it: the summaries whose fix was refused (by a
+/// person, or by e2fsck.conf's `force_no`), as e2fsck writes only what was answered yes.
+/// The counts of a bitmap left as it is are counted on that bitmap, as the check that asked
+/// about them counted them.
+#[derive(Default)]
+pub(super) struct Keep {
+    block_bitmaps: bool,
+    inode_bitmaps: bool,
+    group_free_blocks: HashSet<u32>,
+    group_free_inodes: HashSet<u32>,
+    group_dirs: HashSet<u32>,
+    free_blocks: bool,
+    free_inodes: bool,
+}
+
+impl Keep {
+    /// The summaries `findings` show refused (not merely held back for a later round).
+    pub(super) fn refused(findings: &[Finding], policy: Policy) -> Keep {
+        let mut keep = Keep::default();
+        let refused = findings.iter().filter(|f| {
+            !f.fixed && policy.answer(f.problem) && !policy.answer_to(f.problem, &f.ctx)
+        });
+        for f in refused {
+            let g = f.ctx.group;
+            match f.problem {
+                P::P5_BLOCK_BITMAP_END => keep.block_bitmaps = true,
+                P::P5_INODE_BITMAP_END => keep.inode_bitmaps = true,
+                P::P5_FREE_BLOCK_COUNT_GROUP => _ = keep.group_free_blocks.insert(g),
+                P::P5_FREE_INODE_COUNT_GROUP => _ = keep.group_free_inodes.insert(g),
+                P::P5_FREE_DIR_COUNT_GROUP => _ = keep.group_dirs.insert(g),
+                P::P5_FREE_BLOCK_COUNT => keep.free_blocks = true,
+                P::P5_FREE_INODE_COUNT => keep.free_inodes = true,
+                _ => {}
+            }
+        }
+        keep
+    }
+}
+
+/// The bitmap block at `blk` as the device has it.
+fn read_bitmap(dev: &dyn Device, blk: u64, bs: usize, blocks: u64) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; bs];
+    (blk > 0 && blk < blocks && dev.read_at(&mut buf, blk * bs as u64).is_ok()).then_some(buf)
+}
+
+/// Clear bits among the first `n` of `bits`.
+fn zeros(bits: &[u8], n: usize) -> u32 {
+    (0..n).filter(|&i| bits[i / 8] >> (i % 8) & 1 == 0).count() as u32
+}
+
 /// Write every group's bitmaps and descriptor, and the superblock counts, as `facts` say.
 pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
+    rebuild_keeping(p0, dev, facts, &Keep::default());
+}
+
+/// [`rebuild`], leaving what `keep` names as the device has it.
+pub(super) fn rebuild_keeping(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts, keep: &Keep) {
     let fs = &p0.fs;
     let geo = &fs.geo;
     let bs = fs.block_size();
@@ -122,8 +180,38 @@ pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
         for i in ipg..bs * 8 {
             set(&mut ibits, i);
         }
+        // A refused bitmap stays as the device has it, and its group's counts are counted
+        // on it (an uninitialised one keeps its descriptor's).
+        let orig = &fs.groups[g as usize];
+        let kept_bb = keep.block_bitmaps && new_bb.is_none();
+        if kept_bb {
+            match read_bitmap(dev, gd.block_bitmap(), bs, geo.blocks_count) {
+                Some(disk) if orig.flags() & BG_BLOCK_UNINIT == 0 => {
+                    free_b = zeros(&disk, clusters);
+                    bbits = disk;
+                }
+                _ => free_b = orig.free_blocks_count() as u32,
+            }
+        }
+        let kept_ib = keep.inode_bitmaps && new_ib.is_none();
+        if kept_ib {
+            match read_bitmap(dev, gd.inode_bitmap(), bs, geo.blocks_count) {
+                Some(disk) if orig.flags() & BG_INODE_UNINIT == 0 => {
+                    used_i = ipg as u32 - zeros(&disk, ipg);
+                    last_used = (0..ipg)
+                        .rev()
+                        .find(|&i| disk[i / 8] >> (i % 8) & 1 != 0)
+                        .map_or(0, |i| i + 1);
+                    ibits = disk;
+                }
+                _ => used_i = (ipg as u32).saturating_sub(orig.free_inodes_count()),
+            }
+        }
         free_clusters += u64::from(free_b);
         free_inodes += (ipg as u64).saturating_sub(u64::from(used_i));
+        if keep.group_free_blocks.contains(&g) {
+            free_b = orig.free_blocks_count() as u32;
+        }
 
         let mut flags = gd.flags();
         if !group_csum {
@@ -158,8 +246,12 @@ pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
         }
         gd.bg_flags.set(flags);
         gd.set_free_blocks_count(free_b);
-        gd.set_free_inodes_count((ipg as u32).saturating_sub(used_i));
-        gd.set_used_dirs_count(facts.dirs_per_group.get(g as usize).copied().unwrap_or(0));
+        if !keep.group_free_inodes.contains(&g) {
+            gd.set_free_inodes_count((ipg as u32).saturating_sub(used_i));
+        }
+        if !keep.group_dirs.contains(&g) {
+            gd.set_used_dirs_count(facts.dirs_per_group.get(g as usize).copied().unwrap_or(0));
+        }
         if fs.has_metadata_csum() {
             let seed = fs.csum_seed;
             let bc = ffsck_format::verify::bitmap_checksum(&bbits, geo.clusters_per_group, seed);
@@ -175,18 +267,22 @@ pub fn rebuild(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFacts) {
             }
         };
         let st = &p0.groups[g as usize];
-        if (st.block_bitmap_ok || new_bb.is_some()) && flags & BG_BLOCK_UNINIT == 0 {
+        if (st.block_bitmap_ok || new_bb.is_some()) && flags & BG_BLOCK_UNINIT == 0 && !kept_bb {
             write_block(gd.block_bitmap(), &bbits);
         }
-        if (st.inode_bitmap_ok || new_ib.is_some()) && flags & BG_INODE_UNINIT == 0 {
+        if (st.inode_bitmap_ok || new_ib.is_some()) && flags & BG_INODE_UNINIT == 0 && !kept_ib {
             write_block(gd.inode_bitmap(), &ibits);
         }
     }
     for (g, gd) in descs.iter().enumerate() {
         write_desc(p0, dev, g as u32, gd);
     }
-    sb.set_free_blocks_count(free_clusters * ratio);
-    sb.s_free_inodes_count.set(free_inodes as u32);
+    if !keep.free_blocks {
+        sb.set_free_blocks_count(free_clusters * ratio);
+    }
+    if !keep.free_inodes {
+        sb.s_free_inodes_count.set(free_inodes as u32);
+    }
     sb.update_checksum();
     let _ = dev.write_at(sb.as_bytes(), 1024);
 }

@@ -1,10 +1,17 @@
 //! An interactive repair's questions: what a check reported, held back until the repair has
 //! decided which fixes it makes (`Held`), and the answers given, so that each question is put
 //! once however many rounds find the problem again (`Answers`).
+//!
+//! Every "yes" shown is a fix made in that round. A question is put only when what its check
+//! computed still holds after the answers before it: when an earlier answer of the round
+//! changes the file system (a fix made, or a fix refused that the check assumed made), the
+//! questions it could change wait for the next round, whose check is run on the new state and
+//! honours the refusals (`Policy::with_refusals`). A question that waits takes every question
+//! of a later pass with it, so the questions keep e2fsck's pass order under their headers.
 
-use crate::problem::Problem as P;
+use crate::problem::{after, Fixer, Latch, Problem as P, Prompt};
 use crate::report::{Finding, Policy, ProblemCtx, Reporter};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// What a check reported, in order, held back until the repair has decided which fixes it
 /// will really make.
@@ -77,6 +84,29 @@ pub(super) struct Answers {
     policy: Policy,
     /// The last pass whose header was shown.
     headers: u8,
+    /// This round's state: what waits for the next round, and why.
+    now: RoundState,
+}
+
+/// What the answers of one round so far mean for the questions after them.
+#[derive(Default)]
+struct RoundState {
+    /// The last round a repair may run: nothing waits.
+    last: bool,
+    /// The fix made alone this round (`order::alone`): never waits.
+    gate: Option<Fixer>,
+    /// A question of this pass waits for the next round: so does every later pass.
+    after_pass: Option<u8>,
+    /// A fix is made this round, or one the check assumed was refused: the summaries (bitmaps
+    /// and counts) it computed may not hold.
+    changed: bool,
+    /// Inodes with a fix refused this round: their other fixes were computed as if it were
+    /// made.
+    refused: HashSet<u32>,
+    /// Questions and findings left for the next round.
+    waiting: usize,
+    /// A fix was refused this round.
+    refused_any: bool,
 }
 
 impl Answers {
@@ -85,6 +115,69 @@ impl Answers {
             given: HashMap::new(),
             policy,
             headers: 0,
+            now: RoundState::default(),
+        }
+    }
+
+    /// A round begins: `gate` is the fix it makes alone, and `last` says no round follows.
+    pub(super) fn begin_round(&mut self, gate: Option<Fixer>, last: bool) {
+        self.now = RoundState {
+            gate,
+            last,
+            ..RoundState::default()
+        };
+    }
+
+    /// Whether questions of `pass` wait for the next round.
+    pub(super) fn holds_pass(&self, pass: u8) -> bool {
+        self.now.after_pass.is_some_and(|p| pass > p)
+    }
+
+    /// Whether the next round has questions to put: something waited for it, or a fix was
+    /// refused this round (the next check, answering it no, may find what its answer leaves:
+    /// the counts of a bitmap left as it is).
+    pub(super) fn waiting(&self) -> bool {
+        self.now.waiting > 0 || self.now.refused_any
+    }
+
+    /// Whether `f` must wait for the next round: its check assumed answers this round did
+    /// not give, or an earlier pass still has a question to come.
+    fn waits(&self, f: &Finding) -> bool {
+        let now = &self.now;
+        let p = f.problem;
+        if now.last || (p.after(after::ALONE) && now.gate.is_some_and(|g| p.fixed_by(g))) {
+            return false;
+        }
+        let fix = f.fixed || (self.get(f).is_none() && self.policy.answer(p));
+        self.holds_pass(p.pass())
+            || (fix && p.after(after::SUMMARY) && now.changed)
+            || (fix && f.ctx.ino != 0 && now.refused.contains(&f.ctx.ino))
+    }
+
+    /// Note what showing `f` with `answer` (None: held back for a later round) changes for
+    /// the questions after it.
+    fn follow(&mut self, f: &Finding, asked: bool, answer: Option<bool>) {
+        let now = &mut self.now;
+        match answer {
+            None => {
+                now.after_pass = Some(
+                    now.after_pass
+                        .map_or(f.problem.pass(), |p| p.min(f.problem.pass())),
+                );
+                now.changed = true;
+            }
+            Some(true) if !f.problem.after(after::SUMMARY) => now.changed = true,
+            Some(false) if asked => {
+                now.changed = true;
+                now.refused_any = true;
+                if f.ctx.ino != 0 {
+                    now.refused.insert(f.ctx.ino);
+                }
+                if let Some(r) = self.policy.refusals() {
+                    r.insert(f);
+                }
+            }
+            Some(_) => {}
         }
     }
 
@@ -116,9 +209,12 @@ impl Answers {
         shown: &mut Vec<Finding>,
     ) -> Option<bool> {
         if let Some(a) = self.get(f) {
-            return Some(a && f.fixed);
+            let a = a && f.fixed;
+            self.follow(f, false, Some(a));
+            return Some(a);
         }
         if !f.fixed && self.policy.answer(f.problem) {
+            self.follow(f, false, None);
             return None;
         }
         let a = if f.fixed {
@@ -132,7 +228,23 @@ impl Answers {
             fixed: a,
             ..f.clone()
         });
+        self.follow(f, f.fixed, Some(a));
         Some(a)
+    }
+
+    /// Put `f` unless it waits for the next round (then it is neither shown nor fixed now).
+    /// Returns the answer, or None when it is not made this round.
+    pub(super) fn put_or_wait(
+        &mut self,
+        f: &Finding,
+        rep: &mut dyn Reporter,
+        shown: &mut Vec<Finding>,
+    ) -> Option<bool> {
+        if self.waits(f) {
+            self.now.waiting += 1;
+            return None;
+        }
+        self.put(f, rep, shown)
     }
 
     /// Show this round's findings in the check's order, asking about each new fix and
@@ -147,23 +259,64 @@ impl Answers {
         rep: &mut dyn Reporter,
         shown: &mut Vec<Finding>,
     ) {
-        let mut next = found.iter_mut();
+        let mut next = 0;
+        let mut open = HashMap::new();
         for ev in &held.events {
             match ev {
                 Event::Pass(p) if before_pass4 && *p >= 4 => return,
-                Event::Pass(p) if *p > self.headers => {
+                Event::Pass(p) if *p > self.headers && !self.holds_pass(*p) => {
                     rep.pass_start(*p);
                     self.headers = *p;
                 }
                 Event::Pass(_) => {}
                 Event::Found => {
-                    let Some(f) = next.next() else { return };
+                    let Some(f) = found.get_mut(next) else { return };
                     if before_pass4 && f.problem.pass() >= 4 {
                         return;
                     }
-                    if let Some(a) = self.put(f, rep, shown) {
-                        f.fixed = a;
-                    }
+                    f.fixed = self.put_or_wait(f, rep, shown).unwrap_or(false);
+                    self.follow_latch(found, next, &mut open);
+                    next += 1;
+                }
+            }
+        }
+    }
+
+    /// A latch group's members take its question's answer, as in e2fsck: a question put
+    /// before them (an inode's illegal blocks) answers each as it comes; a group that ends
+    /// with its question (bitmap differences) is answered when it ends. `open` holds, per
+    /// group raised, where its first finding is and the answer its members take.
+    fn follow_latch(
+        &mut self,
+        found: &mut [Finding],
+        at: usize,
+        open: &mut HashMap<Latch, (usize, Option<bool>)>,
+    ) {
+        let p = found[at].problem;
+        let settle = |answers: &mut Self, f: &mut Finding, a: bool| {
+            f.fixed &= a;
+            if let Some(given) = answers.given.get_mut(&(f.problem, f.ctx.clone())) {
+                *given &= a;
+            }
+        };
+        if let Some(&l) = Latch::ALL
+            .iter()
+            .find(|l| l.question() == p && l.collates())
+        {
+            let asks = p.info().prompt != Prompt::None;
+            open.insert(l, (at, asks.then_some(found[at].fixed)));
+        } else if let Some(l) = p.latch() {
+            if let Some(&(_, Some(a))) = open.get(&l) {
+                settle(self, &mut found[at], a);
+            }
+        } else if let Some(&l) = Latch::ALL.iter().find(|l| l.end() == Some(p)) {
+            if let Some((first, None)) = open.remove(&l) {
+                let a = found[at].fixed;
+                for f in found[first..at]
+                    .iter_mut()
+                    .filter(|f| f.problem.latch() == Some(l) || f.problem == l.question())
+                {
+                    settle(self, f, a);
                 }
             }
         }

@@ -52,6 +52,8 @@ use std::sync::Arc;
 
 /// Rounds of check-and-fix before giving up on reaching a clean state.
 const MAX_ROUNDS: usize = 8;
+/// The same for an interactive repair.
+const MAX_ROUNDS_ASKED: usize = 16;
 
 /// The blocks of every directory, by owner, in logical order.
 #[derive(Default)]
@@ -130,6 +132,13 @@ struct Repair<'r> {
 /// written to `dev`.
 pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter) -> RepairOutcome {
     let asks = rep.asks();
+    let mut opts = opts.clone();
+    if asks {
+        // A person's refusals are answered no by the rounds' checks too (one small set per
+        // repair, which lives as long as the policies that borrow it).
+        let refused: &'static crate::report::Refusals = Box::leak(Box::default());
+        opts.policy = opts.policy.with_refusals(refused);
+    }
     let mut r = Repair {
         ov: Arc::new(Overlay::new(dev)),
         opts: opts.clone(),
@@ -147,11 +156,21 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         fresh: true,
     };
     r.prepare();
-    while r.rounds < MAX_ROUNDS && r.round() {}
+    while r.rounds < r.max_rounds() && r.round() {}
     r.finish()
 }
 
 impl Repair<'_> {
+    /// Rounds of check-and-fix before giving up: more for a person, whose answers may each
+    /// send the questions after them to another round.
+    fn max_rounds(&self) -> usize {
+        if self.asks {
+            MAX_ROUNDS_ASKED
+        } else {
+            MAX_ROUNDS
+        }
+    }
+
     /// Report a finding made outside the rounds.
     fn tell(&mut self, f: Finding) {
         self.rep.finding(&f);
@@ -226,6 +245,8 @@ impl Repair<'_> {
         let restart = alone.is_some_and(|g| fixers::when(g) == When::Alone);
         // Interactive: passes 0-3 are asked now, before anything below acts on the answers.
         if self.asks {
+            let last = self.rounds + 1 >= self.max_rounds();
+            self.answers.begin_round(alone, last);
             self.answers
                 .round(&held, &mut out.findings, true, self.rep, &mut self.findings);
             // The fix that held everything else back was answered no: check again without it.
@@ -234,13 +255,14 @@ impl Repair<'_> {
                     .findings
                     .iter()
                     .any(|f| f.fixed && f.problem.after(after::ALONE));
-            if refused && self.rounds + 1 < MAX_ROUNDS {
+            if refused && self.rounds + 1 < self.max_rounds() {
                 self.count(&out);
                 self.last = Some(out);
                 return true;
             }
         }
-        let first_writes = match (&p0, restart) {
+        // (Interactive: not while pass 3's questions wait for the next round.)
+        let first_writes = match (&p0, restart || (self.asks && self.answers.holds_pass(3))) {
             (Some(p0), false) => self.first_fixes(p0, &mut dirs, &mut out, &mut held),
             _ => Recording::default(),
         };
@@ -268,13 +290,16 @@ impl Repair<'_> {
             .flatten();
         let mut upto = halt_at.unwrap_or(out.findings.len());
         let mut no_fixes = !out.findings[..upto].iter().any(|f| f.fixed);
+        // Interactive: questions that waited for this round's answers are put in the next.
+        let waiting = self.asks && self.answers.waiting();
         // Pass 3A: once nothing else is left to fix, the directories e2fsck rebuilds unasked
         // (every one under -D) are offered, and the check runs once more.
         if no_fixes
+            && !waiting
             && !self.optimized
             && out.fatal.is_none()
             && halt_at.is_none()
-            && self.rounds < MAX_ROUNDS
+            && self.rounds < self.max_rounds()
         {
             self.optimized = true;
             if let Some(p0) = &p0 {
@@ -286,8 +311,10 @@ impl Repair<'_> {
                 }
             }
         }
-        let final_round =
-            no_fixes || out.fatal.is_some() || halt_at.is_some() || self.rounds == MAX_ROUNDS;
+        let final_round = (no_fixes && !waiting)
+            || out.fatal.is_some()
+            || halt_at.is_some()
+            || self.rounds == self.max_rounds();
         let restart_at = (!self.asks)
             .then(|| order::restart_point(&out.findings[..upto], restart && !final_round))
             .flatten();
@@ -295,7 +322,7 @@ impl Repair<'_> {
         if no_fixes || out.fatal.is_some() {
             self.preen_halt = halt_at.is_some();
             self.last = Some(out);
-            return false;
+            return !final_round;
         }
         if let Some(p0) = &p0 {
             let fixes: Vec<&Finding> = out.findings[..upto].iter().filter(|f| f.fixed).collect();
@@ -315,6 +342,7 @@ impl Repair<'_> {
                     .overrides()
                     .dir_slack
                     .unwrap_or(rehash::DEFAULT_SLACK),
+                policy: self.opts.policy,
             };
             fixers::apply(&mut round, alone);
         }
@@ -593,10 +621,34 @@ impl Repair<'_> {
     /// open from its primary superblock and descriptors (a check that has to fall back to a
     /// backup is not an error by itself, so it is said here).
     fn refusal(&self, verified: &Outcome) -> Vec<P> {
+        // What a person refused stays by their choice (the check honours the refusals).
+        let policy = self.opts.policy;
+        let refused =
+            |f: &Finding| policy.answer(f.problem) && !policy.answer_to(f.problem, &f.ctx);
+        // (A latch group refused at its question or its end is refused whole.)
+        let groups: std::collections::HashSet<crate::problem::Latch> = verified
+            .findings
+            .iter()
+            .filter(|f| refused(f))
+            .filter_map(|f| {
+                crate::problem::Latch::ALL
+                    .iter()
+                    .copied()
+                    .find(|l| l.question() == f.problem || l.end() == Some(f.problem))
+            })
+            .collect();
+        let chosen = |f: &Finding| {
+            refused(f)
+                || groups.iter().any(|l| {
+                    f.problem.latch() == Some(*l)
+                        || l.question() == f.problem
+                        || l.end() == Some(f.problem)
+                })
+        };
         let left: Vec<&Finding> = verified
             .findings
             .iter()
-            .filter(|f| self.opts.policy.leaves_error(f))
+            .filter(|f| policy.leaves_error(f) && !(self.asks && chosen(f)))
             .collect();
         let primary_broken: Vec<P> = verified
             .findings

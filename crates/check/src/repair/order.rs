@@ -106,19 +106,23 @@ fn alone_fix(findings: &[Finding], g: Fixer) -> bool {
 /// reconnection waits when `/lost+found` has no place for it (`linked`).
 ///
 /// `refused` says whether a finding left unfixed was answered no (rather than held back for a
-/// later round). In an interactive run (`strict`), the fixes a later pass proposed for a
-/// refused finding's inode wait too, since that pass assumed the refused fix was made.
+/// later round). An interactive run (`asked`) has already held back, as it asked, every fix
+/// an earlier answer could change (`interactive::Answers`): a fix it showed as answered yes is
+/// made, so only the reconnections are decided here.
 pub(super) fn decide(
     findings: &mut [Finding],
     linked: &HashSet<u32>,
     refused: &dyn Fn(&Finding) -> bool,
-    strict: bool,
+    asked: bool,
     policy: Policy,
 ) {
     for f in findings.iter_mut().filter(|f| f.fixed) {
         if f.problem.fixed_by(Fixer::Connect) && !linked.contains(&f.ctx.ino) {
             f.fixed = false;
         }
+    }
+    if asked {
+        return;
     }
     let unfixed: Vec<&Finding> = findings.iter().filter(|f| policy.leaves_error(f)).collect();
     // Inodes with a problem answered no (not one merely held back for a later round), with
@@ -135,13 +139,9 @@ pub(super) fn decide(
             .any(|f| f.fixed && f.problem.fixed_by(Fixer::Clear));
     for f in findings.iter_mut().filter(|f| f.fixed) {
         let inode_fix = f.problem.after(after::INODE);
-        // (Interactive: a later pass proposed its fix on the view the refused one would give.)
-        let waits = match blocked.get(&f.ctx.ino) {
-            Some(&pass) => {
-                (inode_fix && pass <= f.problem.pass()) || (strict && pass < f.problem.pass())
-            }
-            None => false,
-        };
+        let waits = blocked
+            .get(&f.ctx.ino)
+            .is_some_and(|&pass| inode_fix && pass <= f.problem.pass());
         if waits || (f.problem.after(after::SUMMARY) && !summary_ok) {
             f.fixed = false;
         }
