@@ -3,6 +3,7 @@
 //! fixes descriptors that failed their checksum), and the superblock's free counts. Groups whose metadata is already right are left byte-identical,
 //! so only real changes reach the redo log.
 
+use crate::bitmap::Bitmap;
 use crate::engine::AllocFacts;
 use crate::pass0::Pass0Facts;
 use crate::problem::Problem as P;
@@ -64,11 +65,15 @@ fn current_super(p0: &Pass0Facts, dev: &dyn Device) -> ffsck_format::RawSuperblo
 }
 
 /// What a rebuild leaves as the device has it: the summaries whose fix was refused (by a
-/// person, or by e2fsck.conf's `force_no`), as e2fsck writes only what was answered yes.
-/// The counts of a bitmap left as it is are counted on that bitmap, as the check that asked
-/// about them counted them.
+/// person, or by e2fsck.conf's `force_no`), or, in an interactive round, not answered yes,
+/// as e2fsck writes only what was answered yes. The counts of a bitmap left as it is are
+/// counted on that bitmap, as the check that asked about them counted them. What the round's
+/// other fixes took or freed (`before` against the facts) is applied on top, so a block a fix
+/// allocates is marked in a kept bitmap and counted in a kept count.
 #[derive(Default)]
 pub(super) struct Keep {
+    /// Blocks and inodes in use as the round's check found them, before its fixes.
+    before: Option<(crate::bitmap::Bitmap, crate::bitmap::Bitmap)>,
     block_bitmaps: bool,
     inode_bitmaps: bool,
     group_free_blocks: HashSet<u32>,
@@ -79,11 +84,18 @@ pub(super) struct Keep {
 }
 
 impl Keep {
-    /// The summaries `findings` show refused (not merely held back for a later round).
-    pub(super) fn refused(findings: &[Finding], policy: Policy) -> Keep {
+    /// The summaries `findings` leave as they are: those refused (not merely held back for a
+    /// later round), or with `asked`, every one not answered yes. `facts` are the round's, as
+    /// its check found them.
+    pub(super) fn of(
+        findings: &[Finding],
+        policy: Policy,
+        asked: bool,
+        facts: Option<&AllocFacts>,
+    ) -> Keep {
         let mut keep = Keep::default();
         let refused = findings.iter().filter(|f| {
-            !f.fixed && policy.answer(f.problem) && !policy.answer_to(f.problem, &f.ctx)
+            !f.fixed && policy.answer(f.problem) && (asked || !policy.answer_to(f.problem, &f.ctx))
         });
         for f in refused {
             let g = f.ctx.group;
@@ -97,6 +109,15 @@ impl Keep {
                 P::P5_FREE_INODE_COUNT => keep.free_inodes = true,
                 _ => {}
             }
+        }
+        let any = keep.block_bitmaps
+            || keep.inode_bitmaps
+            || keep.free_blocks
+            || keep.free_inodes
+            || !keep.group_free_blocks.is_empty()
+            || !keep.group_free_inodes.is_empty();
+        if any {
+            keep.before = facts.map(|f| (f.block_used.clone(), f.inode_used.clone()));
         }
         keep
     }
@@ -129,6 +150,8 @@ pub(super) fn rebuild_keeping(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFa
     let mut sb = current_super(p0, dev);
     let (mut free_clusters, mut free_inodes) = (0u64, 0u64);
     let mut descs = fs.groups.clone();
+    // What the round's fixes freed (positive) or took, in clusters and inodes.
+    let mut sb_delta = (0i64, 0i64);
     let moved = |g: u32, which: Table| {
         facts
             .relocated
@@ -180,23 +203,65 @@ pub(super) fn rebuild_keeping(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFa
         for i in ipg..bs * 8 {
             set(&mut ibits, i);
         }
-        // A refused bitmap stays as the device has it, and its group's counts are counted
-        // on it (an uninitialised one keeps its descriptor's).
+        // A kept bitmap stays as the device has it but for what this round's fixes changed,
+        // and its group's counts are counted on it (an uninitialised one keeps its
+        // descriptor's, moved by those changes too).
         let orig = &fs.groups[g as usize];
+        let (before_b, before_i) = (
+            keep.before.as_ref().map(|b| &b.0),
+            keep.before.as_ref().map(|b| &b.1),
+        );
+        let changed = |now: &Bitmap, before: Option<&Bitmap>, i: u64| {
+            before.is_some_and(|b| b.get(i) != now.get(i))
+        };
+        // Clusters and inodes this round's fixes freed (positive) or took (negative).
+        let mut delta_b = 0i64;
+        let mut delta_i = 0i64;
+        if let (Some(bb), Some(bi)) = (before_b, before_i) {
+            for c in 0..clusters {
+                let b0 = first + c as u64 * ratio;
+                let span = b0..(b0 + ratio).min(last + 1);
+                let was = span.clone().any(|b| bb.get(b));
+                let now = span.clone().any(|b| facts.block_used.get(b));
+                delta_b += i64::from(was) - i64::from(now);
+            }
+            for i in 0..ipg as u64 {
+                let (was, now) = (bi.get(base + i), facts.inode_used.get(base + i));
+                delta_i += i64::from(was) - i64::from(now);
+            }
+        }
+        let moved_by = |count: u32, delta: i64| (i64::from(count) + delta).max(0) as u32;
         let kept_bb = keep.block_bitmaps && new_bb.is_none();
         if kept_bb {
             match read_bitmap(dev, gd.block_bitmap(), bs, geo.blocks_count) {
-                Some(disk) if orig.flags() & BG_BLOCK_UNINIT == 0 => {
+                Some(mut disk) if orig.flags() & BG_BLOCK_UNINIT == 0 => {
+                    for c in 0..clusters {
+                        let b0 = first + c as u64 * ratio;
+                        let span = b0..(b0 + ratio).min(last + 1);
+                        if span
+                            .into_iter()
+                            .any(|b| changed(&facts.block_used, before_b, b))
+                        {
+                            let mask = 1u8 << (c % 8);
+                            disk[c / 8] = (disk[c / 8] & !mask) | (bbits[c / 8] & mask);
+                        }
+                    }
                     free_b = zeros(&disk, clusters);
                     bbits = disk;
                 }
-                _ => free_b = orig.free_blocks_count() as u32,
+                _ => free_b = moved_by(orig.free_blocks_count(), delta_b),
             }
         }
         let kept_ib = keep.inode_bitmaps && new_ib.is_none();
         if kept_ib {
             match read_bitmap(dev, gd.inode_bitmap(), bs, geo.blocks_count) {
-                Some(disk) if orig.flags() & BG_INODE_UNINIT == 0 => {
+                Some(mut disk) if orig.flags() & BG_INODE_UNINIT == 0 => {
+                    for i in 0..ipg {
+                        if changed(&facts.inode_used, before_i, base + i as u64) {
+                            let mask = 1u8 << (i % 8);
+                            disk[i / 8] = (disk[i / 8] & !mask) | (ibits[i / 8] & mask);
+                        }
+                    }
                     used_i = ipg as u32 - zeros(&disk, ipg);
                     last_used = (0..ipg)
                         .rev()
@@ -204,14 +269,24 @@ pub(super) fn rebuild_keeping(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFa
                         .map_or(0, |i| i + 1);
                     ibits = disk;
                 }
-                _ => used_i = (ipg as u32).saturating_sub(orig.free_inodes_count()),
+                _ => {
+                    let free = moved_by(orig.free_inodes_count(), delta_i);
+                    used_i = (ipg as u32).saturating_sub(free);
+                }
             }
         }
         free_clusters += u64::from(free_b);
         free_inodes += (ipg as u64).saturating_sub(u64::from(used_i));
         if keep.group_free_blocks.contains(&g) {
-            free_b = orig.free_blocks_count() as u32;
+            free_b = moved_by(orig.free_blocks_count(), delta_b);
         }
+        let free_i = if keep.group_free_inodes.contains(&g) {
+            moved_by(orig.free_inodes_count(), delta_i)
+        } else {
+            (ipg as u32).saturating_sub(used_i)
+        };
+        sb_delta.0 += delta_b;
+        sb_delta.1 += delta_i;
 
         let mut flags = gd.flags();
         if !group_csum {
@@ -246,9 +321,7 @@ pub(super) fn rebuild_keeping(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFa
         }
         gd.bg_flags.set(flags);
         gd.set_free_blocks_count(free_b);
-        if !keep.group_free_inodes.contains(&g) {
-            gd.set_free_inodes_count((ipg as u32).saturating_sub(used_i));
-        }
+        gd.set_free_inodes_count(free_i);
         if !keep.group_dirs.contains(&g) {
             gd.set_used_dirs_count(facts.dirs_per_group.get(g as usize).copied().unwrap_or(0));
         }
@@ -277,10 +350,16 @@ pub(super) fn rebuild_keeping(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFa
     for (g, gd) in descs.iter().enumerate() {
         write_desc(p0, dev, g as u32, gd);
     }
-    if !keep.free_blocks {
+    if keep.free_blocks {
+        let free = (sb.free_blocks_count() as i64 + sb_delta.0 * ratio as i64).max(0);
+        sb.set_free_blocks_count(free as u64);
+    } else {
         sb.set_free_blocks_count(free_clusters * ratio);
     }
-    if !keep.free_inodes {
+    if keep.free_inodes {
+        let free = (i64::from(sb.s_free_inodes_count.get()) + sb_delta.1).max(0);
+        sb.s_free_inodes_count.set(free as u32);
+    } else {
         sb.s_free_inodes_count.set(free_inodes as u32);
     }
     sb.update_checksum();

@@ -45,8 +45,8 @@ pub(super) struct Round<'a> {
     pub blocks_changed: bool,
     /// The free share of an indexed directory's leaves a pass-3A rebuild keeps (percent).
     pub dir_slack: u8,
-    /// How the round's findings were answered (what was refused stays as it is).
-    pub policy: crate::report::Policy,
+    /// The summaries the allocation rebuild leaves as they are (refused, or not asked yet).
+    pub keep: &'a alloc::Keep,
 }
 
 impl<'a> Round<'a> {
@@ -174,12 +174,7 @@ pub(super) const FIXERS: &[Step] = &[
     step(Fixer::Alloc, When::InOrder, |r| {
         if r.blocks_changed || r.any(Fixer::Alloc) {
             if let Some(facts) = r.alloc.as_deref() {
-                alloc::rebuild_keeping(
-                    r.p0,
-                    r.dev,
-                    facts,
-                    &alloc::Keep::refused(r.findings, r.policy),
-                );
+                alloc::rebuild_keeping(r.p0, r.dev, facts, r.keep);
             }
         }
     }),

@@ -166,7 +166,19 @@ impl Answers {
                 );
                 now.changed = true;
             }
-            Some(true) if !f.problem.after(after::SUMMARY) => now.changed = true,
+            Some(true) if !f.problem.after(after::SUMMARY) => {
+                now.changed = true;
+                // What later passes found was found before this fix clears or remaps (its
+                // entries, its blocks): they are asked again on the next round's check, as
+                // e2fsck's later passes would see the fix made.
+                if f.problem.after(after::RESHAPES | after::REMAPS) {
+                    now.after_pass = Some(
+                        now.after_pass
+                            .map_or(f.problem.pass(), |p| p.min(f.problem.pass())),
+                    );
+                    now.waiting += 1;
+                }
+            }
             Some(false) if asked => {
                 now.changed = true;
                 now.refused_any = true;

@@ -325,6 +325,12 @@ impl Repair<'_> {
             return !final_round;
         }
         if let Some(p0) = &p0 {
+            let keep = alloc::Keep::of(
+                &out.findings[..upto],
+                self.opts.policy,
+                self.asks,
+                out.alloc.as_ref(),
+            );
             let fixes: Vec<&Finding> = out.findings[..upto].iter().filter(|f| f.fixed).collect();
             let mut round = Round {
                 p0,
@@ -342,7 +348,7 @@ impl Repair<'_> {
                     .overrides()
                     .dir_slack
                     .unwrap_or(rehash::DEFAULT_SLACK),
-                policy: self.opts.policy,
+                keep: &keep,
             };
             fixers::apply(&mut round, alone);
         }
