@@ -91,8 +91,12 @@ pub fn plan(
         else {
             continue;
         };
-        // An inode of no valid type is cleared by e2fsck, never linked.
-        if kind == FileType::Bad {
+        // An inode of no valid type is cleared by e2fsck, never linked, unless the clearing
+        // was refused (then it is linked with no type in its entry, as e2fsck links it).
+        let kept = findings
+            .iter()
+            .any(|f| f.ctx.ino == ino && f.problem == P::P2_BAD_MODE && !f.fixed);
+        if kind == FileType::Bad && !kept {
             continue;
         }
         let ft = if filetype { kind.dirent_type() } else { 0 };

@@ -107,6 +107,8 @@ struct RoundState {
     waiting: usize,
     /// A fix was refused this round.
     refused_any: bool,
+    /// Questions put (and findings shown) for the first time this round.
+    new: usize,
 }
 
 impl Answers {
@@ -138,6 +140,12 @@ impl Answers {
     /// the counts of a bitmap left as it is).
     pub(super) fn waiting(&self) -> bool {
         self.now.waiting > 0 || self.now.refused_any
+    }
+
+    /// Whether this round put a question or showed a finding for the first time: a round
+    /// that did not, and made no fix, would only be followed by the same round again.
+    pub(super) fn put_any(&self) -> bool {
+        self.now.new > 0
     }
 
     /// Whether `f` must wait for the next round: its check assumed answers this round did
@@ -236,6 +244,7 @@ impl Answers {
             false
         };
         self.given.insert((f.problem, f.ctx.clone()), a);
+        self.now.new += 1;
         shown.push(Finding {
             fixed: a,
             ..f.clone()
@@ -253,6 +262,9 @@ impl Answers {
         shown: &mut Vec<Finding>,
     ) -> Option<bool> {
         if self.waits(f) {
+            // (Nothing of a later pass is put before it.)
+            let pass = f.problem.pass();
+            self.now.after_pass = Some(self.now.after_pass.map_or(pass, |p| p.min(pass)));
             self.now.waiting += 1;
             return None;
         }

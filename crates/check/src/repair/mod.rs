@@ -291,7 +291,7 @@ impl Repair<'_> {
         let mut upto = halt_at.unwrap_or(out.findings.len());
         let mut no_fixes = !out.findings[..upto].iter().any(|f| f.fixed);
         // Interactive: questions that waited for this round's answers are put in the next.
-        let waiting = self.asks && self.answers.waiting();
+        let waiting = self.asks && self.answers.waiting() && (self.answers.put_any() || !no_fixes);
         // Pass 3A: once nothing else is left to fix, the directories e2fsck rebuilds unasked
         // (every one under -D) are offered, and the check runs once more.
         if no_fixes
