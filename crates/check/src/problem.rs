@@ -743,6 +743,7 @@ catalogue! {
 
     // ---- After pass 5: orphan file and quota ----
     P6_RECREATE_JOURNAL = 0x060001, Null, PREEN_OK | NO_OK, NewJournal, 0, "Recreate journal";
+    P6_FIX_NOT_MADE = -, None, INFO, -, 0, "The fix answered yes to \"{str}\" could not be made (it is found again after it was applied).\n";
     P6_UPDATE_QUOTAS = 0x060002, Null, PREEN_OK, Quota, SUMMARY | LAST, "Update quota info for quota type {num}";
     P6_ORPHAN_FILE_WITHOUT_JOURNAL = 0x060007, Clear, PREEN_OK, Orphans, 0, "Superblock has orphan file without journal.\n";
     P6_ORPHAN_FILE_CORRUPTED = 0x060009, Recreate, PREEN_OK, Orphans, 0, "Failed to initialize orphan file.\n";

@@ -252,8 +252,12 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
             );
         }
     }
-    if !ctx.p1.used(ino - 1) {
-        out.report(policy, P::P2_UNUSED_INODE, pctx());
+    let unused = !ctx.p1.used(ino - 1);
+    if unused {
+        if out.report(policy, P::P2_UNUSED_INODE, pctx()) {
+            // Cleared: the entry goes, and nothing else of it is checked (as e2fsck).
+            return false;
+        }
     } else if k == 0 && ino != rino::ROOT && out.report(policy, P::P2_UNUSED_INODE, pctx()) {
         // Pass 1 cleared the inode whole (it left it no kind): e2fsck has unmarked it, so
         // its entry names an unused inode, and goes.
@@ -265,7 +269,16 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
     // A bad inode is dealt with before its entry's type is checked: answered yes throughout,
     // it is either cleared (and the entry with it) or fixed and no longer bad.
     let stays_bad = k & kind::BAD != 0 && policy.mode != Mode::Yes;
-    let should = if ctx.p1.used(ino - 1) && (!stays_bad || t == ft::DIR || t == ft::REG) {
+    let should = if unused {
+        // An entry kept naming an unused inode: judged by the inode's mode as it is, as
+        // e2fsck judges one whose inode no map of its own names.
+        einode::read(fs, ino).map_or(ft::UNKNOWN, |raw| {
+            ffsck_format::inode::FileType::from_mode(
+                ffsck_format::inode::RawInode::parse(&raw).mode(),
+            )
+            .dirent_type()
+        })
+    } else if !stays_bad || t == ft::DIR || t == ft::REG {
         t
     } else {
         ft::UNKNOWN
@@ -274,7 +287,7 @@ pub(super) fn check_entry<F: Facts + ?Sized>(
         if file_type != 0 {
             out.report(policy, P::P2_CLEAR_FILETYPE, pctx());
         }
-    } else if file_type != should && (should != ft::UNKNOWN || ctx.p1.used(ino - 1)) {
+    } else if file_type != should {
         let p = if file_type == 0 {
             P::P2_SET_FILETYPE
         } else {

@@ -86,6 +86,11 @@ pub(super) struct Answers {
     headers: u8,
     /// This round's state: what waits for the next round, and why.
     now: RoundState,
+    /// Fixes answered yes that a round made.
+    made: HashSet<(P, ProblemCtx)>,
+    /// Fixes answered yes whose problem was found again, unchanged, after they were made:
+    /// not tried again, and told at the end.
+    failed: Vec<Finding>,
 }
 
 /// What the answers of one round so far mean for the questions after them.
@@ -118,6 +123,8 @@ impl Answers {
             policy,
             headers: 0,
             now: RoundState::default(),
+            made: HashSet::new(),
+            failed: Vec::new(),
         }
     }
 
@@ -159,7 +166,10 @@ impl Answers {
         let fix = f.fixed || (self.get(f).is_none() && self.policy.answer(p));
         self.holds_pass(p.pass())
             || (fix && p.after(after::SUMMARY) && now.changed)
-            || (fix && f.ctx.ino != 0 && now.refused.contains(&f.ctx.ino))
+            || (fix
+                && [f.ctx.ino, f.ctx.dir]
+                    .iter()
+                    .any(|i| *i != 0 && now.refused.contains(i)))
     }
 
     /// Note what showing `f` with `answer` (None: held back for a later round) changes for
@@ -190,15 +200,37 @@ impl Answers {
             Some(false) if asked => {
                 now.changed = true;
                 now.refused_any = true;
-                if f.ctx.ino != 0 {
-                    now.refused.insert(f.ctx.ino);
-                }
+                now.refused
+                    .extend([f.ctx.ino, f.ctx.dir].into_iter().filter(|&i| i != 0));
                 if let Some(r) = self.policy.refusals() {
                     r.insert(f);
                 }
             }
             Some(_) => {}
         }
+    }
+
+    /// The fixes a round made (after its decisions): a later round that finds one of them
+    /// again unchanged knows it did not take.
+    pub(super) fn note_made(&mut self, found: &[Finding]) {
+        for f in found.iter().filter(|f| f.fixed) {
+            self.made.insert((f.problem, f.ctx.clone()));
+        }
+    }
+
+    /// The fixes answered yes that did not take, as findings to tell (once).
+    pub(super) fn take_failed(&mut self) -> Vec<Finding> {
+        std::mem::take(&mut self.failed)
+            .into_iter()
+            .map(|f| Finding {
+                problem: P::P6_FIX_NOT_MADE,
+                ctx: ProblemCtx {
+                    str: Some(f.message().trim_end().to_string()),
+                    ..ProblemCtx::default()
+                },
+                fixed: false,
+            })
+            .collect()
     }
 
     /// A finding shown outside the rounds, with the answer the policy gave it.
@@ -229,7 +261,16 @@ impl Answers {
         shown: &mut Vec<Finding>,
     ) -> Option<bool> {
         if let Some(a) = self.get(f) {
-            let a = a && f.fixed;
+            let key = (f.problem, f.ctx.clone());
+            let again =
+                a && f.fixed && self.made.contains(&key) && !f.problem.after(after::SUMMARY);
+            if again {
+                // Made, yet found again as it was: the fix did not take (it may depend on a
+                // fix refused since). Not tried again; told when the repair ends.
+                self.given.insert(key, false);
+                self.failed.push(f.clone());
+            }
+            let a = a && f.fixed && !again;
             self.follow(f, false, Some(a));
             return Some(a);
         }

@@ -276,6 +276,9 @@ impl Repair<'_> {
             );
         }
         let plan = self.decide(p0.as_ref(), &dirs, &mut out);
+        if self.asks {
+            self.answers.note_made(&out.findings);
+        }
         out.exit_code =
             engine::exit_code(&out.findings, self.opts.policy) | (out.exit_code & exit::ERROR);
         self.count(&out);
@@ -686,6 +689,10 @@ impl Repair<'_> {
     /// out while still fixing, the problems the repair would add, the exit code and the
     /// superblock's marks.
     fn finish(mut self) -> RepairOutcome {
+        // A fix answered yes that did not take is said, not left to look made.
+        for f in self.answers.take_failed() {
+            self.tell(f);
+        }
         let (ov, opts) = (&self.ov, &self.opts);
         // A journal dropped on the way is made anew once the rest is clean, as e2fsck does.
         let remade = recreate_journal(
