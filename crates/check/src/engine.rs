@@ -29,6 +29,13 @@ pub struct CheckOptions {
     pub now: i64,
     /// `-l`, `-L`, `-c`: a repair first rewrites the bad-blocks inode from this list.
     pub bad_blocks: Option<crate::repair::bblist::BadBlockList>,
+    /// The file system on the device is mounted (the caller knows; the check does not look).
+    /// Its journal is the kernel's, which jbd2 writes around the device's page cache: a read
+    /// of the device may return log blocks older than those on disk, no log to replay or
+    /// judge. A read-only check then leaves a journal that needs recovery alone, as `e2fsck
+    /// -n` does (and says so), and checks the file system as the device shows it. A repair
+    /// (of a read-only mount) still recovers it first.
+    pub mounted: bool,
 }
 
 impl Default for CheckOptions {
@@ -44,6 +51,7 @@ impl Default for CheckOptions {
             tuning: Tuning::default(),
             now: 0,
             bad_blocks: None,
+            mounted: false,
         }
     }
 }
@@ -66,6 +74,7 @@ impl std::fmt::Debug for CheckOptions {
             .field("optimize_dirs", &self.optimize_dirs)
             .field("tuning", &self.tuning)
             .field("now", &self.now)
+            .field("mounted", &self.mounted)
             .finish()
     }
 }
@@ -502,6 +511,13 @@ fn recover_first(
     let Some(journal) = p0.journal.journal.as_ref().filter(|_| needs) else {
         return Ok(p0);
     };
+    if opts.mounted && opts.policy.mode == Mode::No {
+        // The kernel's live log, read through a cache it writes around: not replayed, not
+        // read at all.
+        let skipped = crate::problem::Problem::P0_JOURNAL_RECOVERY_SKIPPED;
+        f.report(opts.policy, skipped, crate::ProblemCtx::default());
+        return Ok(p0);
+    }
     let plan = crate::journal::recovery::plan(&p0.fs, journal);
     // A read-only check replays into its own overlay and drops it. A repair runs the check on
     // the repair's overlay (`repair::repair`), so the replay lands there and is committed with

@@ -461,6 +461,9 @@ catalogue! {
     // failure first (`pass0::jsb_write_fails_at_resize`); ffsck reports the error instead.
     P0_JOURNAL_ERRNO = -, Clear, PREEN_OK | NOT_A_FIX | SB_ERROR | YES_NOMSG, Check, 0, "The journal superblock records an error ({str}).\n";
     P0_JOURNAL_RECOVERING = -, None, INFO, -, 0, "Recovering journal: {str}.";
+    // e2fsck has no code for this: it prints the line itself whenever it checks read-only.
+    // ffsck replays in memory instead, except on a mounted file system (`CheckOptions::mounted`).
+    P0_JOURNAL_RECOVERY_SKIPPED = -, None, INFO, -, 0, "Warning: skipping journal recovery because doing a read-only filesystem check.";
     P0_JNL_TXN_CORRUPT = 0x00003A, None, 0, -, 0, "Journal transaction {num} was corrupt, replay was aborted.";
     P0_JOURNAL_CHECKSUM_ERROR = -, None, 0, -, 0, "Journal checksum error found: {str}.";
     P0_JOURNAL_CORRUPTED = -, None, 0, -, 0, "Journal corrupted: {str}.";

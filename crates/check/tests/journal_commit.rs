@@ -10,7 +10,9 @@
 //!   repair generation on the simulated disk (`sim`), each unsynced write lost, kept or torn
 //!   at a sector boundary, and the crashed image recovered by ffsck, by e2fsck (every cut) and
 //!   by the kernel (a sample of cuts, as root): each must give exactly the original or exactly
-//!   the repaired image.
+//!   the repaired image;
+//! * a read-only check told the file system is mounted (`CheckOptions::mounted`) leaves a
+//!   journal that needs recovery alone and says so; a repair still recovers it.
 //!
 //! "Exactly" compares every byte outside the journal (whose log keeps the stale transaction
 //! and whose superblock's sequence moves on) and, for ffsck's replay, the primary superblock
@@ -585,4 +587,62 @@ fn a_journal_needing_recovery_is_replayed_on_the_device_first() {
         classify(&dev.snapshot(), &original, &repaired, &journal, &[]),
         Some(Is::Repaired)
     );
+}
+
+#[test]
+fn a_read_only_check_of_a_mounted_file_system_leaves_its_journal_alone() {
+    if !have_tools() {
+        return;
+    }
+    use ffsck_check::problem::Problem;
+    let dir = tempfile::tempdir().unwrap();
+    let original = std::fs::read(image(dir.path(), "m", "-b 4096", "")).unwrap();
+    let (changes, _) = repair(&original);
+    // A journal that needs recovery, holding the repair of the link counts.
+    let crashed = committed_not_applied(&original, &prepare(&original, &changes));
+    let check = |repair: bool, mounted: bool| -> Vec<Problem> {
+        let dev: Arc<dyn Device> = Arc::new(MemDevice::new(crashed.clone()));
+        let opts = CheckOptions {
+            policy: if repair { Policy::Yes } else { Policy::No },
+            threads: 2,
+            mounted,
+            ..Default::default()
+        };
+        let out = if repair {
+            ffsck_check::repair(dev, &opts, &mut Collect::default()).findings
+        } else {
+            ffsck_check::check(dev, &opts, &mut Collect::default()).findings
+        };
+        out.iter().map(|f| f.problem).collect()
+    };
+    // Not mounted: replayed in memory, and the replay repaired the link counts.
+    let unmounted = check(false, false);
+    assert!(
+        unmounted.contains(&Problem::P0_JOURNAL_RECOVERING),
+        "{unmounted:?}"
+    );
+    assert!(!unmounted.contains(&Problem::P0_JOURNAL_RECOVERY_SKIPPED));
+    assert!(
+        !unmounted.contains(&Problem::P4_BAD_REF_COUNT),
+        "{unmounted:?}"
+    );
+    // Mounted: the journal is the kernel's; e2fsck's warning, and the file system as the
+    // device shows it (the link counts still wrong).
+    let mounted = check(false, true);
+    assert!(
+        mounted.contains(&Problem::P0_JOURNAL_RECOVERY_SKIPPED),
+        "{mounted:?}"
+    );
+    assert!(
+        !mounted.contains(&Problem::P0_JOURNAL_RECOVERING),
+        "{mounted:?}"
+    );
+    assert!(mounted.contains(&Problem::P4_BAD_REF_COUNT), "{mounted:?}");
+    // A repair (allowed on a read-only mount) still recovers the journal first.
+    let repaired = check(true, true);
+    assert!(
+        repaired.contains(&Problem::P0_JOURNAL_RECOVERING),
+        "{repaired:?}"
+    );
+    assert!(!repaired.contains(&Problem::P0_JOURNAL_RECOVERY_SKIPPED));
 }

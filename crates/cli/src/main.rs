@@ -471,6 +471,8 @@ fn check(
             .map(|j| j.clone() as Arc<dyn Device>),
         now,
         bad_blocks,
+        // Mounted, through any alias: its journal is the kernel's (not replayed under -n).
+        mounted: o.access.mounted(),
     };
     // The bar's ETA follows the run-time model (its sample costs a few reads); a bar turned
     // on later by SIGUSR1 does without.

@@ -15,6 +15,7 @@ mod journal_orphan_quota;
 mod json;
 mod max_memory;
 mod mmp;
+mod mounted_journal;
 mod perf_modes;
 mod problem_families;
 mod progress_lines;
