@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod answers;
 mod interactive;
 mod interrupt;
 mod package;
