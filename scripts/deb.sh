@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build a Debian package of ffsck: `make install DESTDIR=stage PREFIX=/usr` (the static release
-# binary, its man page and completions), the licences as /usr/share/doc/ffsck/copyright, a
-# hand-written DEBIAN/control, then `dpkg-deb --build`. No cargo-deb: it would take minutes to
-# build here, and the package is simple. The fsck.ext2/3/4 links are not in the package, so it
-# installs beside e2fsprogs without conflict; `make install-fsck-links PREFIX=/usr` adds them.
+# binary, stripped as Debian ships binaries, its man page and completions), the licences as
+# /usr/share/doc/ffsck/copyright, a hand-written DEBIAN/control, then `dpkg-deb --build`. No
+# cargo-deb: it would take minutes to build here, and the package is simple. The fsck.ext2/3/4
+# links are not in the package, so it installs beside e2fsprogs without conflict;
+# `make install-fsck-links PREFIX=/usr` adds them.
 #
 #   scripts/deb.sh [OUT_DIR]            (default target/debian; prints the .deb's path)
 #   FFSCK_BIN=path scripts/deb.sh ...   package a prebuilt binary instead of building one
@@ -21,10 +22,6 @@ make -s install DESTDIR="$stage" PREFIX=/usr GEN="$work/gen" ${FFSCK_BIN:+FFSCK_
 if ! file -L "$stage/usr/sbin/ffsck" | grep -q 'static'; then
   echo "deb.sh: $stage/usr/sbin/ffsck is dynamically linked; build it with scripts/build-env.sh" >&2
   exit 1
-fi
-# Debian ships binaries without debug info (the release profile keeps line tables).
-if command -v strip >/dev/null 2>&1; then
-  strip --strip-debug "$stage/usr/sbin/ffsck"
 fi
 doc="$stage/usr/share/doc/ffsck"
 install -d "$doc"

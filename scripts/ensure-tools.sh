@@ -3,7 +3,8 @@
 # (mke2fs, debugfs, e2fsck), installing e2fsprogs from Debian's packages when missing; and,
 # best effort, xfsprogs (mkfs.xfs, xfs_repair, xfs_db) for the XFS experiments, whose tests
 # skip without it; and, best effort, what the package test (crates/cli/tests/system/package.rs) drives:
-# man-db and groff (the man page), make, dpkg (the .deb), file, util-linux fsck.
+# man-db and groff (the man page), make and binutils (`make install` strips), dpkg (the .deb),
+# file, util-linux fsck.
 set -euo pipefail
 export PATH="$HOME/.cargo/bin:/usr/sbin:/sbin:$PATH"
 if ! command -v cargo >/dev/null 2>&1; then
@@ -26,11 +27,12 @@ if ! command -v mkfs.xfs >/dev/null 2>&1 || ! command -v xfs_repair >/dev/null 2
     echo "xfsprogs not installed: the XFS experiments and tests will be skipped" >&2
   fi
 fi
-# Best effort: what the package test (man, groff, make, dpkg-deb, file, util-linux fsck) and
-# the tests of mount detection through partitions and device-mapper devices (sfdisk from
-# Debian's fdisk package, dmsetup) need; those parts skip, saying so, without them.
+# Best effort: what the package test (man, groff, make, binutils' strip/objcopy/readelf,
+# dpkg-deb, file, util-linux fsck) and the tests of mount detection through partitions and
+# device-mapper devices (sfdisk from Debian's fdisk package, dmsetup) need; those parts skip,
+# saying so, without them.
 missing=()
-for t in man:man-db groff:groff-base make:make dpkg-deb:dpkg file:file fsck:util-linux sfdisk:fdisk dmsetup:dmsetup; do
+for t in man:man-db groff:groff-base make:make objcopy:binutils dpkg-deb:dpkg file:file fsck:util-linux sfdisk:fdisk dmsetup:dmsetup; do
   command -v "${t%%:*}" >/dev/null 2>&1 || missing+=("${t#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then

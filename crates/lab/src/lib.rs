@@ -4,6 +4,7 @@
 
 pub mod age;
 pub mod bench;
+pub mod cache;
 pub(crate) mod ceiling;
 pub(crate) mod change;
 pub mod child;

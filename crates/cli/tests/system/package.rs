@@ -1,7 +1,9 @@
 //! The installable package: the man page renders cleanly and names every long option,
 //! `make install` / `make install-fsck-links` / `make uninstall` put the files where they
 //! belong, the .deb of scripts/deb.sh holds them and runs, util-linux `fsck -t ext4` runs ffsck
-//! through the links, the release binary is static, and `-V` names the e2fsck release followed.
+//! through the links, the release binary is static, the installed binary (make install and the
+//! .deb) is stripped and at most 8 MiB with its debug info installable apart (make
+//! install-debug), and `-V` names the e2fsck release followed.
 //! Everything reuses the built binary (CARGO_BIN_EXE_ffsck); nothing is compiled here.
 
 use crate::common;
@@ -208,6 +210,140 @@ fn release_binary_is_static() {
     );
 }
 
+/// The largest installed binary allowed: it goes into initramfs images and rescue media.
+const MAX_INSTALLED_BYTES: u64 = 8 << 20;
+
+/// One section header of an ELF64 little-endian file: name, type, flags.
+struct Section {
+    name: String,
+    kind: u32,
+    flags: u64,
+    data: Vec<u8>,
+}
+
+const SHT_SYMTAB: u32 = 2;
+const SHF_ALLOC: u64 = 2;
+
+/// The sections of the ELF64 little-endian file at `path`, read from its section headers.
+fn sections(path: &Path) -> Vec<Section> {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        b.len() > 64 && b[..4] == *b"\x7fELF" && b[4] == 2 && b[5] == 1,
+        "{} is not a little-endian ELF64 file",
+        path.display()
+    );
+    let u16_at = |o: usize| u16::from_le_bytes(b[o..o + 2].try_into().unwrap()) as usize;
+    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    let (shoff, shentsize, shnum, shstrndx) = (
+        u64_at(0x28) as usize,
+        u16_at(0x3a),
+        u16_at(0x3c),
+        u16_at(0x3e),
+    );
+    let header = |i: usize| shoff + i * shentsize;
+    let data = |h: usize| {
+        let (kind, off, size) = (u32_at(h + 4), u64_at(h + 0x18) as usize, u64_at(h + 0x20));
+        // SHT_NOBITS (.bss) has a size but no bytes in the file.
+        if kind == 8 {
+            Vec::new()
+        } else {
+            b[off..off + size as usize].to_vec()
+        }
+    };
+    let names = data(header(shstrndx));
+    (0..shnum)
+        .map(|i| {
+            let h = header(i);
+            let at = u32_at(h) as usize;
+            let end = names[at..].iter().position(|&c| c == 0).unwrap() + at;
+            Section {
+                name: String::from_utf8_lossy(&names[at..end]).into_owned(),
+                kind: u32_at(h + 4),
+                flags: u64_at(h + 8),
+                data: data(h),
+            }
+        })
+        .collect()
+}
+
+/// The GNU build ID (hex) of the ELF file at `path`, from its `.note.gnu.build-id`.
+fn build_id(path: &Path) -> Option<String> {
+    let note = sections(path)
+        .into_iter()
+        .find(|s| s.name == ".note.gnu.build-id")?
+        .data;
+    // namesz, descsz, type, "GNU\0", then the descriptor: the ID.
+    let descsz = u32::from_le_bytes(note[4..8].try_into().unwrap()) as usize;
+    assert_eq!(
+        &note[12..16],
+        b"GNU\0",
+        "{}: odd build-id note",
+        path.display()
+    );
+    Some(
+        note[16..16 + descsz]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    )
+}
+
+/// Debug info: the DWARF sections (`.debug_*`, not loaded at run time; `.debug_gdb_scripts`
+/// is loaded and holds only a script's name) and the symbol table.
+fn debug_sections(path: &Path) -> Vec<String> {
+    sections(path)
+        .into_iter()
+        .filter(|s| {
+            s.kind == SHT_SYMTAB || s.name.starts_with(".debug") && s.flags & SHF_ALLOC == 0
+        })
+        .map(|s| s.name)
+        .collect()
+}
+
+/// What an installed ffsck must be: stripped, with a link to its separate debug info, small
+/// enough for an initramfs, and the built binary (same build ID).
+fn assert_shipped_binary(installed: &Path, what: &str) {
+    let size = std::fs::metadata(installed).unwrap().len();
+    assert!(
+        size <= MAX_INSTALLED_BYTES,
+        "{what}: {} is {size} bytes, over {MAX_INSTALLED_BYTES}",
+        installed.display()
+    );
+    let debug = debug_sections(installed);
+    assert!(debug.is_empty(), "{what}: not stripped, has {debug:?}");
+    assert!(
+        sections(installed)
+            .iter()
+            .any(|s| s.name == ".gnu_debuglink" && s.data.starts_with(b"ffsck.debug\0")),
+        "{what}: no .gnu_debuglink to ffsck.debug"
+    );
+    assert_eq!(
+        build_id(installed),
+        build_id(&ffsck_bin()),
+        "{what}: not the built binary"
+    );
+    let (code, v, err) = run(Command::new(installed).arg("-V"));
+    assert_eq!(code, 0, "{what}: -V: {err}");
+    assert!(v.contains("(follows e2fsck 1.47.0)"), "{what}: -V: {v}");
+}
+
+/// The parser the checks rely on sees what readelf sees: the built binary (the release
+/// profile keeps line tables) has debug sections and a symbol table.
+#[test]
+fn elf_sections_find_the_debug_info_of_the_built_binary() {
+    let names: Vec<String> = sections(&ffsck_bin()).into_iter().map(|s| s.name).collect();
+    for want in [".text", ".rodata", ".note.gnu.build-id"] {
+        assert!(names.iter().any(|n| n == want), "no {want} in {names:?}");
+    }
+    let debug = debug_sections(&ffsck_bin());
+    assert!(
+        debug.iter().any(|n| n == ".debug_line") && debug.iter().any(|n| n == ".symtab"),
+        "the release build lost its line tables or symbols (profiling needs them): {debug:?}"
+    );
+    assert_eq!(build_id(&ffsck_bin()).map(|id| id.len()), Some(40));
+}
+
 fn make(dest: &Path, gen: &Path, target: &str) -> (i32, String, String) {
     let Some(make) = need("make", "make") else {
         return (-1, String::new(), String::new());
@@ -225,7 +361,7 @@ fn make(dest: &Path, gen: &Path, target: &str) -> (i32, String, String) {
 #[test]
 fn make_install_links_and_uninstall() {
     let Some(t) = tools() else { return };
-    if need("make", "make").is_none() {
+    if need("make", "make").is_none() || need("objcopy", "binutils").is_none() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -248,10 +384,22 @@ fn make_install_links_and_uninstall() {
         !usr.join("sbin/fsck.ext4").exists(),
         "links installed without asking"
     );
-    let installed = std::fs::read(usr.join("sbin/ffsck")).unwrap();
+    assert_shipped_binary(&usr.join("sbin/ffsck"), "make install");
+
+    // The debug info goes apart, where gdb and perf look for it by build ID.
+    let (code, _, err) = make(&dest, &gen, "install-debug");
+    assert_eq!(code, 0, "make install-debug: {err}");
+    let id = build_id(&usr.join("sbin/ffsck")).unwrap();
+    let debug_file = usr.join(format!(
+        "lib/debug/.build-id/{}/{}.debug",
+        &id[..2],
+        &id[2..]
+    ));
+    let debug = debug_sections(&debug_file);
     assert!(
-        installed == std::fs::read(ffsck_bin()).unwrap(),
-        "installed ffsck differs"
+        debug.iter().any(|n| n == ".debug_line") && debug.iter().any(|n| n == ".symtab"),
+        "{}: {debug:?}",
+        debug_file.display()
     );
 
     let (code, _, err) = make(&dest, &gen, "install-fsck-links");
@@ -274,6 +422,7 @@ fn make_install_links_and_uninstall() {
         .iter()
         .copied()
         .chain(["sbin/fsck.ext2", "sbin/fsck.ext3", "sbin/fsck.ext4"])
+        .chain([debug_file.strip_prefix(&usr).unwrap().to_str().unwrap()])
     {
         assert!(
             usr.join(f).symlink_metadata().is_err(),
@@ -289,6 +438,7 @@ fn deb_builds_unpacks_and_runs_under_util_linux_fsck() {
         ("dpkg-deb", "dpkg"),
         ("dpkg", "dpkg"),
         ("make", "make"),
+        ("objcopy", "binutils"),
         ("file", "file"),
     ] {
         if need(tool, pkg).is_none() {
@@ -353,12 +503,7 @@ fn deb_builds_unpacks_and_runs_under_util_linux_fsck() {
     let (code, _, err) = run(Command::new("dpkg").arg("-x").arg(&deb).arg(&root));
     assert_eq!(code, 0, "dpkg -x: {err}");
     let sbin = root.join("usr/sbin");
-    let (code, v, _) = run(Command::new(sbin.join("ffsck")).arg("-V"));
-    assert_eq!(code, 0);
-    assert!(
-        v.starts_with("ffsck ") && v.contains("(follows e2fsck 1.47.0)"),
-        "{v}"
-    );
+    assert_shipped_binary(&sbin.join("ffsck"), "the .deb");
 
     // util-linux fsck (2.3x) looks for fsck.TYPE in $PATH's directories (only without PATH in
     // its default /sbin), so a scratch sbin first in PATH wins over e2fsprogs' fsck.ext4.

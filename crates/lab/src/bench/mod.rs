@@ -59,8 +59,9 @@ pub struct BenchArgs {
     /// Keep the built image after the benchmark.
     #[arg(long)]
     pub keep: bool,
-    /// Drop the page cache (`sync; echo 3 > /proc/sys/vm/drop_caches`) before every run;
-    /// needs root. The report says whether it worked.
+    /// Drop the page cache (`syncfs` of the image's file system, then
+    /// `echo 3 > /proc/sys/vm/drop_caches`) before every run; needs root. The report says
+    /// whether it worked.
     #[arg(long)]
     pub cold: bool,
     /// Also run ffsck with 1..=nproc threads and report the scaling.
@@ -357,6 +358,8 @@ pub fn run(args: &BenchArgs) -> Result<BenchResults> {
 /// Runs checkers and records each run; owns the cold-cache bookkeeping.
 struct Runner<'a> {
     out: &'a Path,
+    /// The image benched: its file system is the one flushed before each cold run.
+    image: &'a Path,
     timeout: Duration,
     cold: ColdCache,
     records: Vec<RunRecord>,
@@ -368,7 +371,7 @@ impl Runner<'_> {
         // Not counted with the runs' drops (the report says how many runs were cold); if it
         // fails, the run's own drop fails too and is counted there.
         if self.cold.requested {
-            let _ = drop_page_cache();
+            let _ = self.drop_page_cache();
         }
         let log_path = self.out.join("estimate.log");
         let log = File::create(&log_path).ok()?;
@@ -431,10 +434,16 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// `sync; echo 3 > /proc/sys/vm/drop_caches`; failures are counted, not fatal, because
-    /// the warm numbers are still worth having.
+    /// [`Self::drop_page_cache`]; failures are counted, not fatal, because the warm numbers
+    /// are still worth having.
+    /// `syncfs` on the image's file system and the output directory's (the logs), then
+    /// `echo 3 > /proc/sys/vm/drop_caches` (crate::cache: no global sync).
+    fn drop_page_cache(&self) -> std::io::Result<()> {
+        crate::cache::drop_page_cache(&[self.image, self.out])
+    }
+
     fn drop_caches(&mut self) -> bool {
-        match drop_page_cache() {
+        match self.drop_page_cache() {
             Ok(()) => {
                 self.cold.drops_ok += 1;
                 true
@@ -446,13 +455,6 @@ impl Runner<'_> {
             }
         }
     }
-}
-
-/// `sync; echo 3 > /proc/sys/vm/drop_caches`.
-fn drop_page_cache() -> std::io::Result<()> {
-    // SAFETY: plain syscall with no arguments.
-    unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3\n")
 }
 
 fn ffsck_args(threads: Option<usize>, image: &Path) -> Vec<OsString> {
@@ -480,6 +482,7 @@ fn measure_all(
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut runner = Runner {
         out: &args.out,
+        image,
         timeout: Duration::from_secs_f64(args.timeout),
         cold: ColdCache {
             requested: args.cold,

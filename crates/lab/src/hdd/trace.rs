@@ -208,8 +208,8 @@ pub fn trace(image: &Path, label: &str, command: &str, read_ahead_kb: u64) -> Re
         inst.write(&format!("events/block/{ev}/filter"), &filter)?;
         inst.write(&format!("events/block/{ev}/enable"), "1")?;
     }
-    let _ = Command::new("sync").status();
-    fs::write("/proc/sys/vm/drop_caches", "3").context("drop caches")?;
+    // The image's file system and the loop device only (no global sync: crate::cache).
+    crate::cache::drop_page_cache(&[image, Path::new(&lo.dev)]).context("drop caches")?;
     let argv: Vec<String> = command
         .split_whitespace()
         .map(|a| a.replace("{dev}", &lo.dev))
