@@ -17,6 +17,7 @@ mod progress;
 mod repair;
 mod report;
 mod resources;
+mod screen;
 mod skip;
 mod tty;
 

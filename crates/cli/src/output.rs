@@ -473,7 +473,7 @@ impl Terminal {
             let _ = write!(self.out, "{line}");
             let _ = self.out.flush();
             self.halted = true;
-            eprintln!("{}", preen_halt_text(&self.dev));
+            crate::screen::errln(preen_halt_text(&self.dev));
             return;
         }
         if prompt != Prompt::None {
@@ -542,7 +542,10 @@ impl Terminal {
             "The ext2 superblock is corrupt"
         };
         let _ = self.out.flush();
-        eprintln!("ffsck: {err} while trying to open {}", self.dev);
+        crate::screen::errln(format_args!(
+            "ffsck: {err} while trying to open {}",
+            self.dev
+        ));
         let _ = writeln!(self.out, "{SB_ADVICE}");
         if let Some(line) = &self.foreign {
             let _ = writeln!(self.out, "{line}");
@@ -602,7 +605,7 @@ impl Terminal {
         }
         if self.policy.mode == Mode::Preen && code & exit::UNCORRECTED != 0 {
             let _ = self.out.flush();
-            eprintln!("{}", preen_halt_text(&self.preen_name(o)));
+            crate::screen::errln(preen_halt_text(&self.preen_name(o)));
             code = exit::UNCORRECTED;
         }
         let _ = self.out.flush();
@@ -667,6 +670,8 @@ impl Reporter for Terminal {
             let _ = writeln!(self.out);
         }
         self.warn(f);
+        // The progress bar stays away until the answer is on the terminal.
+        crate::screen::asking(true);
         crate::tty::raw_mode();
         // `[problems] no_default`: the default answer (Enter) is no, shown as e2fsck shows it.
         let default = !f
@@ -689,6 +694,7 @@ impl Reporter for Terminal {
             let _ = write!(self.out, "{after}");
         }
         let _ = self.out.flush();
+        crate::screen::asking(false);
         yes
     }
 }
