@@ -420,6 +420,15 @@ impl Terminal {
         }
     }
 
+    /// Whether `f` asks "Abort?" in a repair where the check stops after it whatever the
+    /// answer (under -n the question is answered no and the check goes on, as e2fsck's).
+    fn stops_here(&self, f: &Finding, flags: u16) -> bool {
+        !f.fixed
+            && self.policy.mode == Mode::Yes
+            && f.problem.info().prompt == Prompt::Abort
+            && flags & ffsck_check::problem::flag::FATAL != 0
+    }
+
     /// Warnings that go to stderr before a finding's message.
     fn warn(&mut self, f: &Finding) {
         for w in f.warnings() {
@@ -789,6 +798,16 @@ impl Terminal {
             self.latches.insert(f.problem, f.ctx.ino);
         }
         match Self::question(f, &msg) {
+            // A question no answer can keep the check going after (the catalogue's FATAL: it
+            // stops here), in a repair: under -y e2fsck's "Abort? yes"; a person is not asked
+            // a question whose answer would be ignored, the message stands alone.
+            Some(q) if self.stops_here(f, flags) => {
+                if self.interactive {
+                    let _ = writeln!(self.out, "{}\n", msg.trim_end());
+                } else {
+                    let _ = writeln!(self.out, "{q}? yes\n");
+                }
+            }
             // `[problems] force_no`: e2fsck says the fix was ignored, without asking.
             Some(_) if self.policy.forced_no(f.problem) => {
                 let gap = if msg.ends_with('\n') { "" } else { "  " };

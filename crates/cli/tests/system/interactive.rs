@@ -170,6 +170,9 @@ fn the_progress_bar_leaves_every_question_readable() {
     assert!(drew_a_bar(&bytes), "{}", String::from_utf8_lossy(&bytes));
     let lines = screen(&bytes);
     let shown = lines.join("\n");
+    // The version line first, as e2fsck's interactive run starts.
+    let version = format!("ffsck {} (", env!("CARGO_PKG_VERSION"));
+    assert!(lines[0].starts_with(&version), "{shown}");
     let blocks = (
         format!("Inode {f3}, i_blocks is 999, should be "),
         ".  Fix<y>? yes",
@@ -321,4 +324,41 @@ fn without_a_terminal_an_interactive_repair_is_refused() {
         "{err}"
     );
     common::assert_same_bytes(&before, &common::read_all(&img.path), "refused run");
+}
+
+/// A device one block short of the file system, its last block in use: the check cannot go
+/// on, so a person is not asked "Abort?" (an answer of no would be ignored); the message is
+/// shown alone and the run stops with exit 8, writing nothing.
+#[test]
+fn a_check_that_cannot_go_on_asks_no_abort_question() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "8M");
+    common::settle(&t, &img.path);
+    let old = common::bmap(&t, &img.path, "/b/x", 0);
+    for cmd in [
+        "sif /b/x block[0] 8191".to_string(),
+        "setb 8191".to_string(),
+        format!("freeb {old}"),
+    ] {
+        common::debugfs_w(&t, &img.path, &cmd);
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&img.path)
+        .unwrap()
+        .set_len(8191 * 1024)
+        .unwrap();
+    let before = common::read_all(&img.path);
+    let (code, bytes) = on_terminal(&["-f"], &img.path, b"", Duration::ZERO);
+    let lines = screen(&bytes);
+    let shown = lines.join("\n");
+    assert_eq!(code, 8, "{shown}");
+    assert!(
+        lines.iter().any(|l| l
+            == "The file system size (according to the superblock) is 8192 blocks, but the \
+                device holds only 8191 blocks"),
+        "{shown}"
+    );
+    assert!(!shown.contains("Abort"), "{shown}");
+    common::assert_same_bytes(&before, &common::read_all(&img.path), "interactive run");
 }
