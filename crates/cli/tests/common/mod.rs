@@ -83,6 +83,13 @@ pub fn tools() -> Option<Tools> {
     }
 }
 
+/// Whether `line` is the version line e2fsck or ffsck starts a check with on stderr
+/// ("e2fsck 1.47.0 (5-Feb-2023)", "ffsck 0.1.0 (1-Dec-2026)").
+pub fn is_version_line(line: &str) -> bool {
+    let ours = format!("ffsck {} (", env!("CARGO_PKG_VERSION"));
+    line.starts_with("e2fsck 1.") || line.starts_with(&ours) && line.ends_with(')')
+}
+
 pub fn ffsck_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ffsck"))
 }
