@@ -84,7 +84,7 @@ fn schema_rejects_a_wrong_document() {
     let (_, doc) = run(&["-fn"], &img.aux("r.json"), img.path.as_os_str());
     for (field, bad) in [
         ("exit_code", Value::from("0")),
-        ("version", Value::from(2)),
+        ("version", Value::from(1)),
         ("result", Value::from("fine")),
         ("started", Value::from("yesterday")),
     ] {
