@@ -332,22 +332,7 @@ fn without_a_terminal_an_interactive_repair_is_refused() {
 #[test]
 fn a_check_that_cannot_go_on_asks_no_abort_question() {
     let Some(t) = common::tools() else { return };
-    let img = common::mkfs(&t, "ext2", &["-b", "1024"], "8M");
-    common::settle(&t, &img.path);
-    let old = common::bmap(&t, &img.path, "/b/x", 0);
-    for cmd in [
-        "sif /b/x block[0] 8191".to_string(),
-        "setb 8191".to_string(),
-        format!("freeb {old}"),
-    ] {
-        common::debugfs_w(&t, &img.path, &cmd);
-    }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&img.path)
-        .unwrap()
-        .set_len(8191 * 1024)
-        .unwrap();
+    let img = common::short_device_with_its_last_block_in_use(&t);
     let before = common::read_all(&img.path);
     let (code, bytes) = on_terminal(&["-f"], &img.path, b"", Duration::ZERO);
     let lines = screen(&bytes);
