@@ -23,6 +23,15 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
+/// The date of this version, which the version line at the start of a check names (as e2fsck
+/// names its release's); it changes with the version.
+pub const RELEASE_DATE: &str = "1-Dec-2026";
+
+/// The line a check starts with on stderr, as e2fsck's "e2fsck 1.47.0 (5-Feb-2023)".
+pub fn banner() -> String {
+    format!("ffsck {} ({RELEASE_DATE})", env!("CARGO_PKG_VERSION"))
+}
+
 /// What `--generate` writes to standard output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Generate {
@@ -49,9 +58,13 @@ file system. Without -n, -p or -y each fix is asked on the terminal.";
 
 /// The usage line: e2fsck's, with ffsck's own modes.
 const USAGE: &str = "\
-ffsck [-panyrcdfktvDFV] [-b SUPERBLOCK] [-B BLOCKSIZE] [-l|-L BAD_BLOCKS_FILE] [-C FD] [-j JOURNAL] [-E EXTENDED_OPTIONS] [-z UNDO_FILE] [OPTIONS] DEVICE
+ffsck [-panyrcdfktvDFV] [-b SUPERBLOCK] [-B BLOCKSIZE] [-l|-L BAD_BLOCKS_FILE]
+             [-C FD] [-j JOURNAL] [-E EXTENDED_OPTIONS] [-z UNDO_FILE] [OPTIONS] DEVICE
        ffsck --estimate [--threads N] [--nice] DEVICE
        ffsck --apply-undo UNDO_FILE DEVICE";
+
+/// The width help is wrapped to (narrower on a narrower terminal).
+const HELP_WIDTH: usize = 100;
 
 /// Fast, parallel ext2/ext3/ext4 file system checker (e2fsck-compatible flags and exit codes).
 #[derive(Parser, Debug)]
@@ -60,7 +73,8 @@ ffsck [-panyrcdfktvDFV] [-b SUPERBLOCK] [-B BLOCKSIZE] [-l|-L BAD_BLOCKS_FILE] [
     version = VERSION,
     about = "Fast, parallel ext2/ext3/ext4 file system checker (e2fsck-compatible flags and exit codes)",
     long_about = LONG_ABOUT,
-    override_usage = USAGE
+    override_usage = USAGE,
+    max_term_width = HELP_WIDTH
 )]
 pub struct Args {
     /// Open read-only and answer "no" to every question.
@@ -139,7 +153,7 @@ pub struct Args {
     pub threads: Option<usize>,
     /// Write a JSON report of the run to this file ("-": standard output, the usual output
     /// then going to standard error): tool, device, options, findings, summary, exit code,
-    /// in every outcome. Its schema is docs/ffsck-report.schema.json.
+    /// in every outcome (see JSON REPORT in ffsck(8)).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write an e2fsck-format problem log (XML) to this file.
@@ -248,6 +262,35 @@ pub fn json_path(argv: impl Iterator<Item = std::ffi::OsString>) -> Option<PathB
         }
     }
     None
+}
+
+/// The message of a command line clap refused. An unknown option is told as getopt tells it
+/// to e2fsck ("invalid option -- 'Q'"), with the usage and no advice on passing it as a
+/// value; other refusals are clap's.
+pub fn usage_error(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let arg = match (e.kind(), e.get(ContextKind::InvalidArg)) {
+        (ErrorKind::UnknownArgument, Some(ContextValue::String(arg))) if arg.starts_with('-') => {
+            arg
+        }
+        _ => return e.render().to_string(),
+    };
+    let mut msg = match arg.strip_prefix("--") {
+        Some(_) => format!("ffsck: unrecognized option '{arg}'\n"),
+        None => format!(
+            "ffsck: invalid option -- '{}'\n",
+            arg.trim_start_matches('-')
+        ),
+    };
+    let similar = match e.get(ContextKind::SuggestedArg) {
+        Some(ContextValue::String(name)) => Some(name),
+        Some(ContextValue::Strings(names)) => names.first(),
+        _ => None,
+    };
+    if let Some(name) = similar {
+        msg += &format!("(did you mean '{name}'?)\n");
+    }
+    msg + &format!("Usage: {USAGE}\n\nTry 'ffsck --help' for more information.\n")
 }
 
 /// A size with an optional K, M, G or T suffix (powers of 1024).

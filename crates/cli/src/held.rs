@@ -3,6 +3,7 @@
 //! finds problems of earlier passes (a reference count once a file is reconnected); held, each
 //! is printed under its own pass header, as e2fsck's single run prints it.
 
+use crate::screen::Stream;
 use std::io::Write;
 use std::sync::Mutex;
 
@@ -12,12 +13,6 @@ use std::sync::Mutex;
 struct Section {
     rank: u8,
     parts: Vec<(Stream, Vec<u8>)>,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Stream {
-    Out,
-    Err,
 }
 
 /// The held sections, reachable from the signal thread so an interrupted run still shows
@@ -164,8 +159,8 @@ impl Sink {
                 p.push(b'\n');
             }
             None => {
-                let _ = self.live.flush();
-                eprintln!("{line}");
+                let _ = self.flush();
+                crate::screen::errln(line);
             }
         }
     }
@@ -188,12 +183,12 @@ fn take() -> Vec<(Stream, Vec<u8>)> {
 /// Print what is held (once) and stop holding.
 pub fn release() {
     let parts = take();
-    let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+    if parts.is_empty() {
+        return;
+    }
+    let mut screen = crate::screen::take();
     for (stream, bytes) in parts {
-        let _ = match stream {
-            Stream::Out => out.write_all(&bytes).and_then(|_| out.flush()),
-            Stream::Err => err.write_all(&bytes).and_then(|_| err.flush()),
-        };
+        screen.write(stream, &bytes);
     }
 }
 
@@ -214,10 +209,15 @@ impl Write for Sink {
         if full {
             release();
         }
-        self.live.write(buf)
+        // The progress bar gives way (see `screen.rs`).
+        let mut screen = crate::screen::take();
+        let n = self.live.write(buf)?;
+        screen.wrote(Stream::Out, &buf[..n]);
+        Ok(n)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
+        let _screen = crate::screen::take();
         self.live.flush()
     }
 }

@@ -68,7 +68,7 @@ pub fn install() {
                 };
                 crate::tty::restore();
                 crate::held::release();
-                eprintln!("\nffsck: interrupted by {name}; {what}.");
+                crate::screen::errln(format_args!("\nffsck: interrupted by {name}; {what}."));
                 crate::report::cancelled(name, what);
                 // Exit while holding the lock: the main thread cannot start a commit now.
                 std::process::exit(exit::CANCELED);

@@ -17,6 +17,7 @@ mod progress;
 mod repair;
 mod report;
 mod resources;
+mod screen;
 mod skip;
 mod tty;
 
@@ -72,14 +73,15 @@ fn real_main() -> Result<i32> {
     let args = match Args::try_parse() {
         Ok(a) => a,
         Err(e) => {
-            let _ = e.print();
             if !e.use_stderr() {
+                let _ = e.print();
                 return Ok(exit::OK);
             }
+            let msg = args::usage_error(&e);
+            eprint!("{msg}");
             // A usage error: still reported where --json asked, if it can be found.
             if let Some(path) = args::json_path(std::env::args_os()) {
                 report::begin(&path, serde_json::Value::Null, None)?;
-                let msg = e.render().to_string();
                 report::error(msg.lines().next().unwrap_or("usage error"));
                 report::finish(exit::USAGE)?;
             }
@@ -222,6 +224,11 @@ fn setup(args: &Args) -> Stage<Setup> {
     let overrides = Box::leak(Box::new(overrides));
     let policy = Policy::new(mode).with_overrides(overrides);
     report::policy(policy);
+    // e2fsck's version line, once the command line is accepted: on stderr, except when
+    // preening (a check; not an estimate or an undo).
+    if mode != Mode::Preen && !args.estimate && args.apply_undo.is_none() {
+        eprintln!("{}", args::banner());
+    }
     Ok(Setup {
         device,
         dev_name,

@@ -420,6 +420,15 @@ impl Terminal {
         }
     }
 
+    /// Whether `f` asks "Abort?" in a repair where the check stops after it whatever the
+    /// answer (under -n the question is answered no and the check goes on, as e2fsck's).
+    fn stops_here(&self, f: &Finding, flags: u16) -> bool {
+        !f.fixed
+            && self.policy.mode == Mode::Yes
+            && f.problem.info().prompt == Prompt::Abort
+            && flags & ffsck_check::problem::flag::FATAL != 0
+    }
+
     /// Warnings that go to stderr before a finding's message.
     fn warn(&mut self, f: &Finding) {
         for w in f.warnings() {
@@ -473,7 +482,7 @@ impl Terminal {
             let _ = write!(self.out, "{line}");
             let _ = self.out.flush();
             self.halted = true;
-            eprintln!("{}", preen_halt_text(&self.dev));
+            crate::screen::errln(preen_halt_text(&self.dev));
             return;
         }
         if prompt != Prompt::None {
@@ -542,7 +551,10 @@ impl Terminal {
             "The ext2 superblock is corrupt"
         };
         let _ = self.out.flush();
-        eprintln!("ffsck: {err} while trying to open {}", self.dev);
+        crate::screen::errln(format_args!(
+            "ffsck: {err} while trying to open {}",
+            self.dev
+        ));
         let _ = writeln!(self.out, "{SB_ADVICE}");
         if let Some(line) = &self.foreign {
             let _ = writeln!(self.out, "{line}");
@@ -602,7 +614,7 @@ impl Terminal {
         }
         if self.policy.mode == Mode::Preen && code & exit::UNCORRECTED != 0 {
             let _ = self.out.flush();
-            eprintln!("{}", preen_halt_text(&self.preen_name(o)));
+            crate::screen::errln(preen_halt_text(&self.preen_name(o)));
             code = exit::UNCORRECTED;
         }
         // Errors left: the changes made do not count (4, not 5), as in e2fsck, though the
@@ -672,6 +684,8 @@ impl Reporter for Terminal {
             let _ = writeln!(self.out);
         }
         self.warn(f);
+        // The progress bar stays away until the answer is on the terminal.
+        crate::screen::asking(true);
         crate::tty::raw_mode();
         // `[problems] no_default`: the default answer (Enter) is no, shown as e2fsck shows it.
         let default = !f
@@ -694,6 +708,7 @@ impl Reporter for Terminal {
             let _ = write!(self.out, "{after}");
         }
         let _ = self.out.flush();
+        crate::screen::asking(false);
         yes
     }
 }
@@ -788,6 +803,16 @@ impl Terminal {
             self.latches.insert(f.problem, f.ctx.ino);
         }
         match Self::question(f, &msg) {
+            // A question no answer can keep the check going after (the catalogue's FATAL: it
+            // stops here), in a repair: under -y e2fsck's "Abort? yes"; a person is not asked
+            // a question whose answer would be ignored, the message stands alone.
+            Some(q) if self.stops_here(f, flags) => {
+                if self.interactive {
+                    let _ = writeln!(self.out, "{}\n", msg.trim_end());
+                } else {
+                    let _ = writeln!(self.out, "{q}? yes\n");
+                }
+            }
             // `[problems] force_no`: e2fsck says the fix was ignored, without asking.
             Some(_) if self.policy.forced_no(f.problem) => {
                 let gap = if msg.ends_with('\n') { "" } else { "  " };

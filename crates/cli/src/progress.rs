@@ -1,5 +1,6 @@
 //! Progress reporting for `-C fd`: e2fsck's "pass current max device" lines on a descriptor,
-//! or (for fd 0) a terminal bar with an ETA; SIGUSR1 turns it on and SIGUSR2 off, as in
+//! or (for fd 0) a terminal bar with an ETA, which gives way to everything printed
+//! (`screen.rs`); SIGUSR1 turns it on and SIGUSR2 off, as in
 //! e2fsck. Runs on its own thread, polling the engine's atomic counters, so the passes never
 //! block on output. The bar weights each pass by the
 //! run-time model's prediction for it (`ffsck_check::estimate`) when one is available.
@@ -91,12 +92,20 @@ impl Ticker {
     pub fn start(out: Output, prog: Arc<Progress>, dev: String, model: Option<[f64; 6]>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
+        let work: Box<dyn FnOnce() + Send> = match out {
+            Output::Bar => {
+                let bar = Bar::new(model);
+                if ON.load(Ordering::Relaxed) {
+                    // On the terminal from the start, before anything the check prints.
+                    bar.draw(&prog);
+                }
+                Box::new(move || bar_loop(&prog, &s2, bar))
+            }
+            Output::Lines(f) => Box::new(move || lines_loop(f, &prog, &s2, &dev)),
+        };
         let handle = std::thread::Builder::new()
             .name("ffsck-progress".into())
-            .spawn(move || match out {
-                Output::Bar => bar_loop(&prog, &s2, model),
-                Output::Lines(f) => lines_loop(f, &prog, &s2, &dev),
-            })
+            .spawn(work)
             .ok();
         Ticker { stop, handle }
     }
@@ -195,24 +204,30 @@ impl Lines {
 /// Usual shares of the run per pass, when no model is available.
 const DEFAULT_WEIGHTS: [f64; 6] = [0.0, 0.60, 0.25, 0.02, 0.03, 0.10];
 
-fn bar_loop(prog: &Progress, stop: &AtomicBool, model: Option<[f64; 6]>) {
-    // Predicted seconds per pass; without a model, the fixed shares of a 1 s run.
-    let secs = model
-        .filter(|m| m.iter().all(|x| x.is_finite() && *x >= 0.0) && m.iter().sum::<f64>() > 0.0)
-        .unwrap_or(DEFAULT_WEIGHTS);
-    let total: f64 = secs.iter().sum();
-    let start = std::time::Instant::now();
-    let mut bar: Option<indicatif::ProgressBar> = None;
-    while !stop.load(Ordering::Relaxed) {
-        if !ON.load(Ordering::Relaxed) {
-            // Off (SIGUSR2): the bar is cleared from the terminal.
-            if let Some(b) = bar.take() {
-                b.finish_and_clear();
-            }
-            tick_wait();
-            continue;
+/// What the bar shows: the share of the run done and the time left, weighing each pass by its
+/// predicted seconds.
+struct Bar {
+    /// Predicted seconds per pass; without a model, the fixed shares of a 1 s run.
+    secs: [f64; 6],
+    total: f64,
+    start: std::time::Instant,
+}
+
+impl Bar {
+    fn new(model: Option<[f64; 6]>) -> Bar {
+        let secs = model
+            .filter(|m| m.iter().all(|x| x.is_finite() && *x >= 0.0) && m.iter().sum::<f64>() > 0.0)
+            .unwrap_or(DEFAULT_WEIGHTS);
+        Bar {
+            secs,
+            total: secs.iter().sum(),
+            start: std::time::Instant::now(),
         }
-        let bar = bar.get_or_insert_with(new_bar);
+    }
+
+    /// Draw the bar at the counters' position (unless the terminal is in use, see
+    /// `screen.rs`).
+    fn draw(&self, prog: &Progress) {
         let (pass, done, count) = prog.snapshot();
         let p = pass.min(5) as usize;
         let frac = if count > 0 {
@@ -222,19 +237,31 @@ fn bar_loop(prog: &Progress, stop: &AtomicBool, model: Option<[f64; 6]>) {
         };
         // Model seconds covered so far, and the remaining ones scaled by how fast the run is
         // going against the model (trusting the model alone at the start).
+        let (secs, total) = (&self.secs, self.total);
         let covered = secs[..p].iter().sum::<f64>() + secs[p] * frac;
-        let elapsed = start.elapsed().as_secs_f64();
+        let elapsed = self.start.elapsed().as_secs_f64();
         let slack = 0.1 * total;
         let speed = (elapsed + slack) / (covered + slack);
         let eta = ((total - covered).max(0.0) * speed).round() as u64;
-        bar.set_prefix(pass.to_string());
-        bar.set_position(((covered / total).min(1.0) * 1000.0) as u64);
-        bar.set_message(format!("{}:{:02}", eta / 60, eta % 60));
+        crate::screen::draw_bar(new_bar, |bar| {
+            bar.set_prefix(pass.to_string());
+            bar.set_position(((covered / total).min(1.0) * 1000.0) as u64);
+            bar.set_message(format!("{}:{:02}", eta / 60, eta % 60));
+        });
+    }
+}
+
+fn bar_loop(prog: &Progress, stop: &AtomicBool, bar: Bar) {
+    while !stop.load(Ordering::Relaxed) {
+        if ON.load(Ordering::Relaxed) {
+            bar.draw(prog);
+        } else {
+            // Off (SIGUSR2): the bar is cleared from the terminal.
+            crate::screen::clear_bar();
+        }
         tick_wait();
     }
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    crate::screen::clear_bar();
 }
 
 fn new_bar() -> indicatif::ProgressBar {

@@ -84,21 +84,21 @@ fn finish_log(dev: &dyn Device, log: &Path, device: &str) -> Result<()> {
     std::fs::remove_file(log)
         .with_context(|| format!("cannot remove the retired log {}", log.display()))?;
     if cancelled {
-        println!(
+        crate::screen::outln(format_args!(
             "ffsck: interrupted after finishing the last repair's log; nothing else was done."
-        );
+        ));
         std::process::exit(exit::CANCELED);
     }
     if let Recovery::Replayed { records, bytes, .. } = recovery {
-        println!(
+        crate::screen::outln(format_args!(
             "ffsck: finished an interrupted repair from {} ({records} records, {bytes} bytes).",
             log.display()
-        );
+        ));
     } else {
-        println!(
+        crate::screen::outln(format_args!(
             "ffsck: {}: the last repair had completed; nothing to replay.",
             log.display()
-        );
+        ));
     }
     Ok(())
 }
@@ -131,9 +131,11 @@ pub fn prepare(dev: &Arc<dyn Device>, how: &Commit) -> Result<bool> {
     let end = label.iter().position(|&b| b == 0).unwrap_or(label.len());
     let label = String::from_utf8_lossy(&label[..end]);
     let name = crate::skip::display_name(&label, how.device);
-    println!("{name}: recovering journal");
+    crate::screen::outln(format_args!("{name}: recovering journal"));
     if cancelled {
-        println!("ffsck: interrupted after recovering the journal; nothing else was done.");
+        crate::screen::outln(format_args!(
+            "ffsck: interrupted after recovering the journal; nothing else was done."
+        ));
         std::process::exit(exit::CANCELED);
     }
     Ok(true)
@@ -166,16 +168,16 @@ pub fn run(
     let interactive = rep.asks();
     if !new_problems.is_empty() {
         let names: Vec<&str> = new_problems.iter().map(|p| p.info().name).collect();
-        println!(
+        crate::screen::outln(format_args!(
             "\nffsck: the repair would leave the file system neither clean nor better than \
              it was ({} left); nothing was written.",
             names.join(", ")
-        );
+        ));
         if interactive {
-            println!(
+            crate::screen::outln(format_args!(
                 "ffsck: a fix answered no can leave others half made; run again and answer \
                  yes to more of them (or use -y)."
-            );
+            ));
         }
         exit_code = (exit_code & !exit::NONDESTRUCT) | exit::UNCORRECTED | exit::ERROR;
     } else if !changes.is_empty() {
@@ -199,7 +201,7 @@ pub fn run(
     }
     let cancelled = crate::interrupt::end_commit(true);
     if cancelled {
-        println!("\nffsck: interrupted; the repair was finished first, as the signal came during its commit.");
+        crate::screen::outln("\nffsck: interrupted; the repair was finished first, as the signal came during its commit.");
         exit_code |= exit::CANCELED;
     }
     last.findings = findings;
@@ -310,11 +312,11 @@ fn commit_saving(
     match how.log {
         Some(log) => {
             if !quiet {
-                println!(
+                crate::screen::outln(format_args!(
                     "ffsck: not committing the repair through the journal: {why}; using the \
                      repair log {}.",
                     log.display()
-                );
+                ));
             }
             let file = OpenOptions::new()
                 .read(true)
@@ -332,10 +334,10 @@ fn commit_saving(
         }
         None => {
             if !quiet {
-                println!(
+                crate::screen::outln(format_args!(
                     "ffsck: not committing the repair through the journal: {why}; writing it \
                      in place (give --repair-log PATH for a crash-safe commit)."
-                );
+                ));
             }
             save(records)?;
             for r in records {
@@ -368,26 +370,26 @@ pub fn apply_undo(undo_path: &Path, device: &Path) -> Result<i32> {
         .with_context(|| format!("cannot open {} for writing", device.display()))?;
     if e2undo::is_e2undo(&file) {
         let restored = e2undo::restore(&file, &dev)?;
-        println!(
+        crate::screen::outln(format_args!(
             "{}: restored {} ranges ({} bytes) from {}.",
             device.display(),
             restored.keys,
             restored.bytes,
             undo_path.display()
-        );
+        ));
         if restored.incomplete {
-            eprintln!("Incomplete undo record; run e2fsck.");
+            crate::screen::errln("Incomplete undo record; run e2fsck.");
             return Ok(exit::UNCORRECTED);
         }
         return Ok(exit::OK);
     }
     let restored = undo::restore(&file, &dev, device_id(&dev))?;
-    println!(
+    crate::screen::outln(format_args!(
         "{}: restored {} ranges ({} bytes) from {}.",
         device.display(),
         restored.records,
         restored.bytes,
         undo_path.display()
-    );
+    ));
     Ok(exit::OK)
 }

@@ -7,7 +7,7 @@
 //! document); every function here does nothing when no report was asked for.
 
 use anyhow::{Context, Result};
-use ffsck_check::problem::Prompt;
+use ffsck_check::problem::{Latch, Problem, Prompt};
 use ffsck_check::{exit, Finding, Mode, Outcome, Policy};
 use ffsck_io::Device;
 use serde_json::{json, Value};
@@ -20,7 +20,7 @@ use std::time::{Instant, SystemTime};
 /// The `format` and `version` of the document; the version grows when a field changes
 /// meaning or is removed (fields may be added within a version).
 pub const FORMAT: &str = "ffsck-report";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// What the passes are called in the report (pass 0: journal, superblock, descriptors).
 const PASS_NAMES: [&str; 6] = [
@@ -56,8 +56,8 @@ struct Report {
     current: Option<(u8, Instant)>,
     /// The findings as they were reported: the document's list when the run ends before an
     /// outcome (a cancelled run).
-    streamed: Vec<Value>,
-    findings: Option<Vec<Value>>,
+    streamed: Vec<(Problem, Value)>,
+    findings: Option<Vec<(Problem, Value)>>,
     summary: Value,
     fatal: Option<String>,
 }
@@ -217,7 +217,7 @@ pub fn pass_start(pass: u8) {
 pub fn finding(f: &Finding) {
     with(|r| {
         let v = finding_json(f, r.policy);
-        r.streamed.push(v);
+        r.streamed.push((f.problem, v));
     });
 }
 
@@ -230,7 +230,7 @@ pub fn outcome(o: &Outcome) {
             o.findings
                 .iter()
                 .flat_map(Finding::each)
-                .map(|f| finding_json(&f, policy))
+                .map(|f| (f.problem, finding_json(&f, policy)))
                 .collect(),
         );
         r.summary = serde_json::to_value(&o.summary).unwrap_or(Value::Null);
@@ -260,6 +260,52 @@ fn finding_json(f: &Finding, policy: Policy) -> Value {
         "fixed": f.fixed,
         "ctx": f.ctx,
     })
+}
+
+/// The findings' messages as a reader of the document wants them: each trimmed (no line
+/// ends, no leading blanks), and the pieces e2fsck prints on one line made whole. A line of
+/// bitmap differences (or of an inode's multiply-claimed blocks) is a header, one finding
+/// per difference and a closing finding that holds the question: the header and the closing
+/// finding carry the whole line ("Block bitmap differences: -(1173--1180) +2000"), and each
+/// difference is told with its header ("Block bitmap differences: -(1173--1180)").
+fn whole_messages(findings: Vec<(Problem, Value)>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(findings.len());
+    // The line being assembled: its header's text, the line so far, and the header's place.
+    let mut line: Option<(String, String, usize)> = None;
+    for (p, mut v) in findings {
+        let msg = v["message"].as_str().unwrap_or_default().to_string();
+        // The latch group of a line e2fsck prints in pieces: its header, members and end.
+        let latch = Latch::ALL
+            .iter()
+            .copied()
+            .filter(|l| l.end().is_some())
+            .find(|&l| l.question() == p || l.end() == Some(p) || p.latch() == Some(l));
+        let whole = match latch {
+            Some(l) if p == l.question() => {
+                let header = msg.trim().to_string();
+                line = Some((header.clone(), header.clone(), out.len()));
+                header
+            }
+            Some(l) if Some(p) == l.end() => match line.take() {
+                Some((_, text, _)) => text,
+                None => msg.trim().to_string(),
+            },
+            Some(_) => match line.as_mut() {
+                Some((header, text, at)) => {
+                    let piece = msg.trim();
+                    text.push(' ');
+                    text.push_str(piece);
+                    out[*at]["message"] = Value::String(text.clone());
+                    format!("{header} {piece}")
+                }
+                None => msg.trim().to_string(),
+            },
+            None => msg.trim().to_string(),
+        };
+        v["message"] = Value::String(whole);
+        out.push(v);
+    }
+    out
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -306,7 +352,7 @@ fn document(mut r: Report, code: i32) -> (Target, Vec<u8>) {
         "error": error,
         "fatal": r.fatal,
         "passes": passes,
-        "findings": r.findings.unwrap_or(r.streamed),
+        "findings": whole_messages(r.findings.unwrap_or(r.streamed)),
         "summary": r.summary,
         "exit_code": code,
     });

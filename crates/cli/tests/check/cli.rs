@@ -146,3 +146,91 @@ fn json_report_matches_terminal_outcome() {
         "message not printed on the terminal: {msg}"
     );
 }
+
+/// `--help` and `-h` fit in 100 columns and name no file of ffsck's source tree.
+#[test]
+fn help_fits_the_terminal_and_names_no_source_path() {
+    for flag in ["--help", "-h"] {
+        let run = common::ffsck(&os(&[flag]));
+        assert_eq!(run.code(), 0, "{flag}: {}", run.stderr);
+        assert!(
+            run.stdout.contains("Usage: ffsck"),
+            "{flag}: {}",
+            run.stdout
+        );
+        for line in run.stdout.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{flag}: a line too long: {line}"
+            );
+            for path in ["crates/", "docs/", "src/", ".rs", "scripts/"] {
+                assert!(!line.contains(path), "{flag}: names {path}: {line}");
+            }
+        }
+    }
+}
+
+/// An unknown option is refused as e2fsck refuses it: getopt's words and the usage, exit
+/// 16, and no advice to pass it as a value.
+#[test]
+fn an_unknown_option_gets_e2fsck_s_usage_error() {
+    for (args, first) in [
+        (&["-Q", "img"][..], "ffsck: invalid option -- 'Q'"),
+        (&["-fQ", "img"], "ffsck: invalid option -- 'Q'"),
+        (&["--bogus", "img"], "ffsck: unrecognized option '--bogus'"),
+    ] {
+        let run = common::ffsck(&os(args));
+        assert_eq!(run.code(), 16, "{args:?}: {}", run.stderr);
+        assert_eq!(
+            run.stderr.lines().next(),
+            Some(first),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains("\nUsage: ffsck "),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert!(
+            !run.stderr.contains("tip:") && !run.stderr.contains("as a value"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert!(run.stdout.is_empty(), "{args:?}: {}", run.stdout);
+    }
+}
+
+/// The version line starts a check on stderr where e2fsck's does: with -n, -y and
+/// interactively, not when preening (with or without -v).
+#[test]
+fn the_version_line_is_printed_where_e2fsck_prints_its_own() {
+    let Some(t) = common::tools() else { return };
+    let img = common::mkfs(&t, "ext4", &[], "8M");
+    let ours = format!("ffsck {} (", env!("CARGO_PKG_VERSION"));
+    let mut printed = Vec::new();
+    for mode in ["-fn", "-fy", "-fp", "-fpv"] {
+        let run = common::ffsck(&os(&[mode, img.path.to_str().unwrap()]));
+        assert_eq!(run.code(), 0, "{mode}: {}{}", run.stdout, run.stderr);
+        let first = run.stderr.lines().next().unwrap_or_default();
+        let has = first.starts_with(&ours) && first.ends_with(')');
+        assert!(has || run.stderr.is_empty(), "{mode}: {}", run.stderr);
+        assert!(
+            !run.stdout.contains(&ours),
+            "{mode}: on stdout: {}",
+            run.stdout
+        );
+        let e2 = std::process::Command::new(&t.e2fsck)
+            .args([mode, img.path.to_str().unwrap()])
+            .env("E2FSCK_CONFIG", "/dev/null")
+            .output()
+            .unwrap();
+        let theirs = String::from_utf8_lossy(&e2.stderr)
+            .lines()
+            .next()
+            .is_some_and(|l| l.starts_with("e2fsck 1."));
+        assert_eq!(has, theirs, "{mode}: ffsck {has}, e2fsck {theirs}");
+        printed.push(has);
+    }
+    assert_eq!(printed, [true, true, false, false]);
+}

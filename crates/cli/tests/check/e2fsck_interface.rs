@@ -342,11 +342,11 @@ fn discard_punches_the_free_blocks_of_an_image() {
     assert_eq!(common::read_all(&img.path), bytes);
 }
 
-/// The output lines of a run, without e2fsck's version banner.
+/// The output lines of a run, without the version line.
 fn lines(run: &common::Run) -> Vec<String> {
     format!("{}{}", run.stdout, run.stderr)
         .lines()
-        .filter(|l| !l.starts_with("e2fsck 1."))
+        .filter(|l| !common::is_version_line(l))
         .map(String::from)
         .collect()
 }

@@ -13,10 +13,10 @@ fn run(bin: &Path, args: &[&str], img: &Path) -> common::Run {
     common::run_with_timeout(cmd, std::time::Duration::from_secs(120)).expect("timed out")
 }
 
-/// The lines of a run without e2fsck's version banner, its name made neutral.
+/// The lines of a run without e2fsck's or ffsck's version line, its name made neutral.
 fn neutral(text: &str) -> Vec<String> {
     text.lines()
-        .filter(|l| !l.starts_with("e2fsck 1."))
+        .filter(|l| !common::is_version_line(l))
         .map(|l| {
             let l = l.replace("e2fsck", "PROG").replace("ffsck", "PROG");
             // e2fsck names itself by its argv[0], a path here.

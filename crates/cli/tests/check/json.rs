@@ -84,7 +84,7 @@ fn schema_rejects_a_wrong_document() {
     let (_, doc) = run(&["-fn"], &img.aux("r.json"), img.path.as_os_str());
     for (field, bad) in [
         ("exit_code", Value::from("0")),
-        ("version", Value::from(2)),
+        ("version", Value::from(1)),
         ("result", Value::from("fine")),
         ("started", Value::from("yesterday")),
     ] {
@@ -104,7 +104,7 @@ fn clean_check_reports_device_file_system_options_and_passes() {
     let (r, doc) = run(&["-fn"], &img.aux("r.json"), img.path.as_os_str());
     assert_eq!(r.code(), 0, "{}{}", r.stdout, r.stderr);
     assert_eq!(doc["format"], "ffsck-report");
-    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["version"], 2);
     assert_eq!(doc["tool"]["name"], "ffsck");
     assert_eq!(doc["tool"]["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(doc["result"], "checked");
@@ -365,5 +365,58 @@ fn cancelled_run_writes_its_report() {
     assert!(
         doc["error"].as_str().unwrap().contains("SIGTERM"),
         "{doc:#}"
+    );
+}
+
+/// Every finding's message is trimmed, and a line of bitmap differences comes whole: the
+/// header and the finding that asks the question hold the whole line, each difference is
+/// told with its header.
+#[test]
+fn bitmap_differences_come_as_whole_messages() {
+    let Some(t) = common::tools() else { return };
+    let img = labelled(&t);
+    // Free blocks at the end of the file system marked in use: two differences.
+    let n = common::debugfs_number(&t, &img.path, "stats", "Block count:");
+    let (run_start, single) = (n - 20, n - 10);
+    common::debugfs_w(&t, &img.path, &format!("setb {run_start} 4"));
+    common::debugfs_w(&t, &img.path, &format!("setb {single}"));
+    let (r, doc) = run(&["-fn"], &img.aux("b.json"), img.path.as_os_str());
+    assert_eq!(r.code(), 4, "{}", r.stdout);
+    let findings = doc["findings"].as_array().unwrap();
+    for f in findings {
+        let m = f["message"].as_str().unwrap();
+        assert_eq!(m, m.trim(), "not trimmed: {f}");
+    }
+    let message = |code: &str| -> Vec<&str> {
+        findings
+            .iter()
+            .filter(|f| f["code"] == code)
+            .map(|f| f["message"].as_str().unwrap())
+            .collect()
+    };
+    let range = format!("-({run_start}--{})", run_start + 3);
+    let whole = format!("Block bitmap differences: {range} -{single}");
+    // The line as printed, its spacing aside.
+    let printed = r.stdout.lines().find(|l| l.starts_with("Block bitmap"));
+    assert_eq!(
+        printed.map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")),
+        Some(whole.clone()),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(message("P5_BLOCK_BITMAP_HEADER"), [whole.as_str()]);
+    assert_eq!(message("P5_BLOCK_BITMAP_END"), [whole.as_str()]);
+    let end = findings
+        .iter()
+        .find(|f| f["code"] == "P5_BLOCK_BITMAP_END")
+        .unwrap();
+    assert_eq!(end["answer"], "no", "{end}");
+    assert_eq!(
+        message("P5_BLOCK_RANGE_UNUSED"),
+        [format!("Block bitmap differences: {range}")]
+    );
+    assert_eq!(
+        message("P5_BLOCK_UNUSED"),
+        [format!("Block bitmap differences: -{single}")]
     );
 }

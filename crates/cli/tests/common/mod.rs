@@ -83,6 +83,35 @@ pub fn tools() -> Option<Tools> {
     }
 }
 
+/// A one-group ext2 image (1 KiB blocks) whose last block is /b/x's only block, on a device
+/// cut one block short: the file system's size cannot be fitted to the device without losing
+/// the block, so a repair stops.
+pub fn short_device_with_its_last_block_in_use(t: &Tools) -> Image {
+    let img = mkfs(t, "ext2", &["-b", "1024"], "8M");
+    settle(t, &img.path);
+    let old = bmap(t, &img.path, "/b/x", 0);
+    for cmd in [
+        "sif /b/x block[0] 8191".to_string(),
+        "setb 8191".to_string(),
+        format!("freeb {old}"),
+    ] {
+        debugfs_w(t, &img.path, &cmd);
+    }
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&img.path)
+        .unwrap();
+    f.set_len(8191 * 1024).unwrap();
+    img
+}
+
+/// Whether `line` is the version line e2fsck or ffsck starts a check with on stderr
+/// ("e2fsck 1.47.0 (5-Feb-2023)", "ffsck 0.1.0 (1-Dec-2026)").
+pub fn is_version_line(line: &str) -> bool {
+    let ours = format!("ffsck {} (", env!("CARGO_PKG_VERSION"));
+    line.starts_with("e2fsck 1.") || line.starts_with(&ours) && line.ends_with(')')
+}
+
 pub fn ffsck_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ffsck"))
 }
