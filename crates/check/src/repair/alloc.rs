@@ -232,9 +232,12 @@ pub(super) fn rebuild_keeping(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFa
         }
         let moved_by = |count: u32, delta: i64| (i64::from(count) + delta).max(0) as u32;
         let kept_bb = keep.block_bitmaps && new_bb.is_none();
+        // A kept bitmap this round's fixes changed is written (with just those changes).
+        let (mut kept_bb_dirty, mut kept_ib_dirty) = (false, false);
         if kept_bb {
             match read_bitmap(dev, gd.block_bitmap(), bs, geo.blocks_count) {
                 Some(mut disk) if orig.flags() & BG_BLOCK_UNINIT == 0 => {
+                    let was = disk.clone();
                     for c in 0..clusters {
                         let b0 = first + c as u64 * ratio;
                         let span = b0..(b0 + ratio).min(last + 1);
@@ -247,6 +250,7 @@ pub(super) fn rebuild_keeping(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFa
                         }
                     }
                     free_b = zeros(&disk, clusters);
+                    kept_bb_dirty = disk != was;
                     bbits = disk;
                 }
                 _ => free_b = moved_by(orig.free_blocks_count(), delta_b),
@@ -256,6 +260,7 @@ pub(super) fn rebuild_keeping(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFa
         if kept_ib {
             match read_bitmap(dev, gd.inode_bitmap(), bs, geo.blocks_count) {
                 Some(mut disk) if orig.flags() & BG_INODE_UNINIT == 0 => {
+                    let was = disk.clone();
                     for i in 0..ipg {
                         if changed(&facts.inode_used, before_i, base + i as u64) {
                             let mask = 1u8 << (i % 8);
@@ -263,6 +268,7 @@ pub(super) fn rebuild_keeping(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFa
                         }
                     }
                     used_i = ipg as u32 - zeros(&disk, ipg);
+                    kept_ib_dirty = disk != was;
                     last_used = (0..ipg)
                         .rev()
                         .find(|&i| disk[i / 8] >> (i % 8) & 1 != 0)
@@ -340,10 +346,16 @@ pub(super) fn rebuild_keeping(p0: &Pass0Facts, dev: &dyn Device, facts: &AllocFa
             }
         };
         let st = &p0.groups[g as usize];
-        if (st.block_bitmap_ok || new_bb.is_some()) && flags & BG_BLOCK_UNINIT == 0 && !kept_bb {
+        if (st.block_bitmap_ok || new_bb.is_some())
+            && flags & BG_BLOCK_UNINIT == 0
+            && (!kept_bb || kept_bb_dirty)
+        {
             write_block(gd.block_bitmap(), &bbits);
         }
-        if (st.inode_bitmap_ok || new_ib.is_some()) && flags & BG_INODE_UNINIT == 0 && !kept_ib {
+        if (st.inode_bitmap_ok || new_ib.is_some())
+            && flags & BG_INODE_UNINIT == 0
+            && (!kept_ib || kept_ib_dirty)
+        {
             write_block(gd.inode_bitmap(), &ibits);
         }
     }

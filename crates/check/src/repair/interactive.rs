@@ -200,6 +200,10 @@ impl Answers {
             Some(false) if asked => {
                 now.changed = true;
                 now.refused_any = true;
+                // The check found what follows with this fix made: later passes are asked
+                // again on the next round's check, which answers it no.
+                let pass = f.problem.pass();
+                now.after_pass = Some(now.after_pass.map_or(pass, |p| p.min(pass)));
                 now.refused
                     .extend([f.ctx.ino, f.ctx.dir].into_iter().filter(|&i| i != 0));
                 if let Some(r) = self.policy.refusals() {

@@ -94,7 +94,9 @@ fn run(bin: &Path, img: &Path, answer: &dyn Fn(&str) -> bool) -> Session {
                     break;
                 }
             }
-            since = shown[echoed..].find('\n').map_or(shown.len(), |i| echoed + i + 1);
+            since = shown[echoed..]
+                .find('\n')
+                .map_or(shown.len(), |i| echoed + i + 1);
         }
     };
     while let Ok(chunk) = rx.recv_timeout(Duration::from_millis(200)) {
@@ -127,7 +129,10 @@ fn shape(question: &str) -> String {
         .unwrap_or(q);
     let body = q.rfind('?').map_or(q, |end| &q[..end]);
     // The prompt follows the message after two spaces or on a line of its own.
-    let cut = [body.rfind("  "), body.rfind('\n')].into_iter().flatten().max();
+    let cut = [body.rfind("  "), body.rfind('\n')]
+        .into_iter()
+        .flatten()
+        .max();
     let message = cut.map_or(body, |c| &body[..c]);
     let kept: Vec<&str> = message
         .lines()
@@ -274,7 +279,11 @@ fn yes_to_all_but_a_count_makes_every_yes() {
     );
     assert_eq!(f.code, 4, "errors left: 4, as e2fsck (not 5):\n{}", f.shown);
     let left = problems_left(&t, &ours);
-    assert_eq!(left.len(), 1, "only the count answered no is left: {left:?}");
+    assert_eq!(
+        left.len(),
+        1,
+        "only the count answered no is left: {left:?}"
+    );
     assert!(left[0].contains("ref count"), "{left:?}");
     assert_pass_order(&f.shown);
     compare(&t, what, &img, 0, 0);
