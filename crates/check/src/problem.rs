@@ -713,7 +713,7 @@ catalogue! {
     P4_UNATTACHED_INODE = 0x040002, Connect, 0, Connect, COUNTS | INODE, "Unattached inode {ino}\n";
     P4_BAD_REF_COUNT = 0x040003, Fix, PREEN_OK, Inode, COUNTS | INODE | MAP, "Inode {ino} ref count is {num}, should be {num2}.";
     P4_EA_INODE_REF_COUNT = 0x040005, Fix, PREEN_OK, Xattr, 0, "Extended attribute inode {ino} ref count is {num}, should be {num2}. ";
-    P4_DIR_NLINK_FEATURE = 0x040006, Fix, 0, Features, 0, "Directory exceeds max links, but no DIR_NLINK feature in superblock.\n";
+    P4_DIR_NLINK_FEATURE = 0x040006, Fix, 0, Features, COUNTS, "Directory exceeds max links, but no DIR_NLINK feature in superblock.\n";
     // An indexed directory whose count says "overflowed" (1) though it could hold the exact
     // one: set it, but only when the file system may be written (e2fsck asks nothing under -n).
     P4_DIR_OVERFLOW_REF_COUNT = 0x040007, Fix, PREEN_OK, Inode, COUNTS | INODE | MAP, "Directory inode {ino} ref count set to overflow but could be exact value {num2}.  ";
