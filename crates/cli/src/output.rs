@@ -34,6 +34,9 @@ pub struct Terminal {
     interactive: bool,
     /// They answered `a`: yes to everything from then on.
     yes_to_all: bool,
+    /// Questions answered yes in a row (-1 once one is answered no, or after the hint has
+    /// been shown long enough), as e2fsck counts them for its "yes to all" hint.
+    yes_run: i32,
     /// The file system is the mounted root: a change to it needs a reboot.
     root: bool,
     /// e2fsck.conf's message limits: `[options] max_count_problems`, `[problems] max_count`
@@ -324,6 +327,7 @@ impl Terminal {
             line_open: false,
             interactive: false,
             yes_to_all: false,
+            yes_run: 0,
             root: false,
             max_count_default: 0,
             max_count: Default::default(),
@@ -693,17 +697,36 @@ impl Reporter for Terminal {
             .info()
             .e2fsck_code
             .is_some_and(|c| self.no_default.contains(&c));
-        let _ = write!(self.out, "{q}<{}>? ", if default { "y" } else { "n" });
+        // After more than eight yeses in a row (up to twelve), the hint e2fsck gives.
+        let hint = if (9..=12).contains(&self.yes_run) {
+            " ('a' enables 'yes' to all) "
+        } else {
+            ""
+        };
+        if self.yes_run > 12 {
+            self.yes_run = -1;
+        }
+        let _ = write!(self.out, "{q}{hint}<{}>? ", if default { "y" } else { "n" });
         let _ = self.out.flush();
         let (yes, word) = match crate::tty::read_answer(default) {
-            crate::tty::Answer::Yes => (true, "yes"),
-            crate::tty::Answer::No => (false, "no"),
+            crate::tty::Answer::Yes => {
+                if self.yes_run >= 0 {
+                    self.yes_run += 1;
+                }
+                (true, "yes")
+            }
+            crate::tty::Answer::No => {
+                self.yes_run = -1;
+                (false, "no")
+            }
             crate::tty::Answer::All => {
                 self.yes_to_all = true;
                 (true, "yes to all")
             }
         };
-        let _ = writeln!(self.out, "{word}\n");
+        // (One line, as e2fsck answers on a terminal; after "yes to all" the questions are
+        // shown as -y shows them.)
+        let _ = writeln!(self.out, "{word}");
         if let (true, Some(after)) = (yes, f.epilogue()) {
             let _ = write!(self.out, "{after}");
         }
