@@ -330,7 +330,13 @@ fn check_blocks(
             free_blocks
         },
         padding_bad: padding_bad || tail_bad,
-        csum_bad,
+        // Differences fixed rewrite every group's bitmap with a fresh checksum: no group's
+        // checksum is asked about then, as e2fsck skips a bitmap it changed.
+        csum_bad: if blocks_fixed && !diffs.is_empty() {
+            Vec::new()
+        } else {
+            csum_bad
+        },
     }
 }
 
@@ -418,7 +424,12 @@ fn check_inodes(
     Half {
         free: if kept { sb_ifree } else { free_inodes },
         padding_bad,
-        csum_bad: icsum_bad,
+        // (As for blocks: fixed differences rewrite every inode bitmap.)
+        csum_bad: if inodes_fixed && !idiffs.is_empty() {
+            Vec::new()
+        } else {
+            icsum_bad
+        },
     }
 }
 
