@@ -807,8 +807,8 @@ impl Bitmaps {
                 now[k] += usize::from(blk != 0 && ov.staged_in(blk * bs, bs));
             }
         }
-        for k in 0..2 {
-            self.changed[k] |= !found && now[k] > self.staged[k];
+        for (changed, (now, was)) in self.changed.iter_mut().zip(now.iter().zip(self.staged)) {
+            *changed |= !found && *now > was;
         }
         self.staged = now;
     }
