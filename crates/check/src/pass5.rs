@@ -165,14 +165,15 @@ pub fn run(
     out: &mut Findings,
     progress: &crate::progress::Progress,
 ) -> Pass5Facts {
-    let blocks = check_blocks(p0, p1, policy, out, progress);
-    let inodes = check_inodes(p0, p1, policy, out, progress);
-    // e2fsck checks the inode bitmap's padding first, then the block bitmap's.
-    if inodes.padding_bad {
-        out.report(policy, P::P5_INODE_BMAP_PADDING, ProblemCtx::default());
+    let mut blocks = check_blocks(p0, p1, policy, out, progress);
+    let mut inodes = check_inodes(p0, p1, policy, out, progress);
+    // e2fsck checks the inode bitmap's padding first, then the block bitmap's. Padding set
+    // rewrites the bitmap too: its checksums are not asked about then.
+    if inodes.padding_bad && out.report(policy, P::P5_INODE_BMAP_PADDING, ProblemCtx::default()) {
+        inodes.csum_bad.clear();
     }
-    if blocks.padding_bad {
-        out.report(policy, P::P5_BLOCK_BMAP_PADDING, ProblemCtx::default());
+    if blocks.padding_bad && out.report(policy, P::P5_BLOCK_BMAP_PADDING, ProblemCtx::default()) {
+        blocks.csum_bad.clear();
     }
     for g in inodes.csum_bad {
         out.report(
