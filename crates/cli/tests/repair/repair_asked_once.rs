@@ -89,3 +89,33 @@ fn a_bitmap_whose_checksum_alone_is_wrong_is_still_fixed() {
     let out = common::assert_one_run_repairs(&t, &img, "checksum only", &[1]).stdout;
     assert!(out.contains(line), "{out}");
 }
+
+#[test]
+fn a_bitmap_whose_padding_is_set_is_not_asked_about_its_checksum() {
+    let Some(t) = common::tools() else { return };
+    // 16000 KiB: the last group (15) holds 639 blocks, its bitmap's bits 639.. are padding.
+    let img = common::mkfs(
+        &t,
+        "ext4",
+        &["-O", "metadata_csum", "-b", "1024", "-g", "1024"],
+        "16000K",
+    );
+    common::settle(&t, &img.path);
+    let stats = common::debugfs_r(&t, &img.path, "stats");
+    let bitmap: u64 = stats
+        .split("Group 15: block bitmap at ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|s| s.trim().parse().ok())
+        .expect("test setup: group 15's block bitmap");
+    // Padding bytes cleared (the bitmap's checksum no longer matches either).
+    common::patch(&img.path, bitmap * 1024 + 100, &[0u8; 28]);
+    let e2 = common::e2fsck_fy_copy(&t, &img.path);
+    assert!(
+        e2.contains("Padding at end of block bitmap") && !e2.contains("does not match checksum"),
+        "test setup\n{e2}"
+    );
+    let out = common::assert_one_run_repairs(&t, &img, "padding", &[1]).stdout;
+    assert!(out.contains("Padding at end of block bitmap"), "{out}");
+    assert!(!out.contains("does not match checksum"), "{out}");
+}
