@@ -165,14 +165,15 @@ pub fn run(
     out: &mut Findings,
     progress: &crate::progress::Progress,
 ) -> Pass5Facts {
-    let blocks = check_blocks(p0, p1, policy, out, progress);
-    let inodes = check_inodes(p0, p1, policy, out, progress);
-    // e2fsck checks the inode bitmap's padding first, then the block bitmap's.
-    if inodes.padding_bad {
-        out.report(policy, P::P5_INODE_BMAP_PADDING, ProblemCtx::default());
+    let mut blocks = check_blocks(p0, p1, policy, out, progress);
+    let mut inodes = check_inodes(p0, p1, policy, out, progress);
+    // e2fsck checks the inode bitmap's padding first, then the block bitmap's. Padding set
+    // rewrites the bitmap too: its checksums are not asked about then.
+    if inodes.padding_bad && out.report(policy, P::P5_INODE_BMAP_PADDING, ProblemCtx::default()) {
+        inodes.csum_bad.clear();
     }
-    if blocks.padding_bad {
-        out.report(policy, P::P5_BLOCK_BMAP_PADDING, ProblemCtx::default());
+    if blocks.padding_bad && out.report(policy, P::P5_BLOCK_BMAP_PADDING, ProblemCtx::default()) {
+        blocks.csum_bad.clear();
     }
     for g in inodes.csum_bad {
         out.report(
@@ -330,7 +331,13 @@ fn check_blocks(
             free_blocks
         },
         padding_bad: padding_bad || tail_bad,
-        csum_bad,
+        // Differences fixed rewrite every group's bitmap with a fresh checksum: no group's
+        // checksum is asked about then, as e2fsck skips a bitmap it changed.
+        csum_bad: if blocks_fixed && !diffs.is_empty() {
+            Vec::new()
+        } else {
+            csum_bad
+        },
     }
 }
 
@@ -418,7 +425,12 @@ fn check_inodes(
     Half {
         free: if kept { sb_ifree } else { free_inodes },
         padding_bad,
-        csum_bad: icsum_bad,
+        // (As for blocks: fixed differences rewrite every inode bitmap.)
+        csum_bad: if inodes_fixed && !idiffs.is_empty() {
+            Vec::new()
+        } else {
+            icsum_bad
+        },
     }
 }
 

@@ -86,6 +86,15 @@ impl Overlay {
         self.staged.read().map_or(0, |s| s.len() as u64 * CHUNK)
     }
 
+    /// Whether some byte of `offset..offset + len` has been written (staged) since the
+    /// overlay was made, whatever it now holds.
+    pub fn staged_in(&self, offset: u64, len: u64) -> bool {
+        let (first, end) = (offset / CHUNK, (offset + len).div_ceil(CHUNK));
+        self.staged
+            .read()
+            .is_ok_and(|s| s.range(first..end).next().is_some())
+    }
+
     /// The staged chunks as extents, ascending and coalesced, omitting chunks whose staged
     /// contents equal the device's (a repair that put a byte back is no change).
     pub fn extents(&self) -> Result<Vec<Extent>> {

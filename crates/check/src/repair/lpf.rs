@@ -216,15 +216,18 @@ pub fn ensure(
             super::dirent::set_leaf_csum(p0, dev, ROOT, b);
             let _ = dev.write_at(b, *pblk * p0.fs.block_size() as u64);
         }
-        // A link count fix of the root later this round sets the count pass 4 found, without
-        // the new subdirectory; the next round corrects that.
-        if !findings
-            .iter()
-            .any(|f| f.fixed && f.problem == P::P4_BAD_REF_COUNT && f.ctx.ino == ROOT)
+        // The new subdirectory links the root, as e2fsck's pass 3 does: the root's count
+        // pass 4 judged (before it) now reads one more, and so does what it counted (the new
+        // `..`). The root's count is asked once, on the counts after the new directory.
+        edit(p0, dev, ROOT, |i| {
+            i.i_links_count.set(i.i_links_count.get().saturating_add(1))
+        });
+        for f in findings
+            .iter_mut()
+            .filter(|f| f.problem == P::P4_BAD_REF_COUNT && f.ctx.ino == ROOT)
         {
-            edit(p0, dev, ROOT, |i| {
-                i.i_links_count.set(i.i_links_count.get().saturating_add(1))
-            });
+            f.ctx.num = (f.ctx.num + 1).min(u64::from(u16::MAX));
+            f.ctx.num2 += 1;
         }
         mark_inode(p0, dev, ino, true);
         mark_block(p0, dev, blk);

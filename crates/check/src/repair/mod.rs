@@ -126,6 +126,10 @@ struct Repair<'r> {
     /// The next round shows its pass headers: the first round, and the round after a
     /// restart (e2fsck's second run from the beginning).
     fresh: bool,
+    /// The block and inode bitmaps the repair's fixes changed (or one of this round is about
+    /// to change): written whole with fresh checksums, so their checksums are not asked
+    /// about, as e2fsck skips a bitmap it changed.
+    bitmaps: Bitmaps,
 }
 
 /// Check and repair the file system on `dev`, staging every change in an overlay. Nothing is
@@ -154,6 +158,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &CheckOptions, rep: &mut dyn Reporter)
         asks,
         answers: Answers::new(opts.policy),
         fresh: true,
+        bitmaps: Bitmaps::default(),
     };
     r.prepare();
     while r.rounds < r.max_rounds() && r.round() {}
@@ -202,6 +207,10 @@ impl Repair<'_> {
                 }
             }
         }
+        // (Orphans released free their blocks and inodes.)
+        if let Some(p0) = open(&self.ov, &self.opts) {
+            self.bitmaps.note(&p0, &self.ov, false);
+        }
     }
 
     /// Count a round that ran (the first one's problems are the file system's own).
@@ -236,6 +245,10 @@ impl Repair<'_> {
             interactive::split_runs(&mut out.findings);
         }
         let p0 = open(&self.ov, &self.opts);
+        // What the check itself wrote (a journal replayed) is the file system as found.
+        if let Some(p0) = &p0 {
+            self.bitmaps.note(p0, &self.ov, true);
+        }
         let mut dirs = Dirs::new(out.alloc.as_ref());
         order::hold_back(&mut out.findings);
         order::clone_first(&mut out.findings);
@@ -266,6 +279,9 @@ impl Repair<'_> {
             (Some(p0), false) => self.first_fixes(p0, &mut dirs, &mut out, &mut held),
             _ => Recording::default(),
         };
+        if let Some(p0) = &p0 {
+            self.bitmaps.note(p0, &self.ov, false);
+        }
         if self.asks {
             self.answers.round(
                 &held,
@@ -354,6 +370,7 @@ impl Repair<'_> {
                 keep: &keep,
             };
             fixers::apply(&mut round, alone);
+            self.bitmaps.note(p0, &self.ov, false);
         }
         self.preen_halt = halt_at.is_some();
         self.last = Some(out);
@@ -584,7 +601,7 @@ impl Repair<'_> {
                     && f.fixed
                     && f.problem == P::P2_INOREF_IN_UNUSED
                     && !groups_reset.insert(f.ctx.group);
-                report_now(f) && !after_stop && !again
+                report_now(f) && !after_stop && !again && !self.bitmaps.rewritten(f.problem)
             })
             .collect();
         let mut decided = out.findings.iter().zip(&show);
@@ -763,6 +780,43 @@ impl Repair<'_> {
             new_problems,
             exit_code: code,
         }
+    }
+}
+
+/// Which bitmaps (block, inode) the repair's own writes changed: e2fsck writes a bitmap it
+/// changed whole, with fresh checksums, and does not ask about its checksums (the rebuild
+/// that fixes them here is made unasked).
+#[derive(Default)]
+struct Bitmaps {
+    /// Bitmap blocks staged so far, of each kind.
+    staged: [usize; 2],
+    changed: [bool; 2],
+}
+
+impl Bitmaps {
+    /// Count the bitmap blocks staged now; new ones since the last count changed their kind,
+    /// unless `found` (written by the check itself, as the file system was found).
+    fn note(&mut self, p0: &Pass0Facts, ov: &Overlay, found: bool) {
+        let bs = p0.fs.block_size() as u64;
+        let mut now = [0usize; 2];
+        for gd in &p0.fs.groups {
+            for (k, blk) in [gd.block_bitmap(), gd.inode_bitmap()]
+                .into_iter()
+                .enumerate()
+            {
+                now[k] += usize::from(blk != 0 && ov.staged_in(blk * bs, bs));
+            }
+        }
+        for (changed, (now, was)) in self.changed.iter_mut().zip(now.iter().zip(self.staged)) {
+            *changed |= !found && *now > was;
+        }
+        self.staged = now;
+    }
+
+    /// Whether `p` asks about the checksum of a bitmap the repair changed.
+    fn rewritten(&self, p: P) -> bool {
+        (p == P::P5_BLOCK_BITMAP_CSUM_INVALID && self.changed[0])
+            || (p == P::P5_INODE_BITMAP_CSUM_INVALID && self.changed[1])
     }
 }
 

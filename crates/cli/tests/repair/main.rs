@@ -9,6 +9,7 @@ mod journal_errno;
 mod journal_reset;
 mod mark_checked;
 mod repair;
+mod repair_asked_once;
 mod repair_badblocks;
 mod repair_bblist;
 mod repair_bigalloc_clone;
