@@ -676,6 +676,17 @@ impl Reporter for Terminal {
     /// e2fsck's interactive question: `… Fix<y>? ` and one keystroke; a message without a
     /// question, or any question after `a`, is shown answered yes.
     fn ask(&mut self, f: &Finding) -> bool {
+        // A member of a group whose question was asked takes that answer ("CLEARED.").
+        if let Some((question, per_inode)) = latch_of(f.problem) {
+            if self
+                .latches
+                .get(&question)
+                .is_some_and(|&ino| !per_inode || ino == f.ctx.ino)
+            {
+                self.finding(f);
+                return f.fixed;
+            }
+        }
         let msg = f.message();
         let q = match Self::question(f, &msg) {
             Some(q) if self.interactive && !self.yes_to_all => q,
@@ -688,6 +699,10 @@ impl Reporter for Terminal {
             let _ = writeln!(self.out);
         }
         self.warn(f);
+        // Its group's members follow it with the answer's word ("CLEARED.", "IGNORED.").
+        if latch_of(f.problem).is_none() && is_latch_question(f.problem) {
+            self.latches.insert(f.problem, f.ctx.ino);
+        }
         // The progress bar stays away until the answer is on the terminal.
         crate::screen::asking(true);
         crate::tty::raw_mode();

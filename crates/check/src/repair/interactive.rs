@@ -343,6 +343,23 @@ impl Answers {
                     if before_pass4 && f.problem.pass() >= 4 {
                         return;
                     }
+                    let refused_group = f
+                        .problem
+                        .latch()
+                        .is_some_and(|l| matches!(open.get(&l), Some(&(_, Some(false)))));
+                    if refused_group {
+                        // A member of a group whose question was answered no: shown as left
+                        // (e2fsck's "IGNORED"), neither asked nor waiting.
+                        f.fixed = false;
+                        if self.get(f).is_none() && !self.holds_pass(f.problem.pass()) {
+                            rep.finding(f);
+                            self.given.insert((f.problem, f.ctx.clone()), false);
+                            self.now.new += 1;
+                            shown.push(f.clone());
+                        }
+                        next += 1;
+                        continue;
+                    }
                     f.fixed = self.put_or_wait(f, rep, shown).unwrap_or(false);
                     self.follow_latch(found, next, &mut open);
                     next += 1;
