@@ -6,31 +6,10 @@
 
 use crate::common;
 
-use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// A pseudo-terminal: (controller, the terminal side).
-fn openpty() -> (std::fs::File, OwnedFd) {
-    let (mut ctl, mut term) = (-1, -1);
-    // SAFETY: openpty writes two new descriptors; the null pointers ask for no name and the
-    // default settings.
-    let r = unsafe {
-        libc::openpty(
-            &mut ctl,
-            &mut term,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(r, 0, "openpty failed");
-    // SAFETY: both descriptors are new and owned by nobody else.
-    unsafe { (std::fs::File::from_raw_fd(ctl), OwnedFd::from_raw_fd(term)) }
-}
 
 /// One interactive run: the exit code, everything shown, and each question with its answer.
 struct Session {
@@ -42,27 +21,9 @@ struct Session {
 /// Run `bin -f IMG` on a terminal; at each question (a prompt ending `<y>? ` or `<n>? `) type
 /// what `answer` says for the text shown since the previous answer.
 fn run(bin: &Path, img: &Path, answer: &dyn Fn(&str) -> bool) -> Session {
-    let (ctl, term) = openpty();
-    let mut child = Command::new(bin)
-        .arg("-f")
-        .arg(img)
-        .stdin(Stdio::from(term.try_clone().unwrap()))
-        .stdout(Stdio::from(term.try_clone().unwrap()))
-        .stderr(Stdio::from(term))
-        .spawn()
-        .unwrap();
-    let mut typing = ctl.try_clone().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let mut reading = ctl;
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        // The read fails (EIO) once the last process holding the terminal side has exited.
-        while let Ok(n @ 1..) = reading.read(&mut buf) {
-            if tx.send(buf[..n].to_vec()).is_err() {
-                break;
-            }
-        }
-    });
+    let mut cmd = Command::new(bin);
+    cmd.arg("-f").arg(img);
+    let (mut child, mut typing, rx) = super::interactive::spawn_on_terminal(cmd);
     let mut shown = String::new();
     let mut asked = Vec::new();
     let mut since = 0;

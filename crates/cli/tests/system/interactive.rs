@@ -51,6 +51,33 @@ fn openpty() -> (std::fs::File, OwnedFd) {
     unsafe { (std::fs::File::from_raw_fd(ctl), OwnedFd::from_raw_fd(term)) }
 }
 
+/// Start `cmd` with a new pseudo-terminal as its standard input, output and error. Returns
+/// the child, the controller to type on, and what the terminal shows as it comes.
+pub(super) fn spawn_on_terminal(
+    mut cmd: Command,
+) -> (std::process::Child, std::fs::File, mpsc::Receiver<Vec<u8>>) {
+    let (ctl, term) = openpty();
+    let child = cmd
+        .stdin(Stdio::from(term.try_clone().unwrap()))
+        .stdout(Stdio::from(term.try_clone().unwrap()))
+        .stderr(Stdio::from(term))
+        .spawn()
+        .unwrap();
+    let typing = ctl.try_clone().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let mut reading = ctl;
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        // The read fails (EIO) once the last process holding the terminal side has exited.
+        while let Ok(n @ 1..) = reading.read(&mut buf) {
+            if tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    (child, typing, rx)
+}
+
 /// Run `ffsck -f IMG` on a terminal, typing one key of `keys` at each question. Returns the
 /// exit code and everything shown on the terminal.
 fn run_on_terminal(img: &std::path::Path, keys: &[u8]) -> (i32, String) {
@@ -66,28 +93,9 @@ fn on_terminal(
     keys: &[u8],
     wait: Duration,
 ) -> (i32, Vec<u8>) {
-    let (ctl, term) = openpty();
-    let mut child = Command::new(common::ffsck_bin())
-        .args(args)
-        .arg(img)
-        .env("E2FSCK_CONFIG", "/dev/null")
-        .stdin(Stdio::from(term.try_clone().unwrap()))
-        .stdout(Stdio::from(term.try_clone().unwrap()))
-        .stderr(Stdio::from(term))
-        .spawn()
-        .unwrap();
-    let mut typing = ctl.try_clone().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let mut reading = ctl;
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        // The read fails (EIO) once the last process holding the terminal side has exited.
-        while let Ok(n @ 1..) = reading.read(&mut buf) {
-            if tx.send(buf[..n].to_vec()).is_err() {
-                break;
-            }
-        }
-    });
+    let mut cmd = Command::new(common::ffsck_bin());
+    cmd.args(args).arg(img).env("E2FSCK_CONFIG", "/dev/null");
+    let (mut child, mut typing, rx) = spawn_on_terminal(cmd);
     let mut shown = Vec::new();
     let mut typed = 0;
     let start = Instant::now();
